@@ -1,0 +1,267 @@
+"""The ``shrinkray`` command: a thin shell over the engine.
+
+Flags for method options are generated from the methods' option dataclasses,
+so a new method needs no CLI change. Errors print one line (what is wrong and
+what to do) and exit non-zero; ``--debug`` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from shrinkray.errors import MissingModelError, ShrinkRayError
+from shrinkray.inspect import ModelSummary, inspect_model
+from shrinkray.io import check_output_path, load, save
+from shrinkray.methods import Variant, all_methods
+from shrinkray.shrink import shrink
+from shrinkray.units import format_bytes, format_percent
+
+DEFAULT_MODEL = Path("artifacts/model.onnx")
+DEFAULT_OUTPUT = Path("artifacts/model.int8.onnx")
+DEFAULT_METHOD = "dynamic-int8"
+
+
+def _status(args: argparse.Namespace, message: str) -> None:
+    if not getattr(args, "quiet", False):
+        print(message, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- inspect
+
+
+def _table(rows: list[list[str]], indent: str = "  ") -> list[str]:
+    if not rows:
+        return []
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [indent + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+
+
+def format_summary(s: ModelSummary, top: int | None = 20) -> str:
+    lines = [
+        f"{s.name}: {format_bytes(s.file_bytes)} ({s.file_bytes:,} bytes), IR version {s.ir_version}"
+        + (f", produced by {s.producer}" if s.producer else ""),
+        "Opsets: " + ", ".join(f"{d} {v}" for d, v in s.opsets.items()),
+        "",
+        "Inputs:",
+    ]
+    def sig_rows(sigs):
+        return [
+            [t.name, t.dtype, t.shape_text(), ("dynamic: " + ", ".join(t.dynamic_axes.values())) if t.dynamic_axes else ""]
+            for t in sigs
+        ]
+
+    lines += _table(sig_rows(s.inputs)) or ["  (none)"]
+    if s.overridable_initializers:
+        lines.append(f"  + {len(s.overridable_initializers)} initializers that are also inputs (overridable)")
+    lines += ["Outputs:"] + (_table(sig_rows(s.outputs)) or ["  (none)"])
+    lines += [
+        "",
+        f"Ops ({s.node_count:,} nodes, {s.subgraph_count} subgraphs): "
+        + ", ".join(f"{op} {n}" for op, n in s.op_histogram),
+    ]
+    if s.custom_ops:
+        lines.append("Custom ops (ONNX Runtime cannot run these here): " + ", ".join(s.custom_ops))
+    shown = s.weights if top is None else s.weights[:top]
+    lines += [
+        "",
+        f"Weights: {len(s.weights):,} tensors, {format_bytes(s.weight_bytes)} = "
+        f"{format_percent(s.weight_share)} of the file, largest first"
+        + (f" (top {len(shown)}; --all shows every one)" if len(shown) < len(s.weights) else ""),
+    ]
+    rows = [["name", "dtype", "shape", "bytes", "share", "where"]]
+    rows += [
+        [w.name, w.dtype, "[" + ", ".join(map(str, w.shape)) + "]", f"{w.bytes:,}", format_percent(w.share_of_file), w.where]
+        for w in shown
+    ]
+    lines += _table(rows)
+    lines += ["", "What each method can rewrite (default options):"]
+    lines += _table(
+        [[m.method, f"{m.tensors} tensors", format_bytes(m.bytes), f"{format_percent(m.share_of_file)} of the file"] for m in s.methods]
+    )
+    return "\n".join(lines)
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    summary = inspect_model(load(args.model))
+    if args.json:
+        print(json.dumps(summary.to_dict(), indent=2))
+    else:
+        print(format_summary(summary, top=None if args.all else args.top))
+    return 0
+
+
+# ---------------------------------------------------------------- shrink
+
+
+def _option_fields() -> dict[str, list[tuple[str, dataclasses.Field]]]:
+    """Every option field across methods, grouped by name."""
+    fields: dict[str, list[tuple[str, dataclasses.Field]]] = {}
+    for spec in all_methods():
+        for f in dataclasses.fields(spec.options_type):
+            fields.setdefault(f.name, []).append((spec.name, f))
+    return fields
+
+
+def _add_method_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("method options (each applies to the methods named in brackets)")
+    for name, owners in _option_fields().items():
+        flag = "--" + name.replace("_", "-")
+        first = owners[0][1]
+        methods = ", ".join(m for m, _ in owners)
+        defaults = {repr(f.default) for _, f in owners if f.default is not dataclasses.MISSING}
+        default_text = f" (default {defaults.pop()})" if len(defaults) == 1 else ""
+        help_text = f"[{methods}] {first.metadata.get('help', '')}{default_text}".replace("%", "%%")
+        kind = str(first.type)
+        if kind == "bool":
+            group.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_text)
+        else:
+            metavar = "|".join(map(str, first.metadata["choices"])) if "choices" in first.metadata else name.upper()
+            group.add_argument(flag, dest=name, default=None, metavar=metavar, help=help_text)
+
+
+def _method_options(args: argparse.Namespace) -> dict[str, Any]:
+    return {name: getattr(args, name) for name in _option_fields() if getattr(args, name, None) is not None}
+
+
+def default_output(model_path: Path, method: str) -> Path:
+    stem = model_path.name.removesuffix(".onnx")
+    return model_path.with_name(f"{stem}.{method}.onnx")
+
+
+def format_variant(variant: Variant, original_bytes: int, written: Path | None, written_bytes: int) -> str:
+    worst = max(variant.changes, key=lambda c: c.relative_rms_error, default=None)
+    lines = [
+        (
+            f"{variant.method}: rewrote {len(variant.changes)} tensors, "
+            f"{format_bytes(variant.bytes_before)} of weights -> {format_bytes(variant.bytes_after)}"
+        )
+    ]
+    if written is not None:
+        lines.append(
+            f"File: {format_bytes(original_bytes)} -> {format_bytes(written_bytes)} "
+            f"({format_percent(written_bytes / max(original_bytes, 1))} of the original), written to {written}"
+        )
+    if worst is not None:
+        lines.append(
+            f"Largest weight error: '{worst.name}' RMS error {format_percent(worst.relative_rms_error)} of its RMS "
+            f"(max abs {worst.max_abs_error:.3g})"
+        )
+    lines += [f"Note: {n}" for n in variant.notes]
+    lines += [f"Warning: {w}" for w in variant.warnings]
+    return "\n".join(lines)
+
+
+def cmd_shrink(args: argparse.Namespace) -> int:
+    model_path = Path(args.model) if args.model else DEFAULT_MODEL
+    method = args.method or DEFAULT_METHOD
+    if args.model is None and not DEFAULT_MODEL.exists():
+        raise MissingModelError(f"Missing {DEFAULT_MODEL}", "Run export first")
+    if args.output:
+        output = Path(args.output)
+    elif args.model is None and method == DEFAULT_METHOD:
+        output = DEFAULT_OUTPUT
+    else:
+        output = default_output(model_path, method)
+    _status(args, f"Loading {model_path} ...")
+    loaded = load(model_path)
+    protected = [model_path] + [model_path.parent / f for f in loaded.external_data_files]
+    check_output_path(output, protect=protected, overwrite=args.force)
+    _status(args, f"Applying {method} ...")
+    variant = shrink(loaded, method, **_method_options(args))
+    _status(args, "Checked: onnx.checker passes and ONNX Runtime opens the result. Writing ...")
+    written = save(variant.model, output, protect=protected, overwrite=args.force)
+    written_bytes = written.stat().st_size + sum(
+        p.stat().st_size for p in [written.with_name(written.name + ".data")] if p.exists()
+    )
+    if args.json:
+        record = variant.summary() | {
+            "input": str(model_path),
+            "output": str(written),
+            "input_bytes": loaded.file_bytes,
+            "output_bytes": written_bytes,
+        }
+        print(json.dumps(record, indent=2))
+    else:
+        print(format_variant(variant, loaded.file_bytes, written, written_bytes))
+    return 0
+
+
+def cmd_methods(args: argparse.Namespace) -> int:
+    for spec in all_methods():
+        print(f"{spec.name:14s} {spec.title}: {spec.summary}")
+        for f in dataclasses.fields(spec.options_type):
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            shown = ",".join(default) if isinstance(default, list) else default
+            print(f"    --{f.name.replace('_', '-'):16s} {f.metadata.get('help', '')} (default: {shown})")
+    return 0
+
+
+# ---------------------------------------------------------------- main
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="shrinkray", description="Make ONNX models smaller, and measure the cost.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("inspect", help="show a model's signature, ops and weights")
+    p.add_argument("model", help="path to an .onnx file")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.add_argument("--top", type=int, default=20, help="weights to list (default 20)")
+    p.add_argument("--all", action="store_true", help="list every weight")
+    p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser(
+        "shrink",
+        help="write a smaller copy of a model",
+        description="Write a smaller, validated copy of a model. With no MODEL, reads "
+        f"{DEFAULT_MODEL} and writes {DEFAULT_OUTPUT} ({DEFAULT_METHOD}).",
+    )
+    p.add_argument("model", nargs="?", help=f"path to an .onnx file (default {DEFAULT_MODEL})")
+    p.add_argument(
+        "--method", "-m", choices=[s.name for s in all_methods()], help=f"shrinking method (default {DEFAULT_METHOD})"
+    )
+    p.add_argument("-o", "--output", help="output path (default: next to the input as NAME.METHOD.onnx)")
+    p.add_argument("--force", action="store_true", help="replace the output file if it exists (never the input)")
+    p.add_argument("--json", action="store_true", help="print the change record as JSON")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress messages")
+    _add_method_flags(p)
+    p.set_defaults(func=cmd_shrink)
+
+    p = sub.add_parser("methods", help="list the methods and their options")
+    p.set_defaults(func=cmd_methods)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except ShrinkRayError as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"Error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("Interrupted; nothing was written.", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - last line of defence: no traceback without --debug
+        if args.debug:
+            traceback.print_exc()
+        print(
+            f"Error: unexpected {type(exc).__name__}: {str(exc)[:300]}. This is a bug in shrinkray; "
+            "rerun with --debug and report the traceback.",
+            file=sys.stderr,
+        )
+        return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""One exception family for everything a user can get wrong.
+
+Every error carries two parts: what is wrong and what to do about it. The CLI
+and the app print ``str(error)`` as one line; nothing else is shown unless the
+user asks for a traceback (``--debug``).
+"""
+
+from __future__ import annotations
+
+
+class ShrinkRayError(Exception):
+    """Base class: a problem the user can act on."""
+
+    def __init__(self, problem: str, hint: str = "") -> None:
+        self.problem = problem.rstrip(". ")
+        self.hint = hint.rstrip(". ")
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        if self.hint:
+            return f"{self.problem}. {self.hint}."
+        return f"{self.problem}."
+
+
+class MissingModelError(ShrinkRayError):
+    """The file the user named does not exist."""
+
+
+class ModelLoadError(ShrinkRayError):
+    """The bytes are not a readable ONNX model (empty, truncated, not protobuf...)."""
+
+
+class InvalidModelError(ShrinkRayError):
+    """The model parses but is not valid ONNX (checker failure, bad opset...)."""
+
+
+class RuntimeUnsupportedError(ShrinkRayError):
+    """ONNX Runtime cannot open or run the model on this machine."""
+
+
+class UnsafeModelError(ShrinkRayError):
+    """The model asks for something we refuse to do (e.g. external data outside its folder)."""
+
+
+class LimitExceededError(ShrinkRayError):
+    """A configured resource limit was hit."""
+
+
+class MethodError(ShrinkRayError):
+    """A shrinking method cannot be applied with these options, or failed."""
+
+
+class OptionError(ShrinkRayError):
+    """An option value is out of range or of the wrong kind."""
+
+
+class OutputExistsError(ShrinkRayError):
+    """Writing would overwrite the input or an existing file."""

@@ -1,0 +1,13 @@
+"""The method registry. Importing this package registers every method."""
+
+from shrinkray.methods import dynamic_int8, float16, palettize, weights_int8  # noqa: F401 - registration
+from shrinkray.methods.base import (
+    MethodOptions,
+    MethodSpec,
+    TensorChange,
+    Variant,
+    all_methods,
+    get_method,
+)
+
+__all__ = ["MethodOptions", "MethodSpec", "TensorChange", "Variant", "all_methods", "get_method"]

@@ -1,0 +1,221 @@
+"""What every shrinking method shares: options, selection, results, registry.
+
+A method is an options dataclass plus ``apply(model, options) -> Variant``,
+registered once with :func:`register`. The CLI builds its flags and the app
+its controls from the options' fields and their ``metadata`` (help text,
+choices, bounds), so adding a method touches one module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import onnx
+
+from shrinkray.errors import MethodError, OptionError
+from shrinkray.graph import WeightRef
+from shrinkray.quant import ErrorStats
+
+
+def option(default: Any, help: str, **meta: Any) -> Any:
+    """A dataclass field carrying the help text and bounds used by CLI and UI."""
+    return field(default=default, metadata={"help": help, **meta})
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _coerce(value: Any, kind: str, flag: str) -> Any:
+    """Accept strings (CLI, URLs) and numbers for typed option fields."""
+    try:
+        if kind == "bool" and isinstance(value, str):
+            if value.strip().lower() not in _TRUE | _FALSE:
+                raise ValueError(value)
+            return value.strip().lower() in _TRUE
+        if kind == "int" and not isinstance(value, bool):
+            as_float = float(value)
+            if as_float != int(as_float):
+                raise ValueError(value)
+            return int(as_float)
+        if kind == "float" and not isinstance(value, bool):
+            return float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise OptionError(f"{flag} expects a{'n' if kind == 'int' else ''} {kind}, not {value!r}", "Fix the value") from None
+    return value
+
+
+@dataclass
+class MethodOptions:
+    """Base class: checks every field against its declared choices and bounds."""
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            flag = "--" + f.name.replace("_", "-")
+            value = _coerce(getattr(self, f.name), str(f.type), flag)
+            setattr(self, f.name, value)
+            meta = f.metadata
+            if "choices" in meta and value not in meta["choices"]:
+                raise OptionError(
+                    f"{flag} must be one of {', '.join(map(str, meta['choices']))}, not {value!r}",
+                    "Pick one of the listed values",
+                )
+            if "min" in meta and value < meta["min"]:
+                raise OptionError(f"{flag} must be at least {meta['min']}, not {value}", "Use a larger value")
+            if "max" in meta and value > meta["max"]:
+                raise OptionError(f"{flag} must be at most {meta['max']}, not {value}", "Use a smaller value")
+            is_list = isinstance(f.default, (list, tuple)) or f.default_factory is not dataclasses.MISSING
+            if is_list and isinstance(value, str):
+                setattr(self, f.name, [v.strip() for v in value.split(",") if v.strip()])
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class TensorSelection(MethodOptions):
+    """Which stored float tensors a weight method rewrites."""
+
+    min_elements: int = option(16384, "Only tensors with at least this many values are rewritten", min=1)
+    include: list[str] = field(
+        default_factory=list,
+        metadata={"help": "Only tensors whose name matches one of these globs (comma-separated)"},
+    )
+    exclude: list[str] = field(
+        default_factory=list, metadata={"help": "Skip tensors whose name matches one of these globs (comma-separated)"}
+    )
+
+    def selects(self, ref: WeightRef) -> bool:
+        if not ref.is_float or ref.is_graph_input or ref.elements < self.min_elements:
+            return False
+        if self.include and not any(fnmatch.fnmatchcase(ref.name, p) for p in self.include):
+            return False
+        return not any(fnmatch.fnmatchcase(ref.name, p) for p in self.exclude)
+
+
+@dataclass
+class TensorChange:
+    """One rewritten tensor: where it lives, its bytes and how far it moved."""
+
+    name: str
+    where: str
+    dtype: str
+    shape: list[int]
+    bytes_before: int
+    bytes_after: int
+    max_abs_error: float
+    rms_error: float
+    relative_rms_error: float
+    encoding: str = ""
+
+    @classmethod
+    def of(cls, ref: WeightRef, bytes_after: int, stats: ErrorStats, encoding: str) -> TensorChange:
+        return cls(
+            name=ref.name,
+            where=ref.where,
+            dtype=ref.dtype_name,
+            shape=list(ref.shape),
+            bytes_before=ref.nbytes,
+            bytes_after=bytes_after,
+            max_abs_error=stats.max_abs,
+            rms_error=stats.rms,
+            relative_rms_error=stats.relative_rms,
+            encoding=encoding,
+        )
+
+
+@dataclass
+class Variant:
+    """A shrunk model and the record of what the method changed."""
+
+    method: str
+    options: dict[str, Any]
+    model: onnx.ModelProto
+    changes: list[TensorChange] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def bytes_before(self) -> int:
+        return sum(c.bytes_before for c in self.changes)
+
+    @property
+    def bytes_after(self) -> int:
+        return sum(c.bytes_after for c in self.changes)
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready record (without the model itself)."""
+        return {
+            "method": self.method,
+            "options": self.options,
+            "tensors_changed": len(self.changes),
+            "weight_bytes_before": self.bytes_before,
+            "weight_bytes_after": self.bytes_after,
+            "changes": [dataclasses.asdict(c) for c in self.changes],
+            "warnings": list(self.warnings),
+            "notes": list(self.notes),
+        }
+
+
+#: A tensor whose RMS error exceeds this share of its own RMS value has lost
+#: much of its information; it is always reported, never passed silently.
+DAMAGE_THRESHOLD = 0.25
+
+
+def warn_if_damaged(variant: Variant, change: TensorChange) -> None:
+    """Add a warning to the variant when one tensor moved too far."""
+    if change.relative_rms_error > DAMAGE_THRESHOLD:
+        variant.warnings.append(
+            f"Tensor '{change.name}' moved a lot: its RMS error is {change.relative_rms_error:.0%} "
+            f"of its RMS value ({change.encoding}); outputs may change. Exclude it (--exclude) "
+            "or use more levels / another method"
+        )
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """A registered method: its name, what it does, options and functions."""
+
+    name: str
+    title: str
+    summary: str
+    options_type: type[MethodOptions]
+    apply: Callable[[onnx.ModelProto, Any], Variant]
+    candidates: Callable[[list[WeightRef], Any], list[WeightRef]]
+    position: int = 99  # order in listings, menus and reports
+
+    def make_options(self, **values: Any) -> MethodOptions:
+        known = {f.name for f in dataclasses.fields(self.options_type)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            flags = ", ".join("--" + u.replace("_", "-") for u in unknown)
+            raise OptionError(
+                f"The {self.name} method has no option {flags}",
+                "Options it takes: " + ", ".join("--" + k.replace("_", "-") for k in sorted(known)),
+            )
+        return self.options_type(**values)
+
+
+_REGISTRY: dict[str, MethodSpec] = {}
+
+
+def register(spec: MethodSpec) -> MethodSpec:
+    if spec.name in _REGISTRY:
+        raise ValueError(f"method {spec.name} registered twice")
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
+def get_method(name: str) -> MethodSpec:
+    key = name.strip().lower().replace("_", "-")
+    if key not in _REGISTRY:
+        raise MethodError(f"Unknown method '{name}'", "Available methods: " + ", ".join(sorted(_REGISTRY)))
+    return _REGISTRY[key]
+
+
+def all_methods() -> list[MethodSpec]:
+    return sorted(_REGISTRY.values(), key=lambda spec: (spec.position, spec.name))

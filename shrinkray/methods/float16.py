@@ -1,0 +1,155 @@
+"""float16: float weights stored in half precision, inputs and outputs kept float32.
+
+Two implementations, chosen by measurement:
+
+* ``storage`` (default): each selected float32/float64 tensor is stored as
+  float16 and a Cast node turns it back into its original type. ONNX Runtime
+  folds that Cast when the session starts, so compute stays float32: same
+  speed, same numerics apart from the rounding of the weights, and it loads
+  wherever the original loads.
+* ``compute``: onnxconverter-common's ``convert_float_to_float16`` with
+  ``keep_io_types=True`` and an op block list, which also runs activations in
+  float16. On CPU ONNX Runtime has few float16 kernels, so this inserts Casts
+  and usually runs slower; it is offered for GPU/WebGPU targets and validated
+  like every other result.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from shrinkray.errors import MethodError
+from shrinkray.graph import FLOAT_TYPES, GraphEditor, NameAllocator, WeightRef, find_weights
+from shrinkray.methods.base import (
+    MethodSpec,
+    TensorChange,
+    TensorSelection,
+    Variant,
+    option,
+    register,
+    warn_if_damaged,
+)
+from shrinkray.quant import error_stats
+
+FLOAT16_MAX = 65504.0
+
+#: Ops that break or lose accuracy in float16 (onnxconverter-common's list plus
+#: reductions and normalisations that overflow easily).
+DEFAULT_BLOCK_LIST = [
+    "ArrayFeatureExtractor", "Binarizer", "CastMap", "CategoryMapper", "DictVectorizer",
+    "FeatureVectorizer", "Imputer", "LabelEncoder", "LinearClassifier", "LinearRegressor",
+    "Normalizer", "OneHotEncoder", "RandomUniformLike", "SVMClassifier", "SVMRegressor",
+    "Scaler", "TreeEnsembleClassifier", "TreeEnsembleRegressor", "ZipMap", "NonMaxSuppression",
+    "TopK", "RoiAlign", "Resize", "Range", "CumSum", "Min", "Max", "Upsample",
+    "DynamicQuantizeLinear", "QuantizeLinear", "DequantizeLinear", "ReduceSum", "ReduceMean",
+    "Pow", "Exp", "Softmax", "LayerNormalization", "If", "Loop", "Scan",
+]  # fmt: skip
+
+
+@dataclass
+class Float16Options(TensorSelection):
+    min_elements: int = option(1024, "Only tensors with at least this many values are converted", min=1)
+    mode: str = option(
+        "storage",
+        "storage: weights stored as float16, compute stays float32 (same speed on CPU); "
+        "compute: activations in float16 too (for GPU targets, usually slower on CPU)",
+        choices=["storage", "compute"],
+    )
+    op_block_list: list[str] = field(
+        default_factory=lambda: list(DEFAULT_BLOCK_LIST),
+        metadata={"help": "compute mode only: op types kept in float32 (comma-separated)"},
+    )
+
+
+def candidates(refs: list[WeightRef], options: Float16Options) -> list[WeightRef]:
+    return [r for r in refs if options.selects(r) and r.dtype != onnx.TensorProto.FLOAT16]
+
+
+def _cast_back(target: int):
+    def build(names: list[str], output: str, alloc: NameAllocator) -> list[onnx.NodeProto]:
+        return [helper.make_node("Cast", [names[0]], [output], name=alloc.new(f"{output}_cast"), to=target)]
+
+    return build
+
+
+def _apply_storage(model: onnx.ModelProto, options: Float16Options, variant: Variant) -> None:
+    editor = GraphEditor(model)
+    for ref in candidates(find_weights(model), options):
+        values = ref.array()
+        finite = values[np.isfinite(values)]
+        if finite.size and float(np.max(np.abs(finite))) > FLOAT16_MAX:
+            variant.warnings.append(
+                f"Kept '{ref.name}' in {ref.dtype_name}: it holds values beyond float16's range (±65504)"
+            )
+            continue
+        half = values.astype(np.float16)
+        editor.replace(ref, {"fp16": half}, _cast_back(ref.dtype))
+        change = TensorChange.of(
+            ref,
+            bytes_after=int(half.nbytes),
+            stats=error_stats(values, half.astype(FLOAT_TYPES[ref.dtype])),
+            encoding="float16 storage",
+        )
+        variant.changes.append(change)
+        warn_if_damaged(variant, change)
+    editor.apply()
+
+
+def _apply_compute(model: onnx.ModelProto, options: Float16Options, variant: Variant) -> onnx.ModelProto:
+    from onnxconverter_common import float16
+
+    before = {r.name: r for r in find_weights(model) if r.dtype == onnx.TensorProto.FLOAT}
+    originals = {name: ref.array() for name, ref in before.items()}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            converted = float16.convert_float_to_float16(
+                model, keep_io_types=True, op_block_list=list(options.op_block_list), max_finite_val=FLOAT16_MAX
+            )
+    except Exception as exc:  # noqa: BLE001 - the converter raises many kinds
+        raise MethodError(
+            f"The float16 converter failed on this model ({type(exc).__name__}: {str(exc)[:200]})",
+            "Use --mode storage, which keeps compute in float32",
+        ) from None
+    converted.ir_version = model.ir_version
+    for ref in find_weights(converted):
+        if ref.name in before and ref.dtype == onnx.TensorProto.FLOAT16:
+            change = TensorChange.of(
+                before[ref.name],
+                bytes_after=ref.nbytes,
+                stats=error_stats(originals[ref.name], ref.array().astype(np.float32)),
+                encoding="float16 compute",
+            )
+            variant.changes.append(change)
+            warn_if_damaged(variant, change)
+    return converted
+
+
+def apply(model: onnx.ModelProto, options: Float16Options) -> Variant:
+    variant = Variant(method="float16", options=options.as_dict(), model=model)
+    if options.mode == "storage":
+        _apply_storage(model, options, variant)
+    else:
+        variant.model = _apply_compute(model, options, variant)
+    if not variant.changes:
+        variant.notes.append("No float32/float64 weight was large enough to convert, so nothing changed")
+    return variant
+
+
+register(
+    MethodSpec(
+        name="float16",
+        title="float16 weights",
+        summary="Stores float weights in half precision (2x smaller); by default compute stays float32, "
+        "so speed and numerics barely move.",
+        options_type=Float16Options,
+        apply=apply,
+        candidates=candidates,
+        position=4,
+    )
+)

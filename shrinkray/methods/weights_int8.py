@@ -1,0 +1,148 @@
+"""Weights-only 8-bit: large float weights stored as 8-bit codes, compute stays float.
+
+Each selected tensor becomes int8 (symmetric) or uint8 (asymmetric) codes
+plus float32 scales, per tensor or per output channel, and a few nodes that
+rebuild the float tensor under its original name. The default decode form is
+``Cast -> (Sub) -> Mul``, which ONNX Runtime constant-folds when the session
+starts, so inference runs on plain float weights at the original speed.
+``DequantizeLinear`` is available as an option, but ONNX Runtime does not fold
+it and runs it on every inference (we measured a 2x slowdown on a MatMul chain).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from shrinkray.errors import MethodError
+from shrinkray.graph import FLOAT_TYPES, GraphEditor, NameAllocator, WeightRef, channel_axis, find_weights
+from shrinkray.methods.base import (
+    MethodSpec,
+    TensorChange,
+    TensorSelection,
+    Variant,
+    option,
+    register,
+    warn_if_damaged,
+)
+from shrinkray.quant import LinearCodes, error_stats, quantize_linear
+from shrinkray.validate import default_opset
+
+
+@dataclass
+class WeightsInt8Options(TensorSelection):
+    granularity: str = option(
+        "per-channel",
+        "per-channel: one scale per output channel (Conv/Gemm/MatMul/Gather/RNN weights), "
+        "per-tensor: one scale for the whole tensor",
+        choices=["per-channel", "per-tensor"],
+    )
+    symmetric: bool = option(
+        True, "Symmetric int8 codes around zero; off: asymmetric uint8 codes with a zero point"
+    )
+    form: str = option(
+        "cast-mul",
+        "How the graph rebuilds float weights: cast-mul (folded by ONNX Runtime at load, no slowdown) "
+        "or dequantize-linear (standard op, evaluated at every run)",
+        choices=["cast-mul", "dequantize-linear"],
+    )
+
+
+def _decode_nodes(codes: LinearCodes, target: int, form: str) -> tuple[dict[str, np.ndarray], object]:
+    """Stored arrays and the builder of the nodes that decode them."""
+    symmetric = codes.symmetric
+    if form == "dequantize-linear":
+        scale = codes.scale.reshape(-1) if codes.axis is not None else codes.scale.reshape(())
+        zero = codes.zero_point.reshape(scale.shape)
+        stored = {"q": codes.codes, "scale": scale, "zero_point": zero}
+    else:
+        stored = {"q": codes.codes, "scale": codes.scale}
+        if not symmetric:
+            stored["zero_point"] = codes.zero_point.astype(np.float32)
+
+    def build(names: list[str], output: str, alloc: NameAllocator) -> list[onnx.NodeProto]:
+        final = output if target == onnx.TensorProto.FLOAT else alloc.new(f"{output}__f32")
+        nodes: list[onnx.NodeProto] = []
+        if form == "dequantize-linear":
+            attrs = {"axis": codes.axis} if codes.axis is not None else {}
+            nodes.append(
+                helper.make_node("DequantizeLinear", names, [final], name=alloc.new(f"{output}_dequant"), **attrs)
+            )
+        else:
+            as_float = alloc.new(f"{output}__codes_f32")
+            nodes.append(
+                helper.make_node("Cast", [names[0]], [as_float], name=alloc.new(f"{output}_cast"), to=1)
+            )
+            if not symmetric:
+                centred = alloc.new(f"{output}__centred")
+                nodes.append(
+                    helper.make_node("Sub", [as_float, names[2]], [centred], name=alloc.new(f"{output}_sub"))
+                )
+                as_float = centred
+            nodes.append(helper.make_node("Mul", [as_float, names[1]], [final], name=alloc.new(f"{output}_mul")))
+        if final != output:
+            nodes.append(helper.make_node("Cast", [final], [output], name=alloc.new(f"{output}_to_type"), to=target))
+        return nodes
+
+    return stored, build
+
+
+def candidates(refs: list[WeightRef], options: WeightsInt8Options) -> list[WeightRef]:
+    return [r for r in refs if options.selects(r)]
+
+
+def apply(model: onnx.ModelProto, options: WeightsInt8Options) -> Variant:
+    opset = default_opset(model)
+    per_channel = options.granularity == "per-channel"
+    if options.form == "dequantize-linear" and opset < (13 if per_channel else 10):
+        raise MethodError(
+            f"--form dequantize-linear needs opset {13 if per_channel else 10} or newer; this model uses {opset}",
+            "Use the default --form cast-mul",
+        )
+    variant = Variant(method="weights-int8", options=options.as_dict(), model=model)
+    editor = GraphEditor(model)
+    for ref in candidates(find_weights(model), options):
+        values = ref.array()
+        if not np.isfinite(values).all():
+            variant.warnings.append(f"Kept '{ref.name}' as it was: it holds inf or NaN values")
+            continue
+        axis = channel_axis(ref) if per_channel else None
+        codes = quantize_linear(values, symmetric=options.symmetric, axis=axis)
+        stored, build = _decode_nodes(codes, ref.dtype, options.form)
+        editor.replace(ref, stored, build)
+        decoded = codes.decode(FLOAT_TYPES[ref.dtype])
+        kind = "int8 symmetric" if options.symmetric else "uint8 asymmetric"
+        where = f"per-channel (axis {axis})" if axis is not None else "per-tensor"
+        change = TensorChange.of(
+            ref,
+            bytes_after=sum(int(np.asarray(a).nbytes) for a in stored.values()),
+            stats=error_stats(values, decoded),
+            encoding=f"{kind} {where}",
+        )
+        variant.changes.append(change)
+        warn_if_damaged(variant, change)
+    editor.apply()
+    if model.ir_version < 4 and variant.changes:
+        model.ir_version = 4  # IR 3 requires every initializer to be a graph input
+    if not variant.changes:
+        variant.notes.append(
+            f"No float tensor has at least {options.min_elements:,} values, so nothing was quantized"
+        )
+    return variant
+
+
+register(
+    MethodSpec(
+        name="weights-int8",
+        title="Weights-only 8-bit",
+        summary="Stores large float weights as 8-bit codes (about 4x smaller) and rebuilds them as floats "
+        "when the model loads; all compute stays in float, so speed is unchanged.",
+        options_type=WeightsInt8Options,
+        apply=apply,
+        candidates=candidates,
+        position=2,
+    )
+)

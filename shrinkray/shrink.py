@@ -1,0 +1,35 @@
+"""Applying a method: copy the model, run the method, validate the result."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import onnx
+
+from shrinkray.errors import ShrinkRayError
+from shrinkray.io import LoadedModel
+from shrinkray.methods import Variant, get_method
+from shrinkray.validate import validate
+
+
+def shrink(source: LoadedModel | onnx.ModelProto, method: str, **options: Any) -> Variant:
+    """Return a validated Variant; the input model is never modified.
+
+    Raises a ShrinkRayError when the options are wrong, the method fails, or
+    the result does not pass onnx.checker or open in ONNX Runtime.
+    """
+    spec = get_method(method)
+    opts = spec.make_options(**options)
+    original = source.model if isinstance(source, LoadedModel) else source
+    model = onnx.ModelProto()
+    model.CopyFrom(original)
+    variant = spec.apply(model, opts)
+    try:
+        validate(variant.model)
+    except ShrinkRayError as exc:
+        raise type(exc)(
+            f"The {spec.name} result failed validation, so it was not kept: {exc.problem}",
+            "Nothing was written. Try other options or another method, and report the model if it runs "
+            "in ONNX Runtime before shrinking",
+        ) from None
+    return variant

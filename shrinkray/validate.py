@@ -1,0 +1,153 @@
+"""Checking that a model is valid ONNX and that ONNX Runtime can open it.
+
+Every model we produce goes through :func:`validate` before it is offered to
+the user. ONNX Runtime's error texts are long; :func:`explain_runtime_error`
+turns the common ones into one actionable sentence.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from pathlib import Path
+
+import onnx
+import onnxruntime as ort
+
+from shrinkray.errors import InvalidModelError, RuntimeUnsupportedError
+from shrinkray.io import needs_external_data, save
+
+#: ONNX Runtime 1.31 reads models up to this IR version.
+ORT_MAX_IR_VERSION = 13
+STANDARD_DOMAINS = {"", "ai.onnx", "ai.onnx.ml", "com.microsoft", "ai.onnx.preview.training"}
+
+
+def default_opset(model: onnx.ModelProto) -> int:
+    for imp in model.opset_import:
+        if imp.domain in ("", "ai.onnx"):
+            return int(imp.version)
+    return 0
+
+
+def check_opsets(model: onnx.ModelProto) -> None:
+    """Refuse opsets this onnx build does not know (too new) or too old to run."""
+    newest = onnx.defs.onnx_opset_version()
+    version = default_opset(model)
+    if version > newest:
+        raise InvalidModelError(
+            f"The model uses ai.onnx opset {version}, newer than the newest this tool knows ({newest})",
+            f"Export it with opset {newest} or lower",
+        )
+    if 0 < version < 7:
+        raise InvalidModelError(
+            f"The model uses ai.onnx opset {version}, older than ONNX Runtime supports (7)",
+            "Convert it with onnx.version_converter.convert_version(model, 13) or export it again",
+        )
+
+
+def check_structure(model: onnx.ModelProto) -> None:
+    """Run onnx.checker (through a temporary file for models over 2 GB)."""
+    check_opsets(model)
+    try:
+        if needs_external_data(model):
+            with tempfile.TemporaryDirectory() as tmp:
+                path = save(model, Path(tmp) / "model.onnx")
+                onnx.checker.check_model(str(path))
+        else:
+            onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InvalidModelError(
+            f"The model is not valid ONNX: {first}",
+            "Export it again, or fix the graph with onnx.checker's message as a guide",
+        ) from None
+
+
+def custom_ops(model: onnx.ModelProto) -> list[str]:
+    """Op types from domains that ONNX Runtime does not implement out of the box."""
+    found: set[str] = set()
+    graphs = [model.graph]
+    while graphs:
+        graph = graphs.pop()
+        for node in graph.node:
+            if node.domain not in STANDARD_DOMAINS:
+                found.add(f"{node.domain}::{node.op_type}")
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    graphs.append(attr.g)
+                elif attr.type == onnx.AttributeProto.GRAPHS:
+                    graphs.extend(attr.graphs)
+    local = {f"{f.domain}::{f.name}" for f in model.functions}
+    return sorted(found - local)
+
+
+def explain_runtime_error(exc: Exception, model: onnx.ModelProto | None = None) -> RuntimeUnsupportedError:
+    """Turn an ONNX Runtime exception into a one-line explanation with a hint."""
+    text = str(exc)
+    ir = re.search(r"Unsupported model IR version: (\d+), max supported IR version: (\d+)", text)
+    if ir:
+        return RuntimeUnsupportedError(
+            f"ONNX Runtime cannot open this model: its IR version {ir.group(1)} is newer "
+            f"than the newest it supports ({ir.group(2)})",
+            f"Set model.ir_version = {ir.group(2)} (or lower) when exporting",
+        )
+    customs = custom_ops(model) if model is not None else []
+    if customs:
+        return RuntimeUnsupportedError(
+            "ONNX Runtime cannot run this model here: it uses custom ops " + ", ".join(customs),
+            "Inspection and the methods that do not need to run the model still work; "
+            "custom-op libraries are never loaded",
+        )
+    kernel = re.search(r"Could not find an implementation for (\w+)\((\d+)\) node with name '([^']*)'", text)
+    if kernel:
+        return RuntimeUnsupportedError(
+            f"ONNX Runtime has no CPU kernel for {kernel.group(1)} (opset {kernel.group(2)}, "
+            f"node '{kernel.group(3)}') with these input types",
+            "Change the data types of that node's inputs, or exclude it from the method",
+        )
+    unknown = re.search(r"Unrecognized attribute|No Op registered for (\w+)", text)
+    if unknown:
+        return RuntimeUnsupportedError(
+            f"ONNX Runtime does not know an op in this model ({unknown.group(0)})",
+            "Use standard ONNX ops or a newer opset",
+        )
+    line = next((ln for ln in text.splitlines() if ln.strip()), type(exc).__name__)
+    line = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", line)
+    if len(line) > 300:
+        line = line[:297] + "..."
+    return RuntimeUnsupportedError(
+        f"ONNX Runtime cannot open this model: {line}",
+        "Check that the model runs in ONNX Runtime before shrinking it",
+    )
+
+
+def session_options(optimized: bool = True, threads: int = 1) -> ort.SessionOptions:
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = (
+        ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimized else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    )
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    return opts
+
+
+def open_session(
+    model: onnx.ModelProto, *, optimized: bool = True, threads: int = 1
+) -> ort.InferenceSession:
+    """Open a CPU session from memory (or a temp file for models over 2 GB)."""
+    opts = session_options(optimized, threads)
+    try:
+        if needs_external_data(model):
+            with tempfile.TemporaryDirectory() as tmp:
+                path = save(model, Path(tmp) / "model.onnx")
+                return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # noqa: BLE001 - ORT raises several unrelated exception types
+        raise explain_runtime_error(exc, model) from None
+
+
+def validate(model: onnx.ModelProto) -> None:
+    """Raise unless the model passes onnx.checker and opens in an ONNX Runtime CPU session."""
+    check_structure(model)
+    open_session(model)

@@ -11,6 +11,7 @@ Pure functions with documented error bounds (checked by property tests):
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,14 +75,38 @@ def _nearest(sorted_levels: np.ndarray, values: np.ndarray) -> np.ndarray:
     return np.searchsorted(bounds, values, side="left")
 
 
-def kmeans_levels(x: np.ndarray, n_levels: int, *, max_iter: int = 40, tol: float = 1e-7) -> np.ndarray:
+def _split_init(flat: np.ndarray, prefix: np.ndarray, prefix_sq: np.ndarray, n_levels: int) -> np.ndarray:
+    """Initial levels by repeatedly splitting the cluster with the largest squared error.
+
+    Deterministic, and outliers (which carry large squared error) get levels of
+    their own early instead of stretching a bulk level, unlike quantile seeding.
+    """
+
+    def sse(lo: int, hi: int) -> float:
+        total = prefix[hi] - prefix[lo]
+        return float(prefix_sq[hi] - prefix_sq[lo] - total * total / (hi - lo))
+
+    heap = [(-sse(0, flat.size), 0, flat.size)]
+    done: list[tuple[int, int]] = []
+    while heap and len(heap) + len(done) < n_levels:
+        neg, lo, hi = heapq.heappop(heap)
+        if -neg <= 0 or flat[lo] == flat[hi - 1]:
+            done.append((lo, hi))
+            continue
+        mean = (prefix[hi] - prefix[lo]) / (hi - lo)
+        cut = int(np.clip(np.searchsorted(flat[lo:hi], mean, side="right") + lo, lo + 1, hi - 1))
+        heapq.heappush(heap, (-sse(lo, cut), lo, cut))
+        heapq.heappush(heap, (-sse(cut, hi), cut, hi))
+    ranges = done + [(lo, hi) for _, lo, hi in heap]
+    return np.unique([(prefix[hi] - prefix[lo]) / (hi - lo) for lo, hi in ranges])
+
+
+def kmeans_levels(x: np.ndarray, n_levels: int, *, max_iter: int = 60, tol: float = 1e-9) -> np.ndarray:
     """Deterministic 1-D k-means (Lloyd) levels for the values of ``x``.
 
-    Every value counts (so frequent values pull levels towards them) and
-    initial levels sit at evenly spaced quantiles, so the bulk of the
-    distribution gets the levels while isolated outliers still pull the end
-    levels towards them. Works on the sorted values with prefix sums:
-    each iteration costs O(n_levels * log n), not O(n * n_levels).
+    Every value counts, so frequent values pull levels towards them, and the
+    split-based seeding gives isolated outliers levels of their own. Works on
+    the sorted values with prefix sums: one iteration costs O(n_levels log n).
     """
     flat = np.sort(np.asarray(x, dtype=np.float64).ravel())
     flat = flat[np.isfinite(flat)]
@@ -91,18 +116,18 @@ def kmeans_levels(x: np.ndarray, n_levels: int, *, max_iter: int = 40, tol: floa
     if unique.size <= n_levels:
         return unique
     prefix = np.concatenate([[0.0], np.cumsum(flat)])
-    levels = np.quantile(flat, (np.arange(n_levels) + 0.5) / n_levels)
-    levels = np.unique(levels)
+    prefix_sq = np.concatenate([[0.0], np.cumsum(flat * flat)])
+    levels = _split_init(flat, prefix, prefix_sq, n_levels)
+    spread = max(float(flat[-1] - flat[0]), 1e-30)
     for _ in range(max_iter):
         bounds = (levels[:-1] + levels[1:]) / 2.0
         edges = np.concatenate([[0], np.searchsorted(flat, bounds, side="left"), [flat.size]])
         counts = np.diff(edges)
         sums = prefix[edges[1:]] - prefix[edges[:-1]]
         keep = counts > 0
-        new_levels = sums[keep] / counts[keep]
-        spread = max(float(flat[-1] - flat[0]), 1e-30)
+        new_levels = np.unique(sums[keep] / counts[keep])
         converged = new_levels.size == levels.size and np.max(np.abs(new_levels - levels)) <= tol * spread
-        levels = np.unique(new_levels)
+        levels = new_levels
         if converged:
             break
     return levels

@@ -364,3 +364,15 @@ def constants_to_initializers(model: onnx.ModelProto, min_elements: int = 1) -> 
         graph.ClearField("node")
         graph.node.extend(kept_nodes)
     return moved
+
+
+QUANTIZED_OPS = {
+    "MatMulInteger", "ConvInteger", "QLinearConv", "QLinearMatMul", "DynamicQuantizeLinear",
+    "DynamicQuantizeLSTM", "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QAttention",
+    "QuantizeLinear", "DequantizeLinear", "MatMulNBits", "QGemm", "QLinearAdd",
+}  # fmt: skip
+
+
+def quantized_ops(model: onnx.ModelProto) -> list[str]:
+    """Op types showing that a model is already quantized (sorted, unique)."""
+    return sorted({n.op_type for _, g in iter_graphs(model.graph) for n in g.node if n.op_type in QUANTIZED_OPS})

@@ -7,6 +7,7 @@ from typing import Any
 import onnx
 
 from shrinkray.errors import ShrinkRayError
+from shrinkray.graph import quantized_ops
 from shrinkray.io import LoadedModel
 from shrinkray.methods import Variant, get_method
 from shrinkray.validate import validate
@@ -24,6 +25,15 @@ def shrink(source: LoadedModel | onnx.ModelProto, method: str, **options: Any) -
     model = onnx.ModelProto()
     model.CopyFrom(original)
     variant = spec.apply(model, opts)
+    if 0 < variant.model.ir_version < 4:
+        variant.model.ir_version = 4  # IR 3 requires every initializer (ours too) to be a graph input
+    quantized = quantized_ops(original)
+    if quantized:
+        variant.notes.append(
+            "This model is already quantized (" + ", ".join(quantized) + "): only its remaining float tensors "
+            "can change, and run-time activation quantization makes it sensitive to small weight changes, "
+            "so check parity"
+        )
     try:
         validate(variant.model)
     except ShrinkRayError as exc:

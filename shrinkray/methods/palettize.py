@@ -45,8 +45,12 @@ def candidates(refs: list[WeightRef], options: PalettizeOptions) -> list[WeightR
 def apply(model: onnx.ModelProto, options: PalettizeOptions) -> Variant:
     variant = Variant(method="palettize", options=options.as_dict(), model=model)
     make_levels = kmeans_levels if options.algorithm == "kmeans" else linear_levels
+    already = 0
     for ref in candidates(find_weights(model), options):
         values = ref.array()
+        if np.unique(values[np.isfinite(values)]).size <= options.levels:
+            already += 1
+            continue
         levels = make_levels(values, options.levels)
         snapped = snap_to_levels(values, levels)
         set_tensor_values(ref.tensor, snapped)
@@ -59,7 +63,11 @@ def apply(model: onnx.ModelProto, options: PalettizeOptions) -> Variant:
         )
         variant.changes.append(change)
         warn_if_damaged(variant, change)
-    if not variant.changes:
+    if already:
+        variant.notes.append(
+            f"{already} tensors already had at most {options.levels} distinct values and were left as they were"
+        )
+    if not variant.changes and not already:
         variant.notes.append(
             f"No float tensor has at least {options.min_elements:,} values, so nothing was palettized"
         )

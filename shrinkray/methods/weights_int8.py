@@ -36,12 +36,14 @@ from shrinkray.validate import default_opset
 class WeightsInt8Options(TensorSelection):
     granularity: str = option(
         "per-channel",
-        "per-channel: one scale per output channel (Conv/Gemm/MatMul/Gather/RNN weights), "
+        "per-channel: one scale per channel, along the output-channel axis or whichever axis loses least; "
         "per-tensor: one scale for the whole tensor",
         choices=["per-channel", "per-tensor"],
     )
     symmetric: bool = option(
-        True, "Symmetric int8 codes around zero; off: asymmetric uint8 codes with a zero point"
+        False,
+        "Symmetric int8 codes around zero; off (default, lower error on real models): "
+        "asymmetric uint8 codes with a zero point",
     )
     form: str = option(
         "cast-mul",
@@ -90,6 +92,33 @@ def _decode_nodes(codes: LinearCodes, target: int, form: str) -> tuple[dict[str,
     return stored, build
 
 
+#: Per-channel scales must stay small next to the codes: at most one float32
+#: scale per 64 values, so the scales add at most 1/16 to the int8 size.
+MIN_VALUES_PER_SCALE = 64
+
+
+def best_codes(values: np.ndarray, ref: WeightRef, symmetric: bool) -> LinearCodes:
+    """Per-channel codes along the axis that loses least.
+
+    The weight is rebuilt as a whole float tensor before any op sees it, so
+    any axis is valid; the consumer's output-channel axis is tried first, then
+    the first and last axes, and the one with the lowest RMS error wins.
+    """
+    axes = [channel_axis(ref), 0, values.ndim - 1] if values.ndim >= 2 else []
+    tried: list[int] = []
+    best = quantize_linear(values, symmetric=symmetric)
+    best_err = error_stats(values, best.decode()).rms
+    for axis in axes:
+        if axis is None or axis in tried or values.size // values.shape[axis] < MIN_VALUES_PER_SCALE:
+            continue
+        tried.append(axis)
+        codes = quantize_linear(values, symmetric=symmetric, axis=axis)
+        err = error_stats(values, codes.decode()).rms
+        if err < best_err:
+            best, best_err = codes, err
+    return best
+
+
 def candidates(refs: list[WeightRef], options: WeightsInt8Options) -> list[WeightRef]:
     return [r for r in refs if options.selects(r)]
 
@@ -109,8 +138,10 @@ def apply(model: onnx.ModelProto, options: WeightsInt8Options) -> Variant:
         if not np.isfinite(values).all():
             variant.warnings.append(f"Kept '{ref.name}' as it was: it holds inf or NaN values")
             continue
-        axis = channel_axis(ref) if per_channel else None
-        codes = quantize_linear(values, symmetric=options.symmetric, axis=axis)
+        codes = best_codes(values, ref, options.symmetric) if per_channel else quantize_linear(
+            values, symmetric=options.symmetric
+        )
+        axis = codes.axis
         stored, build = _decode_nodes(codes, ref.dtype, options.form)
         editor.replace(ref, stored, build)
         decoded = codes.decode(FLOAT_TYPES[ref.dtype])
@@ -125,8 +156,6 @@ def apply(model: onnx.ModelProto, options: WeightsInt8Options) -> Variant:
         variant.changes.append(change)
         warn_if_damaged(variant, change)
     editor.apply()
-    if model.ir_version < 4 and variant.changes:
-        model.ir_version = 4  # IR 3 requires every initializer to be a graph input
     if not variant.changes:
         variant.notes.append(
             f"No float tensor has at least {options.min_elements:,} values, so nothing was quantized"

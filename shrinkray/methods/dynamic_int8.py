@@ -13,10 +13,11 @@ and is skipped, with a note, when it fails.
 
 from __future__ import annotations
 
-import contextlib
-import logging
+import json
+import os
+import subprocess
+import sys
 import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,18 +55,6 @@ class DynamicInt8Options(MethodOptions):
         "if it fails",
         choices=["auto", "on", "off"],
     )
-
-
-@contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    """The quantizer logs advice meant for its own examples; keep the CLI readable."""
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        root.setLevel(level)
 
 
 def candidates(refs: list[WeightRef], options: DynamicInt8Options) -> list[WeightRef]:
@@ -122,50 +111,85 @@ def _record_changes(
         warn_if_damaged(variant, change)
 
 
-def apply(model: onnx.ModelProto, options: DynamicInt8Options) -> Variant:
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-    from onnxruntime.quantization.shape_inference import quant_pre_process
+#: The quantizer is given this long before it is stopped (large models take minutes).
+WORKER_TIMEOUT_S = 1800
 
+
+def _worker_env() -> dict[str, str]:
+    """The child must import this very package, installed or not."""
+    root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def _run_worker(model: onnx.ModelProto, options: DynamicInt8Options, variant: Variant) -> onnx.ModelProto:
+    """Quantize in a child process whose working directory is a private temp folder."""
+    external = needs_external_data(model)
+    with tempfile.TemporaryDirectory(prefix="shrinkray-dyn-") as tmp:
+        folder = Path(tmp)
+        save(model, folder / "input.onnx")
+        spec = {
+            "input": str(folder / "input.onnx"),
+            "preprocessed": str(folder / "pre.onnx"),
+            "output": str(folder / "quantized.onnx"),
+            "external": external,
+            "preprocess": options.preprocess,
+            "op_types": list(options.op_types),
+            "exclude_nodes": list(options.exclude_nodes),
+            "per_channel": options.per_channel,
+            "reduce_range": options.reduce_range,
+            "weight_type": options.weight_type,
+        }
+        (folder / "spec.json").write_text(json.dumps(spec))
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "shrinkray.methods.ort_quantize_worker", str(folder / "spec.json")],
+                cwd=folder,
+                env=_worker_env(),
+                check=False,
+                capture_output=True,
+                text=True,
+                timeout=WORKER_TIMEOUT_S,
+            )
+        except subprocess.TimeoutExpired:
+            raise MethodError(
+                f"ONNX Runtime's quantizer did not finish within {WORKER_TIMEOUT_S} s", "Try weights-int8"
+            ) from None
+        result_path = folder / "result.json"
+        if proc.returncode != 0 or not result_path.exists():
+            last = (proc.stderr.strip().splitlines() or ["no message"])[-1][:200]
+            raise MethodError(
+                f"ONNX Runtime's quantizer stopped with exit code {proc.returncode} ({last})",
+                "Try weights-int8, which does not depend on ONNX Runtime's quantizer",
+            )
+        result = json.loads(result_path.read_text())
+        if result["preprocess_error"]:
+            if options.preprocess == "on":
+                raise MethodError(
+                    f"ONNX Runtime's pre-processing failed ({result['preprocess_error']})",
+                    "Run with --preprocess auto or off",
+                )
+            variant.notes.append(
+                f"ONNX Runtime's pre-processing failed ({result['preprocess_error'].split(':')[0]}); "
+                "quantized without it"
+            )
+        if result["quantize_error"]:
+            raise MethodError(
+                f"ONNX Runtime's quantize_dynamic failed on this model ({result['quantize_error']})",
+                "Try weights-int8, which does not depend on ONNX Runtime's quantizer",
+            )
+        return onnx.load(str(folder / "quantized.onnx"))
+
+
+def apply(model: onnx.ModelProto, options: DynamicInt8Options) -> Variant:
     variant = Variant(method="dynamic-int8", options=options.as_dict(), model=model)
     moved = constants_to_initializers(model)
     if moved:
         variant.notes.append(f"Moved {len(moved)} Constant-node weights into initializers so they can be quantized")
     refs = {r.name: r for r in find_weights(model) if r.kind == "initializer" and not r.scope}
     before = {name: r.array() for name, r in refs.items() if r.dtype in FLOAT_TYPES}
-    external = needs_external_data(model)
-    with tempfile.TemporaryDirectory(prefix="shrinkray-dyn-") as tmp, _quiet():
-        source = save(model, Path(tmp) / "input.onnx")
-        if options.preprocess != "off":
-            try:
-                quant_pre_process(str(source), str(Path(tmp) / "pre.onnx"), save_as_external_data=external)
-                source = Path(tmp) / "pre.onnx"
-            except Exception as exc:  # noqa: BLE001 - pre-processing raises anything
-                if options.preprocess == "on":
-                    raise MethodError(
-                        f"ONNX Runtime's pre-processing failed ({type(exc).__name__}: {str(exc)[:160]})",
-                        "Run with --preprocess auto or off",
-                    ) from None
-                variant.notes.append(
-                    f"ONNX Runtime's pre-processing failed ({type(exc).__name__}); quantized without it"
-                )
-        output = Path(tmp) / "quantized.onnx"
-        try:
-            quantize_dynamic(
-                str(source),
-                str(output),
-                op_types_to_quantize=list(options.op_types) or None,
-                per_channel=options.per_channel,
-                reduce_range=options.reduce_range,
-                weight_type=QuantType.QInt8 if options.weight_type == "int8" else QuantType.QUInt8,
-                nodes_to_exclude=list(options.exclude_nodes) or None,
-                use_external_data_format=external,
-            )
-        except Exception as exc:  # noqa: BLE001 - the quantizer raises anything
-            raise MethodError(
-                f"ONNX Runtime's quantize_dynamic failed on this model ({type(exc).__name__}: {str(exc)[:200]})",
-                "Try weights-int8, which does not depend on ONNX Runtime's quantizer",
-            ) from None
-        result = onnx.load(str(output))
+    result = _run_worker(model, options, variant)
     result.ir_version = min(result.ir_version, ORT_MAX_IR_VERSION)
     variant.model = result
     _record_changes(before, refs, result, variant)

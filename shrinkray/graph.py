@@ -14,7 +14,7 @@ the same safe way to replace a weight, so both live here:
 from __future__ import annotations
 
 import itertools
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -91,12 +91,28 @@ def tensor_nbytes(tensor: onnx.TensorProto) -> int:
 
 
 def iter_graphs(graph: onnx.GraphProto, scope: str = "") -> Iterator[tuple[str, onnx.GraphProto]]:
-    """Yield (scope, graph) for a graph and all its nested subgraphs."""
+    """Yield (scope, graph) for a graph and all its nested subgraphs.
+
+    A scope reads like ``/decoder/If_0/then_branch``. Unnamed nodes are
+    labelled ``If#k`` (the k-th unnamed If) and repeated names get ``#k``,
+    so scopes are unique, and they stay the same when named nodes are added.
+    """
     yield scope, graph
-    for index, node in enumerate(graph.node):
-        label = node.name or f"{node.op_type}_{index}"
+    seen: Counter[str] = Counter()
+    labels: set[str] = set()
+    for node in graph.node:
+        if not any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
+            if node.name:
+                seen[node.name] += 1
+            continue
+        base = node.name or f"{node.op_type}#"
+        seen[base] += 1
+        label = node.name if node.name and seen[base] == 1 else f"{base.rstrip('#')}#{seen[base]}"
+        while label in labels:  # a node literally named like a generated label
+            label += "'"
+        labels.add(label)
+        prefix = f"{scope}/{label}" if scope else label
         for attr in node.attribute:
-            prefix = f"{scope}/{label}" if scope else label
             if attr.type == onnx.AttributeProto.GRAPH:
                 yield from iter_graphs(attr.g, f"{prefix}/{attr.name}")
             elif attr.type == onnx.AttributeProto.GRAPHS:
@@ -234,6 +250,7 @@ class NameAllocator:
         self.used: set[str] = set()
         for _, graph in iter_graphs(model.graph):
             self.used.update(t.name for t in graph.initializer)
+            self.used.update(t.values.name for t in graph.sparse_initializer)
             self.used.update(v.name for v in graph.input)
             self.used.update(v.name for v in graph.output)
             self.used.update(v.name for v in graph.value_info)

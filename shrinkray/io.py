@@ -162,6 +162,8 @@ def load(
         raise MissingModelError(f"Missing {path}", "Check the path, or export the model first")
     if path.is_dir():
         raise ModelLoadError(f"{path} is a folder, not a model file", "Give the path of the .onnx file")
+    if not path.is_file():
+        raise ModelLoadError(f"{path} is not a regular file (a device, pipe or socket)", "Give the path of the .onnx file")
     size = path.stat().st_size
     if size > max_file_bytes:
         raise LimitExceededError(
@@ -267,6 +269,8 @@ def save(
         raise MissingModelError(f"The output folder {path.parent} does not exist", "Create it first")
     use_external = needs_external_data(model) if external_data is None else external_data
     data_name = path.name + ".data"
+    if use_external:
+        check_output_path(path.parent / data_name, protect=protect, overwrite=overwrite)
     with tempfile.TemporaryDirectory(dir=path.parent, prefix=".shrinkray-") as tmp:
         tmp_model = Path(tmp) / path.name
         if use_external:
@@ -276,11 +280,6 @@ def save(
                 to_write, all_tensors_to_one_file=True, location=data_name, size_threshold=1024
             )
             onnx.save_model(to_write, str(tmp_model))
-            if (path.parent / data_name).exists() and not overwrite:
-                raise OutputExistsError(
-                    f"{path.parent / data_name} already exists",
-                    "Choose another output path with -o, or pass --force to replace it",
-                )
             os.replace(Path(tmp) / data_name, path.parent / data_name)
         else:
             tmp_model.write_bytes(serialize(model))

@@ -40,6 +40,17 @@ def _reduce_axes(rank: int, axis: int | None) -> tuple[int, ...]:
     return tuple(a for a in range(rank) if a != axis) if axis is not None else tuple(range(rank))
 
 
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _float32_scale(scale: np.ndarray, max_code: float) -> np.ndarray:
+    """Round scales to float32 so that ``max_code * scale`` stays finite; 0 becomes 1."""
+    scale32 = scale.astype(np.float32)
+    too_big = scale32.astype(np.float64) * max_code > _FLOAT32_MAX
+    scale32 = np.where(too_big, np.nextafter(scale32, np.float32(0)), scale32)
+    return np.where(scale32 > 0, scale32, np.float32(1.0)).astype(np.float32)
+
+
 def quantize_linear(x: np.ndarray, *, symmetric: bool = True, axis: int | None = None) -> LinearCodes:
     """Quantize a float array to 8-bit codes, per tensor (axis=None) or per channel.
 
@@ -50,20 +61,20 @@ def quantize_linear(x: np.ndarray, *, symmetric: bool = True, axis: int | None =
     if axis is not None:
         axis = axis % x32.ndim
     reduce = _reduce_axes(x32.ndim, axis)
-    finite = np.where(np.isfinite(x32), x32, 0.0)
+    # Ranges and scales in float64: a float32 (hi - lo) can overflow near the float32 limit.
+    finite = np.where(np.isfinite(x32), x32, 0.0).astype(np.float64)
+    empty = np.zeros((1,) * x32.ndim)
     if symmetric:
-        amax = np.max(np.abs(finite), axis=reduce, keepdims=True) if x32.size else np.zeros((1,) * x32.ndim)
-        scale = (amax / 127.0).astype(np.float32)
-        scale = np.where(scale > 0, scale, np.float32(1.0)).astype(np.float32)
+        amax = np.max(np.abs(finite), axis=reduce, keepdims=True) if x32.size else empty
+        scale = _float32_scale(amax / 127.0, 127.0)
         codes = np.clip(np.rint(finite / scale), -127, 127).astype(np.int8)
         zero_point = np.zeros_like(scale, dtype=np.int8)
     else:
-        lo = np.minimum(np.min(finite, axis=reduce, keepdims=True), 0.0) if x32.size else np.zeros((1,) * x32.ndim)
-        hi = np.maximum(np.max(finite, axis=reduce, keepdims=True), 0.0) if x32.size else np.zeros((1,) * x32.ndim)
-        scale = ((hi - lo) / 255.0).astype(np.float32)
-        scale = np.where(scale > 0, scale, np.float32(1.0)).astype(np.float32)
+        lo = np.minimum(np.min(finite, axis=reduce, keepdims=True), 0.0) if x32.size else empty
+        hi = np.maximum(np.max(finite, axis=reduce, keepdims=True), 0.0) if x32.size else empty
+        scale = _float32_scale((hi - lo) / 255.0, 255.0)
         zero_point = np.clip(np.rint(-lo / scale), 0, 255).astype(np.uint8)
-        codes = np.clip(np.rint(finite / scale) + zero_point.astype(np.float32), 0, 255).astype(np.uint8)
+        codes = np.clip(np.rint(finite / scale) + zero_point, 0, 255).astype(np.uint8)
     return LinearCodes(codes=codes, scale=scale, zero_point=zero_point, axis=axis, symmetric=symmetric)
 
 
@@ -125,12 +136,29 @@ def kmeans_levels(x: np.ndarray, n_levels: int, *, max_iter: int = 60, tol: floa
         counts = np.diff(edges)
         sums = prefix[edges[1:]] - prefix[edges[:-1]]
         keep = counts > 0
-        new_levels = np.unique(sums[keep] / counts[keep])
+        new_levels = _cluster_means(flat, edges, sums, counts, keep)
         converged = new_levels.size == levels.size and np.max(np.abs(new_levels - levels)) <= tol * spread
         levels = new_levels
         if converged:
             break
-    return levels
+    # Final means from exact per-cluster sums: running sums lose precision next to huge outliers.
+    bounds = (levels[:-1] + levels[1:]) / 2.0
+    edges = np.concatenate([[0], np.searchsorted(flat, bounds, side="left"), [flat.size]])
+    counts = np.diff(edges)
+    keep = counts > 0
+    sums = np.zeros(counts.size)
+    sums[keep] = np.add.reduceat(flat, edges[:-1][keep])
+    return _cluster_means(flat, edges, sums, counts, keep)
+
+
+def _cluster_means(
+    flat: np.ndarray, edges: np.ndarray, sums: np.ndarray, counts: np.ndarray, keep: np.ndarray
+) -> np.ndarray:
+    """Mean of each non-empty cluster, clipped into the cluster's own value range."""
+    means = sums[keep] / counts[keep]
+    lows = flat[edges[:-1][keep]]
+    highs = flat[edges[1:][keep] - 1]
+    return np.unique(np.clip(means, lows, highs))
 
 
 def linear_levels(x: np.ndarray, n_levels: int) -> np.ndarray:

@@ -64,19 +64,22 @@ def check_structure(model: onnx.ModelProto) -> None:
 
 
 def custom_ops(model: onnx.ModelProto) -> list[str]:
-    """Op types from domains that ONNX Runtime does not implement out of the box."""
+    """Op types from domains ONNX Runtime does not implement out of the box.
+
+    Looks in the main graph, every nested subgraph and model-local function
+    bodies; calls to the model's own functions are not custom ops.
+    """
     found: set[str] = set()
-    graphs = [model.graph]
-    while graphs:
-        graph = graphs.pop()
-        for node in graph.node:
+    pending = [list(model.graph.node)] + [list(f.node) for f in model.functions]
+    while pending:
+        for node in pending.pop():
             if node.domain not in STANDARD_DOMAINS:
                 found.add(f"{node.domain}::{node.op_type}")
             for attr in node.attribute:
                 if attr.type == onnx.AttributeProto.GRAPH:
-                    graphs.append(attr.g)
+                    pending.append(list(attr.g.node))
                 elif attr.type == onnx.AttributeProto.GRAPHS:
-                    graphs.extend(attr.graphs)
+                    pending.extend(list(g.node) for g in attr.graphs)
     local = {f"{f.domain}::{f.name}" for f in model.functions}
     return sorted(found - local)
 
@@ -99,6 +102,13 @@ def explain_runtime_error(exc: Exception, model: onnx.ModelProto | None = None) 
             "custom-op libraries are never loaded",
         )
     kernel = re.search(r"Could not find an implementation for (\w+)\((\d+)\) node with name '([^']*)'", text)
+    opset = default_opset(model) if model is not None else 0
+    if kernel and 0 < opset < 7:
+        return RuntimeUnsupportedError(
+            f"ONNX Runtime cannot run {kernel.group(1)} from ai.onnx opset {opset}: the opset is older "
+            "than ONNX Runtime supports (7)",
+            "Convert the model with onnx.version_converter.convert_version(model, 13) or export it again",
+        )
     if kernel:
         return RuntimeUnsupportedError(
             f"ONNX Runtime has no CPU kernel for {kernel.group(1)} (opset {kernel.group(2)}, "
@@ -114,7 +124,7 @@ def explain_runtime_error(exc: Exception, model: onnx.ModelProto | None = None) 
     line = next((ln for ln in text.splitlines() if ln.strip()), type(exc).__name__)
     line = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", line)
     if len(line) > 300:
-        line = line[:297] + "..."
+        line = line[:297] + "…"
     return RuntimeUnsupportedError(
         f"ONNX Runtime cannot open this model: {line}",
         "Check that the model runs in ONNX Runtime before shrinking it",

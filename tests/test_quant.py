@@ -1,0 +1,369 @@
+"""Property tests for shrinkray.quant: linear 8-bit codes, palettes and error statistics.
+
+The bounds checked here are the ones the module documents:
+
+* symmetric int8: codes in [-127, 127], zero point 0, |x - decode(x)| <= scale / 2
+* asymmetric uint8: 0.0 decodes to exactly 0.0, same half-step bound
+* palettes: every value goes to its nearest level, at most N distinct values
+
+Magnitudes in the property tests stop at 1e38: the two float32 overflow edges
+above that are pinned by explicit tests at the end of the linear section.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from shrinkray.quant import error_stats, kmeans_levels, linear_levels, quantize_linear, snap_to_levels
+
+PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+#: Largest magnitude in the property tests (float32 max has its own tests).
+HUGE = float(np.float32(1e38))
+
+
+# --------------------------------------------------------------------------- strategies
+
+
+@st.composite
+def float32_arrays(draw, min_dims: int = 1, max_dims: int = 4) -> np.ndarray:
+    """float32 arrays of rank 1-4 with tiny, ordinary and huge magnitudes and some exact zeros."""
+    shape = draw(hnp.array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=1, max_side=5))
+    kind = draw(st.sampled_from(["any", "scaled", "scaled"]))
+    if kind == "any":
+        # Hypothesis mixes in subnormals, 0.0, -0.0 and values near the bounds.
+        elements = st.floats(-HUGE, HUGE, allow_nan=False, allow_infinity=False, width=32)
+        arr = draw(hnp.arrays(np.float32, shape, elements=elements))
+    else:
+        unit = st.floats(-1.0, 1.0, allow_nan=False, width=32)
+        base = draw(hnp.arrays(np.float32, shape, elements=unit)).astype(np.float64)
+        exponent = draw(st.integers(-42, 37))
+        arr = (base * 10.0**exponent).astype(np.float32)
+    zeros = draw(hnp.arrays(np.bool_, shape, elements=st.booleans()))
+    if draw(st.booleans()):
+        arr = np.where(zeros, np.float32(0.0), arr).astype(np.float32)
+    assert np.all(np.isfinite(arr))
+    return arr
+
+
+@st.composite
+def array_and_axis(draw) -> tuple[np.ndarray, int | None]:
+    """An array, an axis (None, 0 or -1), and sometimes whole channels set to zero."""
+    arr = draw(float32_arrays())
+    axis = draw(st.sampled_from([None, 0, -1]))
+    if axis is not None and draw(st.booleans()):
+        channels = arr.shape[axis]
+        dead = draw(st.lists(st.integers(0, channels - 1), min_size=1, max_size=channels, unique=True))
+        moved = np.moveaxis(arr.copy(), axis, 0)
+        moved[dead] = 0.0
+        arr = np.ascontiguousarray(np.moveaxis(moved, 0, axis))
+    return arr, axis
+
+
+def _expected_scale_shape(shape: tuple[int, ...], axis: int | None) -> tuple[int, ...]:
+    if axis is None:
+        return (1,) * len(shape)
+    axis = axis % len(shape)
+    return tuple(n if a == axis else 1 for a, n in enumerate(shape))
+
+
+def _assert_half_step(x: np.ndarray, codes) -> None:
+    """|x - decode(x)| <= scale/2 elementwise with the element's own (channel) scale."""
+    decoded = codes.decode(np.float32)
+    assert decoded.shape == x.shape
+    assert decoded.dtype == np.float32
+    x64 = x.astype(np.float64)
+    scale = np.broadcast_to(codes.scale.astype(np.float64), x.shape)
+    error = np.abs(x64 - decoded.astype(np.float64))
+    bound = scale / 2 + 1e-6 * np.abs(x64) + 1e-12
+    bad = ~(error <= bound)
+    assert not bad.any(), (
+        f"half-step bound broken at {np.argwhere(bad)[:3].tolist()}: x={x64[bad][:3]}, "
+        f"decoded={decoded[bad][:3]}, scale={scale[bad][:3]}"
+    )
+
+
+def _assert_scale_layout(x: np.ndarray, codes, axis: int | None) -> None:
+    assert codes.codes.shape == x.shape
+    assert codes.scale.dtype == np.float32
+    assert codes.scale.shape == _expected_scale_shape(x.shape, axis)
+    assert codes.zero_point.shape == codes.scale.shape
+    assert np.all(np.isfinite(codes.scale)) and np.all(codes.scale > 0)
+    assert codes.axis == (None if axis is None else axis % x.ndim)
+
+
+# --------------------------------------------------------------------------- linear codes
+
+
+@PROPERTY
+@given(array_and_axis())
+def test_symmetric_codes_are_int8_in_range_with_zero_point_zero(case):
+    x, axis = case
+    codes = quantize_linear(x, symmetric=True, axis=axis)
+    assert codes.symmetric
+    assert codes.codes.dtype == np.int8
+    assert codes.codes.min() >= -127 and codes.codes.max() <= 127
+    assert codes.zero_point.dtype == np.int8
+    assert np.all(codes.zero_point == 0)
+    _assert_scale_layout(x, codes, axis)
+
+
+@PROPERTY
+@given(array_and_axis())
+def test_symmetric_error_is_at_most_half_a_step(case):
+    x, axis = case
+    _assert_half_step(x, quantize_linear(x, symmetric=True, axis=axis))
+
+
+@PROPERTY
+@given(array_and_axis())
+def test_symmetric_uses_the_full_code_range_per_channel(case):
+    """The largest |value| of a (non-negligible) channel maps to code +-127: no wasted range."""
+    x, axis = case
+    codes = quantize_linear(x, symmetric=True, axis=axis)
+    reduce = tuple(a for a in range(x.ndim) if axis is None or a != axis % x.ndim)
+    amax = np.max(np.abs(x.astype(np.float64)), axis=reduce, keepdims=True)
+    top = np.max(np.abs(codes.codes.astype(np.int64)), axis=reduce, keepdims=True)
+    normal = amax >= 1e-30  # scale = amax / 127 stays a normal float32
+    assert np.all(top[normal] == 127)
+    # All-zero channels keep a usable scale (1.0) and decode to exact zeros.
+    assert np.all(top[amax == 0] == 0)
+
+
+@PROPERTY
+@given(array_and_axis())
+def test_asymmetric_codes_are_uint8_and_zero_is_exact(case):
+    x, axis = case
+    codes = quantize_linear(x, symmetric=False, axis=axis)
+    assert not codes.symmetric
+    assert codes.codes.dtype == np.uint8
+    assert codes.zero_point.dtype == np.uint8
+    _assert_scale_layout(x, codes, axis)
+    decoded = codes.decode(np.float32)
+    zero_in = x == 0
+    assert np.all(decoded[zero_in] == 0.0), "0.0 must be exactly representable"
+
+
+@PROPERTY
+@given(array_and_axis())
+def test_asymmetric_error_is_at_most_half_a_step(case):
+    x, axis = case
+    _assert_half_step(x, quantize_linear(x, symmetric=False, axis=axis))
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_all_zero_tensor_round_trips_exactly(symmetric):
+    x = np.zeros((3, 4), np.float32)
+    for axis in (None, 0, 1):
+        codes = quantize_linear(x, symmetric=symmetric, axis=axis)
+        assert np.all(codes.scale == 1.0)
+        assert np.array_equal(codes.decode(), x)
+
+
+def test_per_channel_scales_follow_each_channel_hand_computed():
+    x = np.array([[1.0, -2.0, 0.5], [0.0, 0.0, 0.0], [-127.0, 10.0, 3.0]], np.float32)
+    rows = quantize_linear(x, symmetric=True, axis=0)
+    np.testing.assert_allclose(rows.scale.ravel(), [2.0 / 127, 1.0, 1.0], rtol=1e-7)
+    assert rows.codes[2, 0] == -127 and rows.codes[0, 1] == -127
+    cols = quantize_linear(x, symmetric=True, axis=-1)
+    assert cols.axis == 1
+    np.testing.assert_allclose(cols.scale.ravel(), [1.0, 10.0 / 127, 3.0 / 127], rtol=1e-7)
+    tensor = quantize_linear(x, symmetric=True)
+    assert tensor.scale.shape == (1, 1)
+    assert tensor.scale.item() == pytest.approx(1.0, rel=1e-7)
+
+
+def test_asymmetric_hand_computed_positive_only_range():
+    x = np.array([0.0, 1.0, 2.55], np.float32)
+    codes = quantize_linear(x, symmetric=False)
+    assert codes.zero_point.item() == 0
+    assert codes.scale.item() == pytest.approx(0.01, rel=1e-6)
+    assert codes.codes.tolist() == [0, 100, 255]
+
+
+def test_symmetric_float32_max_decodes_to_a_finite_value():
+    x = np.array([np.finfo(np.float32).max, -1.0], np.float32)
+    codes = quantize_linear(x, symmetric=True)
+    with np.errstate(over="ignore", invalid="ignore"):
+        decoded = codes.decode()
+    assert np.all(np.isfinite(decoded)), decoded
+    _assert_half_step(x, codes)
+
+
+def test_asymmetric_range_wider_than_float32_max_stays_finite():
+    x = np.array([-2e38, 2e38, 1.0, 0.0], np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        codes = quantize_linear(x, symmetric=False)
+        decoded = codes.decode()
+    assert np.all(np.isfinite(codes.scale)), codes.scale
+    assert decoded[3] == 0.0
+    _assert_half_step(x, codes)
+
+
+# --------------------------------------------------------------------------- palettes
+
+
+@st.composite
+def palette_inputs(draw) -> tuple[np.ndarray, int]:
+    """1-D float32 values (often with repeats) and a level count."""
+    n = draw(st.integers(1, 32))
+    size = draw(st.integers(1, 300))
+    if draw(st.booleans()):
+        pool = draw(st.lists(st.floats(-1e6, 1e6, allow_nan=False, width=32), min_size=1, max_size=40, unique=True))
+        idx = draw(hnp.arrays(np.int64, size, elements=st.integers(0, len(pool) - 1)))
+        x = np.asarray(pool, np.float32)[idx]
+    else:
+        x = draw(hnp.arrays(np.float32, size, elements=st.floats(-1e6, 1e6, allow_nan=False, width=32)))
+    return x, n
+
+
+@PROPERTY
+@given(palette_inputs())
+def test_kmeans_levels_are_few_sorted_deterministic_and_inside_the_data(case):
+    x, n = case
+    levels = kmeans_levels(x, n)
+    again = kmeans_levels(x.copy(), n)
+    assert np.array_equal(levels, again), "kmeans_levels must be deterministic"
+    assert 1 <= levels.size <= n
+    assert np.all(np.diff(levels) > 0), "levels must be sorted and distinct"
+    assert np.all(np.isfinite(levels))
+    lo, hi = float(x.min()), float(x.max())
+    # Cluster means come from float64 prefix sums: allow their rounding, nothing more.
+    tol = 64 * np.finfo(np.float64).eps * float(np.sum(np.abs(x.astype(np.float64))))
+    assert np.all(levels >= lo - tol) and np.all(levels <= hi + tol), (levels, lo, hi)
+
+
+@PROPERTY
+@given(palette_inputs())
+def test_kmeans_snap_is_exact_when_there_are_few_distinct_values(case):
+    x, _ = case
+    distinct = np.unique(x).size
+    for n in (distinct, distinct + 3):
+        levels = kmeans_levels(x, n)
+        snapped = snap_to_levels(x, levels)
+        assert snapped.dtype == x.dtype
+        assert np.array_equal(snapped, x)
+
+
+@PROPERTY
+@given(palette_inputs())
+def test_kmeans_then_snap_has_at_most_n_distinct_values(case):
+    x, n = case
+    snapped = snap_to_levels(x, kmeans_levels(x, n))
+    assert snapped.shape == x.shape and snapped.dtype == x.dtype
+    assert np.unique(snapped).size <= n
+
+
+@st.composite
+def snap_inputs(draw) -> tuple[np.ndarray, np.ndarray]:
+    dtype = draw(st.sampled_from([np.float32, np.float16, np.float64]))
+    shape = draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=6))
+    values = st.floats(-1e4, 1e4, allow_nan=False, allow_infinity=False, width=16 if dtype is np.float16 else 32)
+    x = draw(hnp.arrays(dtype, shape, elements=values))
+    levels = draw(hnp.arrays(np.float64, st.integers(1, 10), elements=st.floats(-2e4, 2e4, allow_nan=False)))
+    return x, levels
+
+
+@PROPERTY
+@given(snap_inputs())
+def test_snap_to_levels_picks_the_nearest_level_brute_force(case):
+    x, levels = case
+    out = snap_to_levels(x, levels)
+    assert out.shape == x.shape
+    assert out.dtype == x.dtype
+    # The documented contract: levels are rounded to the array's dtype first.
+    typed = np.unique(levels.astype(x.dtype)).astype(np.float64)
+    assert np.unique(out).size <= levels.size
+    flat_x = x.astype(np.float64).ravel()
+    flat_out = out.astype(np.float64).ravel()
+    assert np.all(np.isin(flat_out, typed)), "every result must be one of the levels"
+    distances = np.abs(flat_x[:, None] - typed[None, :])
+    best = distances[np.arange(flat_x.size), np.argmin(distances, axis=1)]
+    chosen = np.abs(flat_x - flat_out)
+    assert np.all(chosen <= best * (1 + 1e-12) + 1e-300), (flat_x, flat_out, typed)
+
+
+def test_snap_to_levels_hand_computed():
+    x = np.array([[-3.0, 0.4], [0.6, 10.0]], np.float32)
+    out = snap_to_levels(x, np.array([0.0, 1.0, 5.0]))
+    assert out.dtype == np.float32
+    assert out.tolist() == [[0.0, 0.0], [1.0, 5.0]]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+def test_snap_to_levels_leaves_nan_and_inf_alone(dtype):
+    x = np.array([np.nan, 0.2, np.inf, -np.inf, 0.9, -7.0], dtype)
+    out = snap_to_levels(x, np.array([0.0, 1.0]))
+    assert out.dtype == dtype
+    assert np.isnan(out[0])
+    assert out[2] == np.inf and out[3] == -np.inf
+    assert out[[1, 4, 5]].tolist() == [0.0, 1.0, 0.0]
+
+
+def test_kmeans_and_linear_levels_ignore_non_finite_values():
+    x = np.array([np.nan, 1.0, 2.0, np.inf, -np.inf, 3.0], np.float32)
+    assert kmeans_levels(x, 8).tolist() == [1.0, 2.0, 3.0]
+    assert linear_levels(x, 3).tolist() == [1.0, 2.0, 3.0]
+    assert kmeans_levels(np.array([np.nan], np.float32), 4).tolist() == [0.0]
+
+
+def test_kmeans_beats_linear_levels_on_outliers():
+    """The palettize method's reason to exist: 0.1% outliers at 18 std must not wreck the palette."""
+    rng = np.random.default_rng(1234)
+    x = rng.standard_normal(200_000).astype(np.float32)
+    outliers = rng.choice(x.size, size=200, replace=False)
+    x[outliers] = (18.0 * rng.choice([-1.0, 1.0], size=outliers.size)).astype(np.float32)
+
+    def rel_error(levels: np.ndarray) -> float:
+        return error_stats(x, snap_to_levels(x, levels)).relative_rms
+
+    k256 = rel_error(kmeans_levels(x, 256))
+    lin256 = rel_error(linear_levels(x, 256))
+    assert k256 < 0.02
+    assert lin256 > 5 * k256
+    k16 = rel_error(kmeans_levels(x, 16))
+    assert k16 < 0.25
+    assert len(kmeans_levels(x, 16)) == 16
+
+
+def test_kmeans_level_of_small_cluster_survives_a_huge_negative_outlier():
+    x = np.array([-1e17, 9, 9, 9, 10, 10], np.float32)
+    levels = kmeans_levels(x, 2)
+    assert levels.size == 2
+    assert levels[0] == pytest.approx(-1e17, rel=1e-6)
+    assert 9.0 <= levels[1] <= 10.0, levels
+
+
+# --------------------------------------------------------------------------- error statistics
+
+
+def test_error_stats_hand_computed():
+    stats = error_stats(np.array([1.0, 2.0, 3.0, 4.0]), np.array([1.0, 2.0, 3.0, 6.0]))
+    assert stats.max_abs == 2.0
+    assert stats.rms == pytest.approx(1.0)  # sqrt(4 / 4)
+    assert stats.relative_rms == pytest.approx(1.0 / math.sqrt(7.5))  # rms of original: sqrt(30 / 4)
+    assert stats.as_dict() == {
+        "max_abs_error": stats.max_abs,
+        "rms_error": stats.rms,
+        "relative_rms_error": stats.relative_rms,
+    }
+
+
+def test_error_stats_edge_cases():
+    same = error_stats(np.array([0.5, -1.5]), np.array([0.5, -1.5]))
+    assert (same.max_abs, same.rms, same.relative_rms) == (0.0, 0.0, 0.0)
+    # Non-finite originals are left out of every statistic.
+    masked = error_stats(np.array([1.0, np.nan, np.inf]), np.array([2.0, 5.0, 7.0]))
+    assert (masked.max_abs, masked.rms, masked.relative_rms) == (1.0, 1.0, 1.0)
+    # A zero original that moved has infinite relative error, never a silent 0.
+    moved = error_stats(np.zeros(4), np.array([0.0, 0.0, 0.0, 2.0]))
+    assert moved.rms == pytest.approx(1.0)
+    assert moved.relative_rms == float("inf")
+    nothing = error_stats(np.array([np.nan]), np.array([1.0]))
+    assert (nothing.max_abs, nothing.rms, nothing.relative_rms) == (0.0, 0.0, 0.0)

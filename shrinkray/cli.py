@@ -175,7 +175,13 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     _status(args, f"Applying {method} ...")
     variant = shrink(loaded, method, **_method_options(args))
     _status(args, "Checked: onnx.checker passes and ONNX Runtime opens the result. Writing ...")
-    written = save(variant.model, output, protect=protected, overwrite=args.force)
+    written = save(
+        variant.model,
+        output,
+        protect=protected,
+        overwrite=args.force,
+        external_data=True if loaded.has_external_data else None,  # None: only when over 2 GB
+    )
     written_bytes = written.stat().st_size + sum(
         p.stat().st_size for p in [written.with_name(written.name + ".data")] if p.exists()
     )

@@ -280,9 +280,17 @@ def save(
                 to_write, all_tensors_to_one_file=True, location=data_name, size_threshold=1024
             )
             onnx.save_model(to_write, str(tmp_model))
-            os.replace(Path(tmp) / data_name, path.parent / data_name)
+            _publish(Path(tmp) / data_name, path.parent / data_name)
         else:
             tmp_model.write_bytes(serialize(model))
-        os.replace(tmp_model, path)
+        _publish(tmp_model, path)
     return path
+
+
+def _publish(tmp: Path, final: Path) -> None:
+    """Move a finished temp file into place with the usual permissions (umask applied)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
+    os.replace(tmp, final)
 

@@ -32,6 +32,16 @@ PROTOBUF_LIMIT = 2**31 - 2**24
 DEFAULT_MAX_FILE_BYTES = 4 * 2**30
 
 
+def _read_umask() -> int:
+    """Read once at import: os.umask can only be read by setting it, which is not thread-safe."""
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
+
+
+_UMASK = _read_umask()
+
+
 @dataclass
 class LoadedModel:
     """A parsed model plus what we know about where it came from."""
@@ -289,8 +299,6 @@ def save(
 
 def _publish(tmp: Path, final: Path) -> None:
     """Move a finished temp file into place with the usual permissions (umask applied)."""
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
+    os.chmod(tmp, 0o666 & ~_UMASK)
     os.replace(tmp, final)
 

@@ -1,0 +1,152 @@
+"""Shared helpers for the method, inspect and CLI tests: sample paths and input synthesis.
+
+Inputs are built from ``session.get_inputs()`` so any model ONNX Runtime can
+open gets a feed: symbolic or unknown dims become small values (every unnamed
+dim gets the same value so inputs that must agree on their batch size do),
+int64 token inputs get ids in [0, 100), masks get ones, an int64 scalar is 2,
+a bool scalar is True, and float16 inputs are float16.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "sample_models"
+SAMPLE_NAMES = ["mlp", "cnn", "transformer", "rnn", "subgraph", "fp16", "shared_weight", "tree", "messy"]
+
+#: Value for a dim that is neither fixed nor named (None / '?'): every such dim
+#: gets the same value, so messy.onnx's two batch dims agree.
+UNNAMED_DIM = 2
+#: Values for named symbolic dims; anything not listed gets DEFAULT_NAMED_DIM.
+NAMED_DIMS = {"seq": 4, "sequence": 4}
+DEFAULT_NAMED_DIM = 2
+
+_NUMPY_TYPES = {
+    "tensor(float)": np.float32,
+    "tensor(float16)": np.float16,
+    "tensor(double)": np.float64,
+    "tensor(int64)": np.int64,
+    "tensor(int32)": np.int32,
+    "tensor(bool)": np.bool_,
+}
+
+
+def sample_path(name: str) -> Path:
+    return SAMPLES / f"{name}.onnx"
+
+
+def read_sample(name: str) -> onnx.ModelProto:
+    return onnx.load(str(sample_path(name)))
+
+
+@functools.cache
+def cached_sample(name: str) -> onnx.ModelProto:
+    """One shared ModelProto per sample for the whole session: never modify it."""
+    return read_sample(name)
+
+
+@functools.cache
+def shrunk(method: str, name: str, options: tuple = ()):
+    """shrinkray.shrink(sample, method, **dict(options)), computed once per session.
+
+    Shared by test modules so each (slow) dynamic-int8 run happens once.
+    """
+    import shrinkray
+
+    return shrinkray.shrink(cached_sample(name), method, **dict(options))
+
+
+def concrete_shape(shape: list) -> list[int]:
+    dims = []
+    for d in shape:
+        if isinstance(d, int) and d >= 0:
+            dims.append(d)
+        elif isinstance(d, str) and d and d != "?":
+            dims.append(NAMED_DIMS.get(d, DEFAULT_NAMED_DIM))
+        else:
+            dims.append(UNNAMED_DIM)
+    return dims
+
+
+def make_feeds(session: ort.InferenceSession, seed: int = 0) -> dict[str, np.ndarray]:
+    """One feed per declared input of ``session``, deterministic for a seed."""
+    rng = np.random.default_rng(seed)
+    feeds: dict[str, np.ndarray] = {}
+    for inp in session.get_inputs():
+        if inp.type not in _NUMPY_TYPES:
+            raise AssertionError(f"no synthesis rule for input {inp.name} of type {inp.type}")
+        dtype = _NUMPY_TYPES[inp.type]
+        shape = concrete_shape(list(inp.shape))
+        if dtype is np.bool_:
+            feeds[inp.name] = np.full(shape, True) if shape else np.array(True)
+        elif np.issubdtype(dtype, np.integer):
+            if not shape:
+                feeds[inp.name] = np.array(2, dtype=dtype)
+            elif "mask" in inp.name:
+                feeds[inp.name] = np.ones(shape, dtype=dtype)
+            else:
+                feeds[inp.name] = rng.integers(0, 100, size=shape).astype(dtype)
+        else:
+            feeds[inp.name] = rng.standard_normal(shape).astype(dtype)
+    return feeds
+
+
+def run_model(
+    model: onnx.ModelProto, feeds: dict[str, np.ndarray] | None = None, *, optimized: bool = True
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Run a model on CPU; returns (feeds, outputs by name)."""
+    from shrinkray.validate import open_session
+
+    session = open_session(model, optimized=optimized)
+    if feeds is None:
+        feeds = make_feeds(session)
+    names = [o.name for o in session.get_outputs()]
+    values = session.run(names, feeds)
+    return feeds, dict(zip(names, values, strict=True))
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    x = np.asarray(a, dtype=np.float64).ravel()
+    y = np.asarray(b, dtype=np.float64).ravel()
+    nx, ny = np.linalg.norm(x), np.linalg.norm(y)
+    if nx == 0 and ny == 0:
+        return 1.0
+    if nx == 0 or ny == 0:
+        return 0.0
+    return float(np.dot(x, y) / (nx * ny))
+
+
+def relative_max_abs(reference: np.ndarray, other: np.ndarray) -> float:
+    """max |a - b| divided by the reference output's scale (its max |value|)."""
+    a = np.asarray(reference, dtype=np.float64)
+    b = np.asarray(other, dtype=np.float64)
+    scale = max(float(np.max(np.abs(a))) if a.size else 0.0, 1e-12)
+    return float(np.max(np.abs(a - b))) / scale if a.size else 0.0
+
+
+def is_float_array(a: np.ndarray) -> bool:
+    return np.issubdtype(np.asarray(a).dtype, np.floating)
+
+
+def all_tensors(model: onnx.ModelProto) -> list[tuple[str, str, onnx.TensorProto]]:
+    """(scope, name, tensor) for every initializer and Constant value, in all subgraphs.
+
+    A Constant's name is its output's name. Scope is "" for the main graph.
+    """
+    from shrinkray.graph import iter_graphs
+
+    found = []
+    for scope, graph in iter_graphs(model.graph):
+        found.extend((scope, t.name, t) for t in graph.initializer)
+        for node in graph.node:
+            if node.op_type == "Constant" and node.output:
+                for attr in node.attribute:
+                    if attr.name == "value" and attr.type == onnx.AttributeProto.TENSOR:
+                        found.append((scope, node.output[0], attr.t))
+    return found

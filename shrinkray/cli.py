@@ -135,7 +135,8 @@ def default_output(model_path: Path, method: str) -> Path:
 
 
 def format_variant(variant: Variant, original_bytes: int, written: Path | None, written_bytes: int) -> str:
-    worst = max(variant.changes, key=lambda c: c.relative_rms_error, default=None)
+    measured = [c for c in variant.changes if c.relative_rms_error == c.relative_rms_error]  # skip NaN
+    worst = max(measured, key=lambda c: c.relative_rms_error, default=None)
     lines = [
         (
             f"{variant.method}: rewrote {len(variant.changes)} tensors, "

@@ -13,6 +13,7 @@ the same safe way to replace a weight, so both live here:
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
@@ -37,6 +38,7 @@ class Consumer:
     node_name: str
     input_index: int
     node: onnx.NodeProto = field(repr=False)
+    nested: bool = False  # the node sits in a subgraph below the tensor's own graph
 
 
 @dataclass
@@ -146,7 +148,7 @@ def _collect_uses(graph: onnx.GraphProto, uses: dict[str, list[Consumer]]) -> No
             local |= {o for n in sub.node for o in n.output}
             for name, found in inner.items():
                 if name not in local:
-                    uses[name].extend(found)
+                    uses[name].extend(dataclasses.replace(c, nested=True) for c in found)
 
 
 def _constant_tensor(node: onnx.NodeProto) -> onnx.TensorProto | None:

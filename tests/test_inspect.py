@@ -279,24 +279,10 @@ def test_shared_weight_reach_skips_the_overridable_initializer():
         assert reach[method].bytes == 524288 + 262144 + 262144
 
 
-_REACH_BUG = (
-    "BUG: inspect's dynamic-int8 reach is not what dynamic-int8 rewrites: it leaves out Gemm weights (mlp fc1/fc3, "
-    "cnn fc, rnn/messy head) and W_override, which ONNX Runtime's quantizer does quantize, and counts Conv biases, "
-    "cnn stem.conv.weight, lstm.B, float16 weights (fp16) and loop_W_out (used only inside a Loop body), which it "
-    "leaves in float"
-)
-_REACH_MISMATCH = {"mlp", "cnn", "rnn", "subgraph", "fp16", "shared_weight", "messy"}
-
-
 @pytest.mark.parametrize(
     "method, name",
     [(m, n) for m in WEIGHT_METHODS for n in SAMPLE_NAMES]
-    + [
-        pytest.param("dynamic-int8", n, marks=pytest.mark.xfail(reason=_REACH_BUG, strict=True))
-        if n in _REACH_MISMATCH
-        else ("dynamic-int8", n)
-        for n in SAMPLE_NAMES
-    ],
+    + [("dynamic-int8", n) for n in SAMPLE_NAMES],
 )
 def test_reach_matches_what_the_method_rewrites(method, name):
     reach = {m.method: m for m in _summary(name).methods}[method]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -155,7 +156,7 @@ class Variant:
             "tensors_changed": len(self.changes),
             "weight_bytes_before": self.bytes_before,
             "weight_bytes_after": self.bytes_after,
-            "changes": [dataclasses.asdict(c) for c in self.changes],
+            "changes": [_json_safe(dataclasses.asdict(c)) for c in self.changes],
             "warnings": list(self.warnings),
             "notes": list(self.notes),
         }
@@ -174,6 +175,11 @@ def warn_if_damaged(variant: Variant, change: TensorChange) -> None:
             f"of its RMS value ({change.encoding}); outputs may change. Exclude it (--exclude) "
             "or use more levels / another method"
         )
+
+
+def _json_safe(record: dict[str, Any]) -> dict[str, Any]:
+    """NaN (an error that could not be measured) becomes null, which strict JSON allows."""
+    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in record.items()}
 
 
 @dataclass(frozen=True)

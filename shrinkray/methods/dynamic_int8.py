@@ -13,6 +13,7 @@ and is skipped, with a note, when it fails.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -26,10 +27,10 @@ import onnx
 from onnx import numpy_helper
 
 from shrinkray.errors import MethodError
-from shrinkray.graph import FLOAT_TYPES, WeightRef, constants_to_initializers, find_weights
+from shrinkray.graph import FLOAT_TYPES, NameAllocator, WeightRef, constants_to_initializers, find_weights
 from shrinkray.io import needs_external_data, save
 from shrinkray.methods.base import MethodOptions, MethodSpec, TensorChange, Variant, option, register, warn_if_damaged
-from shrinkray.quant import error_stats
+from shrinkray.quant import ErrorStats, error_stats
 from shrinkray.validate import ORT_MAX_IR_VERSION
 
 QUANTIZABLE_OPS = ["Conv", "MatMul", "Attention", "LSTM", "Gather", "EmbedLayerNormalization"]
@@ -57,13 +58,26 @@ class DynamicInt8Options(MethodOptions):
     )
 
 
+#: (op type, input slot) pairs whose constant float32 weight ONNX Runtime's
+#: dynamic quantizer rewrites (Gemm becomes MatMul in pre-processing).
+QUANTIZED_SLOTS = {
+    ("MatMul", 1), ("Gemm", 1), ("Conv", 1), ("Gather", 0), ("LSTM", 1), ("LSTM", 2),
+    ("Attention", 1), ("EmbedLayerNormalization", 2), ("EmbedLayerNormalization", 3),
+}  # fmt: skip
+
+
 def candidates(refs: list[WeightRef], options: DynamicInt8Options) -> list[WeightRef]:
-    """Float weights in the main graph feeding an op the quantizer handles."""
-    ops = set(options.op_types or QUANTIZABLE_OPS)
+    """An estimate of what the quantizer will rewrite: float32 main-graph weights in a quantized slot."""
+    ops = set(options.op_types or QUANTIZABLE_OPS) | ({"Gemm"} if not options.op_types else set())
     return [
         r
         for r in refs
-        if r.is_float and not r.scope and not r.is_graph_input and any(c.op_type in ops for c in r.consumers)
+        if r.dtype == onnx.TensorProto.FLOAT
+        and not r.scope
+        and not r.is_graph_input
+        and any(
+            (c.op_type, c.input_index) in QUANTIZED_SLOTS and c.op_type in ops and not c.nested for c in r.consumers
+        )
     ]
 
 
@@ -76,37 +90,63 @@ def _channel_axis(shape: tuple[int, ...], n_scales: int) -> int | None:
     return matches[-1] if len(shape) == 2 and matches[-1] == 1 else matches[0]
 
 
+def _decode(inits: dict[str, onnx.TensorProto], base: str) -> tuple[np.ndarray, int | None, int]:
+    """Dequantized values of ``base``_quantized, its channel axis, and its stored bytes."""
+    q = inits[f"{base}_quantized"]
+    codes = numpy_helper.to_array(q).astype(np.float32)
+    scale_t, zp_t = inits[f"{base}_scale"], inits.get(f"{base}_zero_point")
+    scale = numpy_helper.to_array(scale_t).astype(np.float32).reshape(-1)
+    zero = numpy_helper.to_array(zp_t).astype(np.float32).reshape(-1) if zp_t is not None else np.zeros(1)
+    axis = _channel_axis(codes.shape, scale.size)
+    if axis is not None:
+        shape = [1] * codes.ndim
+        shape[axis] = scale.size
+        scale, zero = scale.reshape(shape), zero.reshape(shape)
+    stored = len(q.raw_data) + scale_t.ByteSize() + (zp_t.ByteSize() if zp_t is not None else 0)
+    return (codes - zero) * scale, axis, stored
+
+
+def _original_of(base: str, before: dict[str, np.ndarray]) -> str | None:
+    """The original weight behind a quantized tensor, also when pre-processing renamed it
+    (e.g. ``ConvBnFusion_W_stem.conv.weight`` after folding a BatchNormalization)."""
+    if base in before:
+        return base
+    matches = [name for name in before if base.endswith(name)]
+    return max(matches, key=len) if matches else None
+
+
 def _record_changes(
-    before: dict[str, np.ndarray], refs: dict[str, WeightRef], result: onnx.ModelProto, variant: Variant
+    before: dict[str, np.ndarray],
+    refs: dict[str, WeightRef],
+    result: onnx.ModelProto,
+    variant: Variant,
+    quantizer_saw: dict[str, np.ndarray],
 ) -> None:
+    """One record per original weight; the error is against the floats the quantizer saw."""
     inits = {t.name: t for t in result.graph.initializer}
-    for name, original in before.items():
-        q = inits.get(f"{name}_quantized")
-        if q is None or name in inits:
+    bases = [n[: -len("_quantized")] for n in inits if n.endswith("_quantized") and f"{n[:-10]}_scale" in inits]
+    bases.sort(key=lambda b: b not in before)  # exact names first, renamed ones after
+    recorded: set[str] = set()
+    for base in bases:
+        name = _original_of(base, before)
+        if name is None or name in recorded or name in inits:
             continue
-        codes = numpy_helper.to_array(q).astype(np.float32)
-        scale = numpy_helper.to_array(inits[f"{name}_scale"]).astype(np.float32).reshape(-1)
-        zp_t = inits.get(f"{name}_zero_point")
-        zero = numpy_helper.to_array(zp_t).astype(np.float32).reshape(-1) if zp_t is not None else np.zeros(1)
-        axis = _channel_axis(codes.shape, scale.size)
-        if axis is not None:
-            shape = [1] * codes.ndim
-            shape[axis] = scale.size
-            scale, zero = scale.reshape(shape), zero.reshape(shape)
-        decoded = (codes - zero) * scale
-        if decoded.shape != original.shape and decoded.ndim == 2 and decoded.T.shape == original.shape:
-            decoded = decoded.T  # pre-processing turned Gemm(transB=1) into MatMul on the transposed weight
-        if decoded.shape != original.shape:
-            variant.notes.append(f"'{name}' was reshaped by ONNX Runtime's pre-processing; its error is not shown")
-            decoded = original
-        extra = (zp_t.ByteSize() if zp_t is not None else 0) + inits[f"{name}_scale"].ByteSize()
+        recorded.add(name)
+        decoded, axis, stored = _decode(inits, base)
+        reference = quantizer_saw.get(base, before[name])
+        swapped = decoded.swapaxes(-1, -2) if decoded.ndim >= 2 else decoded
+        if decoded.shape != reference.shape and swapped.shape == reference.shape:
+            decoded = swapped  # stored transposed: Gemm(transB=1) made MatMul, LSTM/GRU weights for DynamicQuantizeLSTM
         where = f"per-channel (axis {axis})" if axis is not None else "per-tensor"
-        change = TensorChange.of(
-            refs[name],
-            bytes_after=len(q.raw_data) + extra,
-            stats=error_stats(original, decoded),
-            encoding=f"{variant.options['weight_type']} {where}, dynamic activations",
-        )
+        encoding = f"{variant.options['weight_type']} {where}, dynamic activations"
+        if base != name:
+            encoding += f"; folded by ONNX Runtime's pre-processing into '{base}' first"
+        if decoded.shape == reference.shape:
+            stats = error_stats(reference, decoded)
+        else:
+            stats = ErrorStats(float("nan"), float("nan"), float("nan"))
+            encoding += "; reshaped by pre-processing, so its error is not comparable"
+        change = TensorChange.of(refs[name], bytes_after=stored, stats=stats, encoding=encoding)
         variant.changes.append(change)
         warn_if_damaged(variant, change)
 
@@ -123,8 +163,15 @@ def _worker_env() -> dict[str, str]:
     return env
 
 
-def _run_worker(model: onnx.ModelProto, options: DynamicInt8Options, variant: Variant) -> onnx.ModelProto:
-    """Quantize in a child process whose working directory is a private temp folder."""
+def _run_worker(
+    model: onnx.ModelProto, options: DynamicInt8Options, variant: Variant
+) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """Quantize in a child process whose working directory is a private temp folder.
+
+    Returns the quantized model and the float values the quantizer actually
+    saw (after pre-processing, which may fold BatchNormalization into a Conv
+    weight or transpose a Gemm weight), keyed by their pre-processed names.
+    """
     external = needs_external_data(model)
     with tempfile.TemporaryDirectory(prefix="shrinkray-dyn-") as tmp:
         folder = Path(tmp)
@@ -179,7 +226,29 @@ def _run_worker(model: onnx.ModelProto, options: DynamicInt8Options, variant: Va
                 f"ONNX Runtime's quantize_dynamic failed on this model ({result['quantize_error']})",
                 "Try weights-int8, which does not depend on ONNX Runtime's quantizer",
             )
-        return onnx.load(str(folder / "quantized.onnx"))
+        quantized = onnx.load(str(folder / "quantized.onnx"))
+        rewritten: dict[str, np.ndarray] = {}
+        if result["preprocessed"]:
+            pre = onnx.load(str(folder / "pre.onnx"))
+            rewritten = {
+                t.name: numpy_helper.to_array(t)
+                for t in pre.graph.initializer
+                if t.data_type in FLOAT_TYPES and f"{t.name}_quantized" in {i.name for i in quantized.graph.initializer}
+            }
+        return quantized, rewritten
+
+
+def _consumers_of_overridable(model: onnx.ModelProto, refs: dict[str, WeightRef]) -> list[str]:
+    """Names of main-graph nodes reading an overridable initializer (unnamed ones get a name)."""
+    names = NameAllocator(model)
+    overridable = {name for name, r in refs.items() if r.is_graph_input}
+    found = []
+    for node in model.graph.node:
+        if overridable.intersection(node.input):
+            if not node.name:
+                node.name = names.new(f"{node.op_type}_reads_override")
+            found.append(node.name)
+    return found
 
 
 def apply(model: onnx.ModelProto, options: DynamicInt8Options) -> Variant:
@@ -189,10 +258,17 @@ def apply(model: onnx.ModelProto, options: DynamicInt8Options) -> Variant:
         variant.notes.append(f"Moved {len(moved)} Constant-node weights into initializers so they can be quantized")
     refs = {r.name: r for r in find_weights(model) if r.kind == "initializer" and not r.scope}
     before = {name: r.array() for name, r in refs.items() if r.dtype in FLOAT_TYPES}
-    result = _run_worker(model, options, variant)
+    protected = _consumers_of_overridable(model, refs)
+    if protected:
+        options = dataclasses.replace(options, exclude_nodes=list(options.exclude_nodes) + protected)
+        variant.notes.append(
+            f"Left {len(protected)} nodes in float because they read initializers that are also graph inputs "
+            "(overridable at run time)"
+        )
+    result, quantizer_saw = _run_worker(model, options, variant)
     result.ir_version = min(result.ir_version, ORT_MAX_IR_VERSION)
     variant.model = result
-    _record_changes(before, refs, result, variant)
+    _record_changes(before, refs, result, variant, quantizer_saw)
     if not variant.changes:
         variant.notes.append(
             "ONNX Runtime's quantizer found nothing to quantize: it handles "

@@ -117,6 +117,7 @@ def _apply_compute(model: onnx.ModelProto, options: Float16Options, variant: Var
             "Use --mode storage, which keeps compute in float32",
         ) from None
     converted.ir_version = model.ir_version
+    _restore_float_outputs(model, converted)
     for ref in find_weights(converted):
         if ref.name in before and ref.dtype == onnx.TensorProto.FLOAT16:
             change = TensorChange.of(
@@ -128,6 +129,26 @@ def _apply_compute(model: onnx.ModelProto, options: Float16Options, variant: Var
             variant.changes.append(change)
             warn_if_damaged(variant, change)
     return converted
+
+
+def _restore_float_outputs(original: onnx.ModelProto, converted: onnx.ModelProto) -> None:
+    """Put a Cast back to the original type on outputs the converter left in float16.
+
+    ``keep_io_types`` misses outputs produced by blocked ops (e.g. a final Softmax).
+    """
+    wanted = {o.name: o.type.tensor_type.elem_type for o in original.graph.output}
+    names = NameAllocator(converted)
+    graph = converted.graph
+    for out in graph.output:
+        target = wanted.get(out.name)
+        if out.type.tensor_type.elem_type != onnx.TensorProto.FLOAT16 or target in (None, onnx.TensorProto.FLOAT16):
+            continue
+        inner = names.new(f"{out.name}__fp16")
+        for node in graph.node:
+            node.output[:] = [inner if o == out.name else o for o in node.output]
+            node.input[:] = [inner if i == out.name else i for i in node.input]
+        graph.node.append(helper.make_node("Cast", [inner], [out.name], name=names.new(f"{out.name}_cast"), to=target))
+        out.type.tensor_type.elem_type = target
 
 
 def apply(model: onnx.ModelProto, options: Float16Options) -> Variant:

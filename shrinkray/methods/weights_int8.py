@@ -5,8 +5,10 @@ plus float32 scales, per tensor or per output channel, and a few nodes that
 rebuild the float tensor under its original name. The default decode form is
 ``Cast -> (Sub) -> Mul``, which ONNX Runtime constant-folds when the session
 starts, so inference runs on plain float weights at the original speed.
-``DequantizeLinear`` is available as an option, but ONNX Runtime does not fold
-it and runs it on every inference (we measured a 2x slowdown on a MatMul chain).
+``DequantizeLinear`` is available as an option for tools that expect it, but
+ONNX Runtime does not fold it: it runs it on every inference (1.4x slower on a
+MatMul chain with int8 codes) or fuses it with MatMul into MatMulNBits, which
+quantizes activations, so optimized results drift from unoptimized ones.
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ class WeightsInt8Options(TensorSelection):
     form: str = option(
         "cast-mul",
         "How the graph rebuilds float weights: cast-mul (folded by ONNX Runtime at load, no slowdown) "
-        "or dequantize-linear (standard op, evaluated at every run)",
+        "or dequantize-linear (standard op; ONNX Runtime runs it at every inference or fuses it into "
+        "MatMulNBits, which quantizes activations)",
         choices=["cast-mul", "dequantize-linear"],
     )
 

@@ -251,6 +251,19 @@ def _consumers_of_overridable(model: onnx.ModelProto, refs: dict[str, WeightRef]
     return found
 
 
+def _consumers_of_non_float32(model: onnx.ModelProto, refs: dict[str, WeightRef]) -> list[str]:
+    """Main-graph nodes whose quantizable slot holds a float16/float64 weight (ORT makes invalid graphs)."""
+    other = {name for name, r in refs.items() if r.is_float and r.dtype != onnx.TensorProto.FLOAT}
+    names = NameAllocator(model)
+    found = []
+    for node in model.graph.node:
+        if any((node.op_type, i) in QUANTIZED_SLOTS and x in other for i, x in enumerate(node.input)):
+            if not node.name:
+                node.name = names.new(f"{node.op_type}_float16_weight")
+            found.append(node.name)
+    return found
+
+
 def apply(model: onnx.ModelProto, options: DynamicInt8Options) -> Variant:
     variant = Variant(method="dynamic-int8", options=options.as_dict(), model=model)
     moved = constants_to_initializers(model)
@@ -258,12 +271,19 @@ def apply(model: onnx.ModelProto, options: DynamicInt8Options) -> Variant:
         variant.notes.append(f"Moved {len(moved)} Constant-node weights into initializers so they can be quantized")
     refs = {r.name: r for r in find_weights(model) if r.kind == "initializer" and not r.scope}
     before = {name: r.array() for name, r in refs.items() if r.dtype in FLOAT_TYPES}
-    protected = _consumers_of_overridable(model, refs)
+    if not candidates(find_weights(model), options):
+        variant.notes.append(
+            "ONNX Runtime's quantizer has nothing to quantize here: it handles float32 weights of "
+            + ", ".join(QUANTIZABLE_OPS)
+            + " (and Gemm) in the main graph"
+        )
+        return variant
+    protected = _consumers_of_overridable(model, refs) + _consumers_of_non_float32(model, refs)
     if protected:
         options = dataclasses.replace(options, exclude_nodes=list(options.exclude_nodes) + protected)
         variant.notes.append(
             f"Left {len(protected)} nodes in float because they read initializers that are also graph inputs "
-            "(overridable at run time)"
+            "(overridable at run time) or float16/float64 weights, which the quantizer cannot handle"
         )
     result, quantizer_saw = _run_worker(model, options, variant)
     result.ir_version = min(result.ir_version, ORT_MAX_IR_VERSION)

@@ -9,7 +9,7 @@ from typing import Any
 
 import onnx
 
-from shrinkray.graph import find_weights, iter_graphs
+from shrinkray.graph import find_weights, iter_graphs, quantized_ops
 from shrinkray.io import LoadedModel
 from shrinkray.methods import all_methods
 from shrinkray.validate import custom_ops
@@ -72,6 +72,7 @@ class ModelSummary:
     weights: list[WeightInfo]
     weight_bytes: int
     custom_ops: list[str]
+    quantized_ops: list[str] = field(default_factory=list)
     methods: list[MethodReach] = field(default_factory=list)
 
     @property
@@ -165,5 +166,6 @@ def inspect_model(source: LoadedModel | onnx.ModelProto, name: str = "model") ->
         weights=weights,
         weight_bytes=sum(w.bytes for w in weights),
         custom_ops=custom_ops(model),
+        quantized_ops=quantized_ops(model),
         methods=reach,
     )

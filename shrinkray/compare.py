@@ -1,0 +1,357 @@
+"""Measure the original and every variant side by side: sizes, parity, latency, culprits.
+
+One function, :func:`compare`, serves the CLI (``shrinkray compare``), the app
+and the Python API. It reports progress through a callback and never raises
+for a method that fails: that variant carries its error and the others go on.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+
+from shrinkray.errors import OptionError, RuntimeUnsupportedError, ShrinkRayError
+from shrinkray.inspect import ModelSummary, inspect_model
+from shrinkray.io import LoadedModel, serialize
+from shrinkray.measure.inputs import InputOptions, first_axis_dynamic, load_inputs, synthesize
+from shrinkray.measure.latency import DEFAULT_RUNS, DEFAULT_WARMUP, LatencyStats, default_threads, measure_latency
+from shrinkray.measure.parity import DEFAULT_ABS_TOL, DEFAULT_MEAN_TOL, Parity, compare_outputs
+from shrinkray.measure.sizes import Sizes, measure_many
+from shrinkray.methods import all_methods, get_method
+from shrinkray.shrink import shrink
+from shrinkray.validate import open_session
+
+ORIGINAL = "original"
+#: Methods whose damage can be traced to single tensors (they take --include/--exclude).
+TRACEABLE = {"weights-int8", "palettize", "float16"}
+
+Progress = Callable[[str, float], None]
+
+
+@dataclass
+class CompareSettings:
+    """Everything that shapes a comparison; defaults are what the CLI uses."""
+
+    methods: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # empty: all methods
+    abs_tol: float = DEFAULT_ABS_TOL
+    mean_tol: float = DEFAULT_MEAN_TOL
+    runs: int = DEFAULT_RUNS
+    warmup: int = DEFAULT_WARMUP
+    threads: list[int] = field(default_factory=default_threads)
+    batches: list[int] | None = None  # None: 1, 8, 32 when the batch axis is free, else the fixed size
+    latency_budget_s: float | None = 20.0  # per (threads, batch) setting
+    latency: bool = True
+    brotli_quality: int | str = "auto"
+    zstd_level: int | None = None
+    inputs: InputOptions = field(default_factory=InputOptions)
+    inputs_path: str | None = None
+    parity_batch: int = 4
+    culprits: bool = True
+    culprit_budget_s: float = 60.0
+    auto: bool = False
+
+
+@dataclass
+class Culprit:
+    """A tensor whose rewriting alone moves the outputs this much."""
+
+    tensor: str
+    max_abs_error: float
+    mean_abs_error: float
+    worst_cosine: float | None
+    passes_alone: bool
+
+
+@dataclass
+class VariantResult:
+    key: str
+    method: str | None
+    options: dict[str, Any]
+    model: onnx.ModelProto | None = field(default=None, repr=False)
+    sizes: Sizes | None = None
+    parity: Parity | None = None
+    latency: list[LatencyStats] = field(default_factory=list)
+    record: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    culprits: list[Culprit] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def latency_at(self, threads: int, batch: int) -> LatencyStats | None:
+        return next((s for s in self.latency if s.threads == threads and s.batch == batch), None)
+
+
+@dataclass
+class Comparison:
+    name: str
+    summary: ModelSummary
+    settings: CompareSettings
+    original: VariantResult
+    variants: list[VariantResult]
+    input_note: str = ""
+    latency_note: str = ""
+
+    @property
+    def all(self) -> list[VariantResult]:
+        return [self.original, *self.variants]
+
+    def get(self, key: str) -> VariantResult:
+        for result in self.all:
+            if result.key == key:
+                return result
+        raise KeyError(key)
+
+
+def _label(method: str, options: dict[str, Any], taken: set[str]) -> str:
+    key = method if not options else method + " " + " ".join(f"{k}={_short(v)}" for k, v in options.items())
+    base, n = key, 2
+    while key in taken:
+        key, n = f"{base} #{n}", n + 1
+    taken.add(key)
+    return key
+
+
+def _short(value: Any) -> str:
+    return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+
+
+def _run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    session = open_session(model)
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(None, feeds), strict=True))
+
+
+def _reference_inputs(model: onnx.ModelProto, settings: CompareSettings) -> tuple[dict[str, np.ndarray], str, int]:
+    """Feeds for parity, a sentence saying where they came from, and the batch they use."""
+    if settings.inputs_path:
+        feeds = load_inputs(settings.inputs_path, model)
+        return feeds, f"Inputs loaded from {settings.inputs_path}", 0
+    batch = settings.parity_batch if first_axis_dynamic(model) else None
+    synth = synthesize(model, settings.inputs, batch=batch)
+    shapes = ", ".join(f"{k} {list(v.shape)} {v.dtype}" for k, v in synth.feeds.items())
+    note = f"Synthesized inputs (seed {settings.inputs.seed}): {shapes}"
+    if synth.guesses:
+        note += "; guessed dims " + ", ".join(f"{k}={v}" for k, v in synth.guesses.items())
+    return synth.feeds, note, batch or 0
+
+
+def _explain_rejection(exc: Exception, note: str) -> ShrinkRayError:
+    text = str(exc).splitlines()[0][:300]
+    return RuntimeUnsupportedError(
+        f"The original model rejected the inputs ({note}): {text}",
+        "Set free dimensions with --dim NAME=VALUE (or INPUT:AXIS=VALUE), value ranges with "
+        "--range NAME=LOW:HIGH, or pass real inputs with --inputs file.npz",
+    )
+
+
+def find_culprits(
+    source: onnx.ModelProto,
+    method: str,
+    options: dict[str, Any],
+    changed: list[str],
+    feeds: dict[str, np.ndarray],
+    reference: dict[str, np.ndarray],
+    settings: CompareSettings,
+    progress: Progress | None = None,
+) -> list[Culprit]:
+    """Rewrite one tensor at a time and rank tensors by how far they move the outputs.
+
+    Tensors are tried largest weight error first; work stops when the budget
+    is spent, so the list may be partial on big graphs (it says so in notes).
+    """
+    found: list[Culprit] = []
+    started = time.perf_counter()
+    for index, name in enumerate(changed):
+        if time.perf_counter() - started > settings.culprit_budget_s:
+            break
+        if progress:
+            progress(f"{method}: testing tensor {index + 1}/{len(changed)} alone", index / max(len(changed), 1))
+        opts = {k: v for k, v in options.items() if k not in ("include", "exclude")}
+        variant = shrink(source, method, include=[name], **opts)
+        parity = compare_outputs(reference, _run(variant.model, feeds), abs_tol=settings.abs_tol, mean_tol=settings.mean_tol)
+        found.append(
+            Culprit(
+                tensor=name,
+                max_abs_error=parity.max_abs_error,
+                mean_abs_error=parity.mean_abs_error,
+                worst_cosine=parity.worst_cosine,
+                passes_alone=parity.passed,
+            )
+        )
+    found.sort(key=lambda c: (-c.max_abs_error / settings.abs_tol - c.mean_abs_error / settings.mean_tol))
+    return found
+
+
+def _measure_parity(result: VariantResult, feeds, reference, settings: CompareSettings) -> None:
+    try:
+        result.parity = compare_outputs(
+            reference, _run(result.model, feeds), abs_tol=settings.abs_tol, mean_tol=settings.mean_tol
+        )
+    except ShrinkRayError as exc:
+        result.error = f"Could not run the variant: {exc}"
+
+
+def _auto_variant(
+    source: onnx.ModelProto,
+    result: VariantResult,
+    feeds: dict[str, np.ndarray],
+    reference: dict[str, np.ndarray],
+    settings: CompareSettings,
+    taken: set[str],
+) -> VariantResult | None:
+    """Exclude the worst tensors (1, 2, 4, ...) until parity passes."""
+    ranked = [c.tensor for c in result.culprits]
+    count = 1
+    while ranked and count <= len(ranked):
+        options = dict(result.options)
+        options["exclude"] = list(options.get("exclude", [])) + ranked[:count]
+        variant = shrink(source, result.method, **options)
+        parity = compare_outputs(reference, _run(variant.model, feeds), abs_tol=settings.abs_tol, mean_tol=settings.mean_tol)
+        if parity.passed:
+            auto = VariantResult(
+                key=_label(result.method, {"auto-exclude": count}, taken),
+                method=result.method,
+                options=options,
+                model=variant.model,
+                parity=parity,
+                record=variant.summary(),
+                warnings=list(variant.warnings),
+                notes=list(variant.notes) + [f"Left in float: {', '.join(ranked[:count])} (found by --auto)"],
+            )
+            return auto
+        count *= 2
+    return None
+
+
+def compare(
+    loaded: LoadedModel | onnx.ModelProto,
+    settings: CompareSettings | None = None,
+    progress: Progress | None = None,
+) -> Comparison:
+    """Shrink with every requested method and measure everything against the original."""
+    settings = settings or CompareSettings()
+    if isinstance(loaded, onnx.ModelProto):
+        loaded = LoadedModel(model=loaded, name=loaded.graph.name or "model", file_bytes=loaded.ByteSize())
+    say = progress or (lambda _step, _fraction: None)
+    source = loaded.model
+    summary = inspect_model(loaded)
+    requested = settings.methods or [(spec.name, {}) for spec in all_methods()]
+    taken = {ORIGINAL}
+    original = VariantResult(key=ORIGINAL, method=None, options={}, model=source)
+    variants: list[VariantResult] = []
+    for index, (method, options) in enumerate(requested):
+        get_method(method)  # unknown names fail before any work
+        say(f"Shrinking: {method}", 0.05 + 0.25 * index / max(len(requested), 1))
+        result = VariantResult(key=_label(method, options, taken), method=method, options=dict(options))
+        try:
+            variant = shrink(loaded, method, **options)
+        except OptionError:
+            raise
+        except ShrinkRayError as exc:
+            result.error = str(exc)
+        else:
+            result.model = variant.model
+            result.record = variant.summary()
+            result.warnings = list(variant.warnings)
+            result.notes = list(variant.notes)
+        variants.append(result)
+
+    say("Measuring sizes (gzip -9, brotli)", 0.3)
+    blobs = {r.key: serialize(r.model) for r in [original, *variants] if r.model is not None}
+    sizes = measure_many(blobs, brotli_quality=settings.brotli_quality, zstd_level=settings.zstd_level)
+    for result in [original, *variants]:
+        result.sizes = sizes.get(result.key)
+
+    say("Checking parity", 0.45)
+    feeds, input_note, _ = _reference_inputs(source, settings)
+    try:
+        reference = _run(source, feeds)
+    except ShrinkRayError as exc:
+        raise _explain_rejection(exc, input_note) from None
+    original.parity = compare_outputs(reference, reference, abs_tol=settings.abs_tol, mean_tol=settings.mean_tol)
+    for result in variants:
+        if result.ok:
+            _measure_parity(result, feeds, reference, settings)
+
+    if settings.culprits:
+        for result in variants:
+            if result.ok and result.parity and not result.parity.passed and result.method in TRACEABLE:
+                changed = [c["name"] for c in sorted(result.record.get("changes", []),
+                           key=lambda c: -(c.get("relative_rms_error") or 0))]  # fmt: skip
+                result.culprits = find_culprits(
+                    source, result.method, result.options, changed, feeds, reference, settings,
+                    lambda step, f: say(step, 0.55 + 0.1 * f),
+                )  # fmt: skip
+                if len(result.culprits) < len(changed):
+                    result.notes.append(
+                        f"Tested {len(result.culprits)} of {len(changed)} tensors alone within the "
+                        f"{settings.culprit_budget_s:.0f} s budget"
+                    )
+        if settings.auto:
+            for result in list(variants):
+                if result.culprits:
+                    auto = _auto_variant(source, result, feeds, reference, settings, taken)
+                    if auto is not None:
+                        variants.append(auto)
+                        auto.sizes = measure_many(
+                            {auto.key: serialize(auto.model)},
+                            brotli_quality=settings.brotli_quality,
+                            zstd_level=settings.zstd_level,
+                        )[auto.key]
+
+    latency_note = ""
+    if settings.latency:
+        latency_note = _measure_all_latency(source, [original, *variants], settings, say)
+    say("Done", 1.0)
+    return Comparison(
+        name=loaded.name,
+        summary=summary,
+        settings=settings,
+        original=original,
+        variants=variants,
+        input_note=input_note,
+        latency_note=latency_note,
+    )
+
+
+def _measure_all_latency(
+    source: onnx.ModelProto, results: list[VariantResult], settings: CompareSettings, say: Progress
+) -> str:
+    runnable = {r.key: r.model for r in results if r.ok and r.model is not None}
+    dynamic = first_axis_dynamic(source)
+    batches = settings.batches or ([1, 8, 32] if dynamic else [0])
+    combos = [(t, b) for t in settings.threads for b in batches]
+    for index, (threads, batch) in enumerate(combos):
+        if settings.inputs_path and batch:
+            continue
+        say(f"Timing: {threads} thread(s), batch {batch or 'fixed'}", 0.7 + 0.3 * index / len(combos))
+        if settings.inputs_path:
+            feeds = load_inputs(settings.inputs_path, source)
+        else:
+            feeds = synthesize(source, settings.inputs, batch=batch or None).feeds
+        real_batch = batch or (next(iter(feeds.values())).shape[0] if feeds and next(iter(feeds.values())).ndim else 1)
+        try:
+            stats = measure_latency(
+                runnable, feeds, batch=real_batch, threads=threads, runs=settings.runs,
+                warmup=settings.warmup, budget_s=settings.latency_budget_s,
+            )  # fmt: skip
+        except Exception as exc:
+            if batch > 1:
+                return f"Batch {batch} could not run ({str(exc).splitlines()[0][:120]}); larger batches skipped"
+            raise
+        for result in results:
+            if result.key in stats:
+                result.latency.append(stats[result.key])
+    return (
+        f"ONNX Runtime CPU, median and p90 of up to {settings.runs} interleaved runs after "
+        f"{settings.warmup} warm-up runs, threads {settings.threads}"
+    )

@@ -15,10 +15,14 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from shrinkray.errors import MissingModelError, ShrinkRayError
+from shrinkray import report
+from shrinkray.compare import CompareSettings, compare
+from shrinkray.errors import MissingModelError, OptionError, ShrinkRayError
 from shrinkray.inspect import ModelSummary, inspect_model
 from shrinkray.io import check_output_path, load, save
-from shrinkray.methods import Variant, all_methods
+from shrinkray.measure.inputs import InputOptions, parse_dims, parse_ranges
+from shrinkray.measure.parity import DEFAULT_ABS_TOL, DEFAULT_MEAN_TOL
+from shrinkray.methods import Variant, all_methods, get_method
 from shrinkray.shrink import shrink
 from shrinkray.units import format_bytes, format_percent
 
@@ -199,6 +203,112 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- compare
+
+
+def parse_method_list(text: str, shared: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """``all`` or ``m1,m2:key=value:key=value``; shared flags go to every method that has them."""
+    chosen: list[tuple[str, dict[str, Any]]] = []
+    items = [t.strip() for t in text.split(",") if t.strip()] if text and text != "all" else []
+    specs = [(spec.name, {}) for spec in all_methods()] if not items else []
+    for item in items:
+        name, *pairs = item.split(":")
+        options: dict[str, Any] = {}
+        for pair in pairs:
+            key, sep, value = pair.partition("=")
+            if not sep:
+                raise OptionError(f"--methods item '{item}': '{pair}' is not key=value", "e.g. palettize:levels=16")
+            options[key.strip().replace("-", "_")] = value.strip()
+        specs.append((get_method(name).name, options))
+    for name, options in specs:
+        fields = {f.name for f in dataclasses.fields(get_method(name).options_type)}
+        merged = {k: v for k, v in shared.items() if k in fields} | options
+        chosen.append((name, merged))
+    unused = [k for k in shared if not any(k in {f.name for f in dataclasses.fields(get_method(n).options_type)}
+                                           for n, _ in chosen)]  # fmt: skip
+    if unused:
+        raise OptionError(
+            "No chosen method takes " + ", ".join("--" + u.replace("_", "-") for u in unused),
+            "Check the option names with `shrinkray methods`",
+        )
+    return chosen
+
+
+class ProgressBar:
+    """A one-line progress bar on stderr (plain lines when stderr is not a terminal)."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.tty = sys.stderr.isatty()
+        self.last = ""
+
+    def __call__(self, step: str, fraction: float) -> None:
+        if self.quiet:
+            return
+        width = 24
+        filled = round(max(0.0, min(1.0, fraction)) * width)
+        line = f"[{'#' * filled}{'.' * (width - filled)}] {fraction:4.0%} {step}"
+        if self.tty:
+            sys.stderr.write("\r" + line[:100].ljust(100))
+            if fraction >= 1.0:
+                sys.stderr.write("\n")
+        elif step != self.last:
+            sys.stderr.write(line + "\n")
+        self.last = step
+        sys.stderr.flush()
+
+
+def _int_list(text: str, flag: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise OptionError(f"{flag} takes comma-separated integers, not {text!r}", f"e.g. {flag} 1,8,32") from None
+    if not values or min(values) < 1:
+        raise OptionError(f"{flag} values must be positive", f"e.g. {flag} 1,8,32")
+    return values
+
+
+def compare_settings(args: argparse.Namespace) -> CompareSettings:
+    settings = CompareSettings(
+        methods=parse_method_list(args.methods, _method_options(args)),
+        abs_tol=args.abs_tol,
+        mean_tol=args.mean_tol,
+        runs=args.runs,
+        latency=not args.no_latency,
+        latency_budget_s=args.latency_budget,
+        brotli_quality=args.brotli_quality,
+        zstd_level=args.zstd,
+        inputs=InputOptions(dims=parse_dims(args.dim), ranges=parse_ranges(args.range), seed=args.seed),
+        inputs_path=args.inputs,
+        culprits=not args.no_culprits,
+        culprit_budget_s=args.culprit_budget,
+        auto=args.auto,
+    )
+    if args.threads:
+        settings.threads = _int_list(args.threads, "--threads")
+    if args.batches:
+        settings.batches = _int_list(args.batches, "--batches")
+    if args.runs < 1:
+        raise OptionError("--runs must be at least 1", "e.g. --runs 50")
+    return settings
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    settings = compare_settings(args)
+    for path in (args.json, args.markdown, args.csv, args.html):
+        if path and Path(path).suffix == ".onnx":
+            raise OptionError(f"Refusing to write a report to {path}", "Report paths must not be .onnx files")
+    loaded = load(args.model)
+    comparison = compare(loaded, settings, progress=ProgressBar(args.quiet))
+    print(report.to_text(comparison))
+    written = report.write_reports(
+        comparison, json_path=args.json, markdown_path=args.markdown, csv_path=args.csv, html_path=args.html
+    )
+    for path in written:
+        _status(args, f"Wrote {path}")
+    return 0
+
+
 def cmd_methods(args: argparse.Namespace) -> int:
     for spec in all_methods():
         print(f"{spec.name:14s} {spec.title}: {spec.summary}")
@@ -240,6 +350,44 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", "-q", action="store_true", help="no progress messages")
     _add_method_flags(p)
     p.set_defaults(func=cmd_shrink)
+
+    p = sub.add_parser(
+        "compare",
+        help="shrink with several methods and measure size, parity and latency side by side",
+        description="Run the chosen methods, measure the original and every variant (raw/gzip/brotli size, "
+        "output parity, CPU latency), print a table with advice, and write reports.",
+    )
+    p.add_argument("model", help="path to an .onnx file")
+    p.add_argument(
+        "--methods", default="all",
+        help="all (default) or a comma list; give a method its own options with colons, e.g. "
+        "palettize:levels=16,palettize:levels=256,weights-int8",
+    )  # fmt: skip
+    p.add_argument("--abs-tol", type=float, default=DEFAULT_ABS_TOL, help="parity: max abs error allowed (default 0.06)")
+    p.add_argument("--mean-tol", type=float, default=DEFAULT_MEAN_TOL, help="parity: mean abs error allowed (default 0.02)")
+    p.add_argument("--inputs", help="real inputs for parity and latency: .npz keyed by input name, or .npy")
+    p.add_argument("--dim", action="append", metavar="NAME=VALUE", help="size of a free dimension (repeatable); "
+                   "unnamed ones as INPUT:AXIS=VALUE")  # fmt: skip
+    p.add_argument("--range", action="append", metavar="NAME=LOW:HIGH", help="value range of an input (repeatable)")
+    p.add_argument("--seed", type=int, default=0, help="seed for synthesized inputs")
+    p.add_argument("--runs", type=int, default=50, help="timed runs per model and setting (default 50)")
+    p.add_argument("--threads", help="thread counts to time, e.g. 1,2 (default: 1 and all cores)")
+    p.add_argument("--batches", help="batch sizes to time (default 1,8,32 when the batch axis is free)")
+    p.add_argument("--latency-budget", type=float, default=20.0, help="seconds per timing setting (default 20)")
+    p.add_argument("--no-latency", action="store_true", help="skip latency measurement")
+    p.add_argument("--brotli-quality", default="auto", help="0-11 or auto (11 up to 4 MiB, else 9; default auto)")
+    p.add_argument("--zstd", type=int, metavar="LEVEL", help="also measure zstd at this level (needs zstandard)")
+    p.add_argument("--auto", action="store_true", help="for a variant that fails parity, add one that leaves the "
+                   "most damaging tensors in float")  # fmt: skip
+    p.add_argument("--no-culprits", action="store_true", help="do not search for the tensors that hurt parity")
+    p.add_argument("--culprit-budget", type=float, default=60.0, help="seconds for the culprit search per variant")
+    p.add_argument("--json", help="write the JSON report here")
+    p.add_argument("--markdown", help="write the Markdown report here")
+    p.add_argument("--csv", help="write the CSV table here")
+    p.add_argument("--html", help="write the self-contained HTML report (charts, opens offline) here")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    _add_method_flags(p)
+    p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("methods", help="list the methods and their options")
     p.set_defaults(func=cmd_methods)

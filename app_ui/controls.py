@@ -1,0 +1,90 @@
+"""Widgets built from the engine's own descriptions, and friendly error display.
+
+Method controls come from each method's options dataclass (type, choices,
+bounds and help text), so a new method appears in the app without UI code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import streamlit as st
+
+from shrinkray.errors import ShrinkRayError
+from shrinkray.methods import MethodSpec
+from shrinkray.units import format_bytes
+
+log = logging.getLogger("shrinkray.app")
+
+
+@contextlib.contextmanager
+def friendly_errors(action: str) -> Iterator[None]:
+    """Show what went wrong and what to do; never a traceback in the page."""
+    try:
+        yield
+    except ShrinkRayError as exc:
+        st.error(f"{action} failed: {exc}", icon=":material/error:")
+    except Exception as exc:
+        log.exception("unexpected error during %s", action)
+        st.error(
+            f"{action} failed because of an unexpected {type(exc).__name__}. This is a bug in Shrink Ray "
+            "Studio, not in your model; the details were written to the server log. Try another method "
+            "or model meanwhile.",
+            icon=":material/bug_report:",
+        )
+
+
+def _label(name: str) -> str:
+    return name.replace("_", " ").capitalize()
+
+
+def method_controls(spec: MethodSpec, key: str) -> dict[str, Any]:
+    """One widget per option field; returns only the values that differ from the defaults."""
+    chosen: dict[str, Any] = {}
+    for f in dataclasses.fields(spec.options_type):
+        meta = f.metadata
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        kind = str(f.type)
+        widget_key = f"{key}:{spec.name}:{f.name}"
+        help_text = meta.get("help", "")
+        if kind == "bool":
+            value = st.toggle(_label(f.name), value=default, help=help_text, key=widget_key)
+        elif "choices" in meta:
+            choices = list(meta["choices"])
+            value = st.selectbox(_label(f.name), choices, index=choices.index(default), help=help_text, key=widget_key)
+        elif kind == "int":
+            value = int(
+                st.number_input(
+                    _label(f.name), min_value=meta.get("min"), max_value=meta.get("max"), value=int(default),
+                    step=1, help=help_text, key=widget_key,
+                )
+            )
+        elif kind == "float":
+            value = float(st.number_input(_label(f.name), value=float(default), help=help_text, key=widget_key))
+        else:
+            text = st.text_input(
+                _label(f.name), value=",".join(default) if isinstance(default, list) else str(default),
+                help=help_text, key=widget_key,
+            )  # fmt: skip
+            value = [v.strip() for v in text.split(",") if v.strip()]
+        if value != default:
+            chosen[f.name] = value
+    return chosen
+
+
+def sidebar_model_badge() -> None:
+    """Always show which model is loaded."""
+    from app_ui.state import current_model
+
+    loaded = current_model()
+    with st.sidebar:
+        st.markdown("**Current model**")
+        if loaded is None:
+            st.caption("None yet: pick a sample or upload a file on the Model page.")
+        else:
+            st.markdown(f"`{loaded.name}`  \n{format_bytes(loaded.file_bytes)} · sha256 {loaded.sha256[:12]}…")
+            st.caption(st.session_state.get("model_source", ""))

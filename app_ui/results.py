@@ -1,0 +1,92 @@
+"""Result cards and downloads for a comparison."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from shrinkray import report
+from shrinkray.advice import advise, latency_ratio
+from shrinkray.compare import Comparison, VariantResult
+from shrinkray.io import serialize
+from shrinkray.units import format_bytes
+
+_ICONS = {"good": ":material/thumb_up:", "info": ":material/info:", "warning": ":material/warning:",
+          "bad": ":material/block:"}  # fmt: skip
+
+
+def _delta(value: int, base: int) -> str:
+    return f"{(value - base) / base:+.1%}" if base else ""
+
+
+def variant_card(c: Comparison, result: VariantResult, advice_items) -> None:
+    base = c.original.sizes
+    with st.container(border=True):
+        st.markdown(f"### {result.key}")
+        if not result.ok:
+            st.error(result.error, icon=":material/error:")
+            return
+        changed = result.record.get("tensors_changed", 0)
+        st.caption(
+            f"{changed} tensors rewritten · {format_bytes(result.record.get('weight_bytes_before', 0))} of weights → "
+            f"{format_bytes(result.record.get('weight_bytes_after', 0))}"
+        )
+        cols = st.columns(5)
+        s = result.sizes
+        cols[0].metric("Raw", format_bytes(s.raw), _delta(s.raw, base.raw), delta_color="inverse")
+        cols[1].metric("gzip -9", format_bytes(s.gzip), _delta(s.gzip, base.gzip), delta_color="inverse")
+        cols[2].metric(f"brotli q{s.brotli_quality}", format_bytes(s.brotli), _delta(s.brotli, base.brotli),
+                       delta_color="inverse")  # fmt: skip
+        parity = result.parity
+        if parity is not None:
+            verdict = "Pass" if parity.passed else "Fail"
+            cos = parity.worst_cosine
+            cols[3].metric("Parity", verdict, f"max abs err {parity.max_abs_error:.3g}", delta_color="off",
+                           help=f"Tolerances: max abs {parity.abs_tol}, mean abs {parity.mean_tol}; worst cosine "
+                           f"{cos:.5f}" if cos is not None else None)  # fmt: skip
+        ratio = latency_ratio(c, result)
+        if ratio is not None:
+            first = result.latency[0]
+            cols[4].metric("Latency", f"{first.median_ms:.2f} ms", f"{ratio:.2f}x original", delta_color="off",
+                           help=f"median of {first.runs} runs, {first.threads} thread(s), batch {first.batch}")  # fmt: skip
+        for item in advice_items:
+            if item.variant == result.key:
+                st.markdown(f"{_ICONS.get(item.level, '')} {item.text}")
+        for warning in result.warnings[:5]:
+            st.warning(warning, icon=":material/warning:")
+        st.download_button(
+            f"Download {c.name}.{result.method}.onnx",
+            data=serialize(result.model),
+            file_name=f"{c.name}.{result.key.replace(' ', '_').replace('=', '-')}.onnx",
+            mime="application/octet-stream",
+            key=f"download:{result.key}",
+            icon=":material/download:",
+            help="Checked: passes onnx.checker and opens in ONNX Runtime.",
+        )
+
+
+def show_results(c: Comparison) -> None:
+    advice_items = advise(c)
+    headline = advice_items[0] if advice_items else None
+    if headline is not None and headline.level == "good":
+        st.success(headline.text, icon=":material/thumb_up:")
+    elif headline is not None:
+        st.warning(headline.text, icon=":material/warning:")
+    for item in advice_items[1:]:
+        if item.variant is None:
+            st.info(item.text, icon=_ICONS.get(item.level))
+    base = c.original.sizes
+    st.caption(
+        f"Original: {format_bytes(base.raw)} raw · {format_bytes(base.gzip)} gzip -9 · {format_bytes(base.brotli)} "
+        f"brotli q{base.brotli_quality}. {c.input_note}. {c.latency_note}."
+    )
+    for result in c.variants:
+        variant_card(c, result, advice_items)
+    st.markdown("#### Reports")
+    cols = st.columns(4)
+    cols[0].download_button("JSON", report.to_json_text(c), f"{c.name}.report.json", "application/json",
+                            icon=":material/data_object:")  # fmt: skip
+    cols[1].download_button("Markdown", report.to_markdown(c), f"{c.name}.report.md", "text/markdown",
+                            icon=":material/description:")  # fmt: skip
+    cols[2].download_button("CSV", report.to_csv(c), f"{c.name}.report.csv", "text/csv", icon=":material/table:")
+    cols[3].download_button("HTML with charts", report.to_html(c), f"{c.name}.report.html", "text/html",
+                            icon=":material/monitoring:", help="One file, opens offline")  # fmt: skip

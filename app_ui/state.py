@@ -1,0 +1,112 @@
+"""What the current browser session holds: the loaded model and its comparisons.
+
+Everything lives in ``st.session_state``, so two users never see each other's
+models, and moving between pages never recomputes a measurement.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import streamlit as st
+
+from shrinkray.compare import CompareSettings, Comparison
+from shrinkray.inspect import ModelSummary, inspect_model
+from shrinkray.io import LoadedModel, load
+
+SAMPLES_DIR = Path(__file__).resolve().parent.parent / "sample_models"
+UPLOAD_LIMIT_MB = int(st.get_option("server.maxUploadSize"))
+
+
+def sample_names() -> list[str]:
+    return sorted(p.stem for p in SAMPLES_DIR.glob("*.onnx"))
+
+
+def load_sample(name: str) -> LoadedModel:
+    if name not in sample_names():
+        raise ValueError(f"unknown sample {name}")
+    return load(SAMPLES_DIR / f"{name}.onnx")
+
+
+def load_upload(name: str, data: bytes) -> LoadedModel:
+    stem = Path(name).name.removesuffix(".onnx") or "upload"
+    return load(data, name=stem)
+
+
+def set_model(loaded: LoadedModel, source: str) -> None:
+    """Make ``loaded`` the current model; results of other models stay cached in the session."""
+    st.session_state["model"] = loaded
+    st.session_state["model_source"] = source
+
+
+def current_model() -> LoadedModel | None:
+    return st.session_state.get("model")
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _summary(sha256: str, _loaded: LoadedModel) -> ModelSummary:
+    return inspect_model(_loaded)
+
+
+def summary(loaded: LoadedModel) -> ModelSummary:
+    """Inspection, cached by the model's hash."""
+    return _summary(loaded.sha256, loaded)
+
+
+def settings_key(settings: CompareSettings) -> str:
+    return json.dumps(asdict(settings), sort_keys=True, default=str)
+
+
+def store_comparison(loaded: LoadedModel, settings: CompareSettings, comparison: Comparison) -> None:
+    results = st.session_state.setdefault("comparisons", {})
+    results[(loaded.sha256, settings_key(settings))] = comparison
+    st.session_state["latest"] = (loaded.sha256, settings_key(settings))
+
+
+def cached_comparison(loaded: LoadedModel, settings: CompareSettings) -> Comparison | None:
+    return st.session_state.get("comparisons", {}).get((loaded.sha256, settings_key(settings)))
+
+
+def latest_comparison(loaded: LoadedModel | None) -> Comparison | None:
+    """The most recent comparison run for the current model, if any."""
+    if loaded is None:
+        return None
+    key = st.session_state.get("latest")
+    if not key or key[0] != loaded.sha256:
+        return None
+    return st.session_state.get("comparisons", {}).get(key)
+
+
+def workspace() -> Path:
+    """A private temporary folder for this browser session, removed when the session ends."""
+    import shutil
+    import tempfile
+    import weakref
+
+    holder = st.session_state.get("_workspace")
+    if holder is None or not Path(holder.path).is_dir():
+
+        class _Folder:
+            def __init__(self) -> None:
+                self.path = tempfile.mkdtemp(prefix="shrinkray-session-")
+                weakref.finalize(self, shutil.rmtree, self.path, True)
+
+        holder = _Folder()
+        st.session_state["_workspace"] = holder
+    return Path(holder.path)
+
+
+def run_comparison(loaded: LoadedModel, settings: CompareSettings, progress) -> Comparison:
+    """Compare (or reuse this session's earlier result for the same model and settings)."""
+    from shrinkray.compare import compare
+
+    found = cached_comparison(loaded, settings)
+    if found is not None:
+        st.session_state["latest"] = (loaded.sha256, settings_key(settings))
+        return found
+    comparison = compare(loaded, settings, progress=progress)
+    store_comparison(loaded, settings, comparison)
+    st.session_state["last_settings"] = settings
+    return comparison

@@ -1,0 +1,85 @@
+"""Model page: upload or pick a sample, then see what is inside."""
+
+import pandas as pd
+import streamlit as st
+
+from app_ui.controls import friendly_errors
+from app_ui.state import UPLOAD_LIMIT_MB, current_model, load_sample, load_upload, sample_names, set_model, summary
+from shrinkray import charts
+from shrinkray.units import format_bytes, format_percent
+
+st.title("Model")
+st.write(
+    "Load an ONNX model to see its inputs, operators and where its bytes are. "
+    "Then go to **Shrink** to make it smaller and measure what that costs."
+)
+
+upload_col, sample_col = st.columns([3, 2], gap="large")
+with upload_col:
+    uploaded = st.file_uploader(
+        f"Drop an .onnx file (up to {UPLOAD_LIMIT_MB:,} MB)",
+        type=["onnx"],
+        help="The file stays in this browser session's memory; it is never written next to anything else. "
+        "The limit is server.maxUploadSize in .streamlit/config.toml.",
+    )
+    if uploaded is not None and st.session_state.get("upload_id") != uploaded.file_id:
+        st.session_state["upload_id"] = uploaded.file_id
+        with friendly_errors(f"Loading {uploaded.name}"):
+            set_model(load_upload(uploaded.name, uploaded.getvalue()), f"Uploaded: {uploaded.name}")
+with sample_col:
+    choice = st.selectbox("…or pick a bundled sample", sample_names(), index=None, placeholder="Choose a sample")
+    if st.button("Load sample", disabled=choice is None, type="primary"):
+        with friendly_errors(f"Loading sample {choice}"):
+            set_model(load_sample(choice), f"Sample: {choice}.onnx")
+
+loaded = current_model()
+if loaded is None:
+    st.info("No model loaded yet. Upload a file or pick a sample above.", icon=":material/info:")
+    st.stop()
+
+with friendly_errors("Inspecting the model"):
+    s = summary(loaded)
+    st.subheader(f"{s.name}")
+    cols = st.columns(4)
+    cols[0].metric("File size", format_bytes(s.file_bytes), help=f"{s.file_bytes:,} bytes")
+    cols[1].metric("Weights", format_percent(s.weight_share), help=f"{format_bytes(s.weight_bytes)} in {len(s.weights)} tensors")
+    cols[2].metric("Nodes", f"{s.node_count:,}", help=f"including {s.subgraph_count} subgraphs")
+    cols[3].metric("Opset", ", ".join(f"{d} {v}" for d, v in s.opsets.items()), help=f"IR version {s.ir_version}; {s.producer}")
+    if s.custom_ops:
+        st.warning(
+            "Custom ops that ONNX Runtime cannot run here: " + ", ".join(s.custom_ops)
+            + ". Inspection works, but shrinking needs ONNX Runtime to validate the result.",
+            icon=":material/warning:",
+        )
+    if s.quantized_ops:
+        st.info("This model is already quantized (" + ", ".join(s.quantized_ops) + "): only its remaining float "
+                "tensors can shrink.", icon=":material/info:")  # fmt: skip
+
+    st.markdown("#### Inputs and outputs")
+    rows = [
+        {"kind": kind, "name": t.name, "dtype": t.dtype, "shape": t.shape_text(),
+         "dynamic axes": ", ".join(f"{i}: {d}" for i, d in t.dynamic_axes.items())}
+        for kind, sigs in (("input", s.inputs), ("output", s.outputs)) for t in sigs
+    ]  # fmt: skip
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+
+    left, right = st.columns(2)
+    left.plotly_chart(charts.op_histogram_chart(s), width="stretch")
+    right.plotly_chart(charts.weight_bytes_chart(s), width="stretch")
+
+    st.markdown("#### Weight tensors")
+    weights = pd.DataFrame(
+        [{"name": w.name, "dtype": w.dtype, "shape": str(w.shape), "elements": w.elements, "bytes": w.bytes,
+          "share of file": w.share_of_file, "where": w.where} for w in s.weights]
+    )  # fmt: skip
+    st.dataframe(
+        weights, hide_index=True, width="stretch",
+        column_config={"share of file": st.column_config.ProgressColumn(format="percent", min_value=0, max_value=1)},
+    )  # fmt: skip
+
+    st.markdown("#### What each method can rewrite (default options)")
+    st.dataframe(
+        pd.DataFrame([{"method": m.method, "tensors": m.tensors, "bytes": format_bytes(m.bytes),
+                       "share of file": format_percent(m.share_of_file)} for m in s.methods]),
+        hide_index=True, width="stretch",
+    )  # fmt: skip

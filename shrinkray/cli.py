@@ -15,7 +15,6 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from shrinkray import report
 from shrinkray.compare import CompareSettings, compare
 from shrinkray.errors import MissingModelError, OptionError, ShrinkRayError
 from shrinkray.inspect import ModelSummary, inspect_model
@@ -294,6 +293,8 @@ def compare_settings(args: argparse.Namespace) -> CompareSettings:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    from shrinkray import report  # plotly is only needed for reports
+
     settings = compare_settings(args)
     for path in (args.json, args.markdown, args.csv, args.html):
         if path and Path(path).suffix == ".onnx":

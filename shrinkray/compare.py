@@ -24,7 +24,7 @@ from shrinkray.measure.parity import DEFAULT_ABS_TOL, DEFAULT_MEAN_TOL, Parity, 
 from shrinkray.measure.sizes import Sizes, measure_many
 from shrinkray.methods import all_methods, get_method
 from shrinkray.shrink import shrink
-from shrinkray.validate import open_session
+from shrinkray.validate import explain_runtime_error, open_session
 
 ORIGINAL = "original"
 #: Methods whose damage can be traced to single tensors (they take --include/--exclude).
@@ -125,9 +125,14 @@ def _short(value: Any) -> str:
 
 
 def _run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Run once; failures at run time become a RuntimeUnsupportedError like failures at load time."""
     session = open_session(model)
     names = [o.name for o in session.get_outputs()]
-    return dict(zip(names, session.run(None, feeds), strict=True))
+    try:
+        outputs = session.run(None, feeds)
+    except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
+        raise explain_runtime_error(exc, model) from None
+    return dict(zip(names, outputs, strict=True))
 
 
 def _reference_inputs(model: onnx.ModelProto, settings: CompareSettings) -> tuple[dict[str, np.ndarray], str, int]:
@@ -176,8 +181,12 @@ def find_culprits(
         if progress:
             progress(f"{method}: testing tensor {index + 1}/{len(changed)} alone", index / max(len(changed), 1))
         opts = {k: v for k, v in options.items() if k not in ("include", "exclude")}
-        variant = shrink(source, method, include=[name], **opts)
-        parity = compare_outputs(reference, _run(variant.model, feeds), abs_tol=settings.abs_tol, mean_tol=settings.mean_tol)
+        try:
+            variant = shrink(source, method, include=[name], **opts)
+            outputs = _run(variant.model, feeds)
+        except ShrinkRayError:
+            continue  # this tensor alone cannot be tested; the others still can
+        parity = compare_outputs(reference, outputs, abs_tol=settings.abs_tol, mean_tol=settings.mean_tol)
         found.append(
             Culprit(
                 tensor=name,
@@ -210,12 +219,16 @@ def _auto_variant(
 ) -> VariantResult | None:
     """Exclude the worst tensors (1, 2, 4, ...) until parity passes."""
     ranked = [c.tensor for c in result.culprits]
-    count = 1
-    while ranked and count <= len(ranked):
+    counts = sorted({min(2**k, len(ranked)) for k in range(len(ranked).bit_length() + 1)}) if ranked else []
+    for count in counts:
         options = dict(result.options)
         options["exclude"] = list(options.get("exclude", [])) + ranked[:count]
-        variant = shrink(source, result.method, **options)
-        parity = compare_outputs(reference, _run(variant.model, feeds), abs_tol=settings.abs_tol, mean_tol=settings.mean_tol)
+        try:
+            variant = shrink(source, result.method, **options)
+            outputs = _run(variant.model, feeds)
+        except ShrinkRayError:
+            continue
+        parity = compare_outputs(reference, outputs, abs_tol=settings.abs_tol, mean_tol=settings.mean_tol)
         if parity.passed:
             auto = VariantResult(
                 key=_label(result.method, {"auto-exclude": count}, taken),
@@ -228,7 +241,6 @@ def _auto_variant(
                 notes=list(variant.notes) + [f"Left in float: {', '.join(ranked[:count])} (found by --auto)"],
             )
             return auto
-        count *= 2
     return None
 
 
@@ -248,8 +260,9 @@ def compare(
     taken = {ORIGINAL}
     original = VariantResult(key=ORIGINAL, method=None, options={}, model=source)
     variants: list[VariantResult] = []
-    for index, (method, options) in enumerate(requested):
+    for method, _ in requested:
         get_method(method)  # unknown names fail before any work
+    for index, (method, options) in enumerate(requested):
         say(f"Shrinking: {method}", 0.05 + 0.25 * index / max(len(requested), 1))
         result = VariantResult(key=_label(method, options, taken), method=method, options=dict(options))
         try:
@@ -326,32 +339,59 @@ def compare(
 def _measure_all_latency(
     source: onnx.ModelProto, results: list[VariantResult], settings: CompareSettings, say: Progress
 ) -> str:
+    """Time every runnable model per (threads, batch); a batch the model refuses skips larger ones."""
     runnable = {r.key: r.model for r in results if r.ok and r.model is not None}
-    dynamic = first_axis_dynamic(source)
-    batches = settings.batches or ([1, 8, 32] if dynamic else [0])
+    fixed_by_user = settings.inputs_path is not None or _batch_dim_fixed(source, settings)
+    if fixed_by_user:
+        batches = [0]
+    else:
+        batches = settings.batches or ([1, 8, 32] if first_axis_dynamic(source) else [0])
+    notes: list[str] = []
     combos = [(t, b) for t in settings.threads for b in batches]
+    refused: dict[int, int] = {}  # threads -> smallest refused batch
     for index, (threads, batch) in enumerate(combos):
-        if settings.inputs_path and batch:
+        if threads in refused and batch >= refused[threads]:
             continue
-        say(f"Timing: {threads} thread(s), batch {batch or 'fixed'}", 0.7 + 0.3 * index / len(combos))
+        say(f"Timing: {threads} thread(s), batch {batch or 'as given'}", 0.7 + 0.3 * index / len(combos))
         if settings.inputs_path:
             feeds = load_inputs(settings.inputs_path, source)
         else:
             feeds = synthesize(source, settings.inputs, batch=batch or None).feeds
-        real_batch = batch or (next(iter(feeds.values())).shape[0] if feeds and next(iter(feeds.values())).ndim else 1)
         try:
             stats = measure_latency(
-                runnable, feeds, batch=real_batch, threads=threads, runs=settings.runs,
+                runnable, feeds, batch=_batch_of(feeds), threads=threads, runs=settings.runs,
                 warmup=settings.warmup, budget_s=settings.latency_budget_s,
             )  # fmt: skip
-        except Exception as exc:
-            if batch > 1:
-                return f"Batch {batch} could not run ({str(exc).splitlines()[0][:120]}); larger batches skipped"
-            raise
+        except Exception as exc:  # noqa: BLE001 - a batch size the model refuses is reported, not fatal
+            if batch <= 1:
+                raise explain_runtime_error(exc, source) from None
+            refused[threads] = batch
+            notes.append(f"batch {batch} could not run ({str(exc).splitlines()[0][:100]}); larger batches skipped")
+            continue
         for result in results:
             if result.key in stats:
                 result.latency.append(stats[result.key])
-    return (
+    text = (
         f"ONNX Runtime CPU, median and p90 of up to {settings.runs} interleaved runs after "
         f"{settings.warmup} warm-up runs, threads {settings.threads}"
     )
+    return text + ("; " + "; ".join(notes) if notes else "")
+
+
+def _batch_of(feeds: dict[str, np.ndarray]) -> int:
+    """The batch that really ran: the first axis of the first input (1 for scalars)."""
+    first = next(iter(feeds.values()), None)
+    return int(first.shape[0]) if first is not None and first.ndim else 1
+
+
+def _batch_dim_fixed(source: onnx.ModelProto, settings: CompareSettings) -> bool:
+    """True when the user set the first (batch) dimension with --dim, so it must not vary."""
+    from shrinkray.measure.inputs import signature
+
+    for sig in signature(source):
+        if sig.shape:
+            first = sig.shape[0]
+            label = first if isinstance(first, str) else f"{sig.name}:0"
+            if label in settings.inputs.dims or f"{sig.name}:0" in settings.inputs.dims:
+                return True
+    return False

@@ -76,10 +76,12 @@ def parse_ranges(items: list[str] | None) -> dict[str, tuple[float, float]]:
     for key, value in parse_assignments(items, "--range").items():
         parts = value.split(":")
         try:
+            if len(parts) != 2:
+                raise ValueError(value)
             low, high = float(parts[0]), float(parts[1])
-        except (IndexError, ValueError):
+        except ValueError:
             raise OptionError(f"--range {key}={value} is not LOW:HIGH", "e.g. --range input_ids=0:30521") from None
-        if len(parts) != 2 or high < low:
+        if high < low:
             raise OptionError(f"--range {key}={value}: HIGH must be at least LOW", "e.g. --range sr=16000:16000")
         ranges[key] = (low, high)
     return ranges
@@ -180,7 +182,9 @@ def synthesize(
                 values = rng.standard_normal(size=shape)
         elif sig.dtype.kind in "iu":
             if low_high:
-                low, high = int(low_high[0]), int(low_high[1])
+                low, high = int(np.ceil(low_high[0])), int(np.floor(low_high[1]))
+                if high < low:
+                    raise OptionError(f"--range {sig.name}: no integer lies in {low_high}", "Use integer bounds")
             elif "mask" in lname:
                 low, high = 1, 1
             elif sig.name in vocab:
@@ -238,7 +242,16 @@ def load_inputs(path: str | os.PathLike, model: onnx.ModelProto) -> dict[str, np
     return feeds
 
 
+_NOT_BATCH = ("seq", "len", "time", "step", "frame", "token")
+
+
 def first_axis_dynamic(model: onnx.ModelProto) -> bool:
-    """True when every input's first dimension is free, so batch size can vary."""
+    """True when every input's first dimension is free and not named like a sequence axis
+    (``[seq, batch, features]`` RNN inputs vary the sequence, not the batch, on axis 0)."""
     sigs = signature(model)
-    return bool(sigs) and all(s.shape and not isinstance(s.shape[0], int) for s in sigs)
+    return bool(sigs) and all(
+        s.shape
+        and not isinstance(s.shape[0], int)
+        and not any(k in str(s.shape[0] or "").lower() for k in _NOT_BATCH)
+        for s in sigs
+    )

@@ -20,6 +20,7 @@ import brotli
 from shrinkray.errors import OptionError
 
 GZIP_LEVEL = 9
+DELIVERIES = ("raw", "gzip", "brotli", "zstd")
 AUTO_Q11_LIMIT = 4 * 2**20
 
 
@@ -37,7 +38,7 @@ class Sizes:
 
     def get(self, delivery: str) -> int:
         """Bytes served for a delivery mode: raw, gzip, brotli (or zstd)."""
-        value = getattr(self, delivery, None)
+        value = getattr(self, delivery, None) if delivery in DELIVERIES else None
         if not isinstance(value, int):
             raise OptionError(f"Unknown or unmeasured delivery '{delivery}'", "Use raw, gzip or brotli")
         return value
@@ -50,6 +51,8 @@ def resolve_brotli_quality(quality: int | str, size: int) -> int:
     if quality == "auto":
         return 11 if size <= AUTO_Q11_LIMIT else 9
     try:
+        if isinstance(quality, bool) or (isinstance(quality, float) and not quality.is_integer()):
+            raise ValueError(quality)
         value = int(quality)
     except (TypeError, ValueError):
         raise OptionError(f"--brotli-quality must be 0-11 or auto, not {quality!r}", "Use e.g. 11 or 9") from None

@@ -1,0 +1,344 @@
+"""Advice rules, the recommended variant and the Pareto frontier, on real and hand-made comparisons."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+from helpers import cached_sample
+
+from shrinkray.advice import (
+    FEW_LEVELS,
+    SLOWER_RATIO,
+    Advice,
+    advise,
+    latency_ratio,
+    pareto,
+    recommended,
+)
+from shrinkray.compare import ORIGINAL, CompareSettings, Comparison, VariantResult, compare
+from shrinkray.inspect import inspect_model
+from shrinkray.measure.latency import LatencyStats
+from shrinkray.measure.parity import compare_outputs
+from shrinkray.measure.sizes import Sizes
+
+FAST = {"runs": 3, "warmup": 1, "latency_budget_s": 1, "culprit_budget_s": 5, "threads": [1], "brotli_quality": 5}
+
+
+# ------------------------------------------------------------------ real comparisons
+
+
+@pytest.fixture(scope="module")
+def mlp_cmp() -> Comparison:
+    methods = [("weights-int8", {}), ("float16", {}), ("palettize", {"levels": 8})]
+    return compare(cached_sample("mlp"), CompareSettings(methods=methods, batches=[1], **FAST))
+
+
+@pytest.fixture
+def steady(mlp_cmp) -> Comparison:
+    """A copy of the mlp comparison whose variants all time exactly like the original.
+
+    Real timings are noisy; the advice rules about speed are driven by explicit
+    changes below, never by what this machine happened to measure.
+    """
+    cmp = copy.deepcopy(mlp_cmp)
+    base = {(s.threads, s.batch): s for s in cmp.original.latency}
+    for result in cmp.variants:
+        result.latency = [
+            dataclasses.replace(s, median_ms=base[(s.threads, s.batch)].median_ms) for s in result.latency
+        ]
+    return cmp
+
+
+@pytest.fixture(scope="module")
+def tree_cmp() -> Comparison:
+    methods = [("weights-int8", {}), ("palettize", {}), ("float16", {})]
+    return compare(cached_sample("tree"), CompareSettings(methods=methods, latency=False, **FAST))
+
+
+def texts(notes: list[Advice]) -> str:
+    return "\n".join(n.text for n in notes)
+
+
+def by_variant(notes: list[Advice], key: str) -> list[Advice]:
+    return [n for n in notes if n.variant == key]
+
+
+def test_mlp_comparison_shape(mlp_cmp):
+    """The facts the advice below relies on."""
+    assert [r.key for r in mlp_cmp.variants] == ["weights-int8", "float16", "palettize levels=8"]
+    assert mlp_cmp.get("float16").parity.passed
+    assert not mlp_cmp.get("weights-int8").parity.passed
+    assert not mlp_cmp.get("palettize levels=8").parity.passed
+    assert mlp_cmp.get("weights-int8").culprits
+    assert all(r.latency for r in mlp_cmp.all)
+
+
+def test_no_quantizable_weights_warning(tree_cmp):
+    notes = advise(tree_cmp)
+    warning = [n for n in notes if n.level == "warning" and "no float weight tensors large enough" in n.text]
+    assert len(warning) == 1
+    assert "change nothing" in warning[0].text
+    assert "--min-elements" in warning[0].text
+    assert warning[0].variant is None
+    for key in ("weights-int8", "palettize", "float16"):
+        assert any(n.level == "info" and "changed nothing" in n.text for n in by_variant(notes, key))
+    assert recommended(tree_cmp) is None
+    assert notes[0].level == "warning" and notes[0].text.startswith("No variant is both smaller")
+
+
+def test_no_warning_when_weights_change(steady):
+    assert "no float weight tensors large enough" not in texts(advise(steady))
+
+
+def test_failing_parity_is_bad_and_names_culprits(steady):
+    notes = by_variant(advise(steady), "weights-int8")
+    bad = [n for n in notes if n.level == "bad" and "fails parity" in n.text]
+    assert len(bad) == 1
+    text = bad[0].text
+    assert text.startswith("weights-int8 fails parity")
+    assert "max abs error" in text
+    top = [c.tensor for c in steady.get("weights-int8").culprits[:3]]
+    assert top
+    for name in top:
+        assert name in text
+    assert "--exclude " + ",".join(top) in text
+    assert "--auto" in text
+
+
+def test_failing_without_culprits_gets_method_hint(steady):
+    cmp = steady
+    cmp.get("weights-int8").culprits = []
+    cmp.get("palettize levels=8").culprits = []
+    notes = advise(cmp)
+    int8 = next(n.text for n in by_variant(notes, "weights-int8") if "fails parity" in n.text)
+    assert "per-channel" in int8
+    pal = next(n.text for n in by_variant(notes, "palettize levels=8") if "fails parity" in n.text)
+    assert "more --levels" in pal
+
+
+def test_few_palettize_levels_warning(steady):
+    assert 8 <= FEW_LEVELS
+    notes = by_variant(advise(steady), "palettize levels=8")
+    levels = [n for n in notes if n.level == "warning" and "levels" in n.text]
+    assert len(levels) == 1
+    assert "only 8 levels" in levels[0].text
+
+
+def test_many_palettize_levels_no_warning(steady):
+    cmp = steady
+    cmp.get("palettize levels=8").options = {"levels": 64}
+    assert not any("uses only" in n.text for n in advise(cmp))
+
+
+def test_recommended_is_the_passing_variant(steady):
+    best = recommended(steady)
+    assert best is not None and best.key == "float16"
+    notes = advise(steady)
+    assert notes[0].level == "good"
+    assert notes[0].variant == "float16"
+    assert "Best trade-off: float16" in notes[0].text
+    assert "parity passes" in notes[0].text
+
+
+def test_recommended_skips_failing_smaller_variants(steady):
+    int8, f16 = steady.get("weights-int8"), steady.get("float16")
+    assert int8.sizes.brotli < f16.sizes.brotli  # smaller, but fails parity
+    assert recommended(steady).key == "float16"
+
+
+def test_recommended_picks_the_smallest_passing(steady):
+    cmp = steady
+    int8 = cmp.get("weights-int8")
+    int8.parity = compare_outputs({"y": np.zeros(2)}, {"y": np.zeros(2)})  # now it passes
+    assert recommended(cmp).key == "weights-int8"
+    assert recommended(cmp, "gzip").key == "weights-int8"
+
+
+def slow_down(cmp: Comparison, key: str, ratio: float) -> None:
+    base = cmp.original.latency[0]
+    result = cmp.get(key)
+    result.latency = [
+        dataclasses.replace(s, median_ms=base.median_ms * ratio) if (s.threads, s.batch) == (base.threads, base.batch)
+        else s
+        for s in result.latency
+    ]  # fmt: skip
+
+
+def test_slower_rule(steady):
+    cmp = steady
+    slow_down(cmp, "float16", 1.5)
+    assert latency_ratio(cmp, cmp.get("float16")) == pytest.approx(1.5)
+    notes = advise(cmp)
+    slower = [n for n in by_variant(notes, "float16") if "slower" in n.text]
+    assert len(slower) == 1
+    assert slower[0].level == "bad"
+    assert "1.50x slower" in slower[0].text
+    # the only passing variant is now slower, so nothing is recommended
+    assert recommended(cmp) is None
+    assert notes[0].text.startswith("No variant is both smaller")
+
+
+def test_not_slower_within_ratio(steady):
+    cmp = steady
+    slow_down(cmp, "float16", 1.05)
+    assert 1.05 < SLOWER_RATIO
+    assert not any("slower" in n.text for n in by_variant(advise(cmp), "float16"))
+    assert recommended(cmp).key == "float16"
+
+
+def test_recommended_skips_slower_picks_next(steady):
+    cmp = steady
+    cmp.get("weights-int8").parity = compare_outputs({"y": np.zeros(2)}, {"y": np.zeros(2)})
+    slow_down(cmp, "weights-int8", 1.5)
+    assert recommended(cmp).key == "float16"
+
+
+def test_latency_ratio_none_without_latency(tree_cmp, mlp_cmp):
+    assert latency_ratio(tree_cmp, tree_cmp.get("float16")) is None
+    cmp = copy.deepcopy(mlp_cmp)
+    cmp.get("float16").latency = []
+    assert latency_ratio(cmp, cmp.get("float16")) is None
+    assert latency_ratio(mlp_cmp, mlp_cmp.original) == pytest.approx(1.0)
+
+
+def test_advice_json_ready(steady):
+    data = [n.as_dict() for n in advise(steady)]
+    assert json.loads(json.dumps(data)) == data
+    assert all(set(d) == {"level", "text", "variant"} for d in data)
+    assert all(d["level"] in {"good", "info", "warning", "bad"} for d in data)
+
+
+# ------------------------------------------------------------------ hand-made comparisons
+
+
+def sizes(brotli: int) -> Sizes:
+    return Sizes(raw=brotli * 3, gzip=brotli * 2, brotli=brotli, brotli_quality=11)
+
+
+def point(key: str, size: int, error: float, *, tol: float = 0.06, changed: int = 1, **extra) -> VariantResult:
+    parity = compare_outputs({"y": np.zeros(4)}, {"y": np.array([error, 0.0, 0.0, 0.0])}, abs_tol=tol, mean_tol=1e9)
+    return VariantResult(
+        key=key, method=extra.pop("method", "weights-int8"), options=extra.pop("options", {}),
+        sizes=sizes(size), parity=parity, record={"tensors_changed": changed}, **extra,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def summary():
+    return inspect_model(cached_sample("mlp"), name="mlp")
+
+
+def hand_made(summary, variants: list[VariantResult]) -> Comparison:
+    original = point(ORIGINAL, 100, 0.0, changed=0, method=None)
+    original.record = {}
+    return Comparison(name="hand", summary=summary, settings=CompareSettings(), original=original, variants=variants)
+
+
+def test_pareto_frontier(summary):
+    cmp = hand_made(
+        summary,
+        [
+            point("A", 50, 0.01),
+            point("B", 60, 0.02),  # dominated by A (bigger and worse)
+            point("C", 30, 0.5),
+            point("D", 30, 0.6),  # dominated by C (same size, worse)
+            point("E", 50, 0.01),  # ties A: neither dominates the other
+            point("F", 120, 0.0),  # dominated by the original (bigger, same error)
+            point("G", 10, 2.0),  # smallest of all: on the frontier however bad
+        ],
+    )
+    points = {p.key: p for p in pareto(cmp)}
+    assert set(points) == {ORIGINAL, "A", "B", "C", "D", "E", "F", "G"}
+    frontier = {k for k, p in points.items() if p.on_frontier}
+    assert frontier == {ORIGINAL, "A", "C", "E", "G"}
+    for key in frontier:  # nothing is both at most as big and at most as wrong, and better in one
+        p = points[key]
+        assert not any(
+            q.size <= p.size and q.error <= p.error and (q.size < p.size or q.error < p.error) for q in points.values()
+        )
+    sizes_in_order = [p.size for p in pareto(cmp)]
+    assert sizes_in_order == sorted(sizes_in_order)
+    assert points["A"].error == pytest.approx(0.01)
+    assert points["A"].passed and not points["C"].passed
+
+
+def test_pareto_recommended_flag(summary):
+    cmp = hand_made(summary, [point("A", 50, 0.01), point("B", 40, 0.05), point("C", 30, 0.5)])
+    points = {p.key: p for p in pareto(cmp)}
+    assert [k for k, p in points.items() if p.recommended] == ["B"]  # smallest that passes 0.06
+    assert recommended(cmp).key == "B"
+
+
+def test_pareto_leaves_out_failed_and_unmeasured(summary):
+    broken = VariantResult(key="broken", method="weights-int8", options={}, error="boom")
+    unmeasured = VariantResult(key="unmeasured", method="float16", options={}, sizes=sizes(10))
+    cmp = hand_made(summary, [point("A", 50, 0.01), broken, unmeasured])
+    assert {p.key for p in pareto(cmp)} == {ORIGINAL, "A"}
+
+
+def test_recommended_rules_hand_made(summary):
+    variants = [
+        point("fails", 10, 0.5),
+        point("unchanged", 20, 0.0, changed=0),
+        point("bigger", 150, 0.0),
+        point("good", 60, 0.01),
+        point("better", 40, 0.02),
+        VariantResult(key="broken", method="palettize", options={}, error="boom"),
+    ]
+    cmp = hand_made(summary, variants)
+    assert recommended(cmp).key == "better"
+    assert recommended(hand_made(summary, variants[:3])) is None
+
+
+def test_recommended_skips_slower_hand_made(summary):
+    base = LatencyStats(threads=1, batch=1, runs=3, median_ms=2.0, p90_ms=2.5, mean_ms=2.1, session_ms=5.0)
+    cmp = hand_made(
+        summary,
+        [
+            point("fast", 60, 0.01, latency=[base]),
+            point("slow", 40, 0.01, latency=[dataclasses.replace(base, median_ms=3.0)]),
+        ],
+    )
+    cmp.original.latency = [base]
+    assert latency_ratio(cmp, cmp.get("slow")) == pytest.approx(1.5)
+    assert recommended(cmp).key == "fast"
+    slow_notes = by_variant(advise(cmp), "slow")
+    assert any(n.level == "bad" and "1.50x slower" in n.text for n in slow_notes)
+
+
+def test_advice_for_error_and_bigger_variants(summary):
+    cmp = hand_made(
+        summary,
+        [
+            VariantResult(key="broken", method="palettize", options={}, error="it broke"),
+            point("bigger", 150, 0.0),
+        ],
+    )
+    notes = advise(cmp)
+    broken = by_variant(notes, "broken")
+    assert [(n.level, n.text) for n in broken] == [("bad", "broken could not be used: it broke")]
+    bigger = by_variant(notes, "bigger")
+    assert any(n.level == "warning" and "does not make the brotli download smaller" in n.text for n in bigger)
+
+
+def test_already_quantized_info(summary):
+    quantized = dataclasses.replace(summary, quantized_ops=["MatMulInteger"])
+    notes = advise(hand_made(quantized, [point("A", 50, 0.01)]))
+    assert any(n.level == "info" and "already quantized" in n.text for n in notes)
+    assert not any("already quantized" in n.text for n in advise(hand_made(summary, [point("A", 50, 0.01)])))
+
+
+def test_best_trade_off_sentence_numbers(summary):
+    cmp = hand_made(summary, [point("A", 25, 0.01)])
+    first = advise(cmp)[0]
+    assert first.level == "good" and first.variant == "A"
+    assert "from 100 B to 25 B" in first.text
+    assert "75.0% smaller" in first.text
+
+
+def test_no_variants_no_headline(summary):
+    assert advise(hand_made(summary, [])) == []

@@ -40,9 +40,9 @@ def variant_card(c: Comparison, result: VariantResult, advice_items) -> None:
         if parity is not None:
             verdict = "Pass" if parity.passed else "Fail"
             cos = parity.worst_cosine
+            cosine = f"; worst cosine {cos:.5f}" if cos is not None else ""
             cols[3].metric("Parity", verdict, f"max abs err {parity.max_abs_error:.3g}", delta_color="off",
-                           help=f"Tolerances: max abs {parity.abs_tol}, mean abs {parity.mean_tol}; worst cosine "
-                           f"{cos:.5f}" if cos is not None else None)  # fmt: skip
+                           help=f"Tolerances: max abs {parity.abs_tol}, mean abs {parity.mean_tol}{cosine}")  # fmt: skip
         ratio = latency_ratio(c, result)
         if ratio is not None:
             first = result.latency[0]
@@ -75,9 +75,10 @@ def show_results(c: Comparison) -> None:
         if item.variant is None:
             st.info(item.text, icon=_ICONS.get(item.level))
     base = c.original.sizes
+    notes = " ".join(f"{n}." for n in (c.input_note, c.latency_note) if n)
     st.caption(
         f"Original: {format_bytes(base.raw)} raw · {format_bytes(base.gzip)} gzip -9 · {format_bytes(base.brotli)} "
-        f"brotli q{base.brotli_quality}. {c.input_note}. {c.latency_note}."
+        f"brotli q{base.brotli_quality}. {notes}"
     )
     for result in c.variants:
         variant_card(c, result, advice_items)

@@ -296,9 +296,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from shrinkray import report  # plotly is only needed for reports
 
     settings = compare_settings(args)
-    for path in (args.json, args.markdown, args.csv, args.html):
-        if path and Path(path).suffix == ".onnx":
-            raise OptionError(f"Refusing to write a report to {path}", "Report paths must not be .onnx files")
+    report.check_report_paths([args.json, args.markdown, args.csv, args.html])  # before minutes of work
     loaded = load(args.model)
     comparison = compare(loaded, settings, progress=ProgressBar(args.quiet))
     print(report.to_text(comparison))

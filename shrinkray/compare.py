@@ -196,7 +196,8 @@ def find_culprits(
                 passes_alone=parity.passed,
             )
         )
-    found.sort(key=lambda c: (-c.max_abs_error / settings.abs_tol - c.mean_abs_error / settings.mean_tol))
+    abs_tol, mean_tol = max(settings.abs_tol, 1e-12), max(settings.mean_tol, 1e-12)
+    found.sort(key=lambda c: -c.max_abs_error / abs_tol - c.mean_abs_error / mean_tol)
     return found
 
 

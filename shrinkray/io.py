@@ -297,6 +297,22 @@ def save(
     return path
 
 
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
+    """Write beside the target, then rename over it: readers never see half a file."""
+    path = Path(path)
+    handle, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        _publish(Path(tmp), path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
 def _publish(tmp: Path, final: Path) -> None:
     """Move a finished temp file into place with the usual permissions (umask applied)."""
     os.chmod(tmp, 0o666 & ~_UMASK)

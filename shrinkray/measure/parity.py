@@ -138,9 +138,9 @@ def compare_output(
     if not same_nonfinite:
         reasons.append("inf/NaN values differ from the original's")
     if max_abs > abs_tol:
-        reasons.append(f"max abs error {max_abs:.3g} > {abs_tol:g}")
+        reasons.append(f"max abs error {max_abs:.4g} > {abs_tol:g}")
     if mean_abs > mean_tol:
-        reasons.append(f"mean abs error {mean_abs:.3g} > {mean_tol:g}")
+        reasons.append(f"mean abs error {mean_abs:.4g} > {mean_tol:g}")
     sample_ref, sample_var = _sample(np.where(finite, r64, 0.0), np.where(finite, v64, 0.0))
     return OutputParity(
         **base, exact=False, max_abs_error=max_abs, mean_abs_error=mean_abs,

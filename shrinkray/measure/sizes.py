@@ -2,9 +2,10 @@
 
 These numbers feed the pricing calculator, so they are exactly what Python's
 ``gzip`` (level 9, mtime 0) and the ``brotli`` package produce. Brotli at
-quality 11 runs at about 0.3-3 MB/s, so ``quality="auto"`` uses 11 up to
-:data:`AUTO_Q11_LIMIT` bytes and 9 above it (about 1% larger, 50x faster);
-the quality used is always recorded next to the number.
+quality 11 runs at about 0.3-3 MB/s, so ``quality="auto"`` uses 11 when the
+largest file measured together is at most :data:`AUTO_Q11_LIMIT` bytes and 9
+otherwise (about 1% larger, 50x faster); the quality used is always recorded
+next to the number.
 """
 
 from __future__ import annotations
@@ -93,9 +94,13 @@ def measure_many(
 ) -> dict[str, Sizes]:
     """Sizes of several blobs, compressing in parallel threads (zlib and brotli release the GIL).
 
-    Jobs are started largest first so the slow brotli runs overlap.
+    Jobs are started largest first so the slow brotli runs overlap. With
+    ``"auto"`` one quality is chosen from the largest blob and used for all,
+    so savings always compare like with like.
     """
-    qualities = {k: resolve_brotli_quality(brotli_quality, len(v)) for k, v in blobs.items()}
+    largest = max((len(v) for v in blobs.values()), default=0)
+    quality = resolve_brotli_quality(brotli_quality, largest)
+    qualities = dict.fromkeys(blobs, quality)
     jobs: list[tuple[str, str, Any]] = []
     for key, data in blobs.items():
         jobs.append((key, "brotli", lambda d=data, q=qualities[key]: brotli_size(d, q)))

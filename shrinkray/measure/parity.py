@@ -103,6 +103,15 @@ def _sample(a: np.ndarray, b: np.ndarray, seed: int = 0) -> tuple[list[float], l
     return x.astype(np.float64).tolist(), y.astype(np.float64).tolist()
 
 
+def _beyond(value: float, tol: float) -> str:
+    """Enough digits that a value just over the tolerance does not print as the tolerance."""
+    for digits in range(4, 12):
+        text = f"{value:.{digits}g}"
+        if float(text) > tol:
+            return text
+    return repr(value)
+
+
 def compare_output(
     name: str, reference: np.ndarray, variant: np.ndarray, abs_tol: float, mean_tol: float
 ) -> OutputParity:
@@ -138,9 +147,9 @@ def compare_output(
     if not same_nonfinite:
         reasons.append("inf/NaN values differ from the original's")
     if max_abs > abs_tol:
-        reasons.append(f"max abs error {max_abs:.4g} > {abs_tol:g}")
+        reasons.append(f"max abs error {_beyond(max_abs, abs_tol)} > {abs_tol:g}")
     if mean_abs > mean_tol:
-        reasons.append(f"mean abs error {mean_abs:.4g} > {mean_tol:g}")
+        reasons.append(f"mean abs error {_beyond(mean_abs, mean_tol)} > {mean_tol:g}")
     sample_ref, sample_var = _sample(np.where(finite, r64, 0.0), np.where(finite, v64, 0.0))
     return OutputParity(
         **base, exact=False, max_abs_error=max_abs, mean_abs_error=mean_abs,

@@ -26,11 +26,15 @@ with upload_col:
         st.session_state["upload_id"] = uploaded.file_id
         with friendly_errors(f"Loading {uploaded.name}"):
             set_model(load_upload(uploaded.name, uploaded.getvalue()), f"Uploaded: {uploaded.name}")
+            st.session_state["loaded_now"] = True
 with sample_col:
     choice = st.selectbox("…or pick a bundled sample", sample_names(), index=None, placeholder="Choose a sample")
     if st.button("Load sample", disabled=choice is None, type="primary"):
         with friendly_errors(f"Loading sample {choice}"):
             set_model(load_sample(choice), f"Sample: {choice}.onnx")
+            st.session_state["loaded_now"] = True
+if st.session_state.pop("loaded_now", False):
+    st.rerun()  # so the sidebar, drawn before this page, shows the new model
 
 loaded = current_model()
 if loaded is None:

@@ -1,0 +1,186 @@
+"""The Streamlit app through Streamlit's AppTest: every page, a sample, each method, errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import shrinkray
+from shrinkray.compare import CompareSettings, compare
+
+ROOT = Path(__file__).resolve().parents[2]
+APP = str(ROOT / "app.py")
+TIMEOUT = 240
+
+
+def _app() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _load_sample(at: AppTest, name: str) -> AppTest:
+    at.selectbox[0].select(name).run()
+    next(b for b in at.button if b.label == "Load sample").click().run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _texts(at: AppTest) -> str:
+    parts = [m.value for m in at.markdown] + [m.value for m in at.caption] + [m.value for m in at.info]
+    parts += [m.value for m in at.warning] + [m.value for m in at.success] + [m.value for m in at.error]
+    parts += [m.value for m in at.title] + [m.value for m in at.subheader]
+    return "\n".join(str(p) for p in parts)
+
+
+def test_model_page_without_a_model_invites_to_load_one():
+    at = _app()
+    assert at.title[0].value == "Model"
+    assert any("No model loaded yet" in i.value for i in at.info)
+    assert "Current model" in _texts(at)
+
+
+def test_loading_a_sample_shows_the_inspection_and_the_sidebar_names_it():
+    at = _load_sample(_app(), "transformer")
+    labels = {m.label: m.value for m in at.metric}
+    assert labels["File size"].endswith("MiB")
+    assert labels["Opset"] == "ai.onnx 17"
+    assert at.session_state["model"].name == "transformer"
+    frames = at.dataframe
+    assert len(frames) >= 3
+    io_table = frames[0].value
+    assert list(io_table["name"]) == ["input_ids", "attention_mask", "last_hidden_state", "pooled"]
+    assert "0: batch" in io_table["dynamic axes"].iloc[0]
+    assert "embeddings.word_embeddings.weight" in set(frames[1].value["name"])
+    # The sidebar badge is checked in the browser test (AppTest drops the sidebar after st.rerun).
+    assert len(at.get("plotly_chart")) == 2
+
+
+def test_upload_error_is_a_friendly_message_not_a_traceback():
+    def page():
+        import streamlit as st
+
+        from app_ui.controls import friendly_errors
+        from app_ui.state import load_upload
+
+        with friendly_errors("Loading broken.onnx"):
+            load_upload("broken.onnx", b"\x08\x01garbage that is not a model")
+        st.write("still alive")
+
+    at = AppTest.from_function(page, default_timeout=60)
+    at.run()
+    assert not at.exception
+    assert len(at.error) == 1
+    message = at.error[0].value
+    assert message.startswith("Loading broken.onnx failed:")
+    assert "not a readable ONNX model" in message or "not an ONNX model" in message
+    assert "Traceback" not in message
+    assert at.markdown[-1].value == "still alive"
+
+
+def test_unexpected_errors_are_reported_without_a_traceback():
+    def page():
+        from app_ui.controls import friendly_errors
+
+        with friendly_errors("Doing something"):
+            raise KeyError("internal")
+
+    at = AppTest.from_function(page, default_timeout=60)
+    at.run()
+    assert not at.exception
+    assert "bug in Shrink Ray Studio" in at.error[0].value
+    assert "KeyError" in at.error[0].value
+
+
+def test_shrink_and_compare_pages_ask_for_a_model_first():
+    at = _app()
+    at.switch_page("pages/shrink.py").run()
+    assert any("Load a model" in i.value for i in at.info)
+    at.switch_page("pages/compare.py").run()
+    assert any("Run **Shrink**" in i.value for i in at.info)
+
+
+@pytest.fixture(scope="module")
+def shrunk_app() -> AppTest:
+    at = _load_sample(_app(), "mlp")
+    at.switch_page("pages/shrink.py").run()
+    # Fast settings: fewer timed runs, no culprit search budget needed for the page test.
+    next(n for n in at.number_input if n.label == "Timed runs per model").set_value(3).run()
+    next(b for b in at.button if b.label == "Shrink and measure").click().run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_shrink_page_shows_one_card_per_method_with_sizes_parity_and_latency(shrunk_app):
+    at = shrunk_app
+    headings = [m.value for m in at.markdown if m.value.startswith("### ")]
+    assert headings == [f"### {s.name}" for s in shrinkray.all_methods()]
+    metrics = [m.label for m in at.metric]
+    for label in ("Raw", "gzip -9", "Parity", "Latency"):
+        assert metrics.count(label) == 4, (label, metrics)
+    assert sum(1 for m in metrics if m.startswith("brotli q")) == 4
+    assert any("Best trade-off" in s.value for s in at.success) or at.warning
+
+
+def test_shrink_page_offers_downloads_for_models_and_reports(shrunk_app):
+    labels = [b.label for b in shrunk_app.get("download_button")]
+    assert sum(1 for label in labels if label.startswith("Download mlp.")) == 4
+    for report in ("JSON", "Markdown", "CSV", "HTML with charts"):
+        assert report in labels
+
+
+def test_compare_page_draws_the_engine_charts(shrunk_app):
+    at = shrunk_app
+    at.switch_page("pages/compare.py").run()
+    assert not at.exception, at.exception
+    charts = at.get("plotly_chart")
+    assert len(charts) >= 5  # pareto, size, latency, parity error, parity scatter (+ throughput)
+    assert any("Inputs used for parity" in m.value for m in at.markdown)
+
+
+def test_each_method_alone_runs_in_the_page():
+    for spec in shrinkray.all_methods():
+        at = _load_sample(_app(), "cnn")
+        at.switch_page("pages/shrink.py").run()
+        at.multiselect[0].set_value([spec.name]).run()
+        at.toggle[-1].set_value(False).run()  # "Measure latency" off: this test is about the method
+        next(b for b in at.button if b.label == "Shrink and measure").click().run()
+        assert not at.exception, (spec.name, at.exception)
+        headings = [m.value for m in at.markdown if m.value.startswith("### ")]
+        assert headings == [f"### {spec.name}"]
+        assert not at.error, [e.value for e in at.error]
+
+
+def test_results_survive_moving_between_pages_without_recomputing(shrunk_app, monkeypatch):
+    import shrinkray.compare as compare_module
+
+    calls = []
+    monkeypatch.setattr(compare_module, "compare", lambda *a, **k: calls.append(1))
+    at = shrunk_app
+    at.switch_page("pages/model.py").run()
+    at.switch_page("pages/shrink.py").run()
+    assert not calls
+    assert [m.value for m in at.markdown if m.value.startswith("### ")]
+
+
+def test_tree_model_says_nothing_to_shrink():
+    loaded = shrinkray.load(ROOT / "sample_models" / "tree.onnx")
+    result = compare(loaded, CompareSettings(runs=3, latency=False))
+
+    def page():
+        import streamlit as st
+
+        from app_ui.results import show_results
+
+        show_results(st.session_state["comparison"])
+
+    at = AppTest.from_function(page, default_timeout=60)
+    at.session_state["comparison"] = result
+    at.run()
+    assert not at.exception, at.exception
+    texts = _texts(at)
+    assert "no float weight tensors large enough" in texts
+    assert "changed nothing" in texts

@@ -1,0 +1,185 @@
+"""End to end in a real browser: Debian's Chromium driven by Playwright against `streamlit run`.
+
+Uploads a sample through the real file input, runs two methods, checks the
+charts, downloads a shrunk model and validates it, and visits every page.
+Screenshots go to tests/e2e/screenshots/ (not committed): look at them.
+Needs /usr/bin/chromium (apt-get install chromium) and the playwright package;
+locally the test is skipped without them, under CI=true it fails instead.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+import shrinkray
+from shrinkray.validate import validate
+
+ROOT = Path(__file__).resolve().parents[2]
+SHOTS = Path(__file__).resolve().parent / "screenshots"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run", "--disable-quic",
+]  # fmt: skip
+
+
+def _require_browser() -> None:
+    missing = []
+    if not Path(CHROMIUM).exists():
+        missing.append(f"{CHROMIUM} (apt-get install chromium)")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        missing.append("the playwright package (pip install -r requirements-dev.txt)")
+    if missing:
+        message = "browser tests need " + " and ".join(missing)
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    _require_browser()
+    port = _free_port()
+    log = open(SHOTS.parent / "streamlit.log", "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+         "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as response:
+                if response.status == 200:
+                    break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        proc.terminate()
+        pytest.fail("streamlit did not start within 60 s")
+    yield url
+    proc.terminate()
+    proc.wait(timeout=20)
+    log.close()
+
+
+@pytest.fixture(scope="module")
+def page(app_url):
+    from playwright.sync_api import sync_playwright
+
+    SHOTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1440, "height": 2400}, accept_downloads=True)
+        pg = context.new_page()
+        errors: list[str] = []
+        pg.on("pageerror", lambda exc: errors.append(str(exc)))
+        pg.goto(app_url)
+        pg.wait_for_selector("text=Load an ONNX model", timeout=60_000)
+        yield pg
+        browser.close()
+        assert not errors, errors
+
+
+def _shot(page, name: str) -> Path:
+    page.wait_for_timeout(1500)  # let plotly finish drawing
+    path = SHOTS / f"{name}.png"
+    page.screenshot(path=str(path))
+    return path
+
+
+def _wait_for_charts(page, at_least: int) -> None:
+    """Plotly draws after the page: wait until at least this many charts have rendered."""
+    page.wait_for_function(
+        f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {at_least}", timeout=60_000
+    )
+
+
+def _no_traceback(page) -> None:
+    assert page.locator("[data-testid='stException']").count() == 0
+    assert "Traceback" not in page.inner_text("body")
+
+
+def test_full_flow_in_a_real_browser(page, tmp_path):
+    _shot(page, "1_model_empty")
+    sample = ROOT / "sample_models" / "cnn.onnx"
+    page.locator("input[type=file]").set_input_files(str(sample))
+    page.wait_for_selector("text=Weight tensors", timeout=60_000)
+    assert "cnn" in page.locator("[data-testid='stSidebar']").inner_text()
+    _wait_for_charts(page, 2)
+    _shot(page, "2_model_loaded")
+    _no_traceback(page)
+
+    page.get_by_role("link", name="Shrink").click()
+    page.wait_for_selector("text=Shrink and measure", timeout=30_000)
+    for name in ("Dynamic INT8 (ONNX Runtime)", "N-value palettization"):
+        page.get_by_role("button", name=f"Remove {name}").click()
+        page.wait_for_timeout(500)
+    page.get_by_role("button", name="Shrink and measure").click()
+    page.wait_for_selector("text=Reports", timeout=240_000)
+    body = page.inner_text("body")
+    assert "weights-int8" in body and "float16" in body
+    assert "Best trade-off" in body or "No variant is both smaller" in body
+    _shot(page, "3_shrink_results")
+    _no_traceback(page)
+
+    with page.expect_download() as info:
+        page.get_by_role("button", name="Download cnn.weights-int8.onnx").click()
+    target = tmp_path / "downloaded.onnx"
+    info.value.save_as(str(target))
+    downloaded = shrinkray.load(target)
+    validate(downloaded.model)
+    assert target.stat().st_size < 0.35 * sample.stat().st_size
+
+    page.get_by_role("link", name="Compare").click()
+    page.wait_for_selector("text=Inputs used for parity", timeout=60_000)
+    _wait_for_charts(page, 5)
+    _shot(page, "4_compare")
+    _no_traceback(page)
+
+    page.get_by_role("link", name="Model").click()
+    page.wait_for_selector("text=Weight tensors", timeout=30_000)
+    _no_traceback(page)
+
+
+def test_a_broken_upload_shows_a_message_and_the_app_keeps_working(page, tmp_path):
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"this is not an onnx model at all")
+    page.get_by_role("link", name="Model").click()
+    page.wait_for_selector("text=Load an ONNX model", timeout=30_000)
+    page.locator("input[type=file]").set_input_files(str(broken))
+    page.wait_for_selector("text=Loading broken.onnx failed", timeout=30_000)
+    _shot(page, "5_broken_upload")
+    _no_traceback(page)
+    # The failed upload left the previous model in place; a good upload replaces it.
+    assert "cnn" in page.locator("[data-testid='stSidebar']").inner_text()
+    page.locator("input[type=file]").set_input_files(str(ROOT / "sample_models" / "mlp.onnx"))
+    page.locator("[data-testid='stSidebar']").get_by_text("mlp", exact=True).wait_for(timeout=60_000)
+    page.wait_for_selector("text=fc2.weight", timeout=60_000)
+    _no_traceback(page)
+
+
+def test_screenshots_are_written():
+    if not SHOTS.exists():
+        pytest.skip("no browser run")
+    names = {p.name for p in SHOTS.glob("*.png")}
+    assert {"1_model_empty.png", "2_model_loaded.png", "3_shrink_results.png", "4_compare.png"} <= names
+    shutil.rmtree(SHOTS / "__pycache__", ignore_errors=True)

@@ -15,6 +15,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from shrinkray import pricing
 from shrinkray.compare import CompareSettings, compare
 from shrinkray.errors import MissingModelError, OptionError, ShrinkRayError
 from shrinkray.inspect import ModelSummary, inspect_model
@@ -22,6 +23,7 @@ from shrinkray.io import check_output_path, load, save
 from shrinkray.measure.inputs import InputOptions, parse_dims, parse_ranges
 from shrinkray.measure.parity import DEFAULT_ABS_TOL, DEFAULT_MEAN_TOL
 from shrinkray.methods import Variant, all_methods, get_method
+from shrinkray.pricing import DELIVERIES, PricingChoice
 from shrinkray.shrink import shrink
 from shrinkray.units import format_bytes, format_percent
 
@@ -296,15 +298,94 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from shrinkray import report  # plotly is only needed for reports
 
     settings = compare_settings(args)
+    choice = pricing_choice(args)  # None without --downloads; checked before minutes of work
     report.check_report_paths([args.json, args.markdown, args.csv, args.html])  # before minutes of work
     loaded = load(args.model)
     comparison = compare(loaded, settings, progress=ProgressBar(args.quiet))
-    print(report.to_text(comparison))
+    print(report.to_text(comparison, pricing=choice))
     written = report.write_reports(
-        comparison, json_path=args.json, markdown_path=args.markdown, csv_path=args.csv, html_path=args.html
-    )
+        comparison, json_path=args.json, markdown_path=args.markdown, csv_path=args.csv, html_path=args.html,
+        pricing=choice,
+    )  # fmt: skip
     for path in written:
         _status(args, f"Wrote {path}")
+    return 0
+
+
+# ---------------------------------------------------------------- price (download cost)
+
+SIZE_HELP = (
+    "plain bytes (52428800 or 52_428_800) or a number with a unit: kB/MB/GB/TB are powers of 1000, "
+    "KiB/MiB/GiB/TiB powers of 1024 (50MiB = 52428800 bytes, 1.5GB = 1500000000 bytes)"
+)
+
+
+def _add_pricing_flags(parser: argparse.ArgumentParser, delivery_help: str, purpose: str) -> None:
+    """--downloads/--provider/--price-per-gb/--delivery/--growth, shared by `price` and `compare`."""
+    group = parser.add_argument_group(f"download cost ({purpose}; egress is billed per GiB = 2^30 bytes)")
+    group.add_argument("--downloads", metavar="N", help="downloads per month, e.g. 100000")
+    group.add_argument("--provider", metavar="NAME", help="egress price list: gcs (default), s3, cloudfront, azure, "
+                       "r2; `shrinkray price --list-providers` shows the tiers and sources")  # fmt: skip
+    group.add_argument("--price-per-gb", "--price-per-gib", dest="price_per_gib", metavar="X",
+                       help="a flat price per GiB (2^30 bytes) instead of a provider, e.g. 0.12")  # fmt: skip
+    group.add_argument("--delivery", choices=DELIVERIES, help=delivery_help)
+    group.add_argument("--growth", metavar="RATE", help="downloads grow by this much each month: 5%% or 0.05 (default 0)")
+
+
+def pricing_choice(args: argparse.Namespace) -> PricingChoice | None:
+    """The cost settings of `compare`, or None when --downloads is not given (then no other cost flag may be)."""
+    if args.downloads is None:
+        given = [flag for flag, value in (("--provider", args.provider), ("--price-per-gb", args.price_per_gib),
+                 ("--delivery", args.delivery), ("--growth", args.growth)) if value is not None]  # fmt: skip
+        if given:
+            raise OptionError(f"{', '.join(given)} need --downloads", "Say how many downloads a month, e.g. --downloads 100000")
+        return None
+    return PricingChoice(
+        provider=pricing.resolve_provider(args.provider, args.price_per_gib),
+        downloads_per_month=pricing.parse_downloads(args.downloads),
+        delivery=args.delivery or "brotli",
+        growth=pricing.parse_growth(args.growth or "0"),
+    )
+
+
+def _price_sizes(args: argparse.Namespace, delivery: str) -> list[tuple[str, int]]:
+    """(label, bytes served) for each FILE (measured) and then each --size value."""
+    items: list[tuple[str, int]] = []
+    for name in args.files:
+        path = Path(name)
+        if not path.is_file():
+            raise MissingModelError(f"Missing {path}" if not path.exists() else f"{path} is not a file",
+                                    "Give an existing file, or sizes with --size")  # fmt: skip
+        if path.stat().st_size == 0:
+            raise OptionError(f"{path} is empty", "Give the file that is downloaded")
+        if delivery == "raw":
+            size = path.stat().st_size
+        else:
+            from shrinkray.measure.sizes import measure_sizes
+
+            _status(args, f"Measuring the {delivery} size of {path} ...")
+            size = measure_sizes(path.read_bytes()).get(delivery)
+        items.append((f"{path.name} ({delivery} {format_bytes(size)})", size))
+    if args.size is not None:
+        items += [(pricing.format_size(size), size) for size in pricing.parse_sizes(args.size)]
+    if not items:
+        raise OptionError("Nothing to price", "Give --size BYTES[,BYTES...] or one or more files")
+    return items
+
+
+def cmd_price(args: argparse.Namespace) -> int:
+    if args.list_providers:
+        print(pricing.providers_text())
+        return 0
+    if args.downloads is None:
+        raise OptionError("--downloads is required", "Say how many downloads a month, e.g. --downloads 100000")
+    provider = pricing.resolve_provider(args.provider, args.price_per_gib, args.free_gib)
+    downloads = pricing.parse_downloads(args.downloads)
+    growth = pricing.parse_growth(args.growth or "0")
+    target = pricing.parse_money(args.break_even) if args.break_even is not None else None
+    delivery = args.delivery or "raw"
+    result = pricing.quote(_price_sizes(args, delivery), downloads, provider, delivery, growth, target)
+    print(json.dumps(result.as_dict(), indent=2) if args.json else result.to_text())
     return 0
 
 
@@ -385,8 +466,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--csv", help="write the CSV table here")
     p.add_argument("--html", help="write the self-contained HTML report (charts, opens offline) here")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    _add_pricing_flags(p, "which measured size is served: raw, gzip or brotli (default brotli)",
+                       "adds cost columns to the table and the JSON/Markdown/CSV reports")  # fmt: skip
     _add_method_flags(p)
     p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser(
+        "price",
+        help="what serving a file costs in egress a month and a year, and what a smaller one saves",
+        description="Cost of internet egress for files of the given sizes, each downloaded --downloads times a "
+        "month: tiered provider prices per GiB (2^30 bytes) after any free allowance, per month, per year "
+        "and per million downloads, and the saving of each size against the first. Sizes are "
+        f"{SIZE_HELP}; FILEs are measured as --delivery (gzip -9 or brotli) and listed first.",
+        epilog="Example: shrinkray price --size 50MiB,13MiB --downloads 100000 --provider s3 --break-even 100",
+    )  # fmt: skip
+    p.add_argument("files", nargs="*", metavar="FILE", help="files to price, measured as --delivery")
+    p.add_argument("--size", metavar="BYTES[,BYTES...]", help="sizes served per download, the first is the baseline")
+    _add_pricing_flags(p, "how FILEs are served and so measured: raw (default), gzip -9 or brotli; --size values "
+                       "are taken as the bytes served", "--downloads is required")  # fmt: skip
+    p.add_argument("--free-gib", metavar="N", help="with --price-per-gb: GiB a month that are free")
+    p.add_argument("--break-even", metavar="AMOUNT", help="also show the downloads a month at which each size "
+                   "saves AMOUNT a month against the first")  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    p.add_argument("--list-providers", action="store_true", help="list the provider presets, their tiers and sources")
+    p.set_defaults(func=cmd_price)
 
     p = sub.add_parser("methods", help="list the methods and their options")
     p.set_defaults(func=cmd_methods)

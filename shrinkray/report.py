@@ -16,11 +16,13 @@ import json
 import math
 import os
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from shrinkray import pricing as _pricing
 from shrinkray.advice import Advice, advise, latency_ratio, pareto, recommended
 from shrinkray.compare import ORIGINAL, Comparison, VariantResult
 from shrinkray.errors import OptionError
@@ -119,11 +121,13 @@ def _model_json(c: Comparison) -> dict[str, Any]:
     }
 
 
-def to_json(c: Comparison, delivery: str = DELIVERY) -> dict[str, Any]:
+def to_json(c: Comparison, delivery: str = DELIVERY, pricing: _pricing.PricingChoice | None = None) -> dict[str, Any]:
     """Everything measured, as a strict-JSON-ready dict (no samples, no models).
 
     ``variants`` lists the original first (``is_original``), then every
-    variant in the order they were requested.
+    variant in the order they were requested. With ``pricing`` a ``cost``
+    section is added (download cost and saving per variant); without it the
+    output is unchanged.
     """
     from shrinkray import __version__
 
@@ -142,12 +146,14 @@ def to_json(c: Comparison, delivery: str = DELIVERY) -> dict[str, Any]:
         "pareto": [dataclasses.asdict(p) for p in pareto(c, delivery)],
         "recommended": best.key if best is not None else None,
     }
+    if pricing is not None:
+        data["cost"] = _pricing.cost_json(pricing, _pricing.comparison_costs(c, pricing))
     return plain(data)
 
 
-def to_json_text(c: Comparison, delivery: str = DELIVERY) -> str:
+def to_json_text(c: Comparison, delivery: str = DELIVERY, pricing: _pricing.PricingChoice | None = None) -> str:
     """:func:`to_json` as indented strict JSON text."""
-    return json.dumps(to_json(c, delivery), indent=2, allow_nan=False, ensure_ascii=False) + "\n"
+    return json.dumps(to_json(c, delivery, pricing), indent=2, allow_nan=False, ensure_ascii=False) + "\n"
 
 
 # ---------------------------------------------------------------- the shared summary table
@@ -234,6 +240,11 @@ def _md_code(text: object) -> str:
     return f"{fence} {value} {fence}" if fence == "``" else f"`{value}`"
 
 
+def _md_dollars(text: object) -> str:
+    """A Markdown cell or line with ``$`` escaped, so two amounts never read as a math span."""
+    return _md(text).replace("$", "\\$")
+
+
 def _md_table(header: list[str], rows: list[list[str]], escape: bool = True) -> list[str]:
     cell = _md if escape else (lambda v: v)
     lines = ["| " + " | ".join(_md(h) for h in header) + " |", "|" + "|".join("---" for _ in header) + "|"]
@@ -248,8 +259,11 @@ def _tolerances(c: Comparison) -> str:
     return f"Parity tolerances: max abs error {c.settings.abs_tol:g}, mean abs error {c.settings.mean_tol:g}."
 
 
-def to_markdown(c: Comparison, delivery: str = DELIVERY) -> str:
-    """A readable report: summary table, advice, then per-variant details (warnings, parity per output, culprits)."""
+def to_markdown(c: Comparison, delivery: str = DELIVERY, pricing: _pricing.PricingChoice | None = None) -> str:
+    """A readable report: summary table, advice, then per-variant details (warnings, parity per output, culprits).
+
+    With ``pricing`` a "Download cost" section follows the summary table.
+    """
     s = c.summary
     header, rows = summary_table(c, delivery)
     lines = [
@@ -270,9 +284,14 @@ def to_markdown(c: Comparison, delivery: str = DELIVERY) -> str:
         "",
         *_md_table(header, [[_md_code(row[0]), *row[1:]] for row in rows], escape=False),
         "",
-        "## Advice",
-        "",
     ]
+    if pricing is not None:
+        cost_header, cost_rows = _pricing.cost_table(pricing, _pricing.comparison_costs(c, pricing))
+        assumptions, source = (_md_dollars(n) for n in _pricing.cost_notes(pricing))
+        cost_rows = [[_md_code(r[0]), *(_md_dollars(v) for v in r[1:])] for r in cost_rows]
+        lines += ["## Download cost", "", assumptions, "", *_md_table(cost_header, cost_rows, escape=False), ""]
+        lines += [source, ""]
+    lines += ["## Advice", ""]
     advice = advise(c, delivery)
     lines += [f"- **{_LEVEL_WORDS.get(a.level, a.level)}**: {_md(a.text)}" for a in advice] or ["- (none)"]
     lines += ["", "## Variants", ""]
@@ -342,8 +361,8 @@ def _text_table(header: list[str], rows: list[list[str]]) -> list[str]:
     return ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in table]
 
 
-def to_text(c: Comparison, delivery: str = DELIVERY) -> str:
-    """The summary table and advice for a terminal."""
+def to_text(c: Comparison, delivery: str = DELIVERY, pricing: _pricing.PricingChoice | None = None) -> str:
+    """The summary table and advice for a terminal (with ``pricing``, a download cost table after the summary)."""
     header, rows = summary_table(c, delivery)
     setting = _base_latency(c)
     header = [*header[:4], "Saving", "Parity", "Cosine", "Max err",
@@ -352,6 +371,10 @@ def to_text(c: Comparison, delivery: str = DELIVERY) -> str:
     if c.latency_note:
         lines.append(f"Latency: {c.latency_note}")
     lines += [_tolerances(c), "", *_text_table(header, rows), ""]
+    if pricing is not None:
+        cost_header, cost_rows = _pricing.cost_table(pricing, _pricing.comparison_costs(c, pricing))
+        notes = _pricing.cost_notes(pricing)
+        lines += [notes[0], "", *_pricing.align_table(cost_header, cost_rows, indent=""), "", notes[1], ""]
     tags = {"good": "[good]", "info": "[info]", "warning": "[warn]", "bad": "[bad] "}
     lines += [f"{tags.get(a.level, a.level)} {a.text}" for a in advise(c, delivery)]
     return "\n".join(lines).rstrip()
@@ -396,9 +419,13 @@ def _percent(share: float | None) -> float | None:
     return None if share is None else share * 100.0
 
 
-def to_csv(c: Comparison) -> str:
-    """One row per result (original first); numbers unrounded, units in the column names, empty = not measured."""
-    columns = csv_columns(c)
+def to_csv(c: Comparison, pricing: _pricing.PricingChoice | None = None) -> str:
+    """One row per result (original first); numbers unrounded, units in the column names, empty = not measured.
+
+    With ``pricing`` the download cost columns (``cost_*``, ``saving_*``) are appended.
+    """
+    columns = csv_columns(c) + (_pricing.cost_csv_columns(pricing) if pricing is not None else [])
+    costs = {vc.key: vc for vc in _pricing.comparison_costs(c, pricing)} if pricing is not None else {}
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns)
     writer.writeheader()
@@ -436,6 +463,8 @@ def to_csv(c: Comparison) -> str:
             row[f"latency_median_ms_t{t}_b{b}"] = stats.median_ms if stats else None
             row[f"latency_p90_ms_t{t}_b{b}"] = stats.p90_ms if stats else None
             row[f"throughput_per_s_t{t}_b{b}"] = stats.throughput if stats else None
+        if pricing is not None:
+            row |= _pricing.cost_csv_values(pricing, costs[r.key])
         writer.writerow({k: _cell(v) for k, v in row.items()})
     return buffer.getvalue()
 
@@ -646,17 +675,20 @@ def write_reports(
     markdown_path: str | os.PathLike | None = None,
     csv_path: str | os.PathLike | None = None,
     html_path: str | os.PathLike | None = None,
+    pricing: _pricing.PricingChoice | None = None,
 ) -> list[Path]:
     """Write the reports that have a path and return the paths written.
+
+    ``pricing`` adds the download cost to the JSON, Markdown and CSV reports (not the HTML page).
 
     Existing report files are replaced (the user named them); a path that is
     a model file (``.onnx``, also through a symlink, or its external data), a
     folder, or named twice is refused before anything is written.
     """
     builders: list[tuple[str | os.PathLike | None, Callable[[Comparison], str]]] = [
-        (json_path, to_json_text),
-        (markdown_path, to_markdown),
-        (csv_path, to_csv),
+        (json_path, partial(to_json_text, pricing=pricing)),
+        (markdown_path, partial(to_markdown, pricing=pricing)),
+        (csv_path, partial(to_csv, pricing=pricing)),
         (html_path, to_html),
     ]
     chosen = [(Path(p), build) for p, build in builders if p is not None and str(p) != ""]

@@ -7,9 +7,10 @@ from app_ui.controls import sidebar_model_badge
 st.set_page_config(page_title="Shrink Ray Studio", page_icon=":material/compress:", layout="wide")
 
 pages = [
-    st.Page("pages/model.py", title="Model", icon=":material/upload_file:", default=True),
-    st.Page("pages/shrink.py", title="Shrink", icon=":material/compress:"),
-    st.Page("pages/compare.py", title="Compare", icon=":material/bar_chart:"),
+    st.Page("app_pages/model.py", title="Model", icon=":material/upload_file:", default=True),
+    st.Page("app_pages/shrink.py", title="Shrink", icon=":material/compress:"),
+    st.Page("app_pages/compare.py", title="Compare", icon=":material/bar_chart:"),
+    st.Page("app_pages/pricing.py", title="Pricing", icon=":material/payments:"),
 ]
 navigation = st.navigation(pages)
 sidebar_model_badge()

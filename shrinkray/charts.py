@@ -829,3 +829,44 @@ __all__ = [
     "variant_colors",
     "weight_bytes_chart",
 ]
+
+
+# ---------------------------------------------------------------- pricing
+
+
+def cost_curve_chart(
+    curves: dict[str, list[float]],
+    downloads: list[int],
+    *,
+    current_downloads: float | None = None,
+    currency_symbol: str = "$",
+    provider_name: str = "",
+    delivery: str = "brotli",
+) -> go.Figure:
+    """Monthly egress cost against downloads per month (log x), one line per file.
+
+    ``curves`` comes from :func:`shrinkray.pricing.cost_curve`; the first
+    entry is the reference (grey, dotted) when it is called ``original``.
+    """
+    fig = _figure(
+        "Monthly egress cost by downloads",
+        f"{_esc(provider_name)} prices per GiB (2^30 bytes), served {_esc(delivery)}; log axes (free months not drawn)",
+    )
+    for index, (label, costs) in enumerate(curves.items()):
+        is_original = label == ORIGINAL
+        color = ORIGINAL_COLOR if is_original else PALETTE[(index - (ORIGINAL in curves)) % len(PALETTE)]
+        fig.add_trace(
+            go.Scatter(
+                x=downloads, y=[c if c > 0 else None for c in costs], name=_esc(label), mode="lines",
+                line={"color": color, "width": 3, "dash": "dot" if is_original else "solid"},
+                hovertemplate=f"%{{x:,}} downloads/month: {_esc(currency_symbol)}%{{y:,.2f}}<extra>{_esc(label)}</extra>",
+            )
+        )  # fmt: skip
+    if current_downloads:
+        fig.add_vline(
+            x=current_downloads, line={"color": TOLERANCE_COLOR, "dash": "dash", "width": 1.5},
+            annotation_text=f"{current_downloads:,.0f} / month", annotation_position="top left",
+        )  # fmt: skip
+    fig.update_xaxes(type="log", title_text="Downloads per month (log scale)")
+    fig.update_yaxes(type="log", title_text=f"Cost per month ({_esc(currency_symbol)}, log scale)")
+    return fig

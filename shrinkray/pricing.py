@@ -32,7 +32,9 @@ price``, ``shrinkray compare --downloads``), the reports and the app share it:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -1064,3 +1066,57 @@ __all__ = [
     "resolve_provider",
     "savings",
 ]
+
+
+# ---------------------------------------------------------------- what-if helpers for the app
+
+
+def with_prices(base: Provider, tiers: Sequence[tuple[Any, Any]], free_gib: Any = 0) -> Provider:
+    """A copy of ``base`` with edited prices: ``tiers`` as (up_to_gib or None for the last, price_per_gib)."""
+    parsed = [
+        Tier(
+            None if up in (None, "", "None") or (isinstance(up, float) and math.isnan(up)) else _non_negative(up, "Tier end"),
+            _number(price, "Price per GiB"),
+        )
+        for up, price in tiers
+    ]
+    checked = _check_tiers(parsed, f"Prices for {base.name}")
+    free = _non_negative(free_gib, "Free GiB per month", "100")
+    return dataclasses.replace(base, tiers=checked, free_gib_per_month=free)
+
+
+def encode_tiers(provider: Provider) -> str:
+    """Tiers as a short, URL-safe text: ``1024:0.12;10240:0.11;:0.08``."""
+    parts = []
+    for tier in provider.tiers:
+        up = "" if tier.up_to_gib is None else f"{tier.up_to_gib.normalize():f}"
+        parts.append(f"{up}:{tier.price_per_gib.normalize():f}")
+    return ";".join(parts)
+
+
+def decode_tiers(text: str) -> list[tuple[str | None, str]]:
+    """The inverse of :func:`encode_tiers`; raises OptionError on malformed text."""
+    tiers: list[tuple[str | None, str]] = []
+    for part in str(text).split(";"):
+        up, sep, price = part.partition(":")
+        if not sep or not price.strip():
+            raise OptionError(f"'{part}' is not a price tier", "Write tiers as UP_TO_GIB:PRICE;...;:LAST_PRICE")
+        tiers.append((up.strip() or None, price.strip()))
+    return tiers
+
+
+@_exact
+def cost_curve(sizes: dict[str, int], provider: Provider, downloads: Sequence[Any]) -> dict[str, list[float]]:
+    """Monthly cost of each file at each downloads-per-month value (for the cost-vs-downloads chart)."""
+    curves: dict[str, list[float]] = {}
+    for label, size in sizes.items():
+        per = Decimal(_positive_bytes(size, f"Size of {label}")) / GIB
+        curves[label] = [float(monthly_cost(per * _non_negative(d, "Downloads"), provider)) for d in downloads]
+    return curves
+
+
+def log_downloads_grid(low: int = 100, high: int = 10**9, points_per_decade: int = 12) -> list[int]:
+    """Download counts evenly spaced on a log axis."""
+    decades = math.log10(high) - math.log10(low)
+    count = max(2, round(decades * points_per_decade) + 1)
+    return sorted({round(low * (high / low) ** (i / (count - 1))) for i in range(count)})

@@ -97,16 +97,16 @@ def test_unexpected_errors_are_reported_without_a_traceback():
 
 def test_shrink_and_compare_pages_ask_for_a_model_first():
     at = _app()
-    at.switch_page("pages/shrink.py").run()
+    at.switch_page("app_pages/shrink.py").run()
     assert any("Load a model" in i.value for i in at.info)
-    at.switch_page("pages/compare.py").run()
+    at.switch_page("app_pages/compare.py").run()
     assert any("Run **Shrink**" in i.value for i in at.info)
 
 
 @pytest.fixture(scope="module")
 def shrunk_app() -> AppTest:
     at = _load_sample(_app(), "mlp")
-    at.switch_page("pages/shrink.py").run()
+    at.switch_page("app_pages/shrink.py").run()
     # Fast settings: fewer timed runs, no culprit search budget needed for the page test.
     next(n for n in at.number_input if n.label == "Timed runs per model").set_value(3).run()
     next(b for b in at.button if b.label == "Shrink and measure").click().run()
@@ -134,7 +134,7 @@ def test_shrink_page_offers_downloads_for_models_and_reports(shrunk_app):
 
 def test_compare_page_draws_the_engine_charts(shrunk_app):
     at = shrunk_app
-    at.switch_page("pages/compare.py").run()
+    at.switch_page("app_pages/compare.py").run()
     assert not at.exception, at.exception
     charts = at.get("plotly_chart")
     assert len(charts) >= 5  # pareto, size, latency, parity error, parity scatter (+ throughput)
@@ -144,7 +144,7 @@ def test_compare_page_draws_the_engine_charts(shrunk_app):
 def test_each_method_alone_runs_in_the_page():
     for spec in shrinkray.all_methods():
         at = _load_sample(_app(), "cnn")
-        at.switch_page("pages/shrink.py").run()
+        at.switch_page("app_pages/shrink.py").run()
         at.multiselect[0].set_value([spec.name]).run()
         at.toggle[-1].set_value(False).run()  # "Measure latency" off: this test is about the method
         next(b for b in at.button if b.label == "Shrink and measure").click().run()
@@ -160,8 +160,8 @@ def test_results_survive_moving_between_pages_without_recomputing(shrunk_app, mo
     calls = []
     monkeypatch.setattr(compare_module, "compare", lambda *a, **k: calls.append(1))
     at = shrunk_app
-    at.switch_page("pages/model.py").run()
-    at.switch_page("pages/shrink.py").run()
+    at.switch_page("app_pages/model.py").run()
+    at.switch_page("app_pages/shrink.py").run()
     assert not calls
     assert [m.value for m in at.markdown if m.value.startswith("### ")]
 

@@ -155,6 +155,15 @@ def test_full_flow_in_a_real_browser(page, tmp_path):
     _shot(page, "4_compare")
     _no_traceback(page)
 
+    page.get_by_role("link", name="Pricing").click()
+    page.wait_for_selector("text=Cost per variant", timeout=60_000)
+    _wait_for_charts(page, 1)
+    body = page.inner_text("body")
+    assert "weights-int8: per month" in body and "original: per month" in body
+    assert "provider=gcs" in page.url and "downloads=" in page.url  # the what-if is in the link
+    _shot(page, "5_pricing")
+    _no_traceback(page)
+
     page.get_by_role("link", name="Model").click()
     page.wait_for_selector("text=Weight tensors", timeout=30_000)
     _no_traceback(page)
@@ -167,7 +176,7 @@ def test_a_broken_upload_shows_a_message_and_the_app_keeps_working(page, tmp_pat
     page.wait_for_selector("text=Load an ONNX model", timeout=30_000)
     page.locator("input[type=file]").set_input_files(str(broken))
     page.wait_for_selector("text=Loading broken.onnx failed", timeout=30_000)
-    _shot(page, "5_broken_upload")
+    _shot(page, "6_broken_upload")
     _no_traceback(page)
     # The failed upload left the previous model in place; a good upload replaces it.
     assert "cnn" in page.locator("[data-testid='stSidebar']").inner_text()

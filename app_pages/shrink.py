@@ -18,7 +18,7 @@ st.write(
 loaded = current_model()
 if loaded is None:
     st.info("Load a model on the **Model** page first.", icon=":material/info:")
-    st.page_link("pages/model.py", label="Go to Model", icon=":material/upload_file:")
+    st.page_link("app_pages/model.py", label="Go to Model", icon=":material/upload_file:")
     st.stop()
 
 specs = all_methods()

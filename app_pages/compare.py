@@ -16,7 +16,7 @@ loaded = current_model()
 comparison = latest_comparison(loaded)
 if loaded is None or comparison is None:
     st.info("Run **Shrink** on a model first; its measurements appear here.", icon=":material/info:")
-    st.page_link("pages/shrink.py", label="Go to Shrink", icon=":material/compress:")
+    st.page_link("app_pages/shrink.py", label="Go to Shrink", icon=":material/compress:")
     st.stop()
 
 with friendly_errors("Drawing the charts"):

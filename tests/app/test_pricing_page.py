@@ -1,0 +1,91 @@
+"""The Pricing page: worked example, URL round trip, presets, bad links."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _pricing(params: dict[str, str]) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    at.switch_page("app_pages/pricing.py")
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def test_worked_example_from_a_link():
+    at = _pricing({"provider": "custom", "price": "0.12", "downloads": "100000", "sizes": "model=52428800"})
+    metrics = _metrics(at)
+    assert metrics["model: per month"] == "$585.94"
+    assert metrics["model: per year"] == "$7,031.25"
+    table = at.dataframe[-1].value
+    assert float(table["GiB per month"].iloc[0]) == 4882.8125
+
+
+def test_every_input_is_written_back_to_the_link_and_reopens_the_same():
+    params = {"provider": "s3", "downloads": "250000", "delivery": "gzip", "growth": "5", "currency": "€",
+              "sizes": "original=50MiB,int8=13MiB"}  # fmt: skip
+    first = _pricing(params)
+    numbers = _metrics(first)
+    assert numbers["original: per month"].startswith("€")
+    link = {k: first.query_params[k] for k in first.query_params}
+    for key, value in params.items():
+        assert link[key] == value, (key, link)
+    again = _pricing({k: v[0] if isinstance(v, list) else v for k, v in link.items()})
+    assert _metrics(again) == numbers
+
+
+def test_edited_prices_travel_in_the_link():
+    at = _pricing({"provider": "gcs", "downloads": "100000", "sizes": "a=1GiB", "tiers": "1024:0.2;:0.1", "free": "0"})
+    # 100,000 GiB: 1,024 at 0.2 + 98,976 at 0.1
+    assert _metrics(at)["a: per month"] == "$10,102.40"
+    assert at.query_params["tiers"] in ("1024:0.2;:0.1", ["1024:0.2;:0.1"])
+
+
+def test_zero_egress_provider_costs_nothing():
+    at = _pricing({"provider": "r2", "downloads": "1000000", "sizes": "a=100MiB"})
+    assert _metrics(at)["a: per month"] == "$0.00"
+
+
+def test_unknown_provider_in_a_link_falls_back_with_a_warning():
+    at = _pricing({"provider": "nosuchcdn", "downloads": "1000", "sizes": "a=1MiB"})
+    assert any("Unknown provider 'nosuchcdn'" in w.value for w in at.warning)
+    assert "a: per month" in _metrics(at)
+
+
+def test_bad_sizes_give_a_message_not_a_traceback():
+    at = _pricing({"provider": "gcs", "downloads": "1000", "sizes": "a=lots"})
+    assert not at.exception
+    assert any("is not a size" in e.value for e in at.error)
+
+
+def test_uses_the_measured_variants_when_a_comparison_exists():
+    import shrinkray
+    from app_ui.state import settings_key
+    from shrinkray.compare import CompareSettings, compare
+
+    loaded = shrinkray.load(ROOT / "sample_models" / "mlp.onnx")
+    settings = CompareSettings(methods=[("float16", {})], latency=False, brotli_quality=5)
+    result = compare(loaded, settings)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.session_state["model"] = loaded
+    at.session_state["comparisons"] = {(loaded.sha256, settings_key(settings)): result}
+    at.session_state["latest"] = (loaded.sha256, settings_key(settings))
+    at.run()
+    at.switch_page("app_pages/pricing.py").run()
+    assert not at.exception, at.exception
+    labels = set(_metrics(at))
+    assert {"original: per month", "float16: per month"} <= labels

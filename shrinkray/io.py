@@ -1,7 +1,10 @@
 """Loading and saving ONNX models safely.
 
 Loading turns every way a file can be wrong into a ShrinkRayError with a
-hint, and reads external data only from inside the model's own folder.
+hint, refuses models beyond the limits of :mod:`shrinkray.limits` (and graphs
+with cycles, dangling or duplicate names) before anything else looks at them,
+and reads external data only from inside the model's own folder (uploads with
+external data come as a .zip: see :mod:`shrinkray.archive`).
 Saving never touches the input file, writes atomically (a temporary file in
 the target folder, then a rename) and switches to external data when a model
 is too large for one protobuf.
@@ -9,11 +12,14 @@ is too large for one protobuf.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 import onnx
 from google.protobuf.message import DecodeError
@@ -26,10 +32,12 @@ from shrinkray.errors import (
     OutputExistsError,
     UnsafeModelError,
 )
+from shrinkray.limits import Limits, check_graph_structure, check_model, check_tensor, short
 
 #: Protobuf messages cannot exceed 2 GiB; stay well below it.
 PROTOBUF_LIMIT = 2**31 - 2**24
-DEFAULT_MAX_FILE_BYTES = 4 * 2**30
+#: Kept for callers of older versions; the limit now lives in shrinkray.limits.Limits.
+DEFAULT_MAX_FILE_BYTES = Limits.max_file_bytes
 
 
 def _read_umask() -> int:
@@ -58,49 +66,127 @@ class LoadedModel:
         return bool(self.external_data_files)
 
 
-def _external_tensors(model: onnx.ModelProto) -> list[onnx.TensorProto]:
-    return [
-        t
-        for t in external_data_helper._get_all_tensors(model)
-        if external_data_helper.uses_external_data(t)
-    ]
+@dataclass
+class _ExternalRef:
+    """Where one tensor's bytes live, after checking the place is inside the model's folder."""
+
+    tensor: onnx.TensorProto
+    location: str
+    target: Path
+    offset: int
+    length: int
 
 
-def _check_external_location(tensor: onnx.TensorProto, base_dir: Path) -> Path:
+def _external_entry(tensor: onnx.TensorProto, key: str) -> str | None:
+    value = None
+    for entry in tensor.external_data:
+        if entry.key == key:
+            value = entry.value
+    return value
+
+
+def _external_int(tensor: onnx.TensorProto, key: str) -> int | None:
+    raw = _external_entry(tensor, key)
+    if raw is None or raw == "":
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ModelLoadError(
+            f"Tensor {short(tensor.name)} has an invalid external-data {key} {short(raw)}",
+            "The model file is damaged; export the model again",
+        )
+    return value
+
+
+_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+def _check_external_location(tensor: onnx.TensorProto, base_dir: Path) -> _ExternalRef:
     """Resolve a tensor's external file and refuse anything outside base_dir."""
-    info = external_data_helper.ExternalDataInfo(tensor)
-    location = info.location or ""
+    location = _external_entry(tensor, "location") or ""
+    if not location:
+        raise ModelLoadError(
+            f"Tensor {short(tensor.name)} says its data is in an external file but names none",
+            "The model file is damaged; export the model again",
+        )
     unsafe = UnsafeModelError(
-        f"Tensor '{tensor.name}' stores its data in '{location}', outside the model's own folder",
+        f"Tensor {short(tensor.name)} stores its data in {short(location, 200)}, outside the model's own folder",
         "Only external data files next to the model (or in its subfolders) are read; "
         "move the data files beside the .onnx file",
     )
-    if not location or os.path.isabs(location) or location.startswith(("/", "\\")):
+    impossible = ModelLoadError(
+        f"Tensor {short(tensor.name)} names an external data file that cannot exist ({short(location, 200)})",
+        "The model file is damaged; export the model again",
+    )
+    if "\0" in location:
+        raise impossible
+    if os.path.isabs(location) or location.startswith(("/", "\\")) or _DRIVE.match(location):
         raise unsafe
     if ".." in Path(location.replace("\\", "/")).parts:
         raise unsafe
-    base = base_dir.resolve()
-    target = (base / location).resolve()
+    try:
+        base = base_dir.resolve()
+        target = (base / location).resolve()
+    except (OSError, ValueError, RuntimeError):  # a name too long, a symlink loop...
+        raise impossible from None
     if base != target and base not in target.parents:
         raise unsafe
-    if not target.is_file():
+    try:
+        is_file = target.is_file()
+    except (OSError, ValueError):
+        raise impossible from None
+    if not is_file:
         raise ModelLoadError(
-            f"External data file '{location}' for tensor '{tensor.name}' is missing",
+            f"External data file {short(location, 200)} for tensor {short(tensor.name)} is missing",
             "Keep the data files in the same folder as the .onnx file",
         )
     size = target.stat().st_size
-    offset = int(info.offset or 0)
-    length = int(info.length) if info.length else size - offset
-    if offset < 0 or length < 0 or offset + length > size:
+    offset = _external_int(tensor, "offset") or 0
+    declared = _external_int(tensor, "length")
+    length = declared if declared is not None else size - offset
+    if length < 0 or offset + length > size:
         raise ModelLoadError(
-            f"Tensor '{tensor.name}' asks for bytes {offset}..{offset + length} of "
-            f"'{location}', which has only {size} bytes",
+            f"Tensor {short(tensor.name)} asks for bytes {offset}..{offset + length} of "
+            f"{short(location, 200)}, which has only {size} bytes",
             "The data file is truncated or belongs to another model; export the model again",
         )
-    return target
+    return _ExternalRef(tensor, location, target, offset, length)
 
 
-def parse_model_bytes(data: bytes, what: str = "The file") -> onnx.ModelProto:
+def _read_external(refs: list[_ExternalRef]) -> None:
+    """Read every external tensor into memory from its checked place, then forget the place."""
+    handles: dict[Path, BinaryIO] = {}
+    try:
+        for ref in refs:
+            fh = handles.get(ref.target)
+            if fh is None:
+                flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+                fh = handles[ref.target] = os.fdopen(os.open(ref.target, flags), "rb")
+            fh.seek(ref.offset)
+            data = fh.read(ref.length)
+            if len(data) != ref.length:
+                raise ModelLoadError(
+                    f"External data file {short(ref.location, 200)} ended early while reading tensor "
+                    f"{short(ref.tensor.name)}",
+                    "The data file is truncated; export the model again",
+                )
+            ref.tensor.raw_data = data
+            ref.tensor.data_location = onnx.TensorProto.DEFAULT
+            del ref.tensor.external_data[:]
+    except OSError as exc:
+        raise ModelLoadError(
+            f"An external data file could not be read ({exc.strerror or type(exc).__name__})",
+            "Check the files' permissions",
+        ) from None
+    finally:
+        for fh in handles.values():
+            fh.close()
+
+
+def parse_model_bytes(data: bytes, what: str = "The file", limits: Limits | None = None) -> onnx.ModelProto:
     """Parse bytes into a ModelProto, explaining every way that can fail."""
     if len(data) == 0:
         raise ModelLoadError(f"{what} is empty (0 bytes)", "Choose a .onnx model file")
@@ -108,9 +194,17 @@ def parse_model_bytes(data: bytes, what: str = "The file") -> onnx.ModelProto:
     try:
         model.ParseFromString(data)
     except (DecodeError, RuntimeError, ValueError) as exc:
+        text = str(exc)
+        if "MaxDepth" in text or "recursion" in text.lower():
+            limits = limits or Limits()
+            raise LimitExceededError(
+                f"{what} nests messages (subgraphs inside subgraphs) more deeply than the protobuf parser allows "
+                f"(about 30 levels), far beyond {limits.setting('max_graph_depth')}",
+                "Models this deep are refused whatever the setting says; flatten the nested If/Loop/Scan nodes",
+            ) from None
         raise ModelLoadError(
-            f"{what} is not a readable ONNX model: the protobuf could not be decoded ({exc})"
-            if "truncat" in str(exc).lower()
+            f"{what} is not a readable ONNX model: the protobuf could not be decoded ({text[:200]})"
+            if "truncat" in text.lower()
             else f"{what} is not a readable ONNX model (the bytes are not a valid protobuf; "
             "it may be truncated, compressed or another format)",
             "Export the model again, or unzip it first if it came as an archive",
@@ -128,38 +222,63 @@ def parse_model_bytes(data: bytes, what: str = "The file") -> onnx.ModelProto:
     return model
 
 
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+def _read_capped(path: Path, limits: Limits) -> bytes:
+    """Read a whole file, but never more than the file-size limit (files can grow, devices never end)."""
+    try:
+        with path.open("rb") as fh:
+            data = fh.read(limits.max_file_bytes + 1)
+    except OSError as exc:
+        raise ModelLoadError(f"{path} could not be read ({exc.strerror or type(exc).__name__})", "Check its permissions") from None
+    if len(data) > limits.max_file_bytes:
+        raise LimitExceededError(
+            f"{path} is more than {limits.max_file_bytes:,} bytes, above the limit {limits.setting('max_file_bytes')}",
+            "Raise the limit for files you trust, or use a smaller model",
+        )
+    return data
+
+
+def _resolve_limits(limits: Limits | None, max_file_bytes: int | None) -> Limits:
+    limits = limits if limits is not None else Limits.from_env()
+    if max_file_bytes is not None:
+        limits = dataclasses.replace(limits, max_file_bytes=max_file_bytes)
+    return limits
 
 
 def load(
     source: str | os.PathLike | bytes,
     *,
     name: str | None = None,
-    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    max_file_bytes: int | None = None,
+    limits: Limits | None = None,
 ) -> LoadedModel:
-    """Load a model from a path or from bytes (an upload).
+    """Load a model from a path or from bytes (an upload), within ``limits``.
+
+    ``limits`` defaults to :meth:`Limits.from_env`; ``max_file_bytes``, when
+    given, overrides its file-size limit. Every problem is a ShrinkRayError:
+    unreadable bytes, a limit exceeded (the message names the limit and its
+    setting), a damaged or structurally broken graph (cycle, dangling or
+    duplicate names), external data outside the model's folder.
 
     A model loaded from bytes cannot have external data: there is no folder
-    to read it from, so it is refused with a hint to upload a zip instead.
+    to read it from, so it is refused with a hint to upload a zip instead
+    (see :func:`shrinkray.archive.load_zip`).
     """
+    limits = _resolve_limits(limits, max_file_bytes)
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = bytes(source)
-        if len(data) > max_file_bytes:
+        if len(data) > limits.max_file_bytes:
             raise LimitExceededError(
-                f"The upload is {len(data):,} bytes, above the limit of {max_file_bytes:,}",
+                f"The upload is {len(data):,} bytes, above the limit {limits.setting('max_file_bytes')}",
                 "Raise the file-size limit or shrink the model offline with the CLI",
             )
-        model = parse_model_bytes(data, what=f"'{name}'" if name else "The upload")
-        if _external_tensors(model):
+        model = parse_model_bytes(data, what=f"{short(name)}" if name else "The upload", limits=limits)
+        stats = check_model(model, limits)
+        if stats.external_tensors:
             raise UnsafeModelError(
                 "This model keeps its weights in separate external data files, which were not uploaded",
                 "Upload a .zip holding the .onnx file and its data files",
             )
+        check_graph_structure(model)
         return LoadedModel(
             model=model,
             name=name or "model",
@@ -175,9 +294,9 @@ def load(
     if not path.is_file():
         raise ModelLoadError(f"{path} is not a regular file (a device, pipe or socket)", "Give the path of the .onnx file")
     size = path.stat().st_size
-    if size > max_file_bytes:
+    if size > limits.max_file_bytes:
         raise LimitExceededError(
-            f"{path} is {size:,} bytes, above the limit of {max_file_bytes:,}",
+            f"{path} is {size:,} bytes, above the limit {limits.setting('max_file_bytes')}",
             "Raise the limit with max_file_bytes",
         )
     if size > PROTOBUF_LIMIT:
@@ -185,28 +304,36 @@ def load(
             f"{path} is larger than 2 GB as a single protobuf, which ONNX cannot read",
             "Save the model with external data (onnx.save(..., save_as_external_data=True))",
         )
-    model = parse_model_bytes(path.read_bytes(), what=str(path))
-    external = _external_tensors(model)
+    data = _read_capped(path, limits)
+    model = parse_model_bytes(data, what=str(path), limits=limits)
+    stats = check_model(model, limits)
+    refs = [_check_external_location(tensor, path.parent) for tensor, _, _ in stats.external_tensors]
     files: list[Path] = []
-    for tensor in external:
-        target = _check_external_location(tensor, path.parent)
-        if target not in files:
-            files.append(target)
-    if external:
-        total = size + sum(f.stat().st_size for f in files)
-        if total > max_file_bytes:
+    for ref in refs:
+        if ref.target not in files:
+            files.append(ref.target)
+    total = len(data) + sum(f.stat().st_size for f in files)
+    if files:
+        if total > limits.max_file_bytes:
             raise LimitExceededError(
-                f"{path} with its external data is {total:,} bytes, above the limit of {max_file_bytes:,}",
+                f"{path} with its external data is {total:,} bytes, above the limit {limits.setting('max_file_bytes')}",
                 "Raise the limit with max_file_bytes",
             )
-        external_data_helper.load_external_data_for_model(model, str(path.parent))
+        tensor_bytes = stats.inline_tensor_bytes + sum(r.length for r in refs)
+        if tensor_bytes > limits.max_tensor_bytes:
+            raise limits.exceeded("max_tensor_bytes", f"The model's tensors hold {tensor_bytes:,} bytes")
+        _read_external(refs)
+        for tensor, role, where in stats.external_tensors:
+            check_tensor(tensor, role, where, limits)
+    check_graph_structure(model)
+    base = path.parent.resolve()
     return LoadedModel(
         model=model,
         name=path.name.removesuffix(".onnx"),
         path=path,
-        file_bytes=size + sum(f.stat().st_size for f in files),
-        sha256=_sha256_file(path),
-        external_data_files=[str(f.relative_to(path.parent.resolve())) for f in files],
+        file_bytes=total,
+        sha256=hashlib.sha256(data).hexdigest(),
+        external_data_files=[str(f.relative_to(base)) for f in files],
     )
 
 

@@ -1,0 +1,376 @@
+"""Unpacking an uploaded .zip (a model plus its external data files) safely.
+
+A single uploaded .onnx has no folder of siblings, so a model whose weights
+live in external data files has to arrive as a .zip. The archive comes from a
+stranger, so :func:`load_zip` checks every member *before* extracting
+anything:
+
+* names: no absolute paths, drive letters, ``..``, backslashes, control
+  characters, or names that collide (exactly, by case, or a file used as a folder);
+* kinds: regular files and folders only (no symbolic links, devices, pipes), not encrypted;
+* counts and sizes: at most ``max_zip_files`` members, at most
+  ``max_unpacked_bytes`` declared in total, at most ``max_compression_ratio``
+  unpacked bytes per archive byte (zip bombs);
+
+then streams each member out while counting the bytes actually produced (a
+lying header cannot make it write more than the limit), into a fresh folder
+of its own below the caller's ``workdir``. On any failure that folder is
+removed: nothing half-extracted stays behind. Finally the one .onnx in the
+archive is loaded with :func:`shrinkray.io.load`, whose external-data policy
+then resolves every data file inside the unpacked folder only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import lzma
+import os
+import re
+import shutil
+import stat
+import struct
+import tempfile
+import zipfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from shrinkray.errors import LimitExceededError, ModelLoadError, ShrinkRayError, UnsafeModelError
+from shrinkray.io import LoadedModel, load
+from shrinkray.limits import Limits, short
+
+#: Ratio checks only start above this many unpacked bytes (tiny archives of zeros are harmless).
+RATIO_FLOOR_BYTES = 1 << 20
+CHUNK = 1 << 20
+_DRIVE = re.compile(r"^[A-Za-z]:")
+_SUPPORTED_COMPRESSION = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA}
+
+
+@dataclass
+class _Member:
+    info: zipfile.ZipInfo
+    parts: tuple[str, ...]  # the normalised relative path
+    is_dir: bool
+
+    @property
+    def path(self) -> str:
+        return "/".join(self.parts)
+
+
+def is_zip(data: bytes | str | os.PathLike) -> bool:
+    """True when the bytes (or the file) start like a zip archive."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        head = bytes(data[:4])
+    else:
+        try:
+            with open(data, "rb") as fh:
+                head = fh.read(4)
+        except OSError:
+            return False
+    return head in (b"PK\x03\x04", b"PK\x05\x06")
+
+
+def _declared_entry_count(fh: BinaryIO, size: int) -> int | None:
+    """Members the end-of-central-directory record declares, read before zipfile builds its list."""
+    tail_size = min(size, 22 + 65535)
+    fh.seek(size - tail_size)
+    tail = fh.read(tail_size)
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or at + 22 > len(tail):
+        return None
+    (count,) = struct.unpack("<H", tail[at + 10 : at + 12])
+    if count != 0xFFFF:
+        return count
+    locator = at - 20  # zip64: the locator sits just before the classic record
+    if locator < 0 or tail[locator : locator + 4] != b"PK\x06\x07":
+        return None
+    (offset,) = struct.unpack("<Q", tail[locator + 8 : locator + 16])
+    if offset + 56 > size:
+        return None
+    fh.seek(offset)
+    record = fh.read(56)
+    if record[:4] != b"PK\x06\x06":
+        return None
+    (count64,) = struct.unpack("<Q", record[32:40])
+    return count64
+
+
+def _member_name_problem(name: str) -> str | None:
+    """Why a member name is refused, or None when it is a plain relative path."""
+    if not name:
+        return "has an empty name"
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        return "has control characters in its name"
+    if "\\" in name:
+        return "uses backslashes in its name (a Windows path trick)"
+    if name.startswith("/"):
+        return "is an absolute path"
+    if _DRIVE.match(name):
+        return "names a drive letter"
+    parts = name.split("/")
+    if ".." in parts:
+        return "climbs out of the archive with '..'"
+    if any(len(p.encode("utf-8", "surrogateescape")) > 255 for p in parts) or len(name) > 1024:
+        return "has a name too long for a file system"
+    return None
+
+
+def _unix_kind(info: zipfile.ZipInfo) -> str | None:
+    """'link', 'special' or None (a regular file or folder, or no Unix mode recorded)."""
+    kind = stat.S_IFMT(info.external_attr >> 16)
+    if kind == stat.S_IFLNK:
+        return "link"
+    if kind in (0, stat.S_IFREG, stat.S_IFDIR):  # many zippers record permission bits only
+        return None
+    return "special"
+
+
+def _is_junk(parts: tuple[str, ...]) -> bool:
+    """Files macOS adds to archives (resource forks); never extracted."""
+    return parts[0] == "__MACOSX" or parts[-1].startswith("._") or parts[-1] == ".DS_Store"
+
+
+def _refuse(member: str, why: str) -> UnsafeModelError:
+    return UnsafeModelError(
+        f"The archive member {short(member, 120)} {why}; nothing was extracted",
+        "Upload a plain .zip of the model folder (regular files only, relative names)",
+    )
+
+
+def _check_members(zf: zipfile.ZipFile, archive_bytes: int, limits: Limits) -> list[_Member]:
+    """Validate every member; return the ones to extract. Raises before anything is written."""
+    infos = zf.infolist()
+    if len(infos) > limits.max_zip_files:
+        raise limits.exceeded("max_zip_files", f"The archive holds {len(infos):,} members")
+    members: list[_Member] = []
+    seen: dict[str, str] = {}
+    folded: dict[str, str] = {}
+    total = 0
+    for info in infos:
+        name = info.filename
+        problem = _member_name_problem(name)
+        if problem:
+            raise _refuse(name, problem)
+        kind = _unix_kind(info)
+        if kind == "link":
+            raise _refuse(name, "is a symbolic link")
+        if kind == "special":
+            raise _refuse(name, "is not a regular file (a device, pipe or socket)")
+        if info.flag_bits & 0x1:
+            raise _refuse(name, "is encrypted")
+        is_dir = info.is_dir()
+        parts = tuple(p for p in name.split("/") if p not in ("", "."))
+        if not parts:
+            if is_dir:
+                continue  # "./"
+            raise _refuse(name, "has no file name")
+        path = "/".join(parts)
+        if path in seen:
+            if is_dir and seen[path] == "dir":
+                continue
+            raise _refuse(name, "appears twice in the archive")
+        if path.casefold() in folded:
+            raise _refuse(name, f"differs only in letter case from {short(folded[path.casefold()], 120)}")
+        seen[path] = "dir" if is_dir else "file"
+        folded[path.casefold()] = path
+        if not is_dir and info.compress_type not in _SUPPORTED_COMPRESSION:
+            raise ModelLoadError(
+                f"The archive member {short(name, 120)} uses a compression method this tool cannot read "
+                f"({info.compress_type})",
+                "Zip the files again with ordinary (deflate) compression",
+            )
+        if not is_dir:
+            total += info.file_size
+        members.append(_Member(info, parts, is_dir))
+    # A file whose name is also used as a folder by another member.
+    for member in members:
+        for k in range(1, len(member.parts)):
+            prefix = "/".join(member.parts[:k])
+            if seen.get(prefix) == "file":
+                raise _refuse(prefix, f"is a file, but {short(member.path, 120)} uses it as a folder")
+    if total > limits.max_unpacked_bytes:
+        raise limits.exceeded("max_unpacked_bytes", f"The archive unpacks to {total:,} bytes")
+    if total > RATIO_FLOOR_BYTES and total > limits.max_compression_ratio * max(archive_bytes, 1):
+        raise limits.exceeded(
+            "max_compression_ratio",
+            f"The archive is {archive_bytes:,} bytes but unpacks to {total:,} "
+            f"({total / max(archive_bytes, 1):,.0f} times larger)",
+            "Archives that expand this much are refused as possible zip bombs; "
+            "raise the limit only for files you trust",
+        )
+    return members
+
+
+def _extract(zf: zipfile.ZipFile, members: list[_Member], root: Path, limits: Limits) -> None:
+    """Write the members below root, counting the bytes that really come out."""
+    written = 0
+    for member in members:
+        if _is_junk(member.parts):
+            continue
+        target = root.joinpath(*member.parts)
+        if root not in target.parents:  # unreachable after the name checks; kept as a backstop
+            raise _refuse(member.path, "would land outside the unpacking folder")
+        if member.is_dir:
+            target.mkdir(parents=True, exist_ok=True)
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        own = 0
+        with _reading(member):
+            src = zf.open(member.info)
+        with src, open(target, "xb") as dst:
+            while True:
+                with _reading(member):
+                    chunk = src.read(CHUNK)
+                if not chunk:
+                    break
+                own += len(chunk)
+                written += len(chunk)
+                if own > member.info.file_size:
+                    raise UnsafeModelError(
+                        f"The archive member {short(member.path, 120)} unpacks to more bytes than its header "
+                        f"declares ({member.info.file_size:,})",
+                        "The archive is damaged or forged; zip the files again",
+                    )
+                if written > limits.max_unpacked_bytes:
+                    raise limits.exceeded("max_unpacked_bytes", f"The archive unpacks to more than {written - 1:,} bytes")
+                dst.write(chunk)
+
+
+#: What the zip, zlib, bz2 and lzma readers raise on damaged data.
+_DAMAGED = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, lzma.LZMAError, EOFError, ValueError, struct.error,
+            NotImplementedError, RuntimeError, OverflowError, UnicodeDecodeError, IndexError, KeyError)  # fmt: skip
+
+
+@contextlib.contextmanager
+def _reading(member: _Member):
+    """Turn a failure to read one member's data into a clear error (bz2 reports damage as OSError)."""
+    try:
+        yield
+    except (*_DAMAGED, OSError) as exc:
+        raise ModelLoadError(
+            f"The archive member {short(member.path, 120)} is damaged ({_zip_reason(exc)})",
+            "Zip the model folder again (a plain .zip, not encrypted)",
+        ) from None
+
+
+def _choose_model(members: list[_Member], choose: str | None) -> _Member:
+    """The .onnx file to load: the one asked for, the only one, or the only one at the top."""
+    models = [m for m in members if not m.is_dir and not _is_junk(m.parts) and m.parts[-1].lower().endswith(".onnx")]
+    listing = ", ".join(short(m.path, 120) for m in models[:20]) + (" …" if len(models) > 20 else "")
+    if choose is not None:
+        wanted = "/".join(p for p in choose.replace("\\", "/").split("/") if p not in ("", "."))
+        for m in models:
+            if m.path == wanted:
+                return m
+        raise ModelLoadError(
+            f"The archive has no model {short(choose, 120)}",
+            f"Its .onnx files are: {listing}" if models else "It holds no .onnx file",
+        )
+    if not models:
+        raise ModelLoadError(
+            "The archive holds no .onnx file",
+            "Zip the .onnx model together with its external data files",
+        )
+    if len(models) == 1:
+        return models[0]
+    # All members inside one top folder (a zipped folder): look at that folder's top.
+    tops = {m.parts[0] for m in members if not _is_junk(m.parts)}
+    prefix = 1 if len(tops) == 1 and all(len(m.parts) > 1 for m in models) else 0
+    top = [m for m in models if len(m.parts) == prefix + 1]
+    if len(top) == 1:
+        return top[0]
+    raise ModelLoadError(
+        f"The archive holds {len(models)} .onnx files ({listing}), so it is not clear which one to load",
+        "Upload an archive with one model, or choose the model by name",
+    )
+
+
+def load_zip(
+    data: bytes | str | os.PathLike,
+    workdir: str | os.PathLike,
+    limits: Limits | None = None,
+    *,
+    choose: str | None = None,
+) -> LoadedModel:
+    """Unpack an uploaded .zip into a fresh folder below ``workdir`` and load its model.
+
+    ``data`` is the archive's bytes or its path (never modified). ``workdir``
+    is a folder the caller owns (created if missing); each call unpacks into a
+    new subfolder of it, which the caller may delete once the model is loaded
+    (the returned model holds all its tensors in memory). ``choose`` names the
+    .onnx member to load when the archive holds several.
+
+    The returned LoadedModel's ``sha256`` is that of the archive, its
+    ``file_bytes`` the model plus its data files, and its ``path`` the
+    unpacked .onnx file. Every refusal is a ShrinkRayError; on any error the
+    new subfolder is removed.
+    """
+    limits = limits if limits is not None else Limits.from_env()
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        raw = bytes(data)
+        size = len(raw)
+        label = "The archive"
+        opener = lambda: io.BytesIO(raw)
+    else:
+        path = Path(data)
+        label = str(path)
+        if not path.is_file():
+            raise ModelLoadError(f"{path} is not a file", "Give the path of the .zip archive")
+        size = path.stat().st_size
+        opener = lambda: path.open("rb")
+    if size == 0:
+        raise ModelLoadError(f"{label} is empty (0 bytes)", "Choose a .zip archive or a .onnx model")
+    if size > limits.max_file_bytes:
+        raise LimitExceededError(
+            f"{label} is {size:,} bytes, above the limit {limits.setting('max_file_bytes')}",
+            "Raise the file-size limit for files you trust",
+        )
+    workdir = Path(workdir)
+    try:
+        workdir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ModelLoadError(f"The working folder {workdir} cannot be created ({exc.strerror})", "") from None
+    root = Path(tempfile.mkdtemp(prefix="upload-", dir=workdir))
+    try:
+        with opener() as fh:
+            digest = hashlib.sha256()
+            for chunk in iter(lambda: fh.read(CHUNK), b""):
+                digest.update(chunk)
+            declared = _declared_entry_count(fh, size)
+            if declared is not None and declared > limits.max_zip_files:
+                raise limits.exceeded("max_zip_files", f"The archive declares {declared:,} members")
+            fh.seek(0)
+            try:
+                with zipfile.ZipFile(fh) as zf:
+                    members = _check_members(zf, size, limits)
+                    chosen = _choose_model(members, choose)
+                    _extract(zf, members, root, limits)
+            except _DAMAGED as exc:
+                raise ModelLoadError(
+                    f"{label} is not a readable zip archive, or is damaged ({_zip_reason(exc)})",
+                    "Zip the model folder again (a plain .zip, not encrypted)",
+                ) from None
+            except OSError as exc:
+                raise ModelLoadError(
+                    f"{label} could not be unpacked ({exc.strerror or type(exc).__name__})",
+                    "Check the free disk space of the working folder",
+                ) from None
+        try:
+            loaded = load(root.joinpath(*chosen.parts), limits=limits)
+        except ShrinkRayError as exc:
+            # Name files as they are named inside the archive, not by the server's folders.
+            inside = str(root) + os.sep
+            raise type(exc)(exc.problem.replace(inside, ""), exc.hint.replace(inside, "")) from None
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    loaded.sha256 = digest.hexdigest()
+    return loaded
+
+
+def _zip_reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text[:160]

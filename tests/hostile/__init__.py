@@ -1,0 +1,1 @@
+"""Broken and hostile uploads, built from code (no committed binaries)."""

@@ -4,7 +4,16 @@ import pandas as pd
 import streamlit as st
 
 from app_ui.controls import friendly_errors
-from app_ui.state import UPLOAD_LIMIT_MB, current_model, load_sample, load_upload, sample_names, set_model, summary
+from app_ui.state import (
+    UPLOAD_LIMIT_MB,
+    current_model,
+    load_sample,
+    load_upload,
+    runtime_problem,
+    sample_names,
+    set_model,
+    summary,
+)
 from shrinkray import charts
 from shrinkray.units import format_bytes, format_percent
 
@@ -17,10 +26,11 @@ st.write(
 upload_col, sample_col = st.columns([3, 2], gap="large")
 with upload_col:
     uploaded = st.file_uploader(
-        f"Drop an .onnx file (up to {UPLOAD_LIMIT_MB:,} MB)",
-        type=["onnx"],
-        help="The file stays in this browser session's memory; it is never written next to anything else. "
-        "The limit is server.maxUploadSize in .streamlit/config.toml.",
+        f"Drop an .onnx file, or a .zip of a model with its external data files (up to {UPLOAD_LIMIT_MB:,} MB)",
+        type=["onnx", "zip"],
+        help="The file stays in this browser session's memory (a zip is unpacked into a private folder that is "
+        "removed right after loading); it is never written next to anything else. The limit is "
+        "server.maxUploadSize in .streamlit/config.toml; model limits are SHRINKRAY_MAX_* (see the README).",
     )
     if uploaded is not None and st.session_state.get("upload_id") != uploaded.file_id:
         st.session_state["upload_id"] = uploaded.file_id
@@ -49,10 +59,11 @@ with friendly_errors("Inspecting the model"):
     cols[1].metric("Weights", format_percent(s.weight_share), help=f"{format_bytes(s.weight_bytes)} in {len(s.weights)} tensors")
     cols[2].metric("Nodes", f"{s.node_count:,}", help=f"including {s.subgraph_count} subgraphs")
     cols[3].metric("Opset", ", ".join(f"{d} {v}" for d, v in s.opsets.items()), help=f"IR version {s.ir_version}; {s.producer}")
-    if s.custom_ops:
+    problem = runtime_problem(loaded)
+    if problem:
         st.warning(
-            "Custom ops that ONNX Runtime cannot run here: " + ", ".join(s.custom_ops)
-            + ". Inspection works, but shrinking needs ONNX Runtime to validate the result.",
+            f"{problem} Inspection works; shrinking and measuring need ONNX Runtime to check every result, "
+            "so they will refuse this model.",
             icon=":material/warning:",
         )
     if s.quantized_ops:

@@ -31,6 +31,24 @@ def load_sample(name: str) -> LoadedModel:
 
 
 def load_upload(name: str, data: bytes) -> LoadedModel:
+    """An uploaded .onnx (parsed in memory) or .zip (model + external data, unpacked safely).
+
+    A zip is unpacked into this session's private folder; the folder is
+    emptied once the model is in memory, so nothing of it outlives the load.
+    """
+    import shutil
+
+    from shrinkray.archive import is_zip, load_zip
+
+    if name.lower().endswith(".zip") or is_zip(data):
+        folder = workspace() / "unpacked"
+        try:
+            loaded = load_zip(data, folder)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        loaded.name = Path(name).name.removesuffix(".zip") or loaded.name
+        loaded.path = None  # the unpacked copy is gone; the model lives in memory
+        return loaded
     stem = Path(name).name.removesuffix(".onnx") or "upload"
     return load(data, name=stem)
 
@@ -43,6 +61,23 @@ def set_model(loaded: LoadedModel, source: str) -> None:
 
 def current_model() -> LoadedModel | None:
     return st.session_state.get("model")
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _runtime_problem(sha256: str, _loaded: LoadedModel) -> str | None:
+    from shrinkray.errors import ShrinkRayError
+    from shrinkray.validate import validate
+
+    try:
+        validate(_loaded.model)
+    except ShrinkRayError as exc:
+        return str(exc)
+    return None
+
+
+def runtime_problem(loaded: LoadedModel) -> str | None:
+    """Why ONNX Runtime cannot run this model here (None when it can), cached by hash."""
+    return _runtime_problem(loaded.sha256, loaded)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)

@@ -11,6 +11,7 @@ import argparse
 import dataclasses
 import json
 import sys
+import tempfile
 import traceback
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from shrinkray import pricing
 from shrinkray.compare import CompareSettings, compare
 from shrinkray.errors import MissingModelError, OptionError, ShrinkRayError
 from shrinkray.inspect import ModelSummary, inspect_model
-from shrinkray.io import check_output_path, load, save
+from shrinkray.io import LoadedModel, check_output_path, load, save
 from shrinkray.measure.inputs import InputOptions, parse_dims, parse_ranges
 from shrinkray.measure.parity import DEFAULT_ABS_TOL, DEFAULT_MEAN_TOL
 from shrinkray.methods import Variant, all_methods, get_method
@@ -30,6 +31,20 @@ from shrinkray.units import format_bytes, format_percent
 DEFAULT_MODEL = Path("artifacts/model.onnx")
 DEFAULT_OUTPUT = Path("artifacts/model.int8.onnx")
 DEFAULT_METHOD = "dynamic-int8"
+
+
+def load_model_file(path: str | Path) -> LoadedModel:
+    """An .onnx file, or a .zip holding a model and its external data (unpacked safely, then removed)."""
+    from shrinkray.archive import is_zip, load_zip
+
+    path = Path(path)
+    if path.is_file() and (path.suffix.lower() == ".zip" or is_zip(path)):
+        with tempfile.TemporaryDirectory(prefix="shrinkray-zip-") as tmp:
+            loaded = load_zip(path, tmp)
+            loaded.path = path
+            loaded.name = path.name.removesuffix(".zip")
+            return loaded
+    return load(path)
 
 
 def _status(args: argparse.Namespace, message: str) -> None:
@@ -93,7 +108,7 @@ def format_summary(s: ModelSummary, top: int | None = 20) -> str:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    summary = inspect_model(load(args.model))
+    summary = inspect_model(load_model_file(args.model))
     if args.json:
         print(json.dumps(summary.to_dict(), indent=2))
     else:
@@ -135,7 +150,7 @@ def _method_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def default_output(model_path: Path, method: str) -> Path:
-    stem = model_path.name.removesuffix(".onnx")
+    stem = model_path.name.removesuffix(".zip").removesuffix(".onnx")
     return model_path.with_name(f"{stem}.{method}.onnx")
 
 
@@ -175,7 +190,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     else:
         output = default_output(model_path, method)
     _status(args, f"Loading {model_path} ...")
-    loaded = load(model_path)
+    loaded = load_model_file(model_path)
     protected = [model_path] + [model_path.parent / f for f in loaded.external_data_files]
     check_output_path(output, protect=protected, overwrite=args.force)
     _status(args, f"Applying {method} ...")
@@ -300,7 +315,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     settings = compare_settings(args)
     choice = pricing_choice(args)  # None without --downloads; checked before minutes of work
     report.check_report_paths([args.json, args.markdown, args.csv, args.html])  # before minutes of work
-    loaded = load(args.model)
+    loaded = load_model_file(args.model)
     comparison = compare(loaded, settings, progress=ProgressBar(args.quiet))
     print(report.to_text(comparison, pricing=choice))
     written = report.write_reports(

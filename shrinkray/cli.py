@@ -470,7 +470,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batches", help="batch sizes to time (default 1,8,32 when the batch axis is free)")
     p.add_argument("--latency-budget", type=float, default=20.0, help="seconds per timing setting (default 20)")
     p.add_argument("--no-latency", action="store_true", help="skip latency measurement")
-    p.add_argument("--brotli-quality", default="auto", help="0-11 or auto (11 up to 4 MiB, else 9; default auto)")
+    p.add_argument("--brotli-quality", default="auto", help="0-11 or auto (11 up to 4 MiB, else 6; default auto)")
     p.add_argument("--zstd", type=int, metavar="LEVEL", help="also measure zstd at this level (needs zstandard)")
     p.add_argument("--auto", action="store_true", help="for a variant that fails parity, add one that leaves the "
                    "most damaging tensors in float")  # fmt: skip

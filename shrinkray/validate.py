@@ -45,8 +45,12 @@ def check_opsets(model: onnx.ModelProto) -> None:
         )
 
 
-def check_structure(model: onnx.ModelProto) -> None:
-    """Run onnx.checker (through a temporary file for models over 2 GB)."""
+def check_structure(model: onnx.ModelProto, serialized: bytes | None = None) -> None:
+    """Run onnx.checker (through a temporary file for models over 2 GB).
+
+    ``serialized`` is the model's protobuf when the caller already has it, so
+    a large model is not serialized once per check.
+    """
     check_opsets(model)
     try:
         if needs_external_data(model):
@@ -54,7 +58,7 @@ def check_structure(model: onnx.ModelProto) -> None:
                 path = save(model, Path(tmp) / "model.onnx")
                 onnx.checker.check_model(str(path))
         else:
-            onnx.checker.check_model(model)
+            onnx.checker.check_model(serialized if serialized is not None else model)
     except onnx.checker.ValidationError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InvalidModelError(
@@ -143,7 +147,7 @@ def session_options(optimized: bool = True, threads: int = 1) -> ort.SessionOpti
 
 
 def open_session(
-    model: onnx.ModelProto, *, optimized: bool = True, threads: int = 1
+    model: onnx.ModelProto, *, optimized: bool = True, threads: int = 1, serialized: bytes | None = None
 ) -> ort.InferenceSession:
     """Open a CPU session from memory (or a temp file for models over 2 GB)."""
     opts = session_options(optimized, threads)
@@ -152,7 +156,8 @@ def open_session(
             with tempfile.TemporaryDirectory() as tmp:
                 path = save(model, Path(tmp) / "model.onnx")
                 return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-        return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        data = serialized if serialized is not None else model.SerializeToString()
+        return ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
     except Exception as exc:  # noqa: BLE001 - ORT raises several unrelated exception types
         raise explain_runtime_error(exc, model) from None
 
@@ -165,5 +170,6 @@ def validate(model: onnx.ModelProto) -> None:
     decoded weights (time and memory of a full float copy). Measurements
     (compare) run the optimized session, and the tests check both levels.
     """
-    check_structure(model)
-    open_session(model, optimized=False)
+    serialized = None if needs_external_data(model) else model.SerializeToString()
+    check_structure(model, serialized)
+    open_session(model, optimized=False, serialized=serialized)

@@ -12,6 +12,7 @@ from helpers import sample_path
 
 from shrinkray.errors import OptionError
 from shrinkray.measure.sizes import (
+    AUTO_LARGE_QUALITY,
     AUTO_Q11_LIMIT,
     GZIP_LEVEL,
     Sizes,
@@ -95,8 +96,9 @@ def test_auto_quality_boundary_resolution():
     assert resolve_brotli_quality("auto", 0) == 11
     assert resolve_brotli_quality("auto", AUTO_Q11_LIMIT - 1) == 11
     assert resolve_brotli_quality("auto", AUTO_Q11_LIMIT) == 11
-    assert resolve_brotli_quality("auto", AUTO_Q11_LIMIT + 1) == 9
-    assert resolve_brotli_quality("auto", 10 * AUTO_Q11_LIMIT) == 9
+    assert resolve_brotli_quality("auto", AUTO_Q11_LIMIT + 1) == AUTO_LARGE_QUALITY
+    assert resolve_brotli_quality("auto", 10 * AUTO_Q11_LIMIT) == AUTO_LARGE_QUALITY
+    assert AUTO_LARGE_QUALITY < 11
 
 
 def test_auto_quality_at_exact_boundary_in_measure_many():
@@ -107,9 +109,9 @@ def test_auto_quality_at_exact_boundary_in_measure_many():
     assert alone.brotli == len(brotli.compress(at_limit, quality=11))
     sizes = measure_many({"at": at_limit, "above": above}, brotli_quality="auto")
     # One quality per measurement, chosen from the largest blob, so savings compare like with like.
-    assert sizes["at"].brotli_quality == sizes["above"].brotli_quality == 9
-    assert sizes["at"].brotli == len(brotli.compress(at_limit, quality=9))
-    assert sizes["above"].brotli == len(brotli.compress(above, quality=9))
+    assert sizes["at"].brotli_quality == sizes["above"].brotli_quality == AUTO_LARGE_QUALITY
+    assert sizes["at"].brotli == len(brotli.compress(at_limit, quality=AUTO_LARGE_QUALITY))
+    assert sizes["above"].brotli == len(brotli.compress(above, quality=AUTO_LARGE_QUALITY))
     assert sizes["at"].raw == AUTO_Q11_LIMIT
     assert sizes["above"].raw == AUTO_Q11_LIMIT + 1
 
@@ -168,8 +170,8 @@ def test_measure_many_empty_dict():
 
 def test_measure_many_auto_quality_is_shared_by_all_blobs():
     sizes = measure_many({"small": TEXT, "big": bytes(AUTO_Q11_LIMIT + 10)}, brotli_quality="auto")
-    assert sizes["small"].brotli_quality == sizes["big"].brotli_quality == 9
-    assert sizes["small"].brotli == len(brotli.compress(TEXT, quality=9))
+    assert sizes["small"].brotli_quality == sizes["big"].brotli_quality == AUTO_LARGE_QUALITY
+    assert sizes["small"].brotli == len(brotli.compress(TEXT, quality=AUTO_LARGE_QUALITY))
     assert measure_many({"small": TEXT}, brotli_quality="auto")["small"].brotli_quality == 11
 
 

@@ -114,14 +114,35 @@ def latest_comparison(loaded: LoadedModel | None) -> Comparison | None:
     return st.session_state.get("comparisons", {}).get(key)
 
 
+#: Session folders older than this are removed by the next session that starts (crash or kill leftovers).
+STALE_WORKSPACE_S = 6 * 3600
+
+
+def _sweep_stale_workspaces(root: Path) -> None:
+    import shutil
+    import time
+
+    for folder in root.glob("shrinkray-session-*"):
+        try:
+            if time.time() - folder.stat().st_mtime > STALE_WORKSPACE_S:
+                shutil.rmtree(folder, ignore_errors=True)
+        except OSError:
+            continue
+
+
 def workspace() -> Path:
-    """A private temporary folder for this browser session, removed when the session ends."""
+    """A private temporary folder for this browser session.
+
+    Removed when the session ends (its state is garbage-collected), and by
+    later sessions once it is older than :data:`STALE_WORKSPACE_S`.
+    """
     import shutil
     import tempfile
     import weakref
 
     holder = st.session_state.get("_workspace")
     if holder is None or not Path(holder.path).is_dir():
+        _sweep_stale_workspaces(Path(tempfile.gettempdir()))
 
         class _Folder:
             def __init__(self) -> None:

@@ -92,3 +92,23 @@ def test_two_sessions_never_see_each_others_model_or_results():
     assert "comparisons" not in second.session_state
     assert any("Run **Shrink**" in i.value for i in second.info)
     assert second.session_state["model"].name == "cnn"
+
+
+def test_stale_session_folders_are_swept(tmp_path, monkeypatch):
+    import os
+    import tempfile
+    import time
+
+    from app_ui import state
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    old = tmp_path / "shrinkray-session-old"
+    fresh = tmp_path / "shrinkray-session-fresh"
+    old.mkdir()
+    fresh.mkdir()
+    (old / "inputs.npz").write_bytes(b"x")
+    stale = time.time() - state.STALE_WORKSPACE_S - 60
+    os.utime(old, (stale, stale))
+    state._sweep_stale_workspaces(tmp_path)
+    assert not old.exists()
+    assert fresh.exists()

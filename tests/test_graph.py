@@ -7,12 +7,11 @@ ONNX Runtime must give bit-identical outputs before and after.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from helpers import SAMPLE_NAMES, SAMPLES
 from onnx import TensorProto, helper, numpy_helper
 
 from shrinkray.graph import (
@@ -25,8 +24,7 @@ from shrinkray.graph import (
     quantized_ops,
 )
 
-SAMPLES = Path(__file__).resolve().parent.parent / "sample_models"
-ALL_SAMPLES = ["mlp", "cnn", "transformer", "rnn", "subgraph", "fp16", "shared_weight", "tree", "messy"]
+ALL_SAMPLES = SAMPLE_NAMES
 
 
 # --------------------------------------------------------------------------- helpers

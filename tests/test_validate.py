@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import onnx
 import pytest
+from helpers import SAMPLE_NAMES, SAMPLES
 from onnx import TensorProto, helper
 
 from shrinkray.errors import InvalidModelError, RuntimeUnsupportedError
@@ -21,8 +20,7 @@ from shrinkray.validate import (
     validate,
 )
 
-SAMPLES = Path(__file__).resolve().parent.parent / "sample_models"
-ALL_SAMPLES = ["mlp", "cnn", "transformer", "rnn", "subgraph", "fp16", "shared_weight", "tree", "messy"]
+ALL_SAMPLES = SAMPLE_NAMES
 F = TensorProto.FLOAT
 
 

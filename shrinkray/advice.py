@@ -119,6 +119,9 @@ def advise(comparison: Comparison, delivery: str = "brotli") -> list[Advice]:
             notes.append(Advice("bad", f"{key} could not be used: {result.error}", key))
             continue
         size = _size(result, delivery)
+        if result.parity is None:
+            reason = next((n for n in result.notes if n.startswith("Parity not measured")), "Parity not measured")
+            notes.append(Advice("warning", f"{key}: {reason}; it cannot be recommended without it.", key))
         if result.record.get("tensors_changed") == 0:
             notes.append(Advice("info", f"{key} changed nothing in this model.", key))
             continue

@@ -18,6 +18,7 @@ import onnx
 from shrinkray.errors import OptionError, RuntimeUnsupportedError, ShrinkRayError
 from shrinkray.inspect import ModelSummary, inspect_model
 from shrinkray.io import LoadedModel, serialize
+from shrinkray.limits import Limits
 from shrinkray.measure.inputs import InputOptions, first_axis_dynamic, load_inputs, synthesize
 from shrinkray.measure.latency import DEFAULT_RUNS, DEFAULT_WARMUP, LatencyStats, default_threads, measure_latency
 from shrinkray.measure.parity import DEFAULT_ABS_TOL, DEFAULT_MEAN_TOL, Parity, compare_outputs
@@ -51,6 +52,7 @@ class CompareSettings:
     inputs: InputOptions = field(default_factory=InputOptions)
     inputs_path: str | None = None
     parity_batch: int = 4
+    parity_budget_s: float = field(default_factory=lambda: Limits.from_env().max_run_seconds)
     culprits: bool = True
     culprit_budget_s: float = 60.0
     auto: bool = False
@@ -292,9 +294,17 @@ def compare(
     except ShrinkRayError as exc:
         raise _explain_rejection(exc, input_note) from None
     original.parity = compare_outputs(reference, reference, abs_tol=settings.abs_tol, mean_tol=settings.mean_tol)
+    parity_started = time.perf_counter()
     for result in variants:
-        if result.ok:
-            _measure_parity(result, feeds, reference, settings)
+        if not result.ok:
+            continue
+        if time.perf_counter() - parity_started > settings.parity_budget_s:
+            result.notes.append(
+                f"Parity not measured: the {settings.parity_budget_s:.0f} s budget for parity runs was spent "
+                "on the variants before it (raise it with SHRINKRAY_MAX_RUN_SECONDS)"
+            )
+            continue
+        _measure_parity(result, feeds, reference, settings)
 
     if settings.culprits:
         for result in variants:

@@ -485,3 +485,18 @@ def test_recorded_batch_is_the_batch_actually_run(monkeypatch):
     )
     assert seen
     assert all(recorded == actual for recorded, actual in seen), seen
+
+
+def test_parity_budget_gives_a_clear_partial_result():
+    from shrinkray.advice import advise
+
+    settings = CompareSettings(latency=False, culprits=False, brotli_quality=5, parity_budget_s=0.0)
+    c = compare(cached_sample("mlp"), settings)
+    assert c.original.parity is not None and c.original.parity.passed
+    for result in c.variants:
+        assert result.sizes is not None  # sizes are still measured
+        assert result.parity is None
+        assert any(n.startswith("Parity not measured") and "SHRINKRAY_MAX_RUN_SECONDS" in n for n in result.notes)
+    texts = [a.text for a in advise(c)]
+    assert sum("Parity not measured" in t for t in texts) == len(c.variants)
+    assert texts[0].startswith("No variant is both smaller")

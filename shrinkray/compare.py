@@ -17,8 +17,8 @@ import onnx
 
 from shrinkray.errors import OptionError, RuntimeUnsupportedError, ShrinkRayError
 from shrinkray.inspect import ModelSummary, inspect_model
-from shrinkray.io import LoadedModel, serialize
-from shrinkray.limits import Limits
+from shrinkray.io import LoadedModel, serialize, tensor_payload_bytes
+from shrinkray.limits import Limits, check_memory
 from shrinkray.measure.inputs import InputOptions, first_axis_dynamic, load_inputs, synthesize
 from shrinkray.measure.latency import DEFAULT_RUNS, DEFAULT_WARMUP, LatencyStats, default_threads, measure_latency
 from shrinkray.measure.parity import DEFAULT_ABS_TOL, DEFAULT_MEAN_TOL, Parity, compare_outputs
@@ -265,6 +265,7 @@ def compare(
     variants: list[VariantResult] = []
     for method, _ in requested:
         get_method(method)  # unknown names fail before any work
+    check_memory(tensor_payload_bytes(source), variants=len(requested))
     for index, (method, options) in enumerate(requested):
         say(f"Shrinking: {method}", 0.05 + 0.25 * index / max(len(requested), 1))
         result = VariantResult(key=_label(method, options, taken), method=method, options=dict(options))

@@ -47,7 +47,7 @@ GiB = 2**30
 #: Environment variable for each limit.
 ENV_PREFIX = "SHRINKRAY_"
 
-_BYTE_FIELDS = {"max_file_bytes", "max_tensor_bytes", "max_unpacked_bytes"}
+_BYTE_FIELDS = {"max_file_bytes", "max_tensor_bytes", "max_unpacked_bytes", "max_memory_bytes"}
 
 _WHAT = {
     "max_file_bytes": "the size of one file",
@@ -59,7 +59,22 @@ _WHAT = {
     "max_unpacked_bytes": "the bytes an archive may unpack to",
     "max_compression_ratio": "how much an archive may expand",
     "max_run_seconds": "the time budget for running models",
+    "max_memory_bytes": "the memory one shrink or comparison may plan to use",
 }
+
+
+def _default_memory() -> int:
+    """Half of this machine's physical memory (8 GiB where it cannot be read)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2)
+    except (AttributeError, ValueError, OSError):
+        return 8 * GiB
+
+
+#: Peak memory of one shrink as a multiple of the model's tensor bytes (measured: 4.1-4.7x on a
+#: 101 MB model in bench/results.md, rounded up), and what each further measured variant adds.
+SHRINK_MEMORY_FACTOR = 5
+VARIANT_MEMORY_FACTOR = 2
 
 
 @dataclass(frozen=True)
@@ -79,6 +94,7 @@ class Limits:
     # Consumed by the code that runs models (latency and parity); the engine's
     # loader does not run anything.
     max_run_seconds: float = 120.0
+    max_memory_bytes: int = dataclasses.field(default_factory=_default_memory)
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -629,3 +645,21 @@ def check_graph_structure(model: onnx.ModelProto) -> None:
                 f"{graph_name} has a cycle: " + ", ".join(steps),
                 "ONNX graphs must be acyclic (a node cannot depend on its own output); export the model again",
             )
+
+
+def check_memory(tensor_bytes: int, variants: int, limits: Limits | None = None) -> None:
+    """Refuse work whose planned peak memory exceeds ``max_memory_bytes``, before any is done.
+
+    The plan is an estimate from measurement (:data:`SHRINK_MEMORY_FACTOR` for the
+    first variant, :data:`VARIANT_MEMORY_FACTOR` for each further one), so a model
+    too large for this server gets a clear message instead of an out-of-memory kill.
+    """
+    limits = limits if limits is not None else Limits.from_env()
+    planned = tensor_bytes * (SHRINK_MEMORY_FACTOR + VARIANT_MEMORY_FACTOR * max(variants - 1, 0))
+    if planned > limits.max_memory_bytes:
+        raise limits.exceeded(
+            "max_memory_bytes",
+            f"Shrinking and measuring {variants} variant(s) of a model with {format_bytes(tensor_bytes)} of tensors "
+            f"needs about {format_bytes(planned)} of memory",
+            "Compare fewer methods at a time, use the command line on a larger machine, or raise the limit",
+        )

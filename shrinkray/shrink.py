@@ -8,7 +8,8 @@ import onnx
 
 from shrinkray.errors import ShrinkRayError
 from shrinkray.graph import quantized_ops
-from shrinkray.io import LoadedModel
+from shrinkray.io import LoadedModel, tensor_payload_bytes
+from shrinkray.limits import check_memory
 from shrinkray.methods import Variant, get_method
 from shrinkray.validate import validate
 
@@ -22,6 +23,7 @@ def shrink(source: LoadedModel | onnx.ModelProto, method: str, **options: Any) -
     spec = get_method(method)
     opts = spec.make_options(**options)
     original = source.model if isinstance(source, LoadedModel) else source
+    check_memory(tensor_payload_bytes(original), variants=1)
     model = onnx.ModelProto()
     model.CopyFrom(original)
     variant = spec.apply(model, opts)

@@ -380,3 +380,22 @@ def test_names_in_messages_stay_on_one_line():
     text = str(excinfo.value)
     assert "\n" not in text and "\r" not in text and "\x1b" not in text
     assert "'n\\r\\nm'" in text and "…" in text and len(text) < 400
+
+
+def test_planned_memory_beyond_the_limit_is_refused_before_any_work(monkeypatch):
+    import shrinkray
+    from shrinkray.compare import CompareSettings, compare
+    from shrinkray.errors import LimitExceededError
+    from shrinkray.limits import SHRINK_MEMORY_FACTOR, check_memory
+
+    monkeypatch.setenv("SHRINKRAY_MAX_MEMORY_BYTES", "1MiB")
+    loaded = shrinkray.load(SAMPLES / "mlp.onnx")  # ~1 MiB of tensors: 5 MiB planned for one variant
+    with pytest.raises(LimitExceededError) as info:
+        shrinkray.shrink(loaded, "float16")
+    message = str(info.value)
+    assert "max_memory_bytes=1048576" in message and "SHRINKRAY_MAX_MEMORY_BYTES" in message
+    with pytest.raises(LimitExceededError, match="4 variant"):
+        compare(loaded, CompareSettings(latency=False))
+    monkeypatch.setenv("SHRINKRAY_MAX_MEMORY_BYTES", "1GiB")
+    check_memory(2**20, variants=4)  # 1 MiB of tensors, 4 variants: well inside 1 GiB
+    assert SHRINK_MEMORY_FACTOR >= 4

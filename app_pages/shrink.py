@@ -6,7 +6,7 @@ from app_ui.controls import friendly_errors, method_controls
 from app_ui.results import show_results
 from app_ui.state import current_model, latest_comparison, run_comparison
 from shrinkray.compare import CompareSettings
-from shrinkray.measure.parity import DEFAULT_ABS_TOL, DEFAULT_MEAN_TOL
+from shrinkray.measure.parity import DEFAULT_ABS_TOL, DEFAULT_MEAN_TOL, DEFAULT_MIN_COSINE
 from shrinkray.methods import all_methods
 
 st.title("Shrink")
@@ -38,16 +38,20 @@ for spec in specs:
             methods.append((spec.name, method_controls(spec, "shrink")))
 
 with st.expander("Measurement settings"):
-    c1, c2, c3 = st.columns(3)
+    c1, c2, c3, c4 = st.columns(4)
     abs_tol = c1.number_input("Parity: max abs error allowed", min_value=0.0, value=DEFAULT_ABS_TOL, format="%.4f")
     mean_tol = c2.number_input("Parity: mean abs error allowed", min_value=0.0, value=DEFAULT_MEAN_TOL, format="%.4f")
-    runs = c3.number_input("Timed runs per model", min_value=3, max_value=500, value=20,
+    min_cosine = c3.number_input("Parity: lowest cosine allowed", min_value=-1.0, max_value=1.0,
+                                 value=DEFAULT_MIN_COSINE, format="%.4f",
+                                 help="Small absolute errors can hide a destroyed output; the cosine catches it.")  # fmt: skip
+    runs = c4.number_input("Timed runs per model", min_value=3, max_value=500, value=20,
                            help="Original and variants run interleaved; median and p90 are reported.")  # fmt: skip
     latency = st.toggle("Measure latency", value=True)
 
 previous = st.session_state.get("last_settings")
 settings = CompareSettings(
-    methods=methods, abs_tol=float(abs_tol), mean_tol=float(mean_tol), runs=int(runs), latency=latency,
+    methods=methods, abs_tol=float(abs_tol), mean_tol=float(mean_tol), min_cosine=float(min_cosine),
+    runs=int(runs), latency=latency,
     latency_budget_s=10.0, culprit_budget_s=30.0,
     inputs=previous.inputs if previous else CompareSettings().inputs,
     inputs_path=previous.inputs_path if previous else None,

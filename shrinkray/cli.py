@@ -22,7 +22,7 @@ from shrinkray.errors import MissingModelError, OptionError, ShrinkRayError
 from shrinkray.inspect import ModelSummary, inspect_model
 from shrinkray.io import LoadedModel, check_output_path, load, save
 from shrinkray.measure.inputs import InputOptions, parse_dims, parse_ranges
-from shrinkray.measure.parity import DEFAULT_ABS_TOL, DEFAULT_MEAN_TOL
+from shrinkray.measure.parity import DEFAULT_ABS_TOL, DEFAULT_MEAN_TOL, DEFAULT_MIN_COSINE
 from shrinkray.methods import Variant, all_methods, get_method
 from shrinkray.pricing import DELIVERIES, PricingChoice
 from shrinkray.shrink import shrink
@@ -289,6 +289,7 @@ def compare_settings(args: argparse.Namespace) -> CompareSettings:
         methods=parse_method_list(args.methods, _method_options(args)),
         abs_tol=args.abs_tol,
         mean_tol=args.mean_tol,
+        min_cosine=args.min_cosine,
         runs=args.runs,
         latency=not args.no_latency,
         latency_budget_s=args.latency_budget,
@@ -460,6 +461,8 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     p.add_argument("--abs-tol", type=float, default=DEFAULT_ABS_TOL, help="parity: max abs error allowed (default 0.06)")
     p.add_argument("--mean-tol", type=float, default=DEFAULT_MEAN_TOL, help="parity: mean abs error allowed (default 0.02)")
+    p.add_argument("--min-cosine", type=float, default=DEFAULT_MIN_COSINE,
+                   help="parity: lowest cosine similarity allowed per float output (default 0.99)")  # fmt: skip
     p.add_argument("--inputs", help="real inputs for parity and latency: .npz keyed by input name, or .npy")
     p.add_argument("--dim", action="append", metavar="NAME=VALUE", help="size of a free dimension (repeatable); "
                    "unnamed ones as INPUT:AXIS=VALUE")  # fmt: skip

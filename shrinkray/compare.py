@@ -21,7 +21,7 @@ from shrinkray.io import LoadedModel, serialize, tensor_payload_bytes
 from shrinkray.limits import Limits, check_memory
 from shrinkray.measure.inputs import InputOptions, first_axis_dynamic, load_inputs, synthesize
 from shrinkray.measure.latency import DEFAULT_RUNS, DEFAULT_WARMUP, LatencyStats, default_threads, measure_latency
-from shrinkray.measure.parity import DEFAULT_ABS_TOL, DEFAULT_MEAN_TOL, Parity, compare_outputs
+from shrinkray.measure.parity import DEFAULT_ABS_TOL, DEFAULT_MEAN_TOL, DEFAULT_MIN_COSINE, Parity, compare_outputs
 from shrinkray.measure.sizes import Sizes, measure_many
 from shrinkray.methods import all_methods, get_method
 from shrinkray.shrink import shrink
@@ -41,6 +41,7 @@ class CompareSettings:
     methods: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # empty: all methods
     abs_tol: float = DEFAULT_ABS_TOL
     mean_tol: float = DEFAULT_MEAN_TOL
+    min_cosine: float = DEFAULT_MIN_COSINE
     runs: int = DEFAULT_RUNS
     warmup: int = DEFAULT_WARMUP
     threads: list[int] = field(default_factory=default_threads)
@@ -126,6 +127,12 @@ def _short(value: Any) -> str:
     return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
 
 
+def _parity(reference: dict[str, np.ndarray], outputs: dict[str, np.ndarray], settings: CompareSettings) -> Parity:
+    return compare_outputs(
+        reference, outputs, abs_tol=settings.abs_tol, mean_tol=settings.mean_tol, min_cosine=settings.min_cosine
+    )
+
+
 def _run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Run once; failures at run time become a RuntimeUnsupportedError like failures at load time."""
     session = open_session(model)
@@ -188,7 +195,7 @@ def find_culprits(
             outputs = _run(variant.model, feeds)
         except ShrinkRayError:
             continue  # this tensor alone cannot be tested; the others still can
-        parity = compare_outputs(reference, outputs, abs_tol=settings.abs_tol, mean_tol=settings.mean_tol)
+        parity = _parity(reference, outputs, settings)
         found.append(
             Culprit(
                 tensor=name,
@@ -205,9 +212,7 @@ def find_culprits(
 
 def _measure_parity(result: VariantResult, feeds, reference, settings: CompareSettings) -> None:
     try:
-        result.parity = compare_outputs(
-            reference, _run(result.model, feeds), abs_tol=settings.abs_tol, mean_tol=settings.mean_tol
-        )
+        result.parity = _parity(reference, _run(result.model, feeds), settings)
     except ShrinkRayError as exc:
         result.error = f"Could not run the variant: {exc}"
 
@@ -231,7 +236,7 @@ def _auto_variant(
             outputs = _run(variant.model, feeds)
         except ShrinkRayError:
             continue
-        parity = compare_outputs(reference, outputs, abs_tol=settings.abs_tol, mean_tol=settings.mean_tol)
+        parity = _parity(reference, outputs, settings)
         if parity.passed:
             auto = VariantResult(
                 key=_label(result.method, {"auto-exclude": count}, taken),
@@ -294,7 +299,7 @@ def compare(
         reference = _run(source, feeds)
     except ShrinkRayError as exc:
         raise _explain_rejection(exc, input_note) from None
-    original.parity = compare_outputs(reference, reference, abs_tol=settings.abs_tol, mean_tol=settings.mean_tol)
+    original.parity = _parity(reference, reference, settings)
     parity_started = time.perf_counter()
     for result in variants:
         if not result.ok:

@@ -256,7 +256,10 @@ _LEVEL_WORDS = {"good": "Good", "info": "Note", "warning": "Warning", "bad": "Pr
 
 
 def _tolerances(c: Comparison) -> str:
-    return f"Parity tolerances: max abs error {c.settings.abs_tol:g}, mean abs error {c.settings.mean_tol:g}."
+    return (
+        f"Parity tolerances: max abs error {c.settings.abs_tol:g}, mean abs error {c.settings.mean_tol:g}, "
+        f"cosine similarity at least {c.settings.min_cosine:g}."
+    )
 
 
 def to_markdown(c: Comparison, delivery: str = DELIVERY, pricing: _pricing.PricingChoice | None = None) -> str:

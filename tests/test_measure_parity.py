@@ -74,7 +74,19 @@ def test_cosine_of_zero_outputs_in_compare_output():
     assert compare_output("y", zeros, zeros, 0.0, 0.0).cosine == 1.0
     out = compare_output("y", zeros, np.full((2, 3), 0.01, np.float32), 1.0, 1.0)
     assert out.cosine == 0.0
-    assert out.passed  # cosine is reported, the verdict uses the absolute tolerances
+    assert out.passed  # an all-zero reference has no direction: only the absolute tolerances judge it
+
+
+def test_small_absolute_errors_do_not_hide_a_destroyed_output():
+    rng = np.random.default_rng(0)
+    reference = (rng.random((1, 1, 32, 32)) * 1e-4).astype(np.float32)  # a near-zero probability map
+    destroyed = rng.permutation(reference.ravel()).reshape(reference.shape)  # same values, pattern gone
+    out = compare_output("maps", reference, destroyed, 0.06, 0.02)
+    assert out.max_abs_error < 0.06 and out.mean_abs_error < 0.02
+    assert out.cosine < 0.99
+    assert not out.passed
+    assert "cosine similarity" in out.reason
+    assert compare_output("maps", reference, destroyed, 0.06, 0.02, min_cosine=-1.0).passed
 
 
 def test_cosine_flattens_multidimensional_arrays():
@@ -94,9 +106,9 @@ def test_top1_agreement_one_row_of_four_flips():
     other = (winner + 1) % 10
     var[2, other] = ref[2, winner] + 1.0  # only row 2 changes its arg-max
     assert np.sum(np.argmax(ref, -1) != np.argmax(var, -1)) == 1
-    out = compare_output("scores", ref, var, abs_tol=100.0, mean_tol=100.0)
+    out = compare_output("scores", ref, var, abs_tol=100.0, mean_tol=100.0, min_cosine=-1.0)
     assert out.top1_agreement == 0.75
-    assert out.passed  # top-1 is information, not part of the verdict
+    assert out.passed  # top-1 is information, not part of the verdict (other rules switched off here)
 
 
 def test_top1_only_for_score_like_shapes():
@@ -322,17 +334,26 @@ def make_parity() -> Parity:
         "other": f32([1.0, 0.0]),  # cosine 1/sqrt(2), max error 1
         "label": np.array([1, 5], np.int64),  # error 5 but exact: excluded from the float errors
     }
-    return compare_outputs(ref, var, abs_tol=2.0, mean_tol=1.0)
+    return compare_outputs(ref, var, abs_tol=2.0, mean_tol=1.0, min_cosine=0.5)
 
 
 def test_parity_aggregates():
     parity = make_parity()
     assert [o.name for o in parity.outputs] == ["scores", "other", "label"]
-    assert not parity.passed  # only the label fails
+    assert not parity.passed  # only the label fails (cosine 0.707 clears the 0.5 floor set above)
     assert [o.passed for o in parity.outputs] == [True, True, False]
     assert parity.worst_cosine == pytest.approx(1 / math.sqrt(2))
     assert parity.max_abs_error == 1.0
     assert parity.mean_abs_error == 0.5
+
+
+def test_parity_fails_on_the_default_cosine_floor():
+    ref = {"other": f32([1.0, 1.0])}
+    var = {"other": f32([1.0, 0.0])}  # cosine 0.707: within abs/mean 2.0/1.0, below the default 0.99
+    parity = compare_outputs(ref, var, abs_tol=2.0, mean_tol=1.0)
+    assert not parity.passed
+    assert parity.min_cosine == 0.99
+    assert "cosine similarity 0.7071 < 0.99" in parity.outputs[0].reason
 
 
 def test_parity_passed_when_all_pass():

@@ -15,6 +15,9 @@ import numpy as np
 
 DEFAULT_ABS_TOL = 0.06
 DEFAULT_MEAN_TOL = 0.02
+#: Small absolute errors can hide a destroyed output (a detector's near-zero probability map whose
+#: pattern is gone still passes 0.06): a float output must also keep this cosine similarity.
+DEFAULT_MIN_COSINE = 0.99
 #: Points kept per output for the error histogram and the scatter chart.
 SAMPLE_POINTS = 2000
 
@@ -48,6 +51,7 @@ class Parity:
     outputs: list[OutputParity]
     abs_tol: float
     mean_tol: float
+    min_cosine: float = DEFAULT_MIN_COSINE
 
     @property
     def passed(self) -> bool:
@@ -71,6 +75,7 @@ class Parity:
             "passed": self.passed,
             "abs_tol": self.abs_tol,
             "mean_tol": self.mean_tol,
+            "min_cosine": self.min_cosine,
             "worst_cosine": self.worst_cosine,
             "max_abs_error": self.max_abs_error,
             "mean_abs_error": self.mean_abs_error,
@@ -113,7 +118,12 @@ def _beyond(value: float, tol: float) -> str:
 
 
 def compare_output(
-    name: str, reference: np.ndarray, variant: np.ndarray, abs_tol: float, mean_tol: float
+    name: str,
+    reference: np.ndarray,
+    variant: np.ndarray,
+    abs_tol: float,
+    mean_tol: float,
+    min_cosine: float = DEFAULT_MIN_COSINE,
 ) -> OutputParity:
     ref, var = np.asarray(reference), np.asarray(variant)
     base = {"name": name, "dtype": str(ref.dtype), "shape": list(ref.shape)}
@@ -150,10 +160,13 @@ def compare_output(
         reasons.append(f"max abs error {_beyond(max_abs, abs_tol)} > {abs_tol:g}")
     if mean_abs > mean_tol:
         reasons.append(f"mean abs error {_beyond(mean_abs, mean_tol)} > {mean_tol:g}")
+    cosine = cosine_similarity(np.where(finite, r64, 0), np.where(finite, v64, 0))
+    if cosine < min_cosine and np.any(r64[finite] != 0):  # an all-zero reference has no pattern to keep
+        reasons.append(f"cosine similarity {cosine:.4f} < {min_cosine:g} (the output's pattern changed)")
     sample_ref, sample_var = _sample(np.where(finite, r64, 0.0), np.where(finite, v64, 0.0))
     return OutputParity(
         **base, exact=False, max_abs_error=max_abs, mean_abs_error=mean_abs,
-        cosine=cosine_similarity(np.where(finite, r64, 0), np.where(finite, v64, 0)),
+        cosine=cosine,
         top1_agreement=top1, mismatch_fraction=None, passed=not reasons, reason="; ".join(reasons),
         sample_reference=sample_ref, sample_variant=sample_var,
     )  # fmt: skip
@@ -165,6 +178,7 @@ def compare_outputs(
     *,
     abs_tol: float = DEFAULT_ABS_TOL,
     mean_tol: float = DEFAULT_MEAN_TOL,
+    min_cosine: float = DEFAULT_MIN_COSINE,
 ) -> Parity:
     """Compare every output of the original with the variant's output of the same name."""
     outputs = []
@@ -178,5 +192,5 @@ def compare_outputs(
                 )
             )
             continue
-        outputs.append(compare_output(name, ref, variant[name], abs_tol, mean_tol))
-    return Parity(outputs=outputs, abs_tol=abs_tol, mean_tol=mean_tol)
+        outputs.append(compare_output(name, ref, variant[name], abs_tol, mean_tol, min_cosine))
+    return Parity(outputs=outputs, abs_tol=abs_tol, mean_tol=mean_tol, min_cosine=min_cosine)

@@ -227,7 +227,9 @@ def _auto_variant(
 ) -> VariantResult | None:
     """Exclude the worst tensors (1, 2, 4, ...) until parity passes."""
     ranked = [c.tensor for c in result.culprits]
+    changed = int(result.record.get("tensors_changed", 0))
     counts = sorted({min(2**k, len(ranked)) for k in range(len(ranked).bit_length() + 1)}) if ranked else []
+    counts = [n for n in counts if n < changed]  # leaving every tensor in float is not a variant
     for count in counts:
         options = dict(result.options)
         options["exclude"] = list(options.get("exclude", [])) + ranked[:count]

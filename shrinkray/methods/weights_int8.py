@@ -121,12 +121,14 @@ def best_codes(values: np.ndarray, ref: WeightRef, symmetric: bool) -> LinearCod
     """Per-channel codes along the axis that loses least.
 
     The weight is rebuilt as a whole float tensor before any op sees it, so
-    any axis is valid: the consumer's output-channel axis, the first and the
-    last axis are candidates, and the one with the least expected rounding
-    noise wins (ties go to the consumer's axis). Axes whose scales would be
+    any axis is valid: every axis is a candidate (the consumer's output-channel
+    axis first), and the one with the least expected rounding noise wins (ties
+    go to the consumer's axis; e.g. the input axis of a 1x1 Conv often wins). Axes whose scales would be
     too many for the codes they serve are skipped.
     """
-    candidates_axes = [channel_axis(ref), 0, values.ndim - 1] if values.ndim >= 2 else []
+    preferred = channel_axis(ref)
+    others = [a for a in range(values.ndim) if a != preferred] if values.ndim >= 2 else []
+    candidates_axes = ([preferred] if preferred is not None else []) + others
     best_axis: int | None = None
     best_noise = expected_noise(values, None, symmetric)
     for axis in candidates_axes:

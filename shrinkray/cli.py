@@ -194,7 +194,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     protected = [model_path] + [model_path.parent / f for f in loaded.external_data_files]
     check_output_path(output, protect=protected, overwrite=args.force)
     _status(args, f"Applying {method} ...")
-    variant = shrink(loaded, method, **_method_options(args))
+    variant = shrink(loaded, method, in_place=True, **_method_options(args))  # the CLI owns this copy
     _status(args, "Checked: onnx.checker passes and ONNX Runtime opens the result. Writing ...")
     written = save(
         variant.model,

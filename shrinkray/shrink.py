@@ -14,22 +14,28 @@ from shrinkray.methods import Variant, get_method
 from shrinkray.validate import validate
 
 
-def shrink(source: LoadedModel | onnx.ModelProto, method: str, **options: Any) -> Variant:
-    """Return a validated Variant; the input model is never modified.
+def shrink(source: LoadedModel | onnx.ModelProto, method: str, *, in_place: bool = False, **options: Any) -> Variant:
+    """Return a validated Variant; the input model is not modified unless ``in_place``.
 
-    Raises a ShrinkRayError when the options are wrong, the method fails, or
-    the result does not pass onnx.checker or open in ONNX Runtime.
+    ``in_place=True`` lets the method rewrite the given model itself, saving a
+    full copy of the weights in memory; the CLI uses it for the model it loaded
+    and does not use again. Raises a ShrinkRayError when the options are wrong,
+    the method fails, or the result does not pass onnx.checker or open in
+    ONNX Runtime.
     """
     spec = get_method(method)
     opts = spec.make_options(**options)
     original = source.model if isinstance(source, LoadedModel) else source
     check_memory(tensor_payload_bytes(original), variants=1)
-    model = onnx.ModelProto()
-    model.CopyFrom(original)
+    quantized = quantized_ops(original)
+    if in_place:
+        model = original
+    else:
+        model = onnx.ModelProto()
+        model.CopyFrom(original)
     variant = spec.apply(model, opts)
     if 0 < variant.model.ir_version < 4:
         variant.model.ir_version = 4  # IR 3 requires every initializer (ours too) to be a graph input
-    quantized = quantized_ops(original)
     if quantized:
         variant.notes.append(
             "This model is already quantized (" + ", ".join(quantized) + "): only its remaining float tensors "

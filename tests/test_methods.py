@@ -761,3 +761,16 @@ def test_method_names_are_normalised():
 def test_selection_globs_match_whole_names():
     # fnmatch semantics: 'fc2' alone matches no tensor name (they end in '.weight')
     assert _names(_variant("weights-int8", "mlp", (("include", ("fc2",)),))) == set()
+
+
+def test_in_place_rewrites_the_given_model_and_still_validates():
+    model = _original("mlp")
+    work = onnx.ModelProto()
+    work.CopyFrom(model)
+    variant = shrinkray.shrink(work, "weights-int8", in_place=True)
+    assert variant.model is work  # no copy of the weights was made
+    assert "fc2.weight" not in {t.name for t in work.graph.initializer}
+    shrinkray.validate(variant.model)
+    untouched = shrinkray.shrink(model, "weights-int8")
+    assert untouched.model is not model
+    assert "fc2.weight" in {t.name for t in model.graph.initializer}

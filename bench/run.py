@@ -277,7 +277,8 @@ def worker(spec_path: str) -> None:
     try:
         if tool.family == "ours":
             loaded = shrinkray.load(src)
-            variant = shrinkray.shrink(loaded, tool.method, **tool.options)
+            # As `shrinkray shrink` does: the loaded model is ours, so the method rewrites it in place.
+            variant = shrinkray.shrink(loaded, tool.method, in_place=True, **tool.options)
             shrinkray.save(variant.model, dst, overwrite=True)
             result["changed"] = len(variant.changes)
             result["warnings"] = len(variant.warnings)
@@ -385,8 +386,8 @@ def _hooked_pipeline(src: str, dst: str, method: str, options: dict[str, Any]) -
         t0 = time.perf_counter()
         seg.mark("load (shrinkray.load)")
         loaded = shrinkray.load(src)
-        seg.mark("shrink: copy + setup (before apply)")
-        variant = shrinkray.shrink(loaded, method, **options)
+        seg.mark("shrink: setup (before apply)")
+        variant = shrinkray.shrink(loaded, method, in_place=True, **options)
         seg.mark("save (shrinkray.save)")
         shrinkray.save(variant.model, dst, overwrite=True)
         seg.mark(None)

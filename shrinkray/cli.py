@@ -26,7 +26,7 @@ from shrinkray.measure.parity import DEFAULT_ABS_TOL, DEFAULT_MEAN_TOL, DEFAULT_
 from shrinkray.methods import Variant, all_methods, get_method
 from shrinkray.pricing import DELIVERIES, PricingChoice
 from shrinkray.shrink import shrink
-from shrinkray.units import format_bytes, format_percent
+from shrinkray.units import format_bytes, format_percent, text_table
 
 DEFAULT_MODEL = Path("artifacts/model.onnx")
 DEFAULT_OUTPUT = Path("artifacts/model.int8.onnx")
@@ -55,13 +55,6 @@ def _status(args: argparse.Namespace, message: str) -> None:
 # ---------------------------------------------------------------- inspect
 
 
-def _table(rows: list[list[str]], indent: str = "  ") -> list[str]:
-    if not rows:
-        return []
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return [indent + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-
-
 def format_summary(s: ModelSummary, top: int | None = 20) -> str:
     lines = [
         f"{s.name}: {format_bytes(s.file_bytes)} ({s.file_bytes:,} bytes), IR version {s.ir_version}"
@@ -76,10 +69,10 @@ def format_summary(s: ModelSummary, top: int | None = 20) -> str:
             for t in sigs
         ]
 
-    lines += _table(sig_rows(s.inputs)) or ["  (none)"]
+    lines += text_table(sig_rows(s.inputs), indent="  ") or ["  (none)"]
     if s.overridable_initializers:
         lines.append(f"  + {len(s.overridable_initializers)} initializers that are also inputs (overridable)")
-    lines += ["Outputs:"] + (_table(sig_rows(s.outputs)) or ["  (none)"])
+    lines += ["Outputs:"] + (text_table(sig_rows(s.outputs), indent="  ") or ["  (none)"])
     lines += [
         "",
         f"Ops ({s.node_count:,} nodes, {s.subgraph_count} subgraphs): "
@@ -99,10 +92,11 @@ def format_summary(s: ModelSummary, top: int | None = 20) -> str:
         [w.name, w.dtype, "[" + ", ".join(map(str, w.shape)) + "]", f"{w.bytes:,}", format_percent(w.share_of_file), w.where]
         for w in shown
     ]
-    lines += _table(rows)
+    lines += text_table(rows, indent="  ")
     lines += ["", "What each method can rewrite (default options):"]
-    lines += _table(
-        [[m.method, f"{m.tensors} tensors", format_bytes(m.bytes), f"{format_percent(m.share_of_file)} of the file"] for m in s.methods]
+    lines += text_table(
+        [[m.method, f"{m.tensors} tensors", format_bytes(m.bytes), f"{format_percent(m.share_of_file)} of the file"] for m in s.methods],
+        indent="  ",
     )
     return "\n".join(lines)
 

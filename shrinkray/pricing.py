@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from shrinkray.errors import OptionError
+from shrinkray.units import format_bytes, text_table
 
 if TYPE_CHECKING:
     from shrinkray.compare import Comparison
@@ -814,13 +815,14 @@ class PriceQuote:
 
     def to_text(self) -> str:
         growth = f", growing {format_percent(self.growth)} a month" if self.growth else ""
+        header, rows = self.table()
         lines = [
             (
                 f"{format_count(self.downloads_per_month)} downloads a month{growth}, served {self.delivery}; "
                 f"{self.provider.name}: {self.provider.describe_tiers()}."
             ),
             "",
-            *align_table(*self.table()),
+            *text_table([header, *rows], indent="  ", right_from=1),
             "",
             (
                 "Cost/month is the first month; per year = 12 months with that growth"
@@ -1020,20 +1022,11 @@ def format_percent(share: Decimal) -> str:
 
 def format_size(size_bytes: int) -> str:
     """``50.00 MiB (52,428,800 B)``."""
-    from shrinkray.units import format_bytes
-
     return f"{format_bytes(size_bytes)} ({size_bytes:,} B)" if size_bytes >= 1024 else f"{size_bytes:,} B"
 
 
-def align_table(header: list[str], rows: list[list[str]], indent: str = "  ") -> list[str]:
-    """Columns padded to width, text left and numbers (everything after the first column) right."""
-    table = [header, *rows]
-    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-    out = []
-    for row in table:
-        cells = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))]
-        out.append((indent + "  ".join(cells)).rstrip())
-    return out
+
+# ---------------------------------------------------------------- what-if helpers for the app
 
 
 __all__ = [
@@ -1067,8 +1060,6 @@ __all__ = [
     "savings",
 ]
 
-
-# ---------------------------------------------------------------- what-if helpers for the app
 
 
 def with_prices(base: Provider, tiers: Sequence[tuple[Any, Any]], free_gib: Any = 0) -> Provider:

@@ -27,7 +27,7 @@ from shrinkray.advice import Advice, advise, latency_ratio, pareto, recommended
 from shrinkray.compare import ORIGINAL, Comparison, VariantResult
 from shrinkray.errors import OptionError
 from shrinkray.io import write_bytes_atomic
-from shrinkray.units import format_bytes
+from shrinkray.units import format_bytes, text_table
 
 SCHEMA_VERSION = 1
 #: The delivery mode savings and the recommendation are computed for.
@@ -358,12 +358,6 @@ def _md_variant(c: Comparison, r: VariantResult) -> list[str]:
 # ---------------------------------------------------------------- plain text (CLI)
 
 
-def _text_table(header: list[str], rows: list[list[str]]) -> list[str]:
-    table = [header, *rows]
-    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-    return ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in table]
-
-
 def to_text(c: Comparison, delivery: str = DELIVERY, pricing: _pricing.PricingChoice | None = None) -> str:
     """The summary table and advice for a terminal (with ``pricing``, a download cost table after the summary)."""
     header, rows = summary_table(c, delivery)
@@ -373,11 +367,11 @@ def to_text(c: Comparison, delivery: str = DELIVERY, pricing: _pricing.PricingCh
     lines = [f"{c.name}: {c.input_note}"]
     if c.latency_note:
         lines.append(f"Latency: {c.latency_note}")
-    lines += [_tolerances(c), "", *_text_table(header, rows), ""]
+    lines += [_tolerances(c), "", *text_table([header, *rows]), ""]
     if pricing is not None:
         cost_header, cost_rows = _pricing.cost_table(pricing, _pricing.comparison_costs(c, pricing))
         notes = _pricing.cost_notes(pricing)
-        lines += [notes[0], "", *_pricing.align_table(cost_header, cost_rows, indent=""), "", notes[1], ""]
+        lines += [notes[0], "", *text_table([cost_header, *cost_rows], right_from=1), "", notes[1], ""]
     tags = {"good": "[good]", "info": "[info]", "warning": "[warn]", "bad": "[bad] "}
     lines += [f"{tags.get(a.level, a.level)} {a.text}" for a in advise(c, delivery)]
     return "\n".join(lines).rstrip()

@@ -17,3 +17,22 @@ def format_bytes(n: float) -> str:
 
 def format_percent(share: float) -> str:
     return f"{share * 100:.1f}%"
+
+
+def text_table(rows: list[list[str]], *, indent: str = "", right_from: int | None = None) -> list[str]:
+    """Rows (header first) padded to column width for a terminal.
+
+    Columns are left-aligned; from column ``right_from`` on they are
+    right-aligned (numbers). Trailing spaces are trimmed.
+    """
+    if not rows:
+        return []
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out = []
+    for row in rows:
+        cells = [
+            c.rjust(w) if right_from is not None and i >= right_from else c.ljust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        out.append((indent + "  ".join(cells)).rstrip())
+    return out

@@ -238,28 +238,22 @@ def _run_worker(
         return quantized, rewritten
 
 
-def _consumers_of_overridable(model: onnx.ModelProto, refs: dict[str, WeightRef]) -> list[str]:
-    """Names of main-graph nodes reading an overridable initializer (unnamed ones get a name)."""
-    names = NameAllocator(model)
+def _nodes_to_keep_float(model: onnx.ModelProto, refs: dict[str, WeightRef]) -> list[str]:
+    """Main-graph nodes the quantizer must leave alone (unnamed ones get a name so they can be excluded).
+
+    Two kinds: nodes reading an initializer that is also a graph input (it must stay overridable), and
+    nodes whose quantizable slot holds a float16/float64 weight (ONNX Runtime makes invalid graphs of them).
+    """
     overridable = {name for name, r in refs.items() if r.is_graph_input}
-    found = []
-    for node in model.graph.node:
-        if overridable.intersection(node.input):
-            if not node.name:
-                node.name = names.new(f"{node.op_type}_reads_override")
-            found.append(node.name)
-    return found
-
-
-def _consumers_of_non_float32(model: onnx.ModelProto, refs: dict[str, WeightRef]) -> list[str]:
-    """Main-graph nodes whose quantizable slot holds a float16/float64 weight (ORT makes invalid graphs)."""
-    other = {name for name, r in refs.items() if r.is_float and r.dtype != onnx.TensorProto.FLOAT}
+    other_float = {name for name, r in refs.items() if r.is_float and r.dtype != onnx.TensorProto.FLOAT}
     names = NameAllocator(model)
     found = []
     for node in model.graph.node:
-        if any((node.op_type, i) in QUANTIZED_SLOTS and x in other for i, x in enumerate(node.input)):
+        if overridable.intersection(node.input) or any(
+            (node.op_type, i) in QUANTIZED_SLOTS and x in other_float for i, x in enumerate(node.input)
+        ):
             if not node.name:
-                node.name = names.new(f"{node.op_type}_float16_weight")
+                node.name = names.new(f"{node.op_type}_kept_float")
             found.append(node.name)
     return found
 
@@ -278,7 +272,7 @@ def apply(model: onnx.ModelProto, options: DynamicInt8Options) -> Variant:
             + " (and Gemm) in the main graph"
         )
         return variant
-    protected = _consumers_of_overridable(model, refs) + _consumers_of_non_float32(model, refs)
+    protected = _nodes_to_keep_float(model, refs)
     if protected:
         options = dataclasses.replace(options, exclude_nodes=list(options.exclude_nodes) + protected)
         variant.notes.append(

@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from helpers import cached_sample
+from helpers import cached_sample, steady_timings
 
 from shrinkray.advice import (
     FEW_LEVELS,
@@ -44,13 +44,7 @@ def steady(mlp_cmp) -> Comparison:
     Real timings are noisy; the advice rules about speed are driven by explicit
     changes below, never by what this machine happened to measure.
     """
-    cmp = copy.deepcopy(mlp_cmp)
-    base = {(s.threads, s.batch): s for s in cmp.original.latency}
-    for result in cmp.variants:
-        result.latency = [
-            dataclasses.replace(s, median_ms=base[(s.threads, s.batch)].median_ms) for s in result.latency
-        ]
-    return cmp
+    return steady_timings(copy.deepcopy(mlp_cmp))
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import math
 import plotly.graph_objects as go
 import plotly.io as pio
 import pytest
-from helpers import sample_path
+from helpers import sample_path, steady_timings
 
 import shrinkray
 from shrinkray import charts
@@ -46,7 +46,7 @@ def failing_compare(name: str, settings: CompareSettings) -> Comparison:
 @pytest.fixture(scope="module")
 def mlp() -> Comparison:
     methods = [("weights-int8", {}), ("float16", {}), ("palettize", {"levels": 2, "algorithm": "linear"}), (BROKEN, {})]
-    return failing_compare("mlp", CompareSettings(methods=methods, **FAST))
+    return steady_timings(failing_compare("mlp", CompareSettings(methods=methods, **FAST)))
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ import re
 from html.parser import HTMLParser
 
 import pytest
-from helpers import sample_path
+from helpers import sample_path, steady_timings
 from plotly.offline import get_plotlyjs
 
 import shrinkray
@@ -54,7 +54,7 @@ def mlp() -> Comparison:
     methods = [("weights-int8", {}), ("float16", {}), ("palettize", {"levels": 2, "algorithm": "linear"}), (BROKEN, {})]
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(compare_module, "shrink", shrink)
-        return compare(shrinkray.load(sample_path("mlp")), CompareSettings(methods=methods, **FAST))
+        return steady_timings(compare(shrinkray.load(sample_path("mlp")), CompareSettings(methods=methods, **FAST)))
 
 
 @pytest.fixture(scope="module")

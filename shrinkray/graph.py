@@ -23,6 +23,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from shrinkray.limits import declared_bytes
+
 FLOAT_TYPES = {
     onnx.TensorProto.FLOAT: np.float32,
     onnx.TensorProto.FLOAT16: np.float16,
@@ -79,17 +81,17 @@ class WeightRef:
 
 
 def tensor_nbytes(tensor: onnx.TensorProto) -> int:
-    """Bytes of the tensor's values (not of its protobuf framing)."""
-    if tensor.HasField("raw_data"):
-        return len(tensor.raw_data)
-    count = int(np.prod(tensor.dims, dtype=np.int64)) if len(tensor.dims) else 1
+    """Bytes of the tensor's values (not of its protobuf framing).
+
+    Fixed-width types count what the shape declares (loading checked that a
+    raw tensor holds exactly that): reading ``raw_data`` would copy it.
+    """
     if tensor.data_type == onnx.TensorProto.STRING:
         return sum(len(s) for s in tensor.string_data)
-    try:
-        itemsize = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize
-    except (KeyError, TypeError, ValueError):
-        itemsize = 4
-    return count * itemsize
+    declared = declared_bytes(tensor)
+    if declared is not None:
+        return declared
+    return len(tensor.raw_data) if tensor.HasField("raw_data") else 4 * int(np.prod(tensor.dims, dtype=np.int64))
 
 
 def iter_graphs(graph: onnx.GraphProto, scope: str = "") -> Iterator[tuple[str, onnx.GraphProto]]:

@@ -17,6 +17,7 @@ import hashlib
 import os
 import re
 import tempfile
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -32,6 +33,7 @@ from shrinkray.errors import (
     OutputExistsError,
     UnsafeModelError,
 )
+from shrinkray.graph import tensor_nbytes
 from shrinkray.limits import Limits, check_graph_structure, check_model, check_tensor, short
 
 #: Protobuf messages cannot exceed 2 GiB; stay well below it.
@@ -237,6 +239,14 @@ def _read_capped(path: Path, limits: Limits) -> bytes:
     return data
 
 
+def _hash_in_background(data: bytes) -> Future[str]:
+    """SHA-256 of ``data`` in a thread: hashlib releases the GIL, so it overlaps parsing and checks."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shrinkray-hash")
+    future = pool.submit(lambda: hashlib.sha256(data).hexdigest())
+    pool.shutdown(wait=False)  # the thread ends when the hash is done
+    return future
+
+
 def _resolve_limits(limits: Limits | None, max_file_bytes: int | None) -> Limits:
     limits = limits if limits is not None else Limits.from_env()
     if max_file_bytes is not None:
@@ -271,6 +281,7 @@ def load(
                 f"The upload is {len(data):,} bytes, above the limit {limits.setting('max_file_bytes')}",
                 "Raise the file-size limit or shrink the model offline with the CLI",
             )
+        digest = _hash_in_background(data)
         model = parse_model_bytes(data, what=f"{short(name)}" if name else "The upload", limits=limits)
         stats = check_model(model, limits)
         if stats.external_tensors:
@@ -283,7 +294,7 @@ def load(
             model=model,
             name=name or "model",
             file_bytes=len(data),
-            sha256=hashlib.sha256(data).hexdigest(),
+            sha256=digest.result(),
         )
 
     path = Path(source)
@@ -305,6 +316,7 @@ def load(
             "Save the model with external data (onnx.save(..., save_as_external_data=True))",
         )
     data = _read_capped(path, limits)
+    digest = _hash_in_background(data)
     model = parse_model_bytes(data, what=str(path), limits=limits)
     stats = check_model(model, limits)
     refs = [_check_external_location(tensor, path.parent) for tensor, _, _ in stats.external_tensors]
@@ -332,20 +344,14 @@ def load(
         name=path.name.removesuffix(".onnx"),
         path=path,
         file_bytes=total,
-        sha256=hashlib.sha256(data).hexdigest(),
+        sha256=digest.result(),
         external_data_files=[str(f.relative_to(base)) for f in files],
     )
 
 
 def tensor_payload_bytes(model: onnx.ModelProto) -> int:
-    """Bytes held by all tensors (initializers, Constant nodes, subgraphs)."""
-    total = 0
-    for tensor in external_data_helper._get_all_tensors(model):
-        if tensor.HasField("raw_data"):
-            total += len(tensor.raw_data)
-        else:
-            total += tensor.ByteSize()
-    return total
+    """Bytes of the values of all tensors (initializers, Constant nodes, subgraphs): see :func:`tensor_nbytes`."""
+    return sum(tensor_nbytes(tensor) for tensor in external_data_helper._get_all_tensors(model))
 
 
 def needs_external_data(model: onnx.ModelProto) -> bool:

@@ -284,6 +284,16 @@ def _product(dims) -> int:
     return total
 
 
+def declared_bytes(tensor: onnx.TensorProto) -> int | None:
+    """Bytes the tensor's shape and data type call for (None for strings and unknown types).
+
+    Reads only dims and data type: asking protobuf for ``raw_data`` copies the
+    whole payload, which on a large model costs a full pass over its weights.
+    """
+    bits = _BITS.get(tensor.data_type)
+    return None if bits is None else (_product(tensor.dims) * bits + 7) // 8
+
+
 def inline_bytes(tensor: onnx.TensorProto) -> int:
     """Payload bytes held in the protobuf itself (0 for external data), without decoding values."""
     if is_external(tensor):

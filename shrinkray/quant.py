@@ -12,9 +12,45 @@ Pure functions with documented error bounds (checked by property tests):
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass
 
 import numpy as np
+
+#: Values processed per block by the linear quantizer: temporaries stay a few
+#: MB (cache-sized) instead of several full-size float copies of a big tensor.
+BLOCK_VALUES = 1 << 18
+
+
+def _row_blocks(shape: tuple[int, ...]) -> list:
+    """Slices along axis 0 covering about BLOCK_VALUES values each (``...`` for a scalar)."""
+    if len(shape) == 0:
+        return [...]
+    if shape[0] == 0:
+        return [slice(0, 0)]
+    step = _rows_per_block(shape)
+    return [slice(i, min(i + step, shape[0])) for i in range(0, shape[0], step)]
+
+
+def _rows_per_block(shape: tuple[int, ...]) -> int:
+    row = max(1, int(np.prod(shape[1:], dtype=np.int64)))
+    return max(1, min(shape[0], BLOCK_VALUES // row))
+
+
+class _Scratch:
+    """One block-sized buffer reused for every block: a fresh large array per block costs page faults."""
+
+    def __init__(self, shape: tuple[int, ...], dtype: type = np.float32) -> None:
+        head = (_rows_per_block(shape),) if shape else ()
+        self.buffer = np.empty(head + tuple(shape[1:]), dtype=dtype)
+
+    def view(self, rows) -> np.ndarray:
+        return self.buffer if rows is ... else self.buffer[: rows.stop - rows.start]
+
+
+def _param_block(param: np.ndarray, rows) -> np.ndarray:
+    """The part of a per-channel parameter that broadcasts against ``x[rows]``."""
+    return param[rows] if rows is not ... and param.ndim and param.shape[0] > 1 else param
 
 
 @dataclass
@@ -31,9 +67,37 @@ class LinearCodes:
     axis: int | None
     symmetric: bool
 
+    def _decode_block(self, rows, out: np.ndarray) -> np.ndarray:
+        """Decode ``codes[rows]`` into ``out`` exactly as the graph does: Cast, (Sub), Mul in float32."""
+        codes = self.codes[rows]
+        if self.symmetric:
+            return np.multiply(codes, _param_block(self.scale, rows), out=out, dtype=np.float32)
+        np.subtract(codes, _param_block(self.zero_point, rows), out=out, dtype=np.float32)
+        return np.multiply(out, _param_block(self.scale, rows), out=out)
+
     def decode(self, dtype: np.dtype | type = np.float32) -> np.ndarray:
-        values = (self.codes.astype(np.float32) - self.zero_point.astype(np.float32)) * self.scale
-        return values.astype(dtype)
+        """The float values the graph rebuilds: ``(float(codes) - zero_point) * scale`` in float32."""
+        out = np.empty(self.codes.shape, dtype=dtype)
+        scratch = _Scratch(self.codes.shape)
+        for rows in _row_blocks(self.codes.shape):
+            out[rows] = self._decode_block(rows, scratch.view(rows))
+        return out
+
+    def error_against(self, original: np.ndarray, dtype: np.dtype | type = np.float32) -> ErrorStats:
+        """:func:`error_stats` of ``original`` against ``decode(dtype)``, block by block (no full-size copies).
+
+        ``original`` must be finite (quantize_linear codes non-finite values as 0).
+        """
+        acc = _ErrorSums()
+        narrow = np.dtype(dtype) != np.float32
+        work = np.float64 if np.dtype(dtype) == np.float64 else np.float32
+        scratch = _Scratch(self.codes.shape)
+        for rows in _row_blocks(self.codes.shape):
+            decoded = self._decode_block(rows, scratch.view(rows))
+            if narrow:
+                decoded = decoded.astype(dtype).astype(work)
+            acc.add(np.asarray(original[rows], dtype=work), decoded, finite=True, overwrite_b=True)
+        return acc.stats()
 
 
 def _reduce_axes(rank: int, axis: int | None) -> tuple[int, ...]:
@@ -51,30 +115,88 @@ def _float32_scale(scale: np.ndarray, max_code: float) -> np.ndarray:
     return np.where(scale32 > 0, scale32, np.float32(1.0)).astype(np.float32)
 
 
-def quantize_linear(x: np.ndarray, *, symmetric: bool = True, axis: int | None = None) -> LinearCodes:
+def value_ranges(x: np.ndarray, axis: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Min and max per slice along ``axis`` (or of the whole array), keepdims, as float64.
+
+    NaN propagates, so a non-finite result means the slice holds inf or NaN.
+    """
+    return ranges_by_axis(x, [axis])[axis]
+
+
+def ranges_by_axis(x: np.ndarray, axes: list[int | None]) -> dict[int | None, tuple[np.ndarray, np.ndarray]]:
+    """:func:`value_ranges` for several axes (None = whole tensor).
+
+    The whole tensor's range comes from any per-axis range, without another
+    pass over ``x``. (Reducing cache-sized blocks for every axis in one sweep
+    measured no faster than one numpy reduction per axis.)
+    """
+    x = np.asarray(x)
+    axes = [None if a is None else a % x.ndim for a in axes]
+    if x.size == 0:
+        empty = np.zeros((1,) * x.ndim)
+        return {a: (empty, empty) for a in axes}
+    out: dict[int | None, tuple[np.ndarray, np.ndarray]] = {}
+    for axis in axes:
+        if axis is None:
+            continue
+        reduce = _reduce_axes(x.ndim, axis)
+        lo = np.min(x, axis=reduce, keepdims=True).astype(np.float64)
+        out[axis] = (lo, np.max(x, axis=reduce, keepdims=True).astype(np.float64))
+    if None in axes:
+        if out:
+            lo, hi = next(iter(out.values()))
+            ones = (1,) * x.ndim
+            out[None] = (np.min(lo).reshape(ones), np.max(hi).reshape(ones))
+        else:
+            out[None] = (
+                np.min(x, keepdims=True).astype(np.float64).reshape((1,) * x.ndim),
+                np.max(x, keepdims=True).astype(np.float64).reshape((1,) * x.ndim),
+            )
+    return out
+
+
+def quantize_linear(
+    x: np.ndarray,
+    *,
+    symmetric: bool = True,
+    axis: int | None = None,
+    ranges: tuple[np.ndarray, np.ndarray] | None = None,
+) -> LinearCodes:
     """Quantize a float array to 8-bit codes, per tensor (axis=None) or per channel.
 
     Symmetric gives int8 codes in [-127, 127] with zero point 0; asymmetric
     gives uint8 codes in [0, 255] with an integer zero point. Scales are float32.
+    ``ranges`` is :func:`value_ranges` of ``x`` along ``axis`` when the caller
+    has it already (it saves two passes over a large tensor). Non-finite
+    values are coded as 0. Codes are computed in float32, block by block.
     """
     x32 = np.asarray(x, dtype=np.float32)
     if axis is not None:
         axis = axis % x32.ndim
-    reduce = _reduce_axes(x32.ndim, axis)
+    lo, hi = ranges if ranges is not None else value_ranges(x32, axis)
+    if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
+        x32 = np.where(np.isfinite(x32), x32, np.float32(0.0))
+        lo, hi = value_ranges(x32, axis)
     # Ranges and scales in float64: a float32 (hi - lo) can overflow near the float32 limit.
-    finite = np.where(np.isfinite(x32), x32, 0.0).astype(np.float64)
-    empty = np.zeros((1,) * x32.ndim)
     if symmetric:
-        amax = np.max(np.abs(finite), axis=reduce, keepdims=True) if x32.size else empty
-        scale = _float32_scale(amax / 127.0, 127.0)
-        codes = np.clip(np.rint(finite / scale), -127, 127).astype(np.int8)
+        scale = _float32_scale(np.maximum(np.abs(lo), np.abs(hi)) / 127.0, 127.0)
         zero_point = np.zeros_like(scale, dtype=np.int8)
+        low_code, high_code, code_type = -127, 127, np.int8
     else:
-        lo = np.minimum(np.min(finite, axis=reduce, keepdims=True), 0.0) if x32.size else empty
-        hi = np.maximum(np.max(finite, axis=reduce, keepdims=True), 0.0) if x32.size else empty
+        lo, hi = np.minimum(lo, 0.0), np.maximum(hi, 0.0)
         scale = _float32_scale((hi - lo) / 255.0, 255.0)
         zero_point = np.clip(np.rint(-lo / scale), 0, 255).astype(np.uint8)
-        codes = np.clip(np.rint(finite / scale) + zero_point, 0, 255).astype(np.uint8)
+        low_code, high_code, code_type = 0, 255, np.uint8
+    codes = np.empty(x32.shape, dtype=code_type)
+    zero32 = zero_point.astype(np.float32)
+    scratch = _Scratch(x32.shape)
+    for rows in _row_blocks(x32.shape):
+        q = np.divide(x32[rows], _param_block(scale, rows), out=scratch.view(rows))
+        np.rint(q, out=q)
+        if not symmetric:
+            q += _param_block(zero32, rows)
+        np.clip(q, low_code, high_code, out=q)
+        codes[rows] = q
     return LinearCodes(codes=codes, scale=scale, zero_point=zero_point, axis=axis, symmetric=symmetric)
 
 
@@ -197,6 +319,52 @@ class ErrorStats:
         return {"max_abs_error": self.max_abs, "rms_error": self.rms, "relative_rms_error": self.relative_rms}
 
 
+def _sum_squares(v: np.ndarray) -> float:
+    """Sum of squares; a float32 dot that overflows (values near 1e19 and up) is redone in float64."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = float(np.dot(v, v))
+    return total if math.isfinite(total) else float(np.dot(v.astype(np.float64), v.astype(np.float64)))
+
+
+class _ErrorSums:
+    """Running max abs error and sums of squares, so error stats can be built block by block."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.sum_sq_diff = 0.0
+        self.sum_sq_ref = 0.0
+        self.max_abs = 0.0
+
+    def add(self, a: np.ndarray, b: np.ndarray, *, finite: bool = False, overwrite_b: bool = False) -> None:
+        """Add reference ``a`` against ``b``; with ``finite`` the caller vouches that ``a`` has no inf/NaN.
+
+        With ``overwrite_b``, ``b`` (a scratch buffer) becomes the difference instead of a new array.
+        """
+        a, b = a.reshape(-1), b.reshape(-1)
+        if not finite:
+            mask = np.isfinite(a)
+            if not mask.all():
+                a, b = a[mask], b[mask]
+        if a.size == 0:
+            return
+        diff = np.subtract(a, b, out=b) if overwrite_b and b.dtype == a.dtype else a - b
+        self.count += diff.size
+        self.sum_sq_diff += _sum_squares(diff)
+        self.sum_sq_ref += _sum_squares(a)
+        self.max_abs = max(self.max_abs, float(diff.max()), -float(diff.min()))
+
+    def stats(self) -> ErrorStats:
+        if not self.count:
+            return ErrorStats(0.0, 0.0, 0.0)
+        rms = float(np.sqrt(self.sum_sq_diff / self.count))
+        ref = float(np.sqrt(self.sum_sq_ref / self.count))
+        return ErrorStats(
+            max_abs=self.max_abs,
+            rms=rms,
+            relative_rms=rms / ref if ref > 0 else (0.0 if rms == 0 else float("inf")),
+        )
+
+
 def error_stats(original: np.ndarray, approx: np.ndarray) -> ErrorStats:
     """Max abs, RMS and relative RMS error over the finite values of ``original``.
 
@@ -205,19 +373,6 @@ def error_stats(original: np.ndarray, approx: np.ndarray) -> ErrorStats:
     tensor, on tensors of up to hundreds of millions of values.
     """
     work = np.float64 if np.asarray(original).dtype == np.float64 else np.float32
-    a = np.asarray(original, dtype=work).ravel()
-    b = np.asarray(approx, dtype=work).ravel()
-    finite = np.isfinite(a)
-    if not finite.all():
-        if not finite.any():
-            return ErrorStats(0.0, 0.0, 0.0)
-        a, b = a[finite], b[finite]
-    diff = a - b
-    count = diff.size
-    rms = float(np.sqrt(float(np.dot(diff, diff)) / count)) if count else 0.0
-    ref = float(np.sqrt(float(np.dot(a, a)) / count)) if count else 0.0
-    return ErrorStats(
-        max_abs=float(np.max(np.abs(diff))) if count else 0.0,
-        rms=rms,
-        relative_rms=rms / ref if ref > 0 else (0.0 if rms == 0 else float("inf")),
-    )
+    acc = _ErrorSums()
+    acc.add(np.asarray(original, dtype=work), np.asarray(approx, dtype=work))
+    return acc.stats()

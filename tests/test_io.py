@@ -531,3 +531,26 @@ def test_sha256_of_loaded_file_matches_hashlib(tmp_path):
     )
     out = save(built, tmp_path / "relu.onnx")
     assert load(out).sha256 == hashlib.sha256(out.read_bytes()).hexdigest()
+
+
+def test_tensor_payload_bytes_counts_every_storage_form_without_reading_raw_data():
+    from shrinkray.graph import tensor_nbytes
+
+    raw = numpy_helper.from_array(np.ones((3, 5), dtype=np.float32), "raw")  # raw_data, 60 bytes
+    typed = helper.make_tensor("typed", onnx.TensorProto.FLOAT, [4], [1.0, 2.0, 3.0, 4.0])  # float_data, 16
+    ints = helper.make_tensor("ints", onnx.TensorProto.INT64, [2], [7, 8])  # int64_data, 16
+    half = numpy_helper.from_array(np.ones(3, dtype=np.float16), "half")  # raw, 6
+    text = helper.make_tensor("text", onnx.TensorProto.STRING, [2], [b"abc", b"de"])  # 5 bytes of text
+    const = helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(np.zeros(7, np.int8), "c"))  # 7
+    graph = helper.make_graph(
+        [const, helper.make_node("Identity", ["raw"], ["y"])], "g", [],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [3, 5])], [raw, typed, ints, half, text],
+    )  # fmt: skip
+    model = helper.make_model(graph)
+    expected = {"raw": 60, "typed": 16, "ints": 16, "half": 6, "text": 5}
+    for tensor in model.graph.initializer:
+        assert tensor_nbytes(tensor) == expected[tensor.name], tensor.name
+        if tensor.data_type != onnx.TensorProto.STRING:
+            assert tensor_nbytes(tensor) == numpy_helper.to_array(tensor).nbytes
+    assert tensor_nbytes(const.attribute[0].t) == 7
+    assert sio.tensor_payload_bytes(model) == 60 + 16 + 16 + 6 + 5 + 7

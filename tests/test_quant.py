@@ -13,6 +13,7 @@ above that are pinned by explicit tests at the end of the linear section.
 from __future__ import annotations
 
 import math
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -20,7 +21,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from shrinkray.quant import error_stats, kmeans_levels, linear_levels, quantize_linear, snap_to_levels
+from shrinkray import quant
+from shrinkray.quant import (
+    error_stats,
+    kmeans_levels,
+    linear_levels,
+    quantize_linear,
+    ranges_by_axis,
+    snap_to_levels,
+    value_ranges,
+)
 
 PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -155,6 +165,54 @@ def test_asymmetric_codes_are_uint8_and_zero_is_exact(case):
 def test_asymmetric_error_is_at_most_half_a_step(case):
     x, axis = case
     _assert_half_step(x, quantize_linear(x, symmetric=False, axis=axis))
+
+
+@PROPERTY
+@given(array_and_axis(), st.booleans(), st.integers(1, 7))
+def test_blocks_of_any_size_give_the_same_codes_decode_and_errors(case, symmetric, block):
+    """The blocked loops (tiny blocks here, so every tensor spans many) match one whole-tensor pass."""
+    x, axis = case
+    whole = quantize_linear(x, symmetric=symmetric, axis=axis)
+    with mock.patch.object(quant, "BLOCK_VALUES", block):
+        blocked = quantize_linear(x, symmetric=symmetric, axis=axis)
+        decoded = blocked.decode()
+        stats = blocked.error_against(x)
+    assert np.array_equal(blocked.codes, whole.codes) and np.array_equal(blocked.scale, whole.scale)
+    assert np.array_equal(blocked.zero_point, whole.zero_point)
+    # what the graph computes: Cast -> (Sub) -> Mul in float32, element by element
+    expected = (whole.codes.astype(np.float32) - whole.zero_point.astype(np.float32)) * whole.scale
+    assert np.array_equal(decoded, expected)
+    reference = error_stats(x, expected)
+    assert stats.max_abs == reference.max_abs
+    assert stats.rms == pytest.approx(reference.rms, rel=1e-4, abs=1e-30)
+
+
+def test_ranges_by_axis_match_numpy_for_every_axis():
+    x = np.random.default_rng(0).normal(size=(6, 5, 3, 2)).astype(np.float32)
+    ranges = ranges_by_axis(x, [None, 0, 1, 2, 3, -1])
+    assert set(ranges) == {None, 0, 1, 2, 3}
+    for axis, (lo, hi) in ranges.items():
+        reduce = None if axis is None else tuple(a for a in range(4) if a != axis)
+        assert np.array_equal(lo, x.min(axis=reduce, keepdims=True).astype(np.float64))
+        assert np.array_equal(hi, x.max(axis=reduce, keepdims=True).astype(np.float64))
+    assert np.array_equal(value_ranges(x, 1)[0], ranges[1][0])
+    lo, hi = value_ranges(np.array([1.0, np.nan, 2.0], dtype=np.float32))
+    assert np.isnan(lo).all() and np.isnan(hi).all()  # NaN shows up in the range: callers refuse the tensor
+
+
+def test_error_stats_does_not_touch_its_inputs():
+    a = np.array([1.0, 2.0, 3.0], dtype=np.float32)
+    b = np.array([1.5, 2.0, 2.0], dtype=np.float32)
+    stats = error_stats(a, b)
+    assert b.tolist() == [1.5, 2.0, 2.0] and a.tolist() == [1.0, 2.0, 3.0]
+    assert stats.max_abs == 1.0 and stats.rms == pytest.approx(np.sqrt((0.25 + 1.0) / 3))
+
+
+def test_quantize_linear_codes_non_finite_values_as_zero_and_scales_from_the_rest():
+    x = np.array([[1.0, np.inf, -2.0], [np.nan, 0.5, 4.0]], dtype=np.float32)
+    codes = quantize_linear(x, symmetric=True, axis=0)
+    assert codes.codes[0, 1] == 0 and codes.codes[1, 0] == 0
+    assert codes.scale.ravel().tolist() == pytest.approx([2.0 / 127, 4.0 / 127])
 
 
 @pytest.mark.parametrize("symmetric", [True, False])
@@ -367,3 +425,11 @@ def test_error_stats_edge_cases():
     assert moved.relative_rms == float("inf")
     nothing = error_stats(np.array([np.nan]), np.array([1.0]))
     assert (nothing.max_abs, nothing.rms, nothing.relative_rms) == (0.0, 0.0, 0.0)
+
+
+def test_error_stats_near_the_float32_limit_stay_finite():
+    big = np.array([1e38, -1e38, 3e38], dtype=np.float32)
+    stats = error_stats(big, np.zeros(3, dtype=np.float32))
+    assert stats.max_abs == pytest.approx(3e38, rel=1e-6)
+    assert stats.rms == pytest.approx(np.sqrt((1e76 + 1e76 + 9e76) / 3), rel=1e-6)
+    assert stats.relative_rms == pytest.approx(1.0)

@@ -30,7 +30,7 @@ from shrinkray.methods.base import (
     register,
     warn_if_damaged,
 )
-from shrinkray.quant import LinearCodes, error_stats, quantize_linear
+from shrinkray.quant import LinearCodes, quantize_linear, ranges_by_axis
 from shrinkray.validate import default_opset
 
 
@@ -100,44 +100,46 @@ def _decode_nodes(codes: LinearCodes, target: int, form: str) -> tuple[dict[str,
 MIN_VALUES_PER_SCALE = 64
 
 
-def expected_noise(values: np.ndarray, axis: int | None, symmetric: bool) -> float:
-    """Mean squared rounding error of 8-bit codes with one scale per slice along ``axis``.
+def expected_noise(ranges: tuple[np.ndarray, np.ndarray], symmetric: bool) -> float:
+    """Mean squared rounding error of 8-bit codes with one scale per slice of ``ranges``.
 
     Uniform rounding noise is scale^2 / 12 per value, so comparing
-    sum(scale_c^2 * values per channel) across axes picks the best axis from
-    min/max reductions alone, without quantizing once per candidate.
+    mean(scale_c^2) across axes picks the best axis from min/max reductions
+    (:func:`value_ranges`) alone, without quantizing once per candidate.
     """
-    reduce = tuple(a for a in range(values.ndim) if a != axis) if axis is not None else None
+    lo, hi = ranges
     if symmetric:
-        scale = np.max(np.abs(values), axis=reduce).astype(np.float64) / 127.0
+        scale = np.maximum(np.abs(lo), np.abs(hi)) / 127.0
     else:
-        hi = np.maximum(np.max(values, axis=reduce), 0).astype(np.float64)
-        lo = np.minimum(np.min(values, axis=reduce), 0).astype(np.float64)
-        scale = (hi - lo) / 255.0
+        scale = (np.maximum(hi, 0.0) - np.minimum(lo, 0.0)) / 255.0
     return float(np.mean(np.square(scale)))
 
 
-def best_codes(values: np.ndarray, ref: WeightRef, symmetric: bool) -> LinearCodes:
-    """Per-channel codes along the axis that loses least.
+def best_codes(values: np.ndarray, ref: WeightRef, symmetric: bool, per_channel: bool = True) -> LinearCodes | None:
+    """Codes per tensor, or per channel along the axis that loses least; None if ``values`` holds inf or NaN.
 
     The weight is rebuilt as a whole float tensor before any op sees it, so
     any axis is valid: every axis is a candidate (the consumer's output-channel
     axis first), and the one with the least expected rounding noise wins (ties
-    go to the consumer's axis; e.g. the input axis of a 1x1 Conv often wins). Axes whose scales would be
-    too many for the codes they serve are skipped.
+    go to the consumer's axis; e.g. the input axis of a 1x1 Conv often wins).
+    Axes whose scales would be too many for the codes they serve are skipped.
+    Each candidate costs one min/max pass, and the winner's ranges are reused.
     """
     preferred = channel_axis(ref)
     others = [a for a in range(values.ndim) if a != preferred] if values.ndim >= 2 else []
-    candidates_axes = ([preferred] if preferred is not None else []) + others
-    best_axis: int | None = None
-    best_noise = expected_noise(values, None, symmetric)
-    for axis in candidates_axes:
-        if axis is None or values.size // values.shape[axis] < MIN_VALUES_PER_SCALE:
-            continue
-        noise = expected_noise(values, axis, symmetric)
+    axes = ([preferred] if preferred is not None else []) + others
+    axes = [a for a in axes if per_channel and values.size // max(values.shape[a], 1) >= MIN_VALUES_PER_SCALE]
+    per_axis = ranges_by_axis(values, [None, *axes])
+    whole = per_axis.pop(None)
+    if not (np.isfinite(whole[0]).all() and np.isfinite(whole[1]).all()):
+        return None
+    best_axis, best_ranges = None, whole
+    best_noise = expected_noise(whole, symmetric)
+    for axis, ranges in per_axis.items():
+        noise = expected_noise(ranges, symmetric)
         if noise < best_noise:
-            best_axis, best_noise = axis, noise
-    return quantize_linear(values, symmetric=symmetric, axis=best_axis)
+            best_axis, best_ranges, best_noise = axis, ranges, noise
+    return quantize_linear(values, symmetric=symmetric, axis=best_axis, ranges=best_ranges)
 
 
 def candidates(refs: list[WeightRef], options: WeightsInt8Options) -> list[WeightRef]:
@@ -156,22 +158,19 @@ def apply(model: onnx.ModelProto, options: WeightsInt8Options) -> Variant:
     editor = GraphEditor(model)
     for ref in candidates(find_weights(model), options):
         values = ref.array()
-        if not np.isfinite(values).all():
+        codes = best_codes(values, ref, options.symmetric, per_channel)
+        if codes is None:
             variant.warnings.append(f"Kept '{ref.name}' as it was: it holds inf or NaN values")
             continue
-        codes = best_codes(values, ref, options.symmetric) if per_channel else quantize_linear(
-            values, symmetric=options.symmetric
-        )
         axis = codes.axis
         stored, build = _decode_nodes(codes, ref.dtype, options.form)
         editor.replace(ref, stored, build)
-        decoded = codes.decode(FLOAT_TYPES[ref.dtype])
         kind = "int8 symmetric" if options.symmetric else "uint8 asymmetric"
         where = f"per-channel (axis {axis})" if axis is not None else "per-tensor"
         change = TensorChange.of(
             ref,
             bytes_after=sum(int(np.asarray(a).nbytes) for a in stored.values()),
-            stats=error_stats(values, decoded),
+            stats=codes.error_against(values, FLOAT_TYPES[ref.dtype]),
             encoding=f"{kind} {where}",
         )
         variant.changes.append(change)

@@ -1266,10 +1266,11 @@ SEGMENT_NOTES = {
     "model.",
     "between apply": "after apply, `shrink.shrink` calls `graph.quantized_ops` and `validate.validate` serializes the "
     "result once for onnx.checker and ONNX Runtime.",
-    "apply": "the method's numpy work per tensor (see tracemalloc and the cProfile rows): full passes and float64 or "
-    "extra float32 copies of each tensor in `quant.quantize_linear`, `LinearCodes.decode` and `quant.error_stats`; "
-    "fewer passes, float32 in place and row blocks would bound both time and temporaries (the `alt: lean` row is "
-    "one pass).",
+    "apply": "the method's numpy work per tensor (see tracemalloc and the cProfile rows): a min/max pass per candidate "
+    "scale axis (`quant.ranges_by_axis`), then codes and the per-tensor error stats in float32 row blocks with reused "
+    "scratch buffers (`quant.quantize_linear`, `LinearCodes.error_against`); the rest is protobuf copies of each "
+    "tensor in and out (`to_array`, `from_array`). The `alt: lean` row is one pass without the axis search or error "
+    "stats.",
     "ONNX Runtime session": "the validation session in `validate.validate`; with graph optimizations on, constant "
     "folding rebuilds every float weight from its codes (compare the two `alt:` session rows).",
     "save": "`io.save` serializes the model and writes it.",
@@ -1294,7 +1295,7 @@ def analysis_lines(profiles: list[tuple[str, dict[str, Any]]], big: dict[str, An
     def note(name: str) -> str:
         return next((v for k, v in SEGMENT_NOTES.items() if k in name), "")
 
-    lines = ["## Why the weights-int8 targets are missed, and what in shrinkray/ would have to change", ""]
+    lines = ["## Where the weights-int8 time and memory go, and what in shrinkray/ would have to change", ""]
     lines.append(
         f"Measured in one fresh process on the {fb / MB:.0f} MB model (pipeline table above): "
         + ", ".join(f"{p['phase']} {p['s']:.2f} s ({100 * p['s'] / total:.0f}%)" for p in phases)
@@ -1314,6 +1315,13 @@ def analysis_lines(profiles: list[tuple[str, dict[str, Any]]], big: dict[str, An
     ort_off = alt("optimizations off")
     save = next((p for p in phases if p["phase"].startswith("save")), None)
     parts = [x for x in (alt("onnx.load"), alt("lean single-pass"), ort_off, save) if x]
+    if parts and save is not None and alt("onnx.load"):
+        io_floor = alt("onnx.load")["s"] + save["s"]
+        lines.append(
+            f"- Reading and writing alone: `onnx.load` ({alt('onnx.load')['s']:.2f} s) + our save ({save['s']:.2f} s) = "
+            f"{io_floor:.2f} s, {'above' if io_floor > osr_s / 3 else 'below'} 1/3 of the reference's whole "
+            f"conversion ({osr_s / 3:.2f} s)."
+        )
     if len(parts) == 4:
         floor = sum(x["s"] for x in parts)
         lines.append(

@@ -23,6 +23,7 @@ from shrinkray.measure.inputs import InputOptions, first_axis_dynamic, load_inpu
 from shrinkray.measure.latency import DEFAULT_RUNS, DEFAULT_WARMUP, LatencyStats, default_threads, measure_latency
 from shrinkray.measure.parity import DEFAULT_ABS_TOL, DEFAULT_MEAN_TOL, DEFAULT_MIN_COSINE, Parity, compare_outputs
 from shrinkray.measure.sizes import Sizes, measure_many
+from shrinkray.memory import release_free_memory
 from shrinkray.methods import all_methods, get_method
 from shrinkray.shrink import shrink
 from shrinkray.validate import explain_runtime_error, open_session
@@ -343,6 +344,7 @@ def compare(
     latency_note = ""
     if settings.latency:
         latency_note = _measure_all_latency(source, [original, *variants], settings, say)
+    release_free_memory()  # serialized blobs, sessions and temporaries: the app process lives on
     say("Done", 1.0)
     return Comparison(
         name=loaded.name,

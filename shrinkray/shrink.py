@@ -10,6 +10,7 @@ from shrinkray.errors import ShrinkRayError
 from shrinkray.graph import quantized_ops
 from shrinkray.io import LoadedModel, tensor_payload_bytes
 from shrinkray.limits import check_memory
+from shrinkray.memory import release_free_memory
 from shrinkray.methods import Variant, get_method
 from shrinkray.validate import validate
 
@@ -34,6 +35,7 @@ def shrink(source: LoadedModel | onnx.ModelProto, method: str, *, in_place: bool
         model = onnx.ModelProto()
         model.CopyFrom(original)
     variant = spec.apply(model, opts)
+    release_free_memory()  # the method's temporaries, before validation serializes the result
     if 0 < variant.model.ir_version < 4:
         variant.model.ir_version = 4  # IR 3 requires every initializer (ours too) to be a graph input
     if quantized:

@@ -16,6 +16,7 @@ import onnxruntime as ort
 
 from shrinkray.errors import InvalidModelError, RuntimeUnsupportedError
 from shrinkray.io import needs_external_data, save
+from shrinkray.memory import release_free_memory
 
 #: ONNX Runtime 1.31 reads models up to this IR version.
 ORT_MAX_IR_VERSION = 13
@@ -172,4 +173,5 @@ def validate(model: onnx.ModelProto) -> None:
     """
     serialized = None if needs_external_data(model) else model.SerializeToString()
     check_structure(model, serialized)
+    release_free_memory()  # the checker's parsed copy, before ONNX Runtime makes its own
     open_session(model, optimized=False, serialized=serialized)

@@ -10,16 +10,22 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import itertools
 import math
-from collections.abc import Callable
+import os
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import onnx
 
 from shrinkray.errors import MethodError, OptionError
 from shrinkray.graph import WeightRef
 from shrinkray.quant import ErrorStats
+
+T = TypeVar("T")
 
 
 def option(default: Any, help: str, **meta: Any) -> Any:
@@ -175,6 +181,33 @@ def warn_if_damaged(variant: Variant, change: TensorChange) -> None:
             f"of its RMS value ({change.encoding}); outputs may change. Exclude it (--exclude) "
             "or use more levels / another method"
         )
+
+
+#: Threads for per-tensor numpy work; numpy releases the GIL inside its loops,
+#: so tensors are encoded in parallel while the graph is edited in order.
+MAX_TENSOR_WORKERS = 4
+
+
+def map_tensors(work: Callable[[WeightRef], T], refs: list[WeightRef]) -> Iterator[T]:
+    """``work(r) for r in refs``, on up to MAX_TENSOR_WORKERS threads (one per core), yielded in order.
+
+    At most two results per worker are in flight or waiting, so the caller's
+    memory holds a few tensors' results, not all of them. ``work`` must only
+    read its tensor and return new arrays: the caller edits the model.
+    """
+    workers = min(MAX_TENSOR_WORKERS, os.cpu_count() or 1, len(refs))
+    if workers <= 1:
+        yield from (work(r) for r in refs)
+        return
+    queue = iter(refs)
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="shrinkray-tensor") as pool:
+        pending = deque(pool.submit(work, r) for r in itertools.islice(queue, 2 * workers))
+        while pending:
+            result = pending.popleft().result()
+            following = next(queue, None)
+            if following is not None:
+                pending.append(pool.submit(work, following))
+            yield result
 
 
 def _json_safe(record: dict[str, Any]) -> dict[str, Any]:

@@ -21,11 +21,12 @@ from shrinkray.methods.base import (
     TensorChange,
     TensorSelection,
     Variant,
+    map_tensors,
     option,
     register,
     warn_if_damaged,
 )
-from shrinkray.quant import error_stats, kmeans_levels, linear_levels, snap_to_levels
+from shrinkray.quant import ErrorStats, error_stats, kmeans_levels, linear_levels, snap_to_levels
 
 
 @dataclass
@@ -46,20 +47,23 @@ def apply(model: onnx.ModelProto, options: PalettizeOptions) -> Variant:
     variant = Variant(method="palettize", options=options.as_dict(), model=model)
     make_levels = kmeans_levels if options.algorithm == "kmeans" else linear_levels
     already = 0
-    for ref in candidates(find_weights(model), options):
+
+    def encode(ref: WeightRef) -> tuple[np.ndarray, ErrorStats, int] | None:
         values = ref.array()
         if np.unique(values[np.isfinite(values)]).size <= options.levels:
+            return None
+        snapped = snap_to_levels(values, make_levels(values, options.levels))
+        return snapped, error_stats(values, snapped), int(np.unique(snapped[np.isfinite(snapped)]).size)
+
+    refs = candidates(find_weights(model), options)
+    for ref, encoded in zip(refs, map_tensors(encode, refs), strict=True):
+        if encoded is None:
             already += 1
             continue
-        levels = make_levels(values, options.levels)
-        snapped = snap_to_levels(values, levels)
+        snapped, stats, distinct = encoded
         set_tensor_values(ref.tensor, snapped)
-        distinct = int(np.unique(snapped[np.isfinite(snapped)]).size)
         change = TensorChange.of(
-            ref,
-            bytes_after=ref.nbytes,
-            stats=error_stats(values, snapped),
-            encoding=f"{distinct} distinct values ({options.algorithm})",
+            ref, bytes_after=ref.nbytes, stats=stats, encoding=f"{distinct} distinct values ({options.algorithm})"
         )
         variant.changes.append(change)
         warn_if_damaged(variant, change)

@@ -26,11 +26,12 @@ from shrinkray.methods.base import (
     TensorChange,
     TensorSelection,
     Variant,
+    map_tensors,
     option,
     register,
     warn_if_damaged,
 )
-from shrinkray.quant import LinearCodes, quantize_linear, ranges_by_axis
+from shrinkray.quant import ErrorStats, LinearCodes, quantize_linear, ranges_by_axis
 from shrinkray.validate import default_opset
 
 
@@ -155,22 +156,26 @@ def apply(model: onnx.ModelProto, options: WeightsInt8Options) -> Variant:
             "Use the default --form cast-mul",
         )
     variant = Variant(method="weights-int8", options=options.as_dict(), model=model)
-    editor = GraphEditor(model)
-    for ref in candidates(find_weights(model), options):
+
+    def encode(ref: WeightRef) -> tuple[LinearCodes | None, ErrorStats | None]:
         values = ref.array()
         codes = best_codes(values, ref, options.symmetric, per_channel)
+        return (codes, codes.error_against(values, FLOAT_TYPES[ref.dtype])) if codes is not None else (None, None)
+
+    editor = GraphEditor(model)
+    refs = candidates(find_weights(model), options)
+    for ref, (codes, stats) in zip(refs, map_tensors(encode, refs), strict=True):
         if codes is None:
             variant.warnings.append(f"Kept '{ref.name}' as it was: it holds inf or NaN values")
             continue
-        axis = codes.axis
         stored, build = _decode_nodes(codes, ref.dtype, options.form)
         editor.replace(ref, stored, build)
         kind = "int8 symmetric" if options.symmetric else "uint8 asymmetric"
-        where = f"per-channel (axis {axis})" if axis is not None else "per-tensor"
+        where = f"per-channel (axis {codes.axis})" if codes.axis is not None else "per-tensor"
         change = TensorChange.of(
             ref,
             bytes_after=sum(int(np.asarray(a).nbytes) for a in stored.values()),
-            stats=codes.error_against(values, FLOAT_TYPES[ref.dtype]),
+            stats=stats,
             encoding=f"{kind} {where}",
         )
         variant.changes.append(change)

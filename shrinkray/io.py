@@ -318,13 +318,15 @@ def load(
     data = _read_capped(path, limits)
     digest = _hash_in_background(data)
     model = parse_model_bytes(data, what=str(path), limits=limits)
+    file_bytes, sha256 = len(data), digest.result()
+    del data  # the parsed model holds everything now: free the file's bytes before the checks
     stats = check_model(model, limits)
     refs = [_check_external_location(tensor, path.parent) for tensor, _, _ in stats.external_tensors]
     files: list[Path] = []
     for ref in refs:
         if ref.target not in files:
             files.append(ref.target)
-    total = len(data) + sum(f.stat().st_size for f in files)
+    total = file_bytes + sum(f.stat().st_size for f in files)
     if files:
         if total > limits.max_file_bytes:
             raise LimitExceededError(
@@ -344,7 +346,7 @@ def load(
         name=path.name.removesuffix(".onnx"),
         path=path,
         file_bytes=total,
-        sha256=digest.result(),
+        sha256=sha256,
         external_data_files=[str(f.relative_to(base)) for f in files],
     )
 

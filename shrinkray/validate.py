@@ -175,3 +175,5 @@ def validate(model: onnx.ModelProto) -> None:
     check_structure(model, serialized)
     release_free_memory()  # the checker's parsed copy, before ONNX Runtime makes its own
     open_session(model, optimized=False, serialized=serialized)
+    del serialized
+    release_free_memory()  # the session's copy, before the caller saves or measures

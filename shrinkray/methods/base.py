@@ -191,7 +191,7 @@ MAX_TENSOR_WORKERS = 4
 def map_tensors(work: Callable[[WeightRef], T], refs: list[WeightRef]) -> Iterator[T]:
     """``work(r) for r in refs``, on up to MAX_TENSOR_WORKERS threads (one per core), yielded in order.
 
-    At most two results per worker are in flight or waiting, so the caller's
+    At most one result per worker is in flight or waiting, so the caller's
     memory holds a few tensors' results, not all of them. ``work`` must only
     read its tensor and return new arrays: the caller edits the model.
     """
@@ -201,7 +201,7 @@ def map_tensors(work: Callable[[WeightRef], T], refs: list[WeightRef]) -> Iterat
         return
     queue = iter(refs)
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="shrinkray-tensor") as pool:
-        pending = deque(pool.submit(work, r) for r in itertools.islice(queue, 2 * workers))
+        pending = deque(pool.submit(work, r) for r in itertools.islice(queue, workers))
         while pending:
             result = pending.popleft().result()
             following = next(queue, None)

@@ -115,6 +115,10 @@ def _float32_scale(scale: np.ndarray, max_code: float) -> np.ndarray:
     return np.where(scale32 > 0, scale32, np.float32(1.0)).astype(np.float32)
 
 
+def _float32_finite(values: np.ndarray) -> bool:
+    return bool(np.all(np.abs(values) <= _FLOAT32_MAX))  # False for inf and NaN too
+
+
 def value_ranges(x: np.ndarray, axis: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Min and max per slice along ``axis`` (or of the whole array), keepdims, as float64.
 
@@ -170,11 +174,12 @@ def quantize_linear(
     has it already (it saves two passes over a large tensor). Non-finite
     values are coded as 0. Codes are computed in float32, block by block.
     """
-    x32 = np.asarray(x, dtype=np.float32)
+    with np.errstate(over="ignore"):  # float64 values beyond float32 become inf, handled below
+        x32 = np.asarray(x, dtype=np.float32)
     if axis is not None:
         axis = axis % x32.ndim
     lo, hi = ranges if ranges is not None else value_ranges(x32, axis)
-    if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
+    if not (_float32_finite(lo) and _float32_finite(hi)):  # inf/NaN, or float64 values beyond float32
         x32 = np.where(np.isfinite(x32), x32, np.float32(0.0))
         lo, hi = value_ranges(x32, axis)
     # Ranges and scales in float64: a float32 (hi - lo) can overflow near the float32 limit.
@@ -351,7 +356,8 @@ class _ErrorSums:
         self.count += diff.size
         self.sum_sq_diff += _sum_squares(diff)
         self.sum_sq_ref += _sum_squares(a)
-        self.max_abs = max(self.max_abs, float(diff.max()), -float(diff.min()))
+        worst = float(np.max(np.abs(diff, out=diff)))  # diff is ours: a new array or the caller's scratch
+        self.max_abs = worst if math.isnan(worst) else max(self.max_abs, worst)  # NaN must not hide
 
     def stats(self) -> ErrorStats:
         if not self.count:

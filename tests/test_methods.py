@@ -774,3 +774,23 @@ def test_in_place_rewrites_the_given_model_and_still_validates():
     untouched = shrinkray.shrink(model, "weights-int8")
     assert untouched.model is not model
     assert "fc2.weight" in {t.name for t in model.graph.initializer}
+
+
+@pytest.mark.parametrize("bad", [np.inf, np.nan, 1e39])
+def test_weights_int8_keeps_a_tensor_it_cannot_code_and_says_so(bad):
+    """inf/NaN, or a float64 value beyond float32's range (no float32 scale reaches it): kept as it was."""
+    w = np.random.default_rng(0).normal(size=(64, 64))
+    w[3, 5] = bad
+    good = np.random.default_rng(1).normal(size=(64, 64))
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "W"], ["t"]), helper.make_node("Add", ["t", "G"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [64, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [64, 64])],
+        [numpy_helper.from_array(w, "W"), numpy_helper.from_array(good, "G")],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    variant = shrinkray.shrink(model, "weights-int8", min_elements=1024)
+    assert [c.name for c in variant.changes] == ["G"]
+    assert any("Kept 'W' as it was" in w and "float32's range" in w for w in variant.warnings), variant.warnings
+    kept = next(t for t in variant.model.graph.initializer if t.name == "W")
+    np.testing.assert_array_equal(numpy_helper.to_array(kept), w)

@@ -14,7 +14,7 @@ from shrinkray.methods import base
 @pytest.fixture
 def four_workers(monkeypatch):
     monkeypatch.setattr(base, "MAX_TENSOR_WORKERS", 4)
-    monkeypatch.setattr(base.os, "cpu_count", lambda: 4)
+    monkeypatch.setattr(base, "usable_cores", lambda: 4)
 
 
 def test_results_come_back_in_order_even_when_later_work_finishes_first(four_workers):
@@ -57,7 +57,7 @@ def test_at_most_one_result_per_worker_is_started_ahead_of_the_consumer(four_wor
 
 
 def test_one_core_runs_in_the_calling_thread(monkeypatch):
-    monkeypatch.setattr(base.os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(base, "usable_cores", lambda: 1)
     names = []
     out = list(base.map_tensors(lambda r: names.append(threading.current_thread().name) or r, [1, 2, 3]))
     assert out == [1, 2, 3] and set(names) == {threading.current_thread().name}
@@ -79,7 +79,7 @@ def test_threads_do_not_change_the_result(method, monkeypatch):
 
     import shrinkray
 
-    monkeypatch.setattr(base.os, "cpu_count", lambda: 4)
+    monkeypatch.setattr(base, "usable_cores", lambda: 4)
     outputs = []
     for workers in (1, 4):
         monkeypatch.setattr(base, "MAX_TENSOR_WORKERS", workers)
@@ -87,3 +87,18 @@ def test_threads_do_not_change_the_result(method, monkeypatch):
         assert len(variant.changes) >= 5
         outputs.append((variant.model.SerializeToString(), [dataclasses.asdict(c) for c in variant.changes]))
     assert outputs[0] == outputs[1]
+
+
+def test_closing_early_leaves_no_worker_running(four_workers):
+    running = threading.Event()
+
+    def work(r):
+        running.set()
+        time.sleep(0.01)
+        return r
+
+    results = base.map_tensors(work, list(range(50)))
+    assert next(results) == 0
+    results.close()  # the consumer stops (e.g. it raised): the pool shuts down after the tasks in flight
+    time.sleep(0.05)
+    assert not [t for t in threading.enumerate() if t.name.startswith("shrinkray-tensor")]

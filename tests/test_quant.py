@@ -433,3 +433,34 @@ def test_error_stats_near_the_float32_limit_stay_finite():
     assert stats.max_abs == pytest.approx(3e38, rel=1e-6)
     assert stats.rms == pytest.approx(np.sqrt((1e76 + 1e76 + 9e76) / 3), rel=1e-6)
     assert stats.relative_rms == pytest.approx(1.0)
+
+
+def test_error_stats_reports_nan_when_the_approximation_has_nan():
+    stats = error_stats(np.array([1.0, 2.0, 3.0], np.float32), np.array([1.0, np.nan, 3.0], np.float32))
+    assert np.isnan(stats.max_abs) and np.isnan(stats.rms)
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, 2])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_blocked_codes_on_every_axis_and_dtype_match_a_direct_computation(axis, dtype):
+    x = (np.random.default_rng(3).normal(size=(7, 5, 6)) * 3).astype(dtype)
+    with mock.patch.object(quant, "BLOCK_VALUES", 11):  # several rows per block, a ragged last block
+        codes = quantize_linear(x, symmetric=False, axis=axis)
+        decoded = codes.decode(dtype)
+        stats = codes.error_against(x, dtype)
+    expected = ((codes.codes.astype(np.float32) - codes.zero_point.astype(np.float32)) * codes.scale).astype(dtype)
+    assert decoded.dtype == dtype and np.array_equal(decoded, expected)
+    reference = error_stats(x, expected)
+    assert stats.max_abs == pytest.approx(reference.max_abs, rel=1e-6)
+    assert stats.rms == pytest.approx(reference.rms, rel=1e-4)
+    if axis is not None:
+        assert codes.scale.shape == tuple(n if a == axis else 1 for a, n in enumerate(x.shape))
+
+
+def test_float64_values_beyond_float32_are_coded_as_zero_not_inf():
+    x = np.array([1.0, -2.0, 1e39], dtype=np.float64)
+    lo, hi = value_ranges(x)  # finite in float64, but not representable as a float32 scale
+    codes = quantize_linear(x, symmetric=False, ranges=(lo, hi))
+    decoded = codes.decode()
+    assert np.all(np.isfinite(decoded)) and decoded[2] == 0.0
+    assert decoded[0] == pytest.approx(1.0, abs=3 / 255) and decoded[1] == pytest.approx(-2.0, abs=3 / 255)

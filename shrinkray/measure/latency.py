@@ -8,7 +8,6 @@ ratio of medians is what users act on.
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from collections.abc import Callable
@@ -18,6 +17,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from shrinkray.cores import usable_cores
 from shrinkray.validate import open_session
 
 DEFAULT_RUNS = 50
@@ -46,7 +46,7 @@ class LatencyStats:
 
 
 def default_threads() -> list[int]:
-    cores = os.cpu_count() or 1
+    cores = usable_cores()
     return [1] if cores == 1 else [1, cores]
 
 

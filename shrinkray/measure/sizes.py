@@ -11,13 +11,13 @@ quality used is always recorded next to the number.
 from __future__ import annotations
 
 import gzip
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import brotli
 
+from shrinkray.cores import usable_cores
 from shrinkray.errors import OptionError
 
 GZIP_LEVEL = 9
@@ -112,7 +112,7 @@ def measure_many(
             jobs.append((key, "zstd", lambda d=data: zstd_size(d, zstd_level)))
     jobs.sort(key=lambda job: -len(blobs[job[0]]) * (20 if job[1] == "brotli" else 1))
     results: dict[tuple[str, str], int] = {}
-    with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
+    with ThreadPoolExecutor(max_workers=workers or usable_cores()) as pool:
         futures = {(key, kind): pool.submit(fn) for key, kind, fn in jobs}
         for k, fut in futures.items():
             results[k] = fut.result()

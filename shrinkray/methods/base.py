@@ -12,7 +12,6 @@ import dataclasses
 import fnmatch
 import itertools
 import math
-import os
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +20,7 @@ from typing import Any, TypeVar
 
 import onnx
 
+from shrinkray.cores import usable_cores
 from shrinkray.errors import MethodError, OptionError
 from shrinkray.graph import WeightRef
 from shrinkray.quant import ErrorStats
@@ -195,7 +195,7 @@ def map_tensors(work: Callable[[WeightRef], T], refs: list[WeightRef]) -> Iterat
     memory holds a few tensors' results, not all of them. ``work`` must only
     read its tensor and return new arrays: the caller edits the model.
     """
-    workers = min(MAX_TENSOR_WORKERS, os.cpu_count() or 1, len(refs))
+    workers = min(MAX_TENSOR_WORKERS, usable_cores(), len(refs))
     if workers <= 1:
         yield from (work(r) for r in refs)
         return

@@ -96,6 +96,8 @@ def _decode_nodes(codes: LinearCodes, target: int, form: str) -> tuple[dict[str,
     return stored, build
 
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
 #: Per-channel scales must stay small next to the codes: at most one float32
 #: scale per 64 values, so the scales add at most 1/16 to the int8 size.
 MIN_VALUES_PER_SCALE = 64
@@ -117,7 +119,8 @@ def expected_noise(ranges: tuple[np.ndarray, np.ndarray], symmetric: bool) -> fl
 
 
 def best_codes(values: np.ndarray, ref: WeightRef, symmetric: bool, per_channel: bool = True) -> LinearCodes | None:
-    """Codes per tensor, or per channel along the axis that loses least; None if ``values`` holds inf or NaN.
+    """Codes per tensor, or per channel along the axis that loses least; None if ``values`` holds inf, NaN
+    or (float64) values beyond float32's range.
 
     The weight is rebuilt as a whole float tensor before any op sees it, so
     any axis is valid: every axis is a candidate (the consumer's output-channel
@@ -132,8 +135,8 @@ def best_codes(values: np.ndarray, ref: WeightRef, symmetric: bool, per_channel:
     axes = [a for a in axes if per_channel and values.size // max(values.shape[a], 1) >= MIN_VALUES_PER_SCALE]
     per_axis = ranges_by_axis(values, [None, *axes])
     whole = per_axis.pop(None)
-    if not (np.isfinite(whole[0]).all() and np.isfinite(whole[1]).all()):
-        return None
+    if not (np.all(np.abs(whole[0]) <= FLOAT32_MAX) and np.all(np.abs(whole[1]) <= FLOAT32_MAX)):
+        return None  # inf, NaN, or float64 values that float32 scales cannot reach
     best_axis, best_ranges = None, whole
     best_noise = expected_noise(whole, symmetric)
     for axis, ranges in per_axis.items():
@@ -166,7 +169,9 @@ def apply(model: onnx.ModelProto, options: WeightsInt8Options) -> Variant:
     refs = candidates(find_weights(model), options)
     for ref, (codes, stats) in zip(refs, map_tensors(encode, refs), strict=True):
         if codes is None:
-            variant.warnings.append(f"Kept '{ref.name}' as it was: it holds inf or NaN values")
+            variant.warnings.append(
+                f"Kept '{ref.name}' as it was: it holds inf or NaN values, or values beyond float32's range"
+            )
             continue
         stored, build = _decode_nodes(codes, ref.dtype, options.form)
         editor.replace(ref, stored, build)

@@ -115,7 +115,8 @@ def _float32_scale(scale: np.ndarray, max_code: float) -> np.ndarray:
     return np.where(scale32 > 0, scale32, np.float32(1.0)).astype(np.float32)
 
 
-def _float32_finite(values: np.ndarray) -> bool:
+def fits_float32(values: np.ndarray) -> bool:
+    """Every value is finite and within float32's range (so float32 scales can reach it)."""
     return bool(np.all(np.abs(values) <= _FLOAT32_MAX))  # False for inf and NaN too
 
 
@@ -140,22 +141,14 @@ def ranges_by_axis(x: np.ndarray, axes: list[int | None]) -> dict[int | None, tu
         empty = np.zeros((1,) * x.ndim)
         return {a: (empty, empty) for a in axes}
     out: dict[int | None, tuple[np.ndarray, np.ndarray]] = {}
-    for axis in axes:
-        if axis is None:
+    for axis in sorted(set(axes), key=lambda a: a is None):  # per-axis ranges first, the whole tensor last
+        if axis is None and out:
+            lo, hi = next(iter(out.values()))
+            out[None] = (np.min(lo, keepdims=True), np.max(hi, keepdims=True))
             continue
         reduce = _reduce_axes(x.ndim, axis)
         lo = np.min(x, axis=reduce, keepdims=True).astype(np.float64)
         out[axis] = (lo, np.max(x, axis=reduce, keepdims=True).astype(np.float64))
-    if None in axes:
-        if out:
-            lo, hi = next(iter(out.values()))
-            ones = (1,) * x.ndim
-            out[None] = (np.min(lo).reshape(ones), np.max(hi).reshape(ones))
-        else:
-            out[None] = (
-                np.min(x, keepdims=True).astype(np.float64).reshape((1,) * x.ndim),
-                np.max(x, keepdims=True).astype(np.float64).reshape((1,) * x.ndim),
-            )
     return out
 
 
@@ -179,7 +172,7 @@ def quantize_linear(
     if axis is not None:
         axis = axis % x32.ndim
     lo, hi = ranges if ranges is not None else value_ranges(x32, axis)
-    if not (_float32_finite(lo) and _float32_finite(hi)):  # inf/NaN, or float64 values beyond float32
+    if not (fits_float32(lo) and fits_float32(hi)):  # inf/NaN, or float64 values beyond float32
         x32 = np.where(np.isfinite(x32), x32, np.float32(0.0))
         lo, hi = value_ranges(x32, axis)
     # Ranges and scales in float64: a float32 (hi - lo) can overflow near the float32 limit.

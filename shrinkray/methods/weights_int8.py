@@ -31,7 +31,7 @@ from shrinkray.methods.base import (
     register,
     warn_if_damaged,
 )
-from shrinkray.quant import ErrorStats, LinearCodes, quantize_linear, ranges_by_axis
+from shrinkray.quant import ErrorStats, LinearCodes, fits_float32, quantize_linear, ranges_by_axis
 from shrinkray.validate import default_opset
 
 
@@ -96,8 +96,6 @@ def _decode_nodes(codes: LinearCodes, target: int, form: str) -> tuple[dict[str,
     return stored, build
 
 
-FLOAT32_MAX = float(np.finfo(np.float32).max)
-
 #: Per-channel scales must stay small next to the codes: at most one float32
 #: scale per 64 values, so the scales add at most 1/16 to the int8 size.
 MIN_VALUES_PER_SCALE = 64
@@ -135,7 +133,7 @@ def best_codes(values: np.ndarray, ref: WeightRef, symmetric: bool, per_channel:
     axes = [a for a in axes if per_channel and values.size // max(values.shape[a], 1) >= MIN_VALUES_PER_SCALE]
     per_axis = ranges_by_axis(values, [None, *axes])
     whole = per_axis.pop(None)
-    if not (np.all(np.abs(whole[0]) <= FLOAT32_MAX) and np.all(np.abs(whole[1]) <= FLOAT32_MAX)):
+    if not (fits_float32(whole[0]) and fits_float32(whole[1])):
         return None  # inf, NaN, or float64 values that float32 scales cannot reach
     best_axis, best_ranges = None, whole
     best_noise = expected_noise(whole, symmetric)

@@ -6,7 +6,7 @@ from app_ui.controls import friendly_errors, method_controls
 from app_ui.results import show_results
 from app_ui.state import current_model, latest_comparison, run_comparison
 from shrinkray.compare import CompareSettings
-from shrinkray.measure.parity import DEFAULT_ABS_TOL, DEFAULT_MEAN_TOL, DEFAULT_MIN_COSINE
+from shrinkray.measure.parity import KINDS, MEASURES, PROFILES, VerdictSettings, build_verdict
 from shrinkray.methods import all_methods
 
 st.title("Shrink")
@@ -38,26 +38,47 @@ for spec in specs:
             methods.append((spec.name, method_controls(spec, "shrink")))
 
 with st.expander("Measurement settings"):
-    c1, c2, c3, c4 = st.columns(4)
-    abs_tol = c1.number_input("Parity: max abs error allowed", min_value=0.0, value=DEFAULT_ABS_TOL, format="%.4f")
-    mean_tol = c2.number_input("Parity: mean abs error allowed", min_value=0.0, value=DEFAULT_MEAN_TOL, format="%.4f")
-    min_cosine = c3.number_input("Parity: lowest cosine allowed", min_value=-1.0, max_value=1.0,
-                                 value=DEFAULT_MIN_COSINE, format="%.4f",
-                                 help="Small absolute errors can hide a destroyed output; the cosine catches it.")  # fmt: skip
-    runs = c4.number_input("Timed runs per model", min_value=3, max_value=500, value=20,
+    profile = st.radio(
+        "Parity verdict", list(PROFILES), horizontal=True,
+        format_func=lambda p: {"relative": "Each output in its own terms (recommended)",
+                               "absolute": "Absolute tolerances (max abs 0.06, mean abs 0.02, cosine 0.99)"}.get(p, p),
+        help="Relative: class scores must keep their top-1 decisions, maps and boxes stay within a share of their "
+        "own range, embeddings keep their cosine row by row. Absolute: the same error limits for every output.",
+    )  # fmt: skip
+    st.caption("How each output is judged. Leave **auto** to let the tool decide from the graph, the name and the "
+               "shape; add criteria such as `min_top1_agreement=0.995` or `max_relative_error=0.05`, comma-separated.")  # fmt: skip
+    outputs_table = st.data_editor(
+        [{"Output": o.name, "Judge as": "auto", "Extra criteria": ""} for o in loaded.model.graph.output],
+        column_config={
+            "Output": st.column_config.TextColumn(disabled=True),
+            "Judge as": st.column_config.SelectboxColumn(options=["auto", *KINDS], required=True),
+            "Extra criteria": st.column_config.TextColumn(help="Criteria: min_ or max_ of " + ", ".join(MEASURES)),
+        },
+        hide_index=True, width="stretch", key="verdict_outputs",
+    )  # fmt: skip
+    c1, c2 = st.columns(2)
+    runs = c1.number_input("Timed runs per model", min_value=3, max_value=500, value=20,
                            help="Original and variants run interleaved; median and p90 are reported.")  # fmt: skip
-    latency = st.toggle("Measure latency", value=True)
+    latency = c2.toggle("Measure latency", value=True)
 
 previous = st.session_state.get("last_settings")
+verdict = None
+with friendly_errors("Reading the parity settings"):
+    verdict = build_verdict(
+        profile,
+        [f"{row['Output']}:{item.strip()}" for row in outputs_table for item in str(row["Extra criteria"] or "").split(",")
+         if item.strip()],
+        [f"{row['Output']}={row['Judge as']}" for row in outputs_table if row["Judge as"] != "auto"],
+    )  # fmt: skip
 settings = CompareSettings(
-    methods=methods, abs_tol=float(abs_tol), mean_tol=float(mean_tol), min_cosine=float(min_cosine),
+    methods=methods, verdict=verdict or VerdictSettings(profile=profile),
     runs=int(runs), latency=latency,
     latency_budget_s=10.0, culprit_budget_s=30.0,
     inputs=previous.inputs if previous else CompareSettings().inputs,
     inputs_path=previous.inputs_path if previous else None,
 )  # fmt: skip
 
-if st.button("Shrink and measure", type="primary", disabled=not methods, icon=":material/compress:"):
+if st.button("Shrink and measure", type="primary", disabled=not methods or verdict is None, icon=":material/compress:"):
     bar = st.progress(0.0, text="Starting")
     with friendly_errors("Shrinking and measuring"):
         run_comparison(loaded, settings, progress=lambda step, f: bar.progress(min(max(f, 0.0), 1.0), text=step))

@@ -21,13 +21,25 @@ from shrinkray.units import format_bytes
 log = logging.getLogger("shrinkray.app")
 
 
+#: How the app words the engine's hints that name a setting (the CLI has its own flags for them).
+APP_HINTS = {
+    "inputs": "On the Compare page, set the free dimensions and value ranges under \"Inputs used for parity\", "
+    "or upload real inputs (an .npz file, images or WAV files)",
+}
+
+
+def app_message(exc: ShrinkRayError) -> str:
+    hint = APP_HINTS.get(getattr(exc, "setting", ""), exc.hint)
+    return f"{exc.problem}. {hint}." if hint else f"{exc.problem}."
+
+
 @contextlib.contextmanager
 def friendly_errors(action: str) -> Iterator[None]:
     """Show what went wrong and what to do; never a traceback in the page."""
     try:
         yield
     except ShrinkRayError as exc:
-        st.error(f"{action} failed: {exc}", icon=":material/error:")
+        st.error(f"{action} failed: {app_message(exc)}", icon=":material/error:")
     except Exception as exc:
         log.exception("unexpected error during %s", action)
         st.error(

@@ -39,10 +39,9 @@ def variant_card(c: Comparison, result: VariantResult, advice_items) -> None:
         parity = result.parity
         if parity is not None:
             verdict = "Pass" if parity.passed else "Fail"
-            cos = parity.worst_cosine
-            cosine = f"; worst cosine {cos:.5f}" if cos is not None else ""
-            cols[3].metric("Parity", verdict, f"max abs err {parity.max_abs_error:.3g}", delta_color="off",
-                           help=f"Tolerances: max abs {parity.abs_tol}, mean abs {parity.mean_tol}{cosine}")  # fmt: skip
+            cols[3].metric("Parity", verdict, f"{parity.severity:.0%} of allowed error", delta_color="off",
+                           help=f"Decided by {parity.decided_by}. {parity.verdict.profile.capitalize()} verdict "
+                           f"on {parity.samples} input samples.")  # fmt: skip
         ratio = latency_ratio(c, result)
         if ratio is not None:
             first = result.latency[0]
@@ -51,6 +50,10 @@ def variant_card(c: Comparison, result: VariantResult, advice_items) -> None:
         for item in advice_items:
             if item.variant == result.key:
                 st.markdown(f"{_ICONS.get(item.level, '')} {item.text}")
+        if parity is not None:
+            with st.expander("Parity per output"):
+                header, rows = report.output_table(result)
+                st.dataframe([dict(zip(header, row, strict=True)) for row in rows], hide_index=True, width="stretch")
         for warning in result.warnings[:5]:
             st.warning(warning, icon=":material/warning:")
         st.download_button(

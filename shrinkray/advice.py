@@ -72,10 +72,11 @@ def recommended(comparison: Comparison, delivery: str = "brotli") -> VariantResu
 
 
 def pareto(comparison: Comparison, delivery: str = "brotli") -> list[ParetoPoint]:
-    """Size (delivered bytes) vs worst max-abs output error; frontier = nothing both smaller and closer."""
+    """Size (delivered bytes) vs parity severity (the worst output's share of its allowed error, 1.0 = the
+    limit; scale-free, so pixels, logits and probabilities compare); frontier = nothing both smaller and closer."""
     best = recommended(comparison, delivery)
     points = [
-        (r, _size(r, delivery), r.parity.max_abs_error if r.parity else float("inf"))
+        (r, _size(r, delivery), r.parity.severity if r.parity else float("inf"))
         for r in comparison.all
         if r.ok and r.sizes is not None and r.parity is not None
     ]
@@ -109,7 +110,7 @@ def advise(comparison: Comparison, delivery: str = "brotli") -> list[Advice]:
                 "warning",
                 f"This model has no float weight tensors large enough to shrink ({format_bytes(summary.weight_bytes)} "
                 f"of weights, {format_percent(summary.weight_share)} of the file), so the weight methods change "
-                "nothing. Lower --min-elements if small tensors matter, or keep the original.",
+                "nothing. Lower the minimum tensor size (min elements) if small tensors matter, or keep the original.",
             )
         )
     original_size = _size(comparison.original, delivery)
@@ -138,7 +139,7 @@ def advise(comparison: Comparison, delivery: str = "brotli") -> list[Advice]:
             )  # fmt: skip
         if result.parity is not None and not result.parity.passed:
             failing = [o for o in result.parity.outputs if not o.passed]
-            reason = "; ".join(f"{o.name}: {o.reason}" for o in failing[:2])
+            reason = "; ".join(f"{o.name} ({o.kind}): {o.reason}" for o in failing[:2])
             hint = _parity_hint(result)
             notes.append(Advice("bad", f"{key} fails parity ({reason}). {hint}", key))
         if result.method == "palettize" and int(result.options.get("levels", 256)) <= FEW_LEVELS:
@@ -154,31 +155,36 @@ def advise(comparison: Comparison, delivery: str = "brotli") -> list[Advice]:
     best = recommended(comparison, delivery)
     if best is not None and original_size:
         size = _size(best, delivery)
+        speed = (
+            "" if latency_ratio(comparison, best) is not None
+            else " Speed was not checked (latency not measured): time it before shipping."
+        )  # fmt: skip
         notes.insert(
             0,
             Advice(
                 "good",
                 f"Best trade-off: {best.key}. The {delivery} download drops from {format_bytes(original_size)} to "
-                f"{format_bytes(size)} ({format_percent(1 - size / original_size)} smaller) and parity passes.",
+                f"{format_bytes(size)} ({format_percent(1 - size / original_size)} smaller) and parity passes "
+                f"(closest call: {best.parity.decided_by}).{speed}",
                 best.key,
             ),
         )
     elif comparison.variants:
-        notes.insert(0, Advice("warning", "No variant is both smaller and within the parity tolerances; "
-                               "keep the original or loosen --abs-tol / --mean-tol knowingly."))  # fmt: skip
+        notes.insert(0, Advice("warning", "No variant is both smaller and within the parity criteria: keep the "
+                               "original, or loosen the criteria knowingly."))  # fmt: skip
     return notes
 
 
 def _parity_hint(result: VariantResult) -> str:
     if result.culprits:
         top = [c.tensor for c in result.culprits[:3]]
-        return f"The tensors that move the outputs most: {', '.join(top)}; try --exclude {','.join(top)} (or --auto)."
+        return f"The tensors that move the outputs most: {', '.join(top)}; leave them in float (exclude them)."
     if result.method == "palettize":
-        return "Try more --levels."
+        return "Try more levels."
     if result.method == "dynamic-int8":
         return "Try weights-int8 or float16, which keep activations in float."
     if result.method == "weights-int8":
-        return "Try --granularity per-channel, or float16."
+        return "Try per-channel granularity, or float16."
     return "Try float16, which is near-lossless."
 
 

@@ -409,6 +409,22 @@ def _exact_summary(c: Comparison, name: str) -> str:
     return f"{_esc(name)} compared exactly, identical in every variant"
 
 
+def _abs_limit(c: Comparison, name: str) -> tuple[float, str] | None:
+    """The verdict's largest allowed error of one output in its own units, when the verdict has one:
+    an absolute ``max_abs_error``, or ``max_relative_error`` times the output's range."""
+    ref = _output_of(c.original, name)
+    if ref is None or ref.exact:
+        return None
+    criteria = {cr.name: cr.limit for cr in c.settings.verdict.criteria_for(name, ref.kind)}
+    if "max_abs_error" in criteria:
+        return criteria["max_abs_error"], f"max abs error allowed {criteria['max_abs_error']:g}"
+    spread = ref.measures.get("range")
+    if "max_relative_error" in criteria and spread:
+        value = criteria["max_relative_error"] * spread
+        return value, f"largest error allowed ({criteria['max_relative_error']:g} of the range)"
+    return None
+
+
 def parity_error_chart(c: Comparison, output: str | None = None) -> go.Figure:
     """Distribution of |variant - original| per float output (box per variant), with the abs tolerance marked.
 
@@ -419,7 +435,6 @@ def parity_error_chart(c: Comparison, output: str | None = None) -> go.Figure:
     """
     title = "Output error per variant"
     names = _output_names(c, output)
-    abs_tol = c.settings.abs_tol
     if not names:
         return empty_figure(title, "Parity was not measured.")
     float_names = [n for n in names if not getattr(_output_of(c.original, n), "exact", False)]
@@ -446,6 +461,7 @@ def parity_error_chart(c: Comparison, output: str | None = None) -> go.Figure:
         panel_titles=None if single else [f"output {_esc(n)}" for n in float_names],
     )  # fmt: skip
     all_zero = True
+    limits: list[str] = []
     for row, name in enumerate(float_names, start=1):
         where = {} if single else {"row": row, "col": 1}
         missing, largest = [], 0.0
@@ -477,8 +493,11 @@ def parity_error_chart(c: Comparison, output: str | None = None) -> go.Figure:
                 **where,
             )  # fmt: skip
         all_zero = all_zero and largest == 0.0
-        fig.add_vline(x=abs_tol, line={"color": TOLERANCE_COLOR, "dash": "dash", "width": 2}, **where)
-        fig.update_xaxes(range=[0, max(largest, abs_tol) * 1.08], **where)
+        limit = _abs_limit(c, name)
+        if limit is not None:
+            fig.add_vline(x=limit[0], line={"color": TOLERANCE_COLOR, "dash": "dash", "width": 2}, **where)
+            limits.append(limit[1])
+        fig.update_xaxes(range=[0, max(largest, limit[0] if limit else 0.0) * 1.08 or 1.0], **where)
         if missing:
             suffix = "" if row == 1 else str(row)
             fig.add_annotation(
@@ -486,13 +505,14 @@ def parity_error_chart(c: Comparison, output: str | None = None) -> go.Figure:
                 yref=f"y{suffix} domain", xanchor="right", yanchor="bottom", showarrow=False,
                 font={"size": FONT_SIZE - 3, "color": "#555555"},
             )  # fmt: skip
-    fig.add_trace(
-        go.Scatter(
-            name=f"max abs tolerance {abs_tol:g}", x=[None], y=[None], mode="lines",
-            line={"color": TOLERANCE_COLOR, "dash": "dash", "width": 2}, hoverinfo="skip",
-        ),
-        **({} if single else {"row": 1, "col": 1}),
-    )  # fmt: skip
+    if limits:
+        fig.add_trace(
+            go.Scatter(
+                name=_esc(limits[0]) if len(set(limits)) == 1 else "largest error allowed", x=[None], y=[None],
+                mode="lines", line={"color": TOLERANCE_COLOR, "dash": "dash", "width": 2}, hoverinfo="skip",
+            ),
+            **({} if single else {"row": 1, "col": 1}),
+        )  # fmt: skip
     if all_zero:
         fig.add_annotation(
             text="Every variant reproduces the original exactly (error 0).", x=0.5, y=0.5, xref="paper",
@@ -598,7 +618,7 @@ def pareto_chart(c: Comparison, delivery: str = "brotli") -> go.Figure:
     title = "Size vs accuracy"
     points = pareto(c, delivery)
     label = _delivery_label(c, delivery)
-    abs_tol = c.settings.abs_tol
+    abs_tol = 1.0  # severity: the share of the allowed error; 1.0 is the verdict's limit
     if not points:
         return empty_figure(title, "Nothing to plot: no variant has both a size and a parity measurement.")
     colors = variant_colors(c)
@@ -624,7 +644,8 @@ def pareto_chart(c: Comparison, delivery: str = "brotli") -> go.Figure:
                else "no variant is smaller and within tolerance")  # fmt: skip
     fig = _figure(
         title,
-        f"Worst max |variant - original| over float outputs vs {label} size; ● passes parity, ✕ fails; {verdict}",
+        f"Parity error as a share of what the verdict allows (1 = the limit) vs {label} size; "
+        f"● passes parity, ✕ fails; {verdict}",
         height=max(HEIGHT, 520),
         notes=[_failed_note(c.all)],
     )
@@ -673,7 +694,8 @@ def pareto_chart(c: Comparison, delivery: str = "brotli") -> go.Figure:
                 },
                 customdata=[[f"{p.size:,}", share, shown, reason, "on the frontier" if p.on_frontier else "dominated"]],
                 hovertemplate="<b>%{fullData.name}</b><br>" + label + ": %{customdata[0]} bytes (%{customdata[1]})"
-                "<br>worst max abs error: %{customdata[2]}<br>%{customdata[3]}<br>%{customdata[4]}<extra></extra>",
+                "<br>share of the allowed error: %{customdata[2]}<br>%{customdata[3]}<br>%{customdata[4]}"
+                "<extra></extra>",
             )
         )
     groups: dict[tuple[int, float], list[str]] = {}
@@ -695,7 +717,7 @@ def pareto_chart(c: Comparison, delivery: str = "brotli") -> go.Figure:
         )  # fmt: skip
     if abs_tol > 0:
         fig.add_hline(y=abs_tol, line={"color": TOLERANCE_COLOR, "dash": "dash", "width": 2})
-        _line_label(fig, abs_tol, f"max abs tolerance {abs_tol:g}", TOLERANCE_COLOR, use_log, right=True)
+        _line_label(fig, abs_tol, "parity limit", TOLERANCE_COLOR, use_log, right=True)
     if use_log and any(p.error == 0 for p in points):
         fig.add_hline(y=floor, line={"color": "#AAAAAA", "dash": "dot", "width": 1})
         _line_label(fig, floor, "error exactly 0 (identical outputs)", "#777777", use_log, right=False)
@@ -706,10 +728,10 @@ def pareto_chart(c: Comparison, delivery: str = "brotli") -> go.Figure:
     fig.update_xaxes(title_text=f"Delivered size, {label} ({unit})", range=[0, largest * 1.12])
     if use_log:
         upper = ceiling if any(not math.isfinite(p.error) for p in points) else max(span)
-        fig.update_yaxes(title_text="Worst max abs error (output units, log scale)", type="log", dtick=1,
+        fig.update_yaxes(title_text="Share of the allowed error (log scale)", type="log", dtick=1,
                          range=[math.log10(floor) - 0.3, math.log10(upper) + 0.4])  # fmt: skip
     else:
-        fig.update_yaxes(title_text="Worst max abs error (output units)", range=[-ceiling * 0.05, ceiling * 1.1])
+        fig.update_yaxes(title_text="Share of the allowed error", range=[-ceiling * 0.05, ceiling * 1.1])
     return fig
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 import sys
 import tempfile
 import traceback
@@ -22,7 +23,7 @@ from shrinkray.errors import MissingModelError, OptionError, ShrinkRayError
 from shrinkray.inspect import ModelSummary, inspect_model
 from shrinkray.io import LoadedModel, check_output_path, load, save
 from shrinkray.measure.inputs import InputOptions, parse_dims, parse_ranges
-from shrinkray.measure.parity import DEFAULT_ABS_TOL, DEFAULT_MEAN_TOL, DEFAULT_MIN_COSINE
+from shrinkray.measure.parity import DEFAULT_PROFILE, KINDS, MEASURES, PROFILES, build_verdict
 from shrinkray.methods import Variant, all_methods, get_method
 from shrinkray.pricing import DELIVERIES, PricingChoice
 from shrinkray.shrink import shrink
@@ -281,9 +282,10 @@ def _int_list(text: str, flag: str) -> list[int]:
 def compare_settings(args: argparse.Namespace) -> CompareSettings:
     settings = CompareSettings(
         methods=parse_method_list(args.methods, _method_options(args)),
-        abs_tol=args.abs_tol,
-        mean_tol=args.mean_tol,
-        min_cosine=args.min_cosine,
+        verdict=build_verdict(
+            args.verdict, args.tolerance, args.output_kind,
+            max_abs_error=args.abs_tol, max_mean_abs_error=args.mean_tol, min_cosine=args.min_cosine,
+        ),
         runs=args.runs,
         latency=not args.no_latency,
         latency_budget_s=args.latency_budget,
@@ -304,14 +306,45 @@ def compare_settings(args: argparse.Namespace) -> CompareSettings:
     return settings
 
 
+def variant_file_name(stem: str, key: str) -> str:
+    """``model.weights-int8.onnx``, ``model.palettize_levels-16.onnx``: safe on every file system."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", key.replace("=", "-")).strip("._") or "variant"
+    return f"{stem}.{slug}.onnx"
+
+
+def save_variants(comparison, folder: Path, stem: str, protected: list[Path], overwrite: bool = False) -> list[Path]:
+    """Write every usable variant into ``folder`` (checked models, atomically); each result records its file.
+
+    Every target is checked before the first is written, so a clash leaves nothing half done.
+    """
+    results = [r for r in comparison.variants if r.ok and r.model is not None]
+    targets = [folder / variant_file_name(stem, r.key) for r in results]
+    for target in targets:
+        check_output_path(target, protect=protected, overwrite=overwrite)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for result, target in zip(results, targets, strict=True):
+        written.append(save(result.model, target, protect=protected, overwrite=overwrite))
+        result.file = str(written[-1])
+    return written
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from shrinkray import report  # plotly is only needed for reports
 
     settings = compare_settings(args)
     choice = pricing_choice(args)  # None without --downloads; checked before minutes of work
     report.check_report_paths([args.json, args.markdown, args.csv, args.html])  # before minutes of work
+    save_dir = Path(args.save_dir) if args.save_dir else None
+    if save_dir is not None and save_dir.exists() and not save_dir.is_dir():
+        raise OptionError(f"--save-dir {save_dir} is a file, not a folder", "Name a folder (it is created if missing)")
     loaded = load_model_file(args.model)
     comparison = compare(loaded, settings, progress=ProgressBar(args.quiet))
+    if save_dir is not None:
+        model_path = Path(args.model)
+        protected = [model_path] + [model_path.parent / f for f in loaded.external_data_files]
+        for path in save_variants(comparison, save_dir, model_path.stem, protected, overwrite=args.force):
+            _status(args, f"Wrote {path}")
     print(report.to_text(comparison, pricing=choice))
     written = report.write_reports(
         comparison, json_path=args.json, markdown_path=args.markdown, csv_path=args.csv, html_path=args.html,
@@ -453,10 +486,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="all (default) or a comma list; give a method its own options with colons, e.g. "
         "palettize:levels=16,palettize:levels=256,weights-int8",
     )  # fmt: skip
-    p.add_argument("--abs-tol", type=float, default=DEFAULT_ABS_TOL, help="parity: max abs error allowed (default 0.06)")
-    p.add_argument("--mean-tol", type=float, default=DEFAULT_MEAN_TOL, help="parity: mean abs error allowed (default 0.02)")
-    p.add_argument("--min-cosine", type=float, default=DEFAULT_MIN_COSINE,
-                   help="parity: lowest cosine similarity allowed per float output (default 0.99)")  # fmt: skip
+    p.add_argument("--verdict", choices=sorted(PROFILES), default=DEFAULT_PROFILE,
+                   help="parity profile: relative (default: each output judged in its own terms) or absolute "
+                   "(max abs error 0.06, mean abs error 0.02, cosine 0.99 on every float output)")  # fmt: skip
+    p.add_argument("--tolerance", action="append", metavar="[OUTPUT:]CRITERION=VALUE",
+                   help="set a parity criterion for every output or one output (repeatable), e.g. "
+                   "min_top1_agreement=0.995 or boxes:max_relative_error=0.02; criteria are min_ or max_ of: "
+                   + ", ".join(MEASURES))  # fmt: skip
+    p.add_argument("--output-kind", action="append", metavar="OUTPUT=KIND",
+                   help="how to judge an output (repeatable): " + ", ".join(KINDS))  # fmt: skip
+    p.add_argument("--abs-tol", type=float, help="shorthand for --tolerance max_abs_error=VALUE")
+    p.add_argument("--mean-tol", type=float, help="shorthand for --tolerance max_mean_abs_error=VALUE")
+    p.add_argument("--min-cosine", type=float, help="shorthand for --tolerance min_cosine=VALUE")
     p.add_argument("--inputs", help="real inputs for parity and latency: .npz keyed by input name, or .npy")
     p.add_argument("--dim", action="append", metavar="NAME=VALUE", help="size of a free dimension (repeatable); "
                    "unnamed ones as INPUT:AXIS=VALUE")  # fmt: skip
@@ -473,6 +514,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "most damaging tensors in float")  # fmt: skip
     p.add_argument("--no-culprits", action="store_true", help="do not search for the tensors that hurt parity")
     p.add_argument("--culprit-budget", type=float, default=60.0, help="seconds for the culprit search per variant")
+    p.add_argument("--save-dir", metavar="DIR", help="write every variant (checked) into DIR as MODEL.VARIANT.onnx; "
+                   "the JSON report gives each one's file")  # fmt: skip
+    p.add_argument("--force", action="store_true", help="with --save-dir: replace variant files that exist")
     p.add_argument("--json", help="write the JSON report here")
     p.add_argument("--markdown", help="write the Markdown report here")
     p.add_argument("--csv", help="write the CSV table here")
@@ -508,6 +552,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: How the command line words the engine's hints that name a setting.
+CLI_HINTS = {
+    "inputs": "Set free dimensions with --dim NAME=VALUE (unnamed ones as INPUT:AXIS=VALUE), value ranges with "
+    "--range NAME=LOW:HIGH, or give real inputs with --inputs (an .npz file, or images / WAV files)",
+}
+
+
+def cli_message(exc: ShrinkRayError) -> str:
+    """The error in the command line's words: a hint naming a setting becomes the flags for it."""
+    hint = CLI_HINTS.get(exc.setting, exc.hint)
+    return f"{exc.problem}. {hint}." if hint else f"{exc.problem}."
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -516,7 +573,7 @@ def main(argv: list[str] | None = None) -> int:
     except ShrinkRayError as exc:
         if args.debug:
             traceback.print_exc()
-        print(f"Error: {exc}", file=sys.stderr)
+        print(f"Error: {cli_message(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("Interrupted; nothing was written.", file=sys.stderr)

@@ -8,6 +8,8 @@ for a method that fails: that variant carries its error and the others go on.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
+from pathlib import Path
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,9 +21,10 @@ from shrinkray.errors import OptionError, RuntimeUnsupportedError, ShrinkRayErro
 from shrinkray.inspect import ModelSummary, inspect_model
 from shrinkray.io import LoadedModel, serialize, tensor_payload_bytes
 from shrinkray.limits import Limits, check_memory
-from shrinkray.measure.inputs import InputOptions, first_axis_dynamic, load_inputs, synthesize
+from shrinkray.measure.inputs import InputOptions, first_axis_dynamic, input_roles, load_inputs, signature, synthesize
 from shrinkray.measure.latency import DEFAULT_RUNS, DEFAULT_WARMUP, LatencyStats, default_threads, measure_latency
-from shrinkray.measure.parity import DEFAULT_ABS_TOL, DEFAULT_MEAN_TOL, DEFAULT_MIN_COSINE, Parity, compare_outputs
+from shrinkray.measure.output_kinds import classify_outputs
+from shrinkray.measure.parity import OutputKind, Parity, VerdictSettings, compare_outputs
 from shrinkray.measure.sizes import Sizes, measure_many
 from shrinkray.memory import release_free_memory
 from shrinkray.methods import all_methods, get_method
@@ -40,9 +43,7 @@ class CompareSettings:
     """Everything that shapes a comparison; defaults are what the CLI uses."""
 
     methods: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # empty: all methods
-    abs_tol: float = DEFAULT_ABS_TOL
-    mean_tol: float = DEFAULT_MEAN_TOL
-    min_cosine: float = DEFAULT_MIN_COSINE
+    verdict: VerdictSettings = field(default_factory=VerdictSettings)
     runs: int = DEFAULT_RUNS
     warmup: int = DEFAULT_WARMUP
     threads: list[int] = field(default_factory=default_threads)
@@ -53,7 +54,8 @@ class CompareSettings:
     zstd_level: int | None = None
     inputs: InputOptions = field(default_factory=InputOptions)
     inputs_path: str | None = None
-    parity_batch: int = 4
+    parity_batch: int = 4  # input samples for parity (one batch when the batch axis is free)
+    probe_budget_s: float = 20.0  # trying other free dimensions when the original rejects the inputs
     parity_budget_s: float = field(default_factory=lambda: Limits.from_env().max_run_seconds)
     culprits: bool = True
     culprit_budget_s: float = 60.0
@@ -69,6 +71,7 @@ class Culprit:
     mean_abs_error: float
     worst_cosine: float | None
     passes_alone: bool
+    severity: float = 0.0  # share of the allowed error used (1.0 = at the limit)
 
 
 @dataclass
@@ -85,6 +88,7 @@ class VariantResult:
     notes: list[str] = field(default_factory=list)
     culprits: list[Culprit] = field(default_factory=list)
     error: str | None = None
+    file: str | None = None  # where the variant was written (compare --save-dir)
 
     @property
     def ok(self) -> bool:
@@ -128,43 +132,153 @@ def _short(value: Any) -> str:
     return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
 
 
-def _parity(reference: dict[str, np.ndarray], outputs: dict[str, np.ndarray], settings: CompareSettings) -> Parity:
-    return compare_outputs(
-        reference, outputs, abs_tol=settings.abs_tol, mean_tol=settings.mean_tol, min_cosine=settings.min_cosine
-    )
+@dataclass
+class ParityInputs:
+    """The samples parity runs on, the original's outputs on them, and how they were chosen."""
+
+    samples: list[dict[str, np.ndarray]]
+    reference: dict[str, np.ndarray]
+    kinds: dict[str, OutputKind]
+    note: str
+    tried: list[str] = field(default_factory=list)  # probes that the original rejected
+    options: InputOptions = field(default_factory=InputOptions)  # the dims that worked, for latency runs
+
+    @property
+    def count(self) -> int:
+        """Input samples: the batch size when they run as one batch, else the number of runs."""
+        if len(self.samples) > 1:
+            return len(self.samples)
+        first = next(iter(self.samples[0].values()), None) if self.samples else None
+        return int(first.shape[0]) if first is not None and first.ndim else 1
 
 
-def _run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Run once; failures at run time become a RuntimeUnsupportedError like failures at load time."""
-    session = open_session(model)
+def _session_outputs(session, samples: list[dict[str, np.ndarray]], model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    """Run every sample; several samples are stacked on a new first axis."""
     names = [o.name for o in session.get_outputs()]
-    try:
-        outputs = session.run(None, feeds)
-    except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
-        raise explain_runtime_error(exc, model) from None
-    return dict(zip(names, outputs, strict=True))
+    runs = []
+    for feeds in samples:
+        try:
+            runs.append(session.run(None, feeds))
+        except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
+            raise explain_runtime_error(exc, model, running=True) from None
+    if len(runs) == 1:
+        return dict(zip(names, runs[0], strict=True))
+    return {name: np.stack([np.asarray(r[i]) for r in runs]) for i, name in enumerate(names)}
 
 
-def _reference_inputs(model: onnx.ModelProto, settings: CompareSettings) -> tuple[dict[str, np.ndarray], str, int]:
-    """Feeds for parity, a sentence saying where they came from, and the batch they use."""
+def _run(model: onnx.ModelProto, samples: dict[str, np.ndarray] | list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Run once per sample; failures at run time become a RuntimeUnsupportedError like failures at load time."""
+    return _session_outputs(open_session(model), samples if isinstance(samples, list) else [samples], model)
+
+
+def _parity(reference: dict[str, np.ndarray], outputs: dict[str, np.ndarray], inputs: ParityInputs,
+            settings: CompareSettings) -> Parity:  # fmt: skip
+    return compare_outputs(reference, outputs, inputs.kinds, settings.verdict, samples=inputs.count)
+
+
+def _length_labels(model: onnx.ModelProto, guesses: dict[str, int]) -> tuple[set[str], set[str]]:
+    """Guessed dims split into lengths (last axis of a sequence or signal) and the rest (batch, states...)."""
+    lengths: set[str] = set()
+    for sig in signature(model):
+        for axis, dim in enumerate(sig.shape):
+            label = dim if isinstance(dim, str) else f"{sig.name}:{axis}"
+            named_length = isinstance(dim, str) and any(k in dim.lower() for k in ("seq", "len", "time", "sample"))
+            if label in guesses and ((axis == len(sig.shape) - 1 and len(sig.shape) >= 2) or named_length):
+                lengths.add(label)
+    return lengths, set(guesses) - lengths
+
+
+#: Lengths tried for free sequence/signal dimensions when the first guess is refused.
+PROBE_LENGTHS = (512, 64, 1024, 4096, 16000)
+
+
+def _probe_plans(model: onnx.ModelProto, settings: CompareSettings, batch: int | None) -> list[tuple[str, dict[str, int], int | None]]:
+    """Other free-dimension values to try, each as (description, dims, batch)."""
+    guesses = synthesize(model, settings.inputs, batch=batch).guesses
+    lengths, others = _length_labels(model, guesses)
+    plans: list[tuple[str, dict[str, int], int | None]] = []
+    ones = {label: 1 for label in others}
+    if ones or batch not in (None, 1):
+        plans.append(("batch 1 everywhere", ones, None))
+    for length in PROBE_LENGTHS:
+        if lengths:
+            dims = {label: length for label in lengths}
+            plans.append((f"length {length}", dims, batch))
+            if ones or batch not in (None, 1):
+                plans.append((f"length {length}, batch 1 everywhere", {**dims, **ones}, None))
+    return plans
+
+
+def parity_inputs(model: onnx.ModelProto, settings: CompareSettings, session=None) -> ParityInputs:
+    """Samples the original accepts, its outputs on them and the kind of every output.
+
+    Synthesized inputs come as one batch of ``parity_batch`` samples when the
+    batch axis is free, else as that many runs with different seeds. When
+    the original rejects them, other free-dimension values are tried within
+    ``probe_budget_s`` and the note says what was tried.
+    """
+    session = session or open_session(model)
     if settings.inputs_path:
         feeds = load_inputs(settings.inputs_path, model)
-        return feeds, f"Inputs loaded from {settings.inputs_path}", 0
+        reference = _session_outputs(session, [feeds], model)
+        kinds = classify_outputs(model, reference, settings.verdict)
+        return ParityInputs([feeds], reference, kinds, f"Inputs loaded from {Path(settings.inputs_path).name}")
     batch = settings.parity_batch if first_axis_dynamic(model) else None
-    synth = synthesize(model, settings.inputs, batch=batch)
+    started = time.perf_counter()
+    tried: list[str] = []
+    plans = [("as guessed", {}, batch)]
+    first_error: ShrinkRayError | None = None
+    index = 0
+    while index < len(plans):
+        description, dims, plan_batch = plans[index]
+        index += 1
+        options = replace(settings.inputs, dims={**dims, **settings.inputs.dims})
+        try:
+            samples, note = _samples(model, options, plan_batch, settings.parity_batch)
+            reference = _session_outputs(session, samples, model)
+        except ShrinkRayError as exc:
+            first_error = first_error or exc
+            tried.append(f"{description}: {exc.problem}")
+            if index == 1:
+                plans.extend(_probe_plans(model, settings, batch))
+            if time.perf_counter() - started > settings.probe_budget_s:
+                break
+            continue
+        if tried:
+            note += f" (found by trying other sizes: {description}; refused: " + "; ".join(t.split(":")[0] for t in tried) + ")"
+        kinds = classify_outputs(model, reference, settings.verdict)
+        return ParityInputs(samples, reference, kinds, note, tried, options)
+    raise _explain_rejection(first_error, tried)
+
+
+def _samples(model: onnx.ModelProto, options: InputOptions, batch: int | None,
+             count: int) -> tuple[list[dict[str, np.ndarray]], str]:  # fmt: skip
+    """One batch of ``count`` samples, or ``count`` single runs with seeds seed, seed+1, ..."""
+    if batch is not None:
+        synth = synthesize(model, options, batch=batch)
+        samples = [synth.feeds]
+    else:
+        runs = [synthesize(model, replace(options, seed=options.seed + i)) for i in range(max(count, 1))]
+        synth, samples = runs[0], [r.feeds for r in runs]
     shapes = ", ".join(f"{k} {list(v.shape)} {v.dtype}" for k, v in synth.feeds.items())
-    note = f"Synthesized inputs (seed {settings.inputs.seed}): {shapes}"
+    how = f"one batch of {batch}" if batch is not None else f"{len(samples)} runs"
+    note = f"Synthesized inputs ({how}, seed {options.seed}): {shapes}"
+    roles = [f"{k}: {r.kind}" + (f" {r.detail.split('|')[0]}" if r.kind == "image" else "")
+             for k, r in input_roles(model).items() if r.kind not in ("float", "int")]  # fmt: skip
+    if roles:
+        note += "; content " + ", ".join(roles)
     if synth.guesses:
         note += "; guessed dims " + ", ".join(f"{k}={v}" for k, v in synth.guesses.items())
-    return synth.feeds, note, batch or 0
+    return samples, note
 
 
-def _explain_rejection(exc: Exception, note: str) -> ShrinkRayError:
-    text = str(exc).splitlines()[0][:300]
+def _explain_rejection(exc: ShrinkRayError | None, tried: list[str]) -> ShrinkRayError:
+    first = tried[0] if tried else str(exc)
+    more = f" It also refused {len(tried) - 1} other sizes." if len(tried) > 1 else ""
     return RuntimeUnsupportedError(
-        f"The original model rejected the inputs ({note}): {text}",
-        "Set free dimensions with --dim NAME=VALUE (or INPUT:AXIS=VALUE), value ranges with "
-        "--range NAME=LOW:HIGH, or pass real inputs with --inputs file.npz",
+        f"The original model could not run on the synthesized inputs ({first}).{more}",
+        "Set its free dimensions and value ranges, or give real inputs (an .npz file, images or audio)",
+        setting="inputs",
     )
 
 
@@ -173,8 +287,7 @@ def find_culprits(
     method: str,
     options: dict[str, Any],
     changed: list[str],
-    feeds: dict[str, np.ndarray],
-    reference: dict[str, np.ndarray],
+    inputs: ParityInputs,
     settings: CompareSettings,
     progress: Progress | None = None,
 ) -> list[Culprit]:
@@ -193,10 +306,10 @@ def find_culprits(
         opts = {k: v for k, v in options.items() if k not in ("include", "exclude")}
         try:
             variant = shrink(source, method, include=[name], **opts)
-            outputs = _run(variant.model, feeds)
+            outputs = _run(variant.model, inputs.samples)
         except ShrinkRayError:
             continue  # this tensor alone cannot be tested; the others still can
-        parity = _parity(reference, outputs, settings)
+        parity = _parity(inputs.reference, outputs, inputs, settings)
         found.append(
             Culprit(
                 tensor=name,
@@ -204,16 +317,16 @@ def find_culprits(
                 mean_abs_error=parity.mean_abs_error,
                 worst_cosine=parity.worst_cosine,
                 passes_alone=parity.passed,
+                severity=parity.severity,
             )
         )
-    abs_tol, mean_tol = max(settings.abs_tol, 1e-12), max(settings.mean_tol, 1e-12)
-    found.sort(key=lambda c: -c.max_abs_error / abs_tol - c.mean_abs_error / mean_tol)
+    found.sort(key=lambda c: -c.severity)
     return found
 
 
-def _measure_parity(result: VariantResult, feeds, reference, settings: CompareSettings) -> None:
+def _measure_parity(result: VariantResult, inputs: ParityInputs, settings: CompareSettings) -> None:
     try:
-        result.parity = _parity(reference, _run(result.model, feeds), settings)
+        result.parity = _parity(inputs.reference, _run(result.model, inputs.samples), inputs, settings)
     except ShrinkRayError as exc:
         result.error = f"Could not run the variant: {exc}"
 
@@ -221,8 +334,7 @@ def _measure_parity(result: VariantResult, feeds, reference, settings: CompareSe
 def _auto_variant(
     source: onnx.ModelProto,
     result: VariantResult,
-    feeds: dict[str, np.ndarray],
-    reference: dict[str, np.ndarray],
+    inputs: ParityInputs,
     settings: CompareSettings,
     taken: set[str],
 ) -> VariantResult | None:
@@ -236,10 +348,10 @@ def _auto_variant(
         options["exclude"] = list(options.get("exclude", [])) + ranked[:count]
         try:
             variant = shrink(source, result.method, **options)
-            outputs = _run(variant.model, feeds)
+            outputs = _run(variant.model, inputs.samples)
         except ShrinkRayError:
             continue
-        parity = _parity(reference, outputs, settings)
+        parity = _parity(inputs.reference, outputs, inputs, settings)
         if parity.passed:
             auto = VariantResult(
                 key=_label(result.method, {"auto-exclude": count}, taken),
@@ -297,12 +409,9 @@ def compare(
         result.sizes = sizes.get(result.key)
 
     say("Checking parity", 0.45)
-    feeds, input_note, _ = _reference_inputs(source, settings)
-    try:
-        reference = _run(source, feeds)
-    except ShrinkRayError as exc:
-        raise _explain_rejection(exc, input_note) from None
-    original.parity = _parity(reference, reference, settings)
+    inputs = parity_inputs(source, settings)
+    input_note = inputs.note
+    original.parity = _parity(inputs.reference, inputs.reference, inputs, settings)
     parity_started = time.perf_counter()
     for result in variants:
         if not result.ok:
@@ -313,7 +422,7 @@ def compare(
                 "on the variants before it (raise it with SHRINKRAY_MAX_RUN_SECONDS)"
             )
             continue
-        _measure_parity(result, feeds, reference, settings)
+        _measure_parity(result, inputs, settings)
 
     if settings.culprits:
         for result in variants:
@@ -321,7 +430,7 @@ def compare(
                 changed = [c["name"] for c in sorted(result.record.get("changes", []),
                            key=lambda c: -(c.get("relative_rms_error") or 0))]  # fmt: skip
                 result.culprits = find_culprits(
-                    source, result.method, result.options, changed, feeds, reference, settings,
+                    source, result.method, result.options, changed, inputs, settings,
                     lambda step, f: say(step, 0.55 + 0.1 * f),
                 )  # fmt: skip
                 if len(result.culprits) < len(changed):
@@ -332,7 +441,7 @@ def compare(
         if settings.auto:
             for result in list(variants):
                 if result.culprits:
-                    auto = _auto_variant(source, result, feeds, reference, settings, taken)
+                    auto = _auto_variant(source, result, inputs, settings, taken)
                     if auto is not None:
                         variants.append(auto)
                         auto.sizes = measure_many(
@@ -343,7 +452,7 @@ def compare(
 
     latency_note = ""
     if settings.latency:
-        latency_note = _measure_all_latency(source, [original, *variants], settings, say)
+        latency_note = _measure_all_latency(source, [original, *variants], settings, say, inputs.options)
     release_free_memory()  # serialized blobs, sessions and temporaries: the app process lives on
     say("Done", 1.0)
     return Comparison(
@@ -358,7 +467,11 @@ def compare(
 
 
 def _measure_all_latency(
-    source: onnx.ModelProto, results: list[VariantResult], settings: CompareSettings, say: Progress
+    source: onnx.ModelProto,
+    results: list[VariantResult],
+    settings: CompareSettings,
+    say: Progress,
+    options: InputOptions | None = None,
 ) -> str:
     """Time every runnable model per (threads, batch); a batch the model refuses skips larger ones."""
     runnable = {r.key: r.model for r in results if r.ok and r.model is not None}
@@ -377,7 +490,7 @@ def _measure_all_latency(
         if settings.inputs_path:
             feeds = load_inputs(settings.inputs_path, source)
         else:
-            feeds = synthesize(source, settings.inputs, batch=batch or None).feeds
+            feeds = synthesize(source, options or settings.inputs, batch=batch or None).feeds
         try:
             stats = measure_latency(
                 runnable, feeds, batch=_batch_of(feeds), threads=threads, runs=settings.runs,

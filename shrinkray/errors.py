@@ -11,9 +11,10 @@ from __future__ import annotations
 class ShrinkRayError(Exception):
     """Base class: a problem the user can act on."""
 
-    def __init__(self, problem: str, hint: str = "") -> None:
+    def __init__(self, problem: str, hint: str = "", setting: str = "") -> None:
         self.problem = problem.rstrip(". ")
         self.hint = hint.rstrip(". ")
+        self.setting = setting  # which setting fixes it ("inputs", "dims"...): each front end words its own
         super().__init__(str(self))
 
     def __str__(self) -> str:

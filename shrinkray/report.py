@@ -27,6 +27,7 @@ from shrinkray.advice import Advice, advise, latency_ratio, pareto, recommended
 from shrinkray.compare import ORIGINAL, Comparison, VariantResult
 from shrinkray.errors import OptionError
 from shrinkray.io import write_bytes_atomic
+from shrinkray.measure.parity import PROFILES, Criterion, VerdictSettings
 from shrinkray.units import format_bytes, text_table
 
 SCHEMA_VERSION = 1
@@ -84,6 +85,7 @@ def _variant_json(c: Comparison, result: VariantResult) -> dict[str, Any]:
         "resolved_options": record.get("options"),
         "ok": result.ok,
         "error": result.error,
+        "file": result.file,
         "sizes": result.sizes.as_dict() if result.sizes is not None else None,
         "saving_vs_original": {k: _saving(result, c.original, k) for k in ("raw", "gzip", "brotli", "zstd")},
         "parity": result.parity.as_dict(with_samples=False) if result.parity is not None else None,
@@ -189,6 +191,40 @@ def _num(value: float | None, spec: str) -> str:
     return format(value, spec)
 
 
+def verdict_text(verdict: VerdictSettings) -> str:
+    """One paragraph: how parity was judged (profile, criteria per kind, the user's overrides)."""
+    per_kind = "; ".join(
+        f"{kind}: " + ", ".join(Criterion(n, v).text_limit() for n, v in criteria.items())
+        for kind, criteria in PROFILES[verdict.profile].items()
+    )
+    text = f"Parity verdict: {verdict.profile} profile ({per_kind}; integer and bool outputs must match exactly)."
+    if verdict.criteria:
+        text += " Every output also: " + ", ".join(Criterion(n, v).text_limit() for n, v in verdict.criteria.items()) + "."
+    for output, criteria in verdict.per_output.items():
+        text += f" Output {output}: " + ", ".join(Criterion(n, v).text_limit() for n, v in criteria.items()) + "."
+    if verdict.kinds:
+        text += " Kinds set by you: " + ", ".join(f"{k}={v}" for k, v in verdict.kinds.items()) + "."
+    return text
+
+
+OUTPUT_HEADER = ["Output", "Kind", "Verdict", "Decided by", "Rel. RMS err", "Max abs err", "Cosine", "Top-1 kept"]
+
+
+def output_table(r: VariantResult) -> tuple[list[str], list[list[str]]]:
+    """Per output of one variant: its kind, verdict and the measure that decided, with the main numbers."""
+    rows = []
+    for o in r.parity.outputs if r.parity else []:
+        m = o.measures
+        rows.append(
+            [
+                o.name, o.kind, "pass" if o.passed else "FAIL", o.reason if not o.passed else o.decided_by,
+                _num(m.get("relative_rms_error"), ".3g"), _num(m.get("abs_error"), ".3g"),
+                _num(m.get("cosine"), ".6f"), _num(m.get("top1_agreement"), ".1%"),
+            ]
+        )  # fmt: skip
+    return OUTPUT_HEADER, rows
+
+
 def summary_table(c: Comparison, delivery: str = DELIVERY) -> tuple[list[str], list[list[str]]]:
     """Header and one row of display strings per result (original first), shared by text, Markdown and HTML."""
     setting = _base_latency(c)
@@ -256,10 +292,7 @@ _LEVEL_WORDS = {"good": "Good", "info": "Note", "warning": "Warning", "bad": "Pr
 
 
 def _tolerances(c: Comparison) -> str:
-    return (
-        f"Parity tolerances: max abs error {c.settings.abs_tol:g}, mean abs error {c.settings.mean_tol:g}, "
-        f"cosine similarity at least {c.settings.min_cosine:g}."
-    )
+    return verdict_text(c.settings.verdict)
 
 
 def to_markdown(c: Comparison, delivery: str = DELIVERY, pricing: _pricing.PricingChoice | None = None) -> str:
@@ -320,16 +353,8 @@ def _md_variant(c: Comparison, r: VariantResult) -> list[str]:
             "",
         ]
     if r.parity is not None:
-        out_rows = [
-            [
-                _md_code(o.name), o.dtype, _num(o.max_abs_error, ".3g"), _num(o.mean_abs_error, ".3g"),
-                _num(o.cosine, ".8g"), _num(o.top1_agreement, ".1%"),
-                "pass" if o.passed else "FAIL: " + _md(o.reason),
-            ]
-            for o in r.parity.outputs
-        ]  # fmt: skip
-        lines += _md_table(["Output", "dtype", "Max abs err", "Mean abs err", "Cosine", "Top-1 agreement", "Verdict"],
-                           out_rows, escape=False)  # fmt: skip
+        header, out_rows = output_table(r)
+        lines += _md_table(header, [[_md_code(row[0]), *(_md(v) for v in row[1:])] for row in out_rows], escape=False)
         lines.append("")
     if r.warnings:
         lines += ["Warnings:", "", *[f"- {_md(w)}" for w in r.warnings], ""]
@@ -384,7 +409,7 @@ FIXED_COLUMNS = [
     "key", "method", "options_json", "ok", "error",
     "raw_bytes", "gzip_bytes", "gzip_level", "brotli_bytes", "brotli_quality", "zstd_bytes", "zstd_level",
     "raw_saving_percent", "gzip_saving_percent", "brotli_saving_percent",
-    "parity_passed", "max_abs_error", "mean_abs_error", "worst_cosine",
+    "parity_passed", "parity_decided_by", "parity_severity", "max_abs_error", "mean_abs_error", "worst_cosine",
     "tensors_changed", "weight_bytes_before", "weight_bytes_after",
     "warnings_count", "top_culprits", "latency_ratio_vs_original",
 ]  # fmt: skip
@@ -445,6 +470,8 @@ def to_csv(c: Comparison, pricing: _pricing.PricingChoice | None = None) -> str:
             "gzip_saving_percent": _percent(_saving(r, c.original, "gzip")),
             "brotli_saving_percent": _percent(_saving(r, c.original, "brotli")),
             "parity_passed": p.passed if p else None,
+            "parity_decided_by": p.decided_by if p else None,
+            "parity_severity": p.severity if p else None,
             "max_abs_error": p.max_abs_error if p else None,
             "mean_abs_error": p.mean_abs_error if p else None,
             "worst_cosine": p.worst_cosine if p else None,
@@ -552,19 +579,8 @@ def _html_variant(r: VariantResult) -> str:
             f"{_h(format_bytes(rec.get('weight_bytes_after', 0)))}.</p>"
         )
     if r.parity is not None:
-        rows = [
-            [o.name, o.dtype, _num(o.max_abs_error, ".3g"), _num(o.mean_abs_error, ".3g"),
-             _num(o.cosine, ".8g"), _num(o.top1_agreement, ".1%"), "pass" if o.passed else "FAIL",
-             o.reason or DASH]
-            for o in r.parity.outputs
-        ]  # fmt: skip
-        parts.append(
-            _html_table(
-                ["Output", "dtype", "Max abs err", "Mean abs err", "Cosine", "Top-1 agreement", "Verdict", "Reason"],
-                rows,
-                wrap_last=True,
-            )
-        )
+        header, rows = output_table(r)
+        parts.append(_html_table(header, rows))
     if r.warnings:
         parts.append(
             "<p><strong>Warnings</strong></p><ul>" + "".join(f"<li>{_h(w)}</li>" for w in r.warnings) + "</ul>"

@@ -14,6 +14,8 @@ from pathlib import Path
 import onnx
 import onnxruntime as ort
 
+ort.set_default_logger_severity(3)  # ONNX Runtime's own warnings would reach the user's terminal raw
+
 from shrinkray.errors import InvalidModelError, RuntimeUnsupportedError
 from shrinkray.io import needs_external_data, save
 from shrinkray.memory import release_free_memory
@@ -89,8 +91,23 @@ def custom_ops(model: onnx.ModelProto) -> list[str]:
     return sorted(found - local)
 
 
-def explain_runtime_error(exc: Exception, model: onnx.ModelProto | None = None) -> RuntimeUnsupportedError:
-    """Turn an ONNX Runtime exception into a one-line explanation with a hint."""
+def _first_sentences(line: str, limit: int = 300) -> str:
+    """At most ``limit`` characters, cut at a sentence end (never mid-sentence)."""
+    if len(line) <= limit:
+        return line
+    cut = max(line.rfind(". ", 0, limit), line.rfind("; ", 0, limit))
+    return line[: cut + 1] if cut > 40 else line[: limit - 1].rsplit(" ", 1)[0] + " …"
+
+
+def explain_runtime_error(
+    exc: Exception, model: onnx.ModelProto | None = None, *, running: bool = False
+) -> RuntimeUnsupportedError:
+    """Turn an ONNX Runtime exception into a one-line explanation with a hint.
+
+    ``running``: the session opened and a run failed (inputs it does not
+    accept, shapes that do not fit), which the message says instead of
+    "cannot open".
+    """
     text = str(exc)
     ir = re.search(r"Unsupported model IR version: (\d+), max supported IR version: (\d+)", text)
     if ir:
@@ -127,9 +144,13 @@ def explain_runtime_error(exc: Exception, model: onnx.ModelProto | None = None) 
             "Use standard ONNX ops or a newer opset",
         )
     line = next((ln for ln in text.splitlines() if ln.strip()), type(exc).__name__)
-    line = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", line)
-    if len(line) > 300:
-        line = line[:297] + "…"
+    line = _first_sentences(re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", line).strip())
+    if running:
+        return RuntimeUnsupportedError(
+            f"ONNX Runtime opened the model but could not run it on these inputs: {line}",
+            "Check the input sizes and values the model expects",
+            setting="inputs",
+        )
     return RuntimeUnsupportedError(
         f"ONNX Runtime cannot open this model: {line}",
         "Check that the model runs in ONNX Runtime before shrinking it",

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from shrinkray.errors import OptionError
 from shrinkray.graph import find_weights
+from shrinkray.measure import content
 
 #: Fallbacks for dimensions the model does not fix.
 DEFAULT_BATCH = 1
@@ -126,18 +127,159 @@ def _vocab_sizes(model: onnx.ModelProto) -> dict[str, int]:
     return sizes
 
 
-def _guess(sig: InputSignature, axis: int, rank: int) -> int:
+@dataclass
+class InputRole:
+    """What an input carries, so synthesis can give it realistic content."""
+
+    kind: str  # image, audio, tokens, mask, token_types, sample_rate, state, float, int, bool
+    detail: str = ""  # image: value range; image layout "nchw"/"nhwc"; tokens: vocabulary size
+    channels_first: bool = True
+    vocab: int = 0
+
+
+_AUDIO_WORDS = re.compile(r"audio|wav|pcm|signal|speech|waveform|input_values|samples", re.IGNORECASE)
+_STATE_WORDS = re.compile(r"state|^h0$|^c0$|^h$|^c$|hidden|cache|past|memory", re.IGNORECASE)
+_RATE_WORDS = re.compile(r"^sr$|sample_?rate|sampling_?rate|^rate$", re.IGNORECASE)
+DEFAULT_SAMPLE_RATE = 16000
+DEFAULT_AUDIO_SECONDS = 1.0
+
+
+def _constant_values(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    """Small constants (initializers and Constant nodes) by name, for reading normalization steps."""
+    out = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer if _elements(t.dims) <= 4096}
+    for node in model.graph.node:
+        if node.op_type == "Constant" and node.output:
+            value = next((a.t for a in node.attribute if a.name == "value" and a.type == onnx.AttributeProto.TENSOR), None)
+            if value is not None and _elements(value.dims) <= 4096:
+                out[node.output[0]] = numpy_helper.to_array(value)
+    return out
+
+
+def _elements(dims) -> int:
+    count = 1
+    for d in dims:
+        count *= int(d)
+    return count
+
+
+def image_value_range(model: onnx.ModelProto, name: str) -> tuple[str, str]:
+    """The value range an image input expects, read from the first arithmetic op on it.
+
+    Returns (range, how it was found). Division by ~255 or a mean near 120
+    means 0-255; a mean near 0.45 means 0-1; anything else (the input goes
+    straight into a convolution) is taken to be mean/std normalized, which is
+    how most exported vision models expect their input.
+    """
+    constants = _constant_values(model)
+    consumers: dict[str, list[onnx.NodeProto]] = {}
+    for node in model.graph.node:
+        for inp in node.input:
+            consumers.setdefault(inp, []).append(node)
+    frontier, seen = [name], set()
+    while frontier:
+        current = frontier.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        for node in consumers.get(current, []):
+            if node.op_type in ("Cast", "Transpose", "Reshape", "Identity", "Unsqueeze", "Squeeze"):
+                frontier.extend(node.output)
+                continue
+            other = next((constants[i] for i in node.input if i != current and i in constants), None)
+            if other is None or other.dtype.kind != "f" or other.size == 0:
+                continue
+            value = float(np.mean(np.abs(other.astype(np.float64))))
+            op = node.op_type
+            if (op == "Div" and value >= 100) or (op == "Mul" and 0 < value <= 0.01):
+                return "0-255", f"{op} by {value:g} after the input"
+            if op in ("Sub", "Add"):
+                if value > 2:
+                    return "0-255", f"mean {value:g} subtracted from the input"
+                if 0.2 <= value <= 0.8:
+                    return "0-1", f"mean {value:g} subtracted from the input"
+    return "imagenet", "guessed: mean/std normalized (the input goes straight into the network)"
+
+
+def _is_image(sig: InputSignature) -> tuple[bool, bool]:
+    """(looks like an image batch, channels first)."""
+    if sig.dtype.kind != "f" or len(sig.shape) != 4:
+        return False, True
+    c1, c3 = sig.shape[1], sig.shape[3]
+    spatial_ok = all(not isinstance(d, int) or d >= 16 for d in (sig.shape[2], sig.shape[3]))
+    if c1 in (1, 3, 4) and spatial_ok:
+        return True, True
+    if c3 in (1, 3, 4) and all(not isinstance(d, int) or d >= 16 for d in (sig.shape[1], sig.shape[2])):
+        return True, False
+    return False, True
+
+
+def input_roles(model: onnx.ModelProto) -> dict[str, InputRole]:
+    """What each input carries: images, audio, token ids, masks, states, sample rates or plain values."""
+    sigs = signature(model)
+    vocab = _vocab_sizes(model)
+    has_rate = any(_RATE_WORDS.search(s.name) for s in sigs)
+    roles: dict[str, InputRole] = {}
+    for sig in sigs:
+        lname = sig.name.lower()
+        rank = len(sig.shape)
+        if sig.dtype.kind == "b":
+            roles[sig.name] = InputRole("mask" if "mask" in lname else "bool")
+        elif sig.dtype.kind in "iu":
+            if _RATE_WORDS.search(sig.name) and rank <= 1:
+                roles[sig.name] = InputRole("sample_rate")
+            elif "mask" in lname:
+                roles[sig.name] = InputRole("mask")
+            elif "type" in lname or "segment" in lname or "position" in lname:
+                roles[sig.name] = InputRole("token_types")
+            elif sig.name in vocab:
+                roles[sig.name] = InputRole("tokens", vocab=vocab[sig.name])
+            else:
+                roles[sig.name] = InputRole("int")
+        elif sig.dtype.kind == "f":
+            image, first = _is_image(sig)
+            if image:
+                value_range, how = image_value_range(model, sig.name)
+                roles[sig.name] = InputRole("image", f"{value_range}|{how}", channels_first=first)
+            elif _STATE_WORDS.search(sig.name):
+                roles[sig.name] = InputRole("state")
+            elif rank <= 3 and (_AUDIO_WORDS.search(sig.name) or has_rate) and rank >= 1:
+                roles[sig.name] = InputRole("audio")
+            elif _RATE_WORDS.search(sig.name) and rank <= 1:
+                roles[sig.name] = InputRole("sample_rate")
+            else:
+                roles[sig.name] = InputRole("float")
+        else:
+            roles[sig.name] = InputRole("other")
+    return roles
+
+
+def _guess(sig: InputSignature, axis: int, rank: int, role: InputRole | None = None) -> int:
     name = str(sig.shape[axis] or "").lower()
-    if axis == 0 and rank >= 2:
+    if role is not None and role.kind == "audio" and axis == rank - 1:
+        return int(DEFAULT_SAMPLE_RATE * DEFAULT_AUDIO_SECONDS)
+    if role is not None and role.kind == "state" and axis < rank - 1:
+        return DEFAULT_BATCH  # [layers, batch, width] recurrent states: batch 1 matches the other inputs
+    if role is not None and role.kind == "image" and axis in (2, 3) and role.channels_first:
+        return DEFAULT_SPATIAL
+    if role is not None and role.kind == "image" and axis in (1, 2) and not role.channels_first:
+        return DEFAULT_SPATIAL
+    named_length = any(k in name for k in ("seq", "len", "time", "token", "step", "frame"))
+    if axis == 0 and rank >= 2 and not named_length:
         return DEFAULT_BATCH
     if rank == 4 and axis in (2, 3):
         return DEFAULT_SPATIAL
-    if any(k in name for k in ("seq", "len", "time", "token", "step", "frame")) or rank == 2:
+    if named_length or rank == 2:
         return DEFAULT_SEQUENCE
     return DEFAULT_OTHER
 
 
-def resolve_shape(sig: InputSignature, options: InputOptions, batch: int | None, guesses: dict[str, int]) -> list[int]:
+def resolve_shape(
+    sig: InputSignature,
+    options: InputOptions,
+    batch: int | None,
+    guesses: dict[str, int],
+    role: InputRole | None = None,
+) -> list[int]:
     shape = []
     for axis, dim in enumerate(sig.shape):
         if isinstance(dim, int):
@@ -148,35 +290,80 @@ def resolve_shape(sig: InputSignature, options: InputOptions, batch: int | None,
             shape.append(options.dims[label])
         elif f"{sig.name}:{axis}" in options.dims:
             shape.append(options.dims[f"{sig.name}:{axis}"])
-        elif axis == 0 and batch is not None:
+        elif axis == 0 and batch is not None and (role is None or role.kind != "state"):
             shape.append(batch)
         else:
-            value = guesses.get(label) or _guess(sig, axis, len(sig.shape))
+            value = guesses.get(label) or _guess(sig, axis, len(sig.shape), role)
             guesses[label] = value
             shape.append(value)
     return shape
 
 
+def _rescale(values01: np.ndarray, low_high: tuple[float, float]) -> np.ndarray:
+    low, high = low_high
+    return low + values01 * (high - low)
+
+
+def _image_values(sig: InputSignature, role: InputRole, shape: list[int], options: InputOptions) -> np.ndarray:
+    count = shape[0]
+    if role.channels_first:
+        channels, height, width = shape[1], shape[2], shape[3]
+    else:
+        height, width, channels = shape[1], shape[2], shape[3]
+    rgb = content.rgb_images(count, height, width, seed=options.seed)
+    low_high = options.ranges.get(sig.name)
+    if low_high:
+        values = _rescale(rgb, low_high)
+    else:
+        values = content.to_model_range(rgb, role.detail.split("|")[0])
+    return content.layout_channels(values, channels, role.channels_first)
+
+
+def _audio_values(sig: InputSignature, shape: list[int], options: InputOptions, rate: int) -> np.ndarray:
+    length = shape[-1] if shape else 1
+    rows = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
+    clips = content.speech(rows, length, rate=rate, seed=options.seed).reshape(shape)
+    low_high = options.ranges.get(sig.name)
+    return _rescale((clips + 1) / 2, low_high) if low_high else clips
+
+
 def synthesize(
     model: onnx.ModelProto, options: InputOptions | None = None, *, batch: int | None = None
 ) -> SynthesizedInputs:
-    """Random inputs matching the model's signature (deterministic for a seed).
+    """Inputs that look like what the model sees, matching its signature (deterministic for a seed).
 
-    Floats are standard normal; integer inputs that index a stored table
-    (token ids) stay below its size; inputs named like masks are all ones;
-    other integers fall in [0, 10]; booleans are True. ``--range`` overrides.
+    By role (:func:`input_roles`): images get pages, text lines or scenes in
+    the value range the graph implies; audio gets voiced speech at 16 kHz;
+    token ids are drawn from the embedding table's rows; masks are ones,
+    token types zeros, recurrent states zeros, sample rates 16000. Other
+    floats are standard normal, other integers in [0, 10], booleans True.
+    ``--range`` overrides the values of any input.
     """
     options = options or InputOptions()
     rng = np.random.default_rng(options.seed)
-    vocab = _vocab_sizes(model)
+    roles = input_roles(model)
     guesses: dict[str, int] = {}
     feeds: dict[str, np.ndarray] = {}
-    for sig in signature(model):
-        shape = resolve_shape(sig, options, batch, guesses)
+    sigs = signature(model)
+    rate = DEFAULT_SAMPLE_RATE
+    for sig in sigs:
+        if roles[sig.name].kind == "sample_rate" and sig.name in options.ranges:
+            rate = int(options.ranges[sig.name][0])
+    for sig in sigs:
+        role = roles[sig.name]
+        shape = resolve_shape(sig, options, batch, guesses, role)
+        check_input_size(sig.name, shape, sig.dtype)
         low_high = options.ranges.get(sig.name)
-        lname = sig.name.lower()
         if sig.dtype.kind == "f":
-            if low_high:
+            if role.kind == "image":
+                values = _image_values(sig, role, shape, options)
+            elif role.kind == "audio":
+                values = _audio_values(sig, shape, options, rate)
+            elif role.kind == "state" and not low_high:
+                values = np.zeros(shape)
+            elif role.kind == "sample_rate" and not low_high:
+                values = np.full(shape, float(rate))
+            elif low_high:
                 values = rng.uniform(low_high[0], low_high[1], size=shape)
             else:
                 values = rng.standard_normal(size=shape)
@@ -185,13 +372,19 @@ def synthesize(
                 low, high = int(np.ceil(low_high[0])), int(np.floor(low_high[1]))
                 if high < low:
                     raise OptionError(f"--range {sig.name}: no integer lies in {low_high}", "Use integer bounds")
-            elif "mask" in lname:
-                low, high = 1, 1
-            elif sig.name in vocab:
-                low, high = 0, vocab[sig.name] - 1
+                values = rng.integers(low, high, size=shape, endpoint=True)
+            elif role.kind == "mask":
+                values = np.ones(shape)
+            elif role.kind == "token_types":
+                values = np.zeros(shape)
+            elif role.kind == "sample_rate":
+                values = np.full(shape, rate)
+            elif role.kind == "tokens":
+                rows = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
+                length = shape[-1] if shape else 1
+                values = content.token_ids(rows, length, role.vocab, seed=options.seed).reshape(shape)
             else:
-                low, high = DEFAULT_INT_RANGE
-            values = rng.integers(low, high, size=shape, endpoint=True)
+                values = rng.integers(DEFAULT_INT_RANGE[0], DEFAULT_INT_RANGE[1], size=shape, endpoint=True)
         elif sig.dtype.kind == "b":
             values = np.ones(shape, dtype=bool) if not low_high else rng.integers(0, 2, size=shape).astype(bool)
         else:
@@ -201,6 +394,23 @@ def synthesize(
             )
         feeds[sig.name] = np.asarray(values).astype(sig.dtype)
     return SynthesizedInputs(feeds=feeds, guesses=guesses)
+
+
+#: Elements one synthesized input may have (a declared [batch, 2^26] input would take gigabytes).
+MAX_INPUT_ELEMENTS = 1 << 26
+
+
+def check_input_size(name: str, shape: list[int], dtype: np.dtype) -> None:
+    """Refuse an input too large to synthesize before allocating it."""
+    elements = 1
+    for d in shape:
+        elements *= int(d)
+    if elements > MAX_INPUT_ELEMENTS:
+        raise OptionError(
+            f"Input '{name}' would have {elements:,} values ({list(shape)}), more than the "
+            f"{MAX_INPUT_ELEMENTS:,} that inputs are synthesized for",
+            "Set smaller free dimensions (batch, sequence, image size) or give real inputs",
+        )
 
 
 def load_inputs(path: str | os.PathLike, model: onnx.ModelProto) -> dict[str, np.ndarray]:

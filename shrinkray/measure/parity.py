@@ -1,25 +1,194 @@
-"""Output parity: the same inputs through the original and a variant, every output compared.
+"""Output parity: the same inputs through the original and a variant, each output judged in its own terms.
 
-Float outputs get max and mean absolute error, cosine similarity and, when
-they look like class scores, top-1 agreement; the verdict uses two absolute
-tolerances (defaults 0.06 max, 0.02 mean). Non-float outputs (labels, ids,
-masks) must match exactly.
+Absolute tolerances are blind to scale: 0.5 px on a 320 px box, 0.07 on a
+hidden state with cosine 0.9995 and 0.3 on a logit with cosine 0.9999 all
+"fail" 0.06, while an OCR recognizer whose decoded text changes keeps cosine
+0.99. So every output gets a *kind* (see :mod:`shrinkray.measure.output_kinds`)
+and the default profile judges it by scale-free measures:
+
+- ``scores`` (class scores, probabilities, logits along a class axis): the
+  share of positions whose top-1 class is unchanged, and the RMS error
+  relative to the scores' own range;
+- ``continuous`` (maps, boxes, regression, audio): RMS and max error relative
+  to the output's robust range (0.1st to 99.9th percentile of the original),
+  and cosine similarity;
+- ``embedding`` (embeddings, hidden states): cosine similarity per row
+  (vector along the last axis), the worst row counts;
+- ``exact`` (integer, bool, string outputs): every value must match.
+
+A *criterion* is a measure name with ``min_`` or ``max_`` in front and a limit
+(``min_top1_agreement=0.99``, ``max_abs_error=0.06``). A profile maps each kind to its criteria; the
+``absolute`` profile is the original script's workflow (max abs 0.06, mean abs
+0.02, cosine 0.99 on every float output). Any criterion can be set for every
+output or for one output by name.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
-DEFAULT_ABS_TOL = 0.06
-DEFAULT_MEAN_TOL = 0.02
-#: Small absolute errors can hide a destroyed output (a detector's near-zero probability map whose
-#: pattern is gone still passes 0.06): a float output must also keep this cosine similarity.
-DEFAULT_MIN_COSINE = 0.99
+from shrinkray.errors import OptionError
+
+FLOAT_KINDS = ("scores", "continuous", "embedding")
+KINDS = (*FLOAT_KINDS, "exact")
+
+#: Thresholds chosen by measuring real models against task checks (bench/verdicts.py, README "Parity").
+RELATIVE_PROFILE: dict[str, dict[str, float]] = {
+    "scores": {"min_top1_agreement": 0.99, "max_relative_rms_error": 0.05},
+    "continuous": {"max_relative_rms_error": 0.01, "max_relative_error": 0.10, "min_cosine": 0.99},
+    "embedding": {"min_row_cosine": 0.99},
+}
+#: The original script's tolerances, for workflows built on them.
+ABSOLUTE_PROFILE: dict[str, dict[str, float]] = {
+    kind: {"max_abs_error": 0.06, "max_mean_abs_error": 0.02, "min_cosine": 0.99} for kind in FLOAT_KINDS
+}
+PROFILES = {"relative": RELATIVE_PROFILE, "absolute": ABSOLUTE_PROFILE}
+DEFAULT_PROFILE = "relative"
+
+#: Every measure a criterion can name, and what it means (CLI help, README, app tooltips).
+MEASURES: dict[str, str] = {
+    "top1_agreement": "share of decided positions whose top-1 class is unchanged (ties in the original skipped)",
+    "top5_overlap": "mean share of the original's 5 best classes kept among the variant's 5 best",
+    "relative_rms_error": "RMS error divided by the output's robust range (0.1st-99.9th percentile)",
+    "relative_error": "largest error divided by the output's robust range",
+    "cosine": "cosine similarity of the whole output",
+    "row_cosine": "cosine similarity of the worst row (vector along the last axis)",
+    "mean_row_cosine": "mean cosine similarity over rows",
+    "abs_error": "largest absolute error",
+    "mean_abs_error": "mean absolute error",
+}
 #: Points kept per output for the error histogram and the scatter chart.
 SAMPLE_POINTS = 2000
+#: Percentiles of the original's values that define an output's robust range.
+RANGE_PERCENTILES = (0.1, 99.9)
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """``min_<measure>`` or ``max_<measure>`` with its limit."""
+
+    name: str
+    limit: float
+
+    @property
+    def measure(self) -> str:
+        return self.name[4:]
+
+    @property
+    def at_least(self) -> bool:
+        return self.name.startswith("min_")
+
+    def holds(self, value: float) -> bool:
+        if math.isnan(value):
+            return False
+        return value >= self.limit if self.at_least else value <= self.limit
+
+    def severity(self, value: float) -> float:
+        """How much of the allowed error is used: 1.0 at the limit, above 1 fails.
+
+        For ``min_`` criteria on measures that are at most 1 (agreement, cosine),
+        the error is the distance from 1; for ``max_`` ones the value itself.
+        """
+        if math.isnan(value):
+            return math.inf
+        if self.at_least:
+            room = 1.0 - self.limit
+            gap = 1.0 - value
+            if room <= 0:
+                return 0.0 if gap <= 0 else math.inf
+            return max(gap, 0.0) / room
+        if self.limit <= 0:
+            return 0.0 if value <= 0 else math.inf
+        return value / self.limit
+
+    def text_limit(self) -> str:
+        return f"{self.measure.replace('_', ' ')} {'>=' if self.at_least else '<='} {self.limit:g}"
+
+    def text(self, value: float) -> str:
+        sign = ">=" if self.at_least else "<="
+        return f"{self.measure.replace('_', ' ')} {_fmt(value)} (needs {sign} {self.limit:g})"
+
+
+def parse_criterion(text: str) -> tuple[str | None, str, float]:
+    """``[OUTPUT:]CRITERION=VALUE`` -> (output or None, criterion, value); the CLI's ``--tolerance``."""
+    if "=" not in text:
+        raise OptionError(f"Tolerance '{text}' is not [OUTPUT:]CRITERION=VALUE", "e.g. min_top1_agreement=0.995")
+    key, value = text.rsplit("=", 1)
+    output, _, criterion = key.strip().rpartition(":")
+    check_criterion_name(criterion)
+    try:
+        limit = float(value)
+    except ValueError:
+        raise OptionError(f"Tolerance '{text}': {value!r} is not a number", "e.g. max_relative_rms_error=0.02") from None
+    if not math.isfinite(limit):
+        raise OptionError(f"Tolerance '{text}' must be a finite number", "e.g. max_relative_rms_error=0.02")
+    return (output or None), criterion, limit
+
+
+def check_criterion_name(criterion: str) -> None:
+    if criterion[:4] not in ("min_", "max_") or criterion[4:] not in MEASURES:
+        names = ", ".join(f"min_/max_{m}" for m in MEASURES)
+        raise OptionError(f"Unknown tolerance '{criterion}'", f"Use one of: {names}")
+
+
+def check_kind(kind: str) -> None:
+    if kind not in KINDS:
+        raise OptionError(f"Unknown output kind '{kind}'", "Use one of: " + ", ".join(KINDS))
+
+
+@dataclass
+class VerdictSettings:
+    """How outputs are judged: a profile, criteria for every output, criteria and kinds per output."""
+
+    profile: str = DEFAULT_PROFILE
+    criteria: dict[str, float] = field(default_factory=dict)  # criterion -> limit, every float output
+    per_output: dict[str, dict[str, float]] = field(default_factory=dict)  # output -> criterion -> limit
+    kinds: dict[str, str] = field(default_factory=dict)  # output -> kind (overrides the classification)
+
+    def __post_init__(self) -> None:
+        if self.profile not in PROFILES:
+            raise OptionError(f"Unknown verdict profile '{self.profile}'", "Use one of: " + ", ".join(PROFILES))
+        for name in [*self.criteria, *(c for crit in self.per_output.values() for c in crit)]:
+            check_criterion_name(name)
+        for kind in self.kinds.values():
+            check_kind(kind)
+
+    def criteria_for(self, output: str, kind: str) -> list[Criterion]:
+        if kind == "exact":
+            return []
+        merged = dict(PROFILES[self.profile].get(kind, {}))
+        merged.update(self.criteria)
+        merged.update(self.per_output.get(output, {}))
+        return [Criterion(name, limit) for name, limit in merged.items()]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> VerdictSettings:
+        return cls(**(data or {}))
+
+
+@dataclass
+class OutputKind:
+    """What an output is, the class axis for scores, and why it was classified so."""
+
+    kind: str
+    axis: int = -1  # class axis for scores, counted from the end
+    why: str = ""
+
+
+@dataclass
+class Check:
+    criterion: str
+    value: float
+    limit: float
+    passed: bool
+    severity: float
 
 
 @dataclass
@@ -27,19 +196,60 @@ class OutputParity:
     name: str
     dtype: str
     shape: list[int]
-    exact: bool  # compared for equality (non-float output)
-    max_abs_error: float
-    mean_abs_error: float
-    cosine: float | None
-    top1_agreement: float | None
-    mismatch_fraction: float | None  # non-float outputs: share of elements that differ
+    kind: str
+    kind_reason: str
+    measures: dict[str, float | None]
+    checks: list[Check]
     passed: bool
     reason: str = ""
+    mismatch_fraction: float | None = None  # exact outputs: share of values that differ
     sample_reference: list[float] = field(default_factory=list, repr=False)
     sample_variant: list[float] = field(default_factory=list, repr=False)
 
+    @property
+    def exact(self) -> bool:
+        return self.kind == "exact"
+
+    @property
+    def max_abs_error(self) -> float:
+        return _measure(self, "abs_error", math.inf)
+
+    @property
+    def mean_abs_error(self) -> float:
+        return _measure(self, "mean_abs_error", math.inf)
+
+    @property
+    def cosine(self) -> float | None:
+        return self.measures.get("cosine")
+
+    @property
+    def top1_agreement(self) -> float | None:
+        return self.measures.get("top1_agreement")
+
+    @property
+    def severity(self) -> float:
+        """The share of the allowed error this output uses (1.0 = at the limit); inf when it broke."""
+        if not self.passed and not self.checks:
+            return math.inf
+        return max((c.severity for c in self.checks), default=0.0)
+
+    @property
+    def decided_by(self) -> str:
+        """The check that decided: the first failing one, else the one closest to its limit."""
+        if not self.checks:
+            return self.reason or ("exact match" if self.exact else "")
+        failing = [c for c in self.checks if not c.passed]
+        pick = failing[0] if failing else max(self.checks, key=lambda c: c.severity)
+        return Criterion(pick.criterion, pick.limit).text(pick.value)
+
     def as_dict(self, with_samples: bool = False) -> dict[str, Any]:
         data = asdict(self)
+        data["measures"] = {k: _finite_or_none(v) for k, v in self.measures.items()}
+        for check in data["checks"]:
+            check["value"] = _finite_or_none(check["value"])
+            check["severity"] = _finite_or_none(check["severity"])
+        data["decided_by"] = self.decided_by
+        data["severity"] = _finite_or_none(self.severity)
         if not with_samples:
             data.pop("sample_reference")
             data.pop("sample_variant")
@@ -49,13 +259,17 @@ class OutputParity:
 @dataclass
 class Parity:
     outputs: list[OutputParity]
-    abs_tol: float
-    mean_tol: float
-    min_cosine: float = DEFAULT_MIN_COSINE
+    verdict: VerdictSettings = field(default_factory=VerdictSettings)
+    samples: int = 1  # input samples the outputs were measured on
 
     @property
     def passed(self) -> bool:
         return all(o.passed for o in self.outputs)
+
+    @property
+    def severity(self) -> float:
+        """The worst output's share of its allowed error (1.0 = at the limit)."""
+        return max((o.severity for o in self.outputs), default=0.0)
 
     @property
     def worst_cosine(self) -> float | None:
@@ -70,17 +284,47 @@ class Parity:
     def mean_abs_error(self) -> float:
         return max((o.mean_abs_error for o in self.outputs if not o.exact), default=0.0)
 
+    @property
+    def decided_by(self) -> str:
+        """One line: the output and check that decided the verdict."""
+        if not self.outputs:
+            return ""
+        failing = [o for o in self.outputs if not o.passed]
+        worst = failing[0] if failing else max(self.outputs, key=lambda o: o.severity)
+        return f"{worst.name} ({worst.kind}): {worst.decided_by}"
+
     def as_dict(self, with_samples: bool = False) -> dict[str, Any]:
         return {
             "passed": self.passed,
-            "abs_tol": self.abs_tol,
-            "mean_tol": self.mean_tol,
-            "min_cosine": self.min_cosine,
+            "profile": self.verdict.profile,
+            "verdict": self.verdict.as_dict(),
+            "samples": self.samples,
+            "decided_by": self.decided_by,
+            "severity": _finite_or_none(self.severity),
             "worst_cosine": self.worst_cosine,
-            "max_abs_error": self.max_abs_error,
-            "mean_abs_error": self.mean_abs_error,
+            "max_abs_error": _finite_or_none(self.max_abs_error),
+            "mean_abs_error": _finite_or_none(self.mean_abs_error),
             "outputs": [o.as_dict(with_samples) for o in self.outputs],
         }
+
+
+def _measure(o: OutputParity, name: str, default: float) -> float:
+    value = o.measures.get(name)
+    return default if value is None else float(value)
+
+
+def _finite_or_none(value: float | None) -> float | None:
+    return None if value is None or not math.isfinite(value) else value
+
+
+def _fmt(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    if value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e5):
+        return f"{value:.3g}"
+    if 0.99 <= abs(value) < 1.0:
+        return f"{value:.5f}".rstrip("0")
+    return f"{value:.4g}"
 
 
 def cosine_similarity(a: np.ndarray, b: np.ndarray) -> float:
@@ -94,80 +338,153 @@ def cosine_similarity(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.dot(x, y) / (nx * ny))
 
 
-def looks_like_scores(shape: tuple[int, ...]) -> bool:
-    """[batch, classes] or [batch, ..., classes] with a real class axis."""
-    return len(shape) >= 2 and 2 <= shape[-1] <= 100_000
+def row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Cosine similarity of each vector along the last axis (rows of zeros in both count as 1)."""
+    x = np.asarray(a, dtype=np.float64)
+    y = np.asarray(b, dtype=np.float64)
+    width = x.shape[-1] if x.ndim else 1
+    x, y = x.reshape(-1, width), y.reshape(-1, width)
+    nx, ny = np.linalg.norm(x, axis=1), np.linalg.norm(y, axis=1)
+    dot = np.einsum("ij,ij->i", x, y)
+    both_zero = (nx == 0) & (ny == 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cos = np.where(both_zero, 1.0, dot / np.maximum(nx * ny, np.finfo(np.float64).tiny))
+    return np.clip(cos, -1.0, 1.0)
+
+
+def robust_range(values: np.ndarray) -> float:
+    """Spread of the original's values: 0.1st to 99.9th percentile, the full range if that is 0."""
+    flat = np.asarray(values, dtype=np.float64).ravel()
+    if flat.size == 0:
+        return 0.0
+    low, high = np.percentile(flat, RANGE_PERCENTILES)
+    spread = float(high - low)
+    if spread <= 0:
+        spread = float(flat.max() - flat.min())
+    if spread <= 0:
+        spread = float(np.abs(flat).max())  # a constant output: errors relative to its magnitude
+    return spread
+
+
+#: A position whose two best original scores differ by less than this share of the scores' range is
+#: undecided (a coin toss in the original itself): its top-1 is not counted as a decision.
+TIE_SHARE = 1e-3
+
+
+def decision_measures(ref: np.ndarray, var: np.ndarray, axis: int, spread: float) -> dict[str, float]:
+    """Top-1 agreement over decided positions (and top-5 overlap for 10+ classes) along the class axis."""
+    r = np.moveaxis(ref, axis, -1)
+    v = np.moveaxis(var, axis, -1)
+    classes = r.shape[-1]
+    r2, v2 = r.reshape(-1, classes), v.reshape(-1, classes)
+    best_two = np.partition(r2, classes - 2, axis=1)[:, -2:]  # float16-safe: float64 scores
+    decided = (best_two[:, 1] - best_two[:, 0]) > TIE_SHARE * spread
+    same = np.argmax(r2, axis=1) == np.argmax(v2, axis=1)
+    out = {
+        "top1_agreement": float(np.mean(same[decided])) if decided.any() else 1.0,
+        "undecided_positions": float(np.sum(~decided)),
+        "positions": float(same.size),
+    }
+    if classes >= 10:
+        k = 5
+        top_r = np.argpartition(-r2, k - 1, axis=1)[:, :k]
+        top_v = np.argpartition(-v2, k - 1, axis=1)[:, :k]
+        kept = (top_r[:, :, None] == top_v[:, None, :]).any(axis=2).sum(axis=1)
+        out["top5_overlap"] = float(np.mean(kept) / k)
+    return out
+
+
+def float_measures(ref: np.ndarray, var: np.ndarray, kind: OutputKind) -> dict[str, float | None]:
+    """Every measure of a float output (finite values only; non-finite ones are checked apart)."""
+    finite = np.isfinite(ref) & np.isfinite(var)
+    r = np.where(finite, ref, 0.0)
+    v = np.where(finite, var, 0.0)
+    diff = np.abs(r - v)[finite]
+    spread = robust_range(r[finite])
+    max_abs = float(diff.max(initial=0.0))
+    rms = float(np.sqrt(np.mean(diff * diff))) if diff.size else 0.0
+    rel = (lambda e: e / spread) if spread > 0 else (lambda e: 0.0 if e == 0 else math.inf)
+    rows = row_cosines(r, v) if r.size else np.ones(1)
+    measures: dict[str, float | None] = {
+        "abs_error": max_abs,
+        "mean_abs_error": float(diff.mean()) if diff.size else 0.0,
+        "relative_rms_error": rel(rms),
+        "relative_error": rel(max_abs),
+        "cosine": cosine_similarity(r, v),
+        "row_cosine": float(rows.min()),
+        "mean_row_cosine": float(rows.mean()),
+        "range": spread,
+        "top1_agreement": None,
+    }
+    if kind.kind == "scores" and r.ndim >= 1 and r.size and r.shape[kind.axis] >= 2:
+        measures.update(decision_measures(r, v, kind.axis, spread))
+    return measures
 
 
 def _sample(a: np.ndarray, b: np.ndarray, seed: int = 0) -> tuple[list[float], list[float]]:
     x, y = a.ravel(), b.ravel()
     if x.size > SAMPLE_POINTS:
         idx = np.random.default_rng(seed).choice(x.size, SAMPLE_POINTS, replace=False)
-        idx.sort()
+        idx.sort()  # float16-safe: integer indices
         x, y = x[idx], y[idx]
     return x.astype(np.float64).tolist(), y.astype(np.float64).tolist()
 
 
-def _beyond(value: float, tol: float) -> str:
-    """Enough digits that a value just over the tolerance does not print as the tolerance."""
-    for digits in range(4, 12):
-        text = f"{value:.{digits}g}"
-        if float(text) > tol:
-            return text
-    return repr(value)
+def _broken(name: str, ref: np.ndarray, kind: OutputKind, reason: str) -> OutputParity:
+    return OutputParity(
+        name=name, dtype=str(ref.dtype), shape=list(ref.shape), kind=kind.kind, kind_reason=kind.why,
+        measures={}, checks=[], passed=False, reason=reason,
+    )  # fmt: skip
 
 
 def compare_output(
     name: str,
     reference: np.ndarray,
     variant: np.ndarray,
-    abs_tol: float,
-    mean_tol: float,
-    min_cosine: float = DEFAULT_MIN_COSINE,
+    kind: OutputKind | None = None,
+    verdict: VerdictSettings | None = None,
 ) -> OutputParity:
+    """Judge one output of the variant against the original's."""
     ref, var = np.asarray(reference), np.asarray(variant)
-    base = {"name": name, "dtype": str(ref.dtype), "shape": list(ref.shape)}
+    verdict = verdict or VerdictSettings()
+    if kind is None:
+        kind = OutputKind("continuous" if ref.dtype.kind in "fc" else "exact", why="by data type")
+    if ref.dtype.kind not in "fc" and kind.kind != "exact":
+        kind = OutputKind("exact", why=f"{ref.dtype} values are compared exactly")
     if ref.shape != var.shape:
-        return OutputParity(
-            **base, exact=False, max_abs_error=float("inf"), mean_abs_error=float("inf"), cosine=None,
-            top1_agreement=None, mismatch_fraction=None, passed=False,
-            reason=f"shape changed from {list(ref.shape)} to {list(var.shape)}",
-        )  # fmt: skip
-    if ref.dtype.kind not in "fc":
+        return _broken(name, ref, kind, f"shape changed from {list(ref.shape)} to {list(var.shape)}")
+    if kind.kind == "exact":
         differ = float(np.mean(ref != var)) if ref.size else 0.0
-        diff = np.abs(ref.astype(np.float64) - var.astype(np.float64)) if ref.dtype.kind in "iub" else np.zeros(1)
+        measures: dict[str, float | None] = {"mismatch_fraction": differ}
+        if ref.dtype.kind in "iubfc":
+            diff = np.abs(ref.astype(np.float64) - var.astype(np.float64))
+            measures["abs_error"] = float(diff.max(initial=0.0))
+            measures["mean_abs_error"] = float(diff.mean()) if diff.size else 0.0
         return OutputParity(
-            **base, exact=True, max_abs_error=float(diff.max(initial=0.0)),
-            mean_abs_error=float(diff.mean()) if diff.size else 0.0, cosine=None, top1_agreement=None,
-            mismatch_fraction=differ, passed=differ == 0.0,
+            name=name, dtype=str(ref.dtype), shape=list(ref.shape), kind="exact", kind_reason=kind.why,
+            measures=measures, checks=[], passed=differ == 0.0, mismatch_fraction=differ,
             reason="" if differ == 0.0 else f"{differ:.1%} of values differ (must match exactly)",
         )  # fmt: skip
     r64, v64 = ref.astype(np.float64), var.astype(np.float64)
-    finite = np.isfinite(r64) & np.isfinite(v64)
     same_nonfinite = bool(np.all(np.isfinite(r64) == np.isfinite(v64))) and np.array_equal(
-        r64[~finite], v64[~finite], equal_nan=True
+        r64[~np.isfinite(r64)], v64[~np.isfinite(v64)], equal_nan=True
     )
-    diff = np.abs(r64[finite] - v64[finite])
-    max_abs = float(diff.max(initial=0.0))
-    mean_abs = float(diff.mean()) if diff.size else 0.0
-    top1 = None
-    if looks_like_scores(ref.shape) and ref.size:
-        top1 = float(np.mean(np.argmax(r64, axis=-1) == np.argmax(v64, axis=-1)))
-    reasons = []
-    if not same_nonfinite:
-        reasons.append("inf/NaN values differ from the original's")
-    if max_abs > abs_tol:
-        reasons.append(f"max abs error {_beyond(max_abs, abs_tol)} > {abs_tol:g}")
-    if mean_abs > mean_tol:
-        reasons.append(f"mean abs error {_beyond(mean_abs, mean_tol)} > {mean_tol:g}")
-    cosine = cosine_similarity(np.where(finite, r64, 0), np.where(finite, v64, 0))
-    if cosine < min_cosine and np.any(r64[finite] != 0):  # an all-zero reference has no pattern to keep
-        reasons.append(f"cosine similarity {cosine:.4f} < {min_cosine:g} (the output's pattern changed)")
+    measures = float_measures(r64, v64, kind)
+    checks = []
+    for criterion in verdict.criteria_for(name, kind.kind):
+        value = measures.get(criterion.measure)
+        if value is None:
+            continue  # e.g. top-1 agreement on an output without a class axis
+        checks.append(
+            Check(criterion.name, float(value), criterion.limit, criterion.holds(value), criterion.severity(value))
+        )
+    reasons = [] if same_nonfinite else ["inf/NaN values differ from the original's"]
+    reasons += [Criterion(c.criterion, c.limit).text(c.value) for c in checks if not c.passed]
+    finite = np.isfinite(r64) & np.isfinite(v64)
     sample_ref, sample_var = _sample(np.where(finite, r64, 0.0), np.where(finite, v64, 0.0))
     return OutputParity(
-        **base, exact=False, max_abs_error=max_abs, mean_abs_error=mean_abs,
-        cosine=cosine,
-        top1_agreement=top1, mismatch_fraction=None, passed=not reasons, reason="; ".join(reasons),
+        name=name, dtype=str(ref.dtype), shape=list(ref.shape), kind=kind.kind, kind_reason=kind.why,
+        measures=measures, checks=checks, passed=not reasons, reason="; ".join(reasons),
         sample_reference=sample_ref, sample_variant=sample_var,
     )  # fmt: skip
 
@@ -175,22 +492,49 @@ def compare_output(
 def compare_outputs(
     reference: dict[str, np.ndarray],
     variant: dict[str, np.ndarray],
-    *,
-    abs_tol: float = DEFAULT_ABS_TOL,
-    mean_tol: float = DEFAULT_MEAN_TOL,
-    min_cosine: float = DEFAULT_MIN_COSINE,
+    kinds: dict[str, OutputKind] | None = None,
+    verdict: VerdictSettings | None = None,
+    samples: int = 1,
 ) -> Parity:
     """Compare every output of the original with the variant's output of the same name."""
+    verdict = verdict or VerdictSettings()
+    kinds = kinds or {}
     outputs = []
     for name, ref in reference.items():
+        kind = kinds.get(name)
         if name not in variant:
-            outputs.append(
-                OutputParity(
-                    name=name, dtype=str(np.asarray(ref).dtype), shape=list(np.shape(ref)), exact=False,
-                    max_abs_error=float("inf"), mean_abs_error=float("inf"), cosine=None, top1_agreement=None,
-                    mismatch_fraction=None, passed=False, reason="output missing from the variant",
-                )
-            )
+            arr = np.asarray(ref)
+            outputs.append(_broken(name, arr, kind or OutputKind("continuous"), "output missing from the variant"))
             continue
-        outputs.append(compare_output(name, ref, variant[name], abs_tol, mean_tol, min_cosine))
-    return Parity(outputs=outputs, abs_tol=abs_tol, mean_tol=mean_tol, min_cosine=min_cosine)
+        outputs.append(compare_output(name, ref, variant[name], kind, verdict))
+    return Parity(outputs=outputs, verdict=verdict, samples=samples)
+
+
+def build_verdict(
+    profile: str = DEFAULT_PROFILE,
+    tolerances: list[str] | None = None,
+    kinds: list[str] | None = None,
+    **shorthands: float | None,
+) -> VerdictSettings:
+    """Verdict settings from front-end text: ``[OUTPUT:]CRITERION=VALUE`` tolerances, ``OUTPUT=KIND`` kinds.
+
+    ``shorthands`` are criteria for every output given as keywords (``max_abs_error=0.1``),
+    as the CLI's ``--abs-tol``, ``--mean-tol`` and ``--min-cosine`` do; None is skipped.
+    """
+    criteria: dict[str, float] = {}
+    per_output: dict[str, dict[str, float]] = {}
+    for name, limit in shorthands.items():
+        if limit is not None:
+            check_criterion_name(name)
+            criteria[name] = float(limit)
+    for text in tolerances or []:
+        output, criterion, limit = parse_criterion(text)
+        (per_output.setdefault(output, {}) if output else criteria)[criterion] = limit
+    chosen: dict[str, str] = {}
+    for text in kinds or []:
+        if "=" not in text:
+            raise OptionError(f"Output kind '{text}' is not OUTPUT=KIND", "e.g. logits=scores")
+        output, kind = (part.strip() for part in text.rsplit("=", 1))
+        check_kind(kind)
+        chosen[output] = kind
+    return VerdictSettings(profile=profile, criteria=criteria, per_output=per_output, kinds=chosen)

@@ -1,0 +1,123 @@
+"""What each model output is, so that parity can judge it in its own terms.
+
+The rules, in order (the first that applies wins; the README lists them and
+every report says which one decided):
+
+1. the user's choice for that output (``--output-kind NAME=KIND``, the app's
+   table, ``VerdictSettings.kinds``);
+2. integer, bool and string outputs are ``exact``;
+3. an output computed by Softmax / LogSoftmax (through reshapes, transposes,
+   casts) is ``scores`` along that op's axis; one computed by Sigmoid is
+   ``continuous`` (independent probabilities: detection maps, voice activity);
+4. names: ``embed``, ``hidden``, ``pool``, ``feature``, ``encod``, ``vector``
+   mean ``embedding``; ``logit``, ``score``, ``prob``, ``class``, ``cls``,
+   ``label``, ``pred`` mean ``scores`` (when the last axis has 2 to 100,000
+   entries); ``box``, ``coord``, ``loc``, ``mask``, ``map``, ``heat``,
+   ``depth``, ``audio``, ``wav``, ``mel``, ``spec``, ``state`` mean ``continuous``;
+5. shapes: ``[batch, classes]`` straight from a linear layer (Gemm, MatMul,
+   Add of a bias) is ``scores``; ``[batch, tokens, width]`` from a
+   normalization or residual Add with width >= 32, or a pooled / normalized
+   vector, is ``embedding``;
+6. anything else is ``continuous``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import onnx
+
+from shrinkray.measure.parity import OutputKind, VerdictSettings
+
+#: Ops that only move or retype values: the output "is" what their input is.
+_PASS_THROUGH = {
+    "Identity", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Cast", "Slice", "Gather",
+    "Split", "Concat", "Expand", "Tile", "CastLike",
+}  # fmt: skip
+_LINEAR = {"Gemm", "MatMul", "Add", "MatMulInteger", "QLinearMatMul", "DequantizeLinear", "MatMulNBits"}
+_NORMALIZED = {"LayerNormalization", "SkipLayerNormalization", "SimplifiedLayerNormalization", "LpNormalization"}
+_POOLED = {"ReduceMean", "ReduceSum", "Div", "GlobalAveragePool", "ReduceL2"}
+_MAX_CLASSES = 100_000
+
+_EMBEDDING_WORDS = re.compile(r"embed|hidden|pool|feature|encod|vector|sentence", re.IGNORECASE)
+_SCORE_WORDS = re.compile(r"logit|score|prob|class|cls|label|pred", re.IGNORECASE)
+_CONTINUOUS_WORDS = re.compile(r"box|coord|loc|mask|map|heat|depth|audio|wav|mel|spec|state", re.IGNORECASE)
+
+
+def _producers(model: onnx.ModelProto) -> dict[str, onnx.NodeProto]:
+    return {out: node for node in model.graph.node for out in node.output if out}
+
+
+def _attr_int(node: onnx.NodeProto, name: str, default: int) -> int:
+    return next((int(a.i) for a in node.attribute if a.name == name), default)
+
+
+def _source_op(name: str, producers: dict[str, onnx.NodeProto]) -> onnx.NodeProto | None:
+    """The first op behind ``name`` that computes values (skips reshapes, casts, transposes...)."""
+    seen: set[str] = set()
+    while name in producers and name not in seen:
+        seen.add(name)
+        node = producers[name]
+        if node.op_type not in _PASS_THROUGH or not node.input:
+            return node
+        name = node.input[0]
+    return None
+
+
+def _softmax_axis(node: onnx.NodeProto, rank: int, model: onnx.ModelProto) -> int:
+    """The class axis of a Softmax as a negative index (opset < 13 defaults to axis 1)."""
+    opset = next((i.version for i in model.opset_import if i.domain in ("", "ai.onnx")), 13)
+    axis = _attr_int(node, "axis", -1 if opset >= 13 else 1)
+    if axis >= 0:
+        axis -= rank
+    return axis
+
+
+def classify_output(
+    name: str, value: np.ndarray, model: onnx.ModelProto, producers: dict[str, onnx.NodeProto] | None = None
+) -> OutputKind:
+    """Classify one output of ``model`` from its data type, the op computing it, its name and shape."""
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "fc":
+        return OutputKind("exact", why=f"{arr.dtype} values must match exactly")
+    producers = producers if producers is not None else _producers(model)
+    rank = arr.ndim
+    last = arr.shape[-1] if rank else 1
+    source = _source_op(name, producers)
+    op = source.op_type if source is not None else ""
+    if op in ("Softmax", "LogSoftmax") and rank >= 1:
+        axis = _softmax_axis(source, rank, model)
+        if -rank <= axis < 0 and arr.shape[axis] >= 2:
+            return OutputKind("scores", axis, f"computed by {op} over axis {axis + rank}: class scores")
+    if op == "Sigmoid":
+        return OutputKind("continuous", why="computed by Sigmoid: independent probabilities, judged as values")
+    classes_last = rank >= 2 and 2 <= last <= _MAX_CLASSES
+    if _EMBEDDING_WORDS.search(name) and rank >= 1 and last >= 2:
+        return OutputKind("embedding", why=f"named like an embedding ({name})")
+    if _SCORE_WORDS.search(name) and classes_last:
+        return OutputKind("scores", -1, f"named like class scores ({name}), classes on the last axis")
+    if _CONTINUOUS_WORDS.search(name):
+        return OutputKind("continuous", why=f"named like a map, box, signal or state ({name})")
+    if rank == 2 and classes_last and op in _LINEAR:
+        return OutputKind("scores", -1, f"[batch, {last}] from a linear layer ({op}): class logits")
+    if rank == 3 and last >= 32 and op in _NORMALIZED | {"Add"}:
+        return OutputKind("embedding", why=f"[batch, tokens, {last}] from {op}: hidden states")
+    if rank in (2, 3) and last >= 32 and op in _NORMALIZED | _POOLED:
+        return OutputKind("embedding", why=f"a {last}-wide vector from {op}: an embedding")
+    return OutputKind("continuous", why="values compared relative to their own range")
+
+
+def classify_outputs(
+    model: onnx.ModelProto, reference: dict[str, np.ndarray], verdict: VerdictSettings | None = None
+) -> dict[str, OutputKind]:
+    """Kinds of every output of the original (the user's choices first)."""
+    chosen = verdict.kinds if verdict is not None else {}
+    producers = _producers(model)
+    kinds = {}
+    for name, value in reference.items():
+        if name in chosen:
+            kinds[name] = OutputKind(chosen[name], -1, "set by you")
+        else:
+            kinds[name] = classify_output(name, value, model, producers)
+    return kinds

@@ -1,13 +1,23 @@
 """Compare page: the charts across the original and its variants, and the inputs used for parity."""
 
 import dataclasses
+import re
+import shutil
+from pathlib import Path
 
 import streamlit as st
 
 from app_ui.controls import friendly_errors
 from app_ui.state import current_model, latest_comparison, run_comparison, workspace
 from shrinkray import charts
-from shrinkray.measure.inputs import InputOptions, parse_dims, parse_ranges
+from shrinkray.errors import OptionError
+from shrinkray.measure.content import IMAGE_RANGES
+from shrinkray.measure.inputs import InputOptions, is_sample_file, parse_dims, parse_ranges
+
+IMAGE_RANGE_LABELS = {
+    "auto": "Auto (from the model)", "imagenet": "Mean/std normalized (ImageNet)", "0-1": "0 to 1",
+    "-1-1": "-1 to 1", "0-255": "0 to 255",
+}  # fmt: skip
 
 st.title("Compare")
 st.write("Size, speed and accuracy of every variant side by side. The same charts are in the HTML report.")
@@ -39,25 +49,50 @@ with friendly_errors("Drawing the charts"):
 
 st.markdown("#### Inputs used for parity")
 st.caption(comparison.input_note)
+shown = [p for p in comparison.settings.sample_files if Path(p).suffix.lower() != ".wav" and Path(p).is_file()]
+if shown:
+    st.image([Path(p).read_bytes() for p in shown[:8]], caption=[Path(p).name for p in shown[:8]], width=140)
 with st.form("inputs"):
-    st.write("Synthesized inputs follow the model's signature. Override free dimensions and value ranges, "
-             "or upload real inputs as .npz (one array per input name).")  # fmt: skip
+    st.write("Synthesized inputs look like what the model sees (pages, text lines and scenes for image inputs, "
+             "speech for audio, token ids from the vocabulary). Override free dimensions and value ranges, or "
+             "upload real samples: images or WAV files (one sample each), or an .npz with one array per input name.")  # fmt: skip
     c1, c2 = st.columns(2)
     dims_text = c1.text_area("Dimensions, one NAME=VALUE per line", placeholder="batch=4\nseq=32\nx:2=224")
     ranges_text = c2.text_area("Value ranges, one NAME=LOW:HIGH per line", placeholder="input_ids=0:30521")
-    seed = st.number_input("Seed", min_value=0, value=comparison.settings.inputs.seed, step=1)
-    npz = st.file_uploader("Real inputs (.npz)", type=["npz"])
+    c1, c2 = st.columns(2)
+    seed = c1.number_input("Seed", min_value=0, value=comparison.settings.inputs.seed, step=1)
+    image_range = c2.selectbox(
+        "Image values", ["auto", *IMAGE_RANGES], format_func=lambda r: IMAGE_RANGE_LABELS.get(r, r),
+        help="How uploaded images are scaled before they reach the model; auto reads it from the model's graph.",
+    )  # fmt: skip
+    uploads = st.file_uploader("Real samples (images, WAV files or one .npz)", type=["npz", "png", "jpg", "jpeg", "wav"],
+                               accept_multiple_files=True)  # fmt: skip
     submitted = st.form_submit_button("Re-measure with these inputs", type="primary")
 
 if submitted:
     with friendly_errors("Re-measuring"):
         lines = lambda text: [ln.strip() for ln in text.splitlines() if ln.strip()]
         inputs = InputOptions(dims=parse_dims(lines(dims_text)), ranges=parse_ranges(lines(ranges_text)), seed=int(seed))
-        path = None
-        if npz is not None:
-            path = workspace() / "inputs.npz"
-            path.write_bytes(npz.getvalue())
-        settings = dataclasses.replace(comparison.settings, inputs=inputs, inputs_path=str(path) if path else None)
+        npz_files = [u for u in uploads or [] if u.name.lower().endswith(".npz")]
+        sample_uploads = [u for u in uploads or [] if is_sample_file(u.name)]
+        if npz_files and sample_uploads or len(npz_files) > 1:
+            raise OptionError("Upload either one .npz file or images / WAV files, not both", "Remove the extra files")
+        path, sample_paths = None, []
+        folder = workspace() / "samples"
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        if npz_files:
+            path = folder / "inputs.npz"
+            path.write_bytes(npz_files[0].getvalue())
+        for index, upload in enumerate(sample_uploads):
+            stem = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(upload.name).stem)[:60]
+            target = folder / f"{index:02d}-{stem}{Path(upload.name).suffix.lower()}"
+            target.write_bytes(upload.getvalue())
+            sample_paths.append(str(target))
+        settings = dataclasses.replace(
+            comparison.settings, inputs=inputs, inputs_path=str(path) if path else None,
+            sample_files=sample_paths, image_range=image_range,
+        )  # fmt: skip
         bar = st.progress(0.0, text="Starting")
         run_comparison(loaded, settings, progress=lambda step, f: bar.progress(min(max(f, 0.0), 1.0), text=step))
         st.session_state["last_settings"] = settings

@@ -22,7 +22,8 @@ from shrinkray.compare import CompareSettings, compare
 from shrinkray.errors import MissingModelError, OptionError, ShrinkRayError
 from shrinkray.inspect import ModelSummary, inspect_model
 from shrinkray.io import LoadedModel, check_output_path, load, save
-from shrinkray.measure.inputs import InputOptions, parse_dims, parse_ranges
+from shrinkray.measure.content import IMAGE_RANGES
+from shrinkray.measure.inputs import InputOptions, is_sample_file, parse_dims, parse_ranges
 from shrinkray.measure.parity import DEFAULT_PROFILE, KINDS, MEASURES, PROFILES, build_verdict
 from shrinkray.methods import Variant, all_methods, get_method
 from shrinkray.pricing import DELIVERIES, PricingChoice
@@ -280,6 +281,10 @@ def _int_list(text: str, flag: str) -> list[int]:
 
 
 def compare_settings(args: argparse.Namespace) -> CompareSettings:
+    given = [p.strip() for p in (args.inputs or "").split(",") if p.strip()]
+    sample_files = given if given and all(is_sample_file(p) for p in given) else []
+    if len(given) > 1 and not sample_files:
+        raise OptionError("--inputs takes one .npz/.npy file, or image / WAV files", "e.g. --inputs a.png,b.png")
     settings = CompareSettings(
         methods=parse_method_list(args.methods, _method_options(args)),
         verdict=build_verdict(
@@ -292,7 +297,9 @@ def compare_settings(args: argparse.Namespace) -> CompareSettings:
         brotli_quality=args.brotli_quality,
         zstd_level=args.zstd,
         inputs=InputOptions(dims=parse_dims(args.dim), ranges=parse_ranges(args.range), seed=args.seed),
-        inputs_path=args.inputs,
+        inputs_path=None if sample_files else args.inputs,
+        sample_files=sample_files,
+        image_range=args.image_range,
         culprits=not args.no_culprits,
         culprit_budget_s=args.culprit_budget,
         auto=args.auto,
@@ -498,7 +505,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--abs-tol", type=float, help="shorthand for --tolerance max_abs_error=VALUE")
     p.add_argument("--mean-tol", type=float, help="shorthand for --tolerance max_mean_abs_error=VALUE")
     p.add_argument("--min-cosine", type=float, help="shorthand for --tolerance min_cosine=VALUE")
-    p.add_argument("--inputs", help="real inputs for parity and latency: .npz keyed by input name, or .npy")
+    p.add_argument("--inputs", help="real inputs for parity and latency: an .npz keyed by input name or an .npy; "
+                   "or images (PNG/JPEG) / WAV files, comma-separated, one sample each")  # fmt: skip
+    p.add_argument("--image-range", default="auto", choices=["auto", *IMAGE_RANGES],
+                   help="value range images are mapped to (default auto: read from the model's graph)")  # fmt: skip
     p.add_argument("--dim", action="append", metavar="NAME=VALUE", help="size of a free dimension (repeatable); "
                    "unnamed ones as INPUT:AXIS=VALUE")  # fmt: skip
     p.add_argument("--range", action="append", metavar="NAME=LOW:HIGH", help="value range of an input (repeatable)")

@@ -21,7 +21,15 @@ from shrinkray.errors import OptionError, RuntimeUnsupportedError, ShrinkRayErro
 from shrinkray.inspect import ModelSummary, inspect_model
 from shrinkray.io import LoadedModel, serialize, tensor_payload_bytes
 from shrinkray.limits import Limits, check_memory
-from shrinkray.measure.inputs import InputOptions, first_axis_dynamic, input_roles, load_inputs, signature, synthesize
+from shrinkray.measure.inputs import (
+    InputOptions,
+    first_axis_dynamic,
+    input_roles,
+    load_inputs,
+    load_sample_files,
+    signature,
+    synthesize,
+)
 from shrinkray.measure.latency import DEFAULT_RUNS, DEFAULT_WARMUP, LatencyStats, default_threads, measure_latency
 from shrinkray.measure.output_kinds import classify_outputs
 from shrinkray.measure.parity import OutputKind, Parity, VerdictSettings, compare_outputs
@@ -53,7 +61,9 @@ class CompareSettings:
     brotli_quality: int | str = "auto"
     zstd_level: int | None = None
     inputs: InputOptions = field(default_factory=InputOptions)
-    inputs_path: str | None = None
+    inputs_path: str | None = None  # an .npz / .npy file
+    sample_files: list[str] = field(default_factory=list)  # images or WAV files, one sample each
+    image_range: str = "auto"  # value range images are mapped to: auto (from the graph) or content.IMAGE_RANGES
     parity_batch: int = 4  # input samples for parity (one batch when the batch axis is free)
     probe_budget_s: float = 20.0  # trying other free dimensions when the original rejects the inputs
     parity_budget_s: float = field(default_factory=lambda: Limits.from_env().max_run_seconds)
@@ -223,6 +233,13 @@ def parity_inputs(model: onnx.ModelProto, settings: CompareSettings, session=Non
         reference = _session_outputs(session, [feeds], model)
         kinds = classify_outputs(model, reference, settings.verdict)
         return ParityInputs([feeds], reference, kinds, f"Inputs loaded from {Path(settings.inputs_path).name}")
+    if settings.sample_files:
+        samples = load_sample_files(settings.sample_files, model, settings.inputs, settings.image_range)
+        reference = _session_outputs(session, samples, model)
+        kinds = classify_outputs(model, reference, settings.verdict)
+        names = ", ".join(Path(p).name for p in settings.sample_files)
+        shapes = ", ".join(f"{k} {list(v.shape)}" for k, v in samples[0].items())
+        return ParityInputs(samples, reference, kinds, f"Real samples ({len(samples)}): {names}; {shapes}")
     batch = settings.parity_batch if first_axis_dynamic(model) else None
     started = time.perf_counter()
     tried: list[str] = []
@@ -475,7 +492,7 @@ def _measure_all_latency(
 ) -> str:
     """Time every runnable model per (threads, batch); a batch the model refuses skips larger ones."""
     runnable = {r.key: r.model for r in results if r.ok and r.model is not None}
-    fixed_by_user = settings.inputs_path is not None or _batch_dim_fixed(source, settings)
+    fixed_by_user = settings.inputs_path is not None or bool(settings.sample_files) or _batch_dim_fixed(source, settings)
     if fixed_by_user:
         batches = [0]
     else:
@@ -487,7 +504,9 @@ def _measure_all_latency(
         if threads in refused and batch >= refused[threads]:
             continue
         say(f"Timing: {threads} thread(s), batch {batch or 'as given'}", 0.7 + 0.3 * index / len(combos))
-        if settings.inputs_path:
+        if settings.sample_files:
+            feeds = load_sample_files(settings.sample_files[:1], source, settings.inputs, settings.image_range)[0]
+        elif settings.inputs_path:
             feeds = load_inputs(settings.inputs_path, source)
         else:
             feeds = synthesize(source, options or settings.inputs, batch=batch or None).feeds

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -465,3 +465,139 @@ def first_axis_dynamic(model: onnx.ModelProto) -> bool:
         and not any(k in str(s.shape[0] or "").lower() for k in _NOT_BATCH)
         for s in sigs
     )
+
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".gif", ".tif", ".tiff")
+AUDIO_SUFFIXES = (".wav",)
+#: Longest side an image is resized to when the model leaves its size free.
+MAX_FREE_IMAGE_SIDE = 640
+
+
+def is_sample_file(path: str | os.PathLike) -> bool:
+    """An image or WAV file the user gives as a real input sample (as opposed to an .npz/.npy array file)."""
+    return Path(path).suffix.lower() in IMAGE_SUFFIXES + AUDIO_SUFFIXES
+
+
+def _fixed_or_none(dim: int | str | None) -> int | None:
+    return dim if isinstance(dim, int) else None
+
+
+def _image_feed(
+    path: Path, sig: InputSignature, role: InputRole, value_range: str, size: tuple[int, int] | None = None
+) -> np.ndarray:
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as img:
+            img.load()
+            rgb = img.convert("RGB")
+    except (UnidentifiedImageError, OSError) as exc:
+        raise OptionError(f"Cannot read {path.name} as an image ({exc})", "Give a PNG or JPEG file") from None
+    if role.channels_first:
+        height, width, channels = _fixed_or_none(sig.shape[2]), _fixed_or_none(sig.shape[3]), sig.shape[1]
+    else:
+        height, width, channels = _fixed_or_none(sig.shape[1]), _fixed_or_none(sig.shape[2]), sig.shape[3]
+    w0, h0 = rgb.size
+    if size is not None:  # every sample at the first one's size, so their outputs line up
+        height, width = size
+    elif height is None and width is None:  # free size: the image's own, at most 640 px, in steps of 32
+        scale = min(1.0, MAX_FREE_IMAGE_SIDE / max(w0, h0))
+        width, height = max(32, round(w0 * scale / 32) * 32), max(32, round(h0 * scale / 32) * 32)
+    elif height is None:  # one side fixed: keep the aspect ratio (text-line recognizers fix the height)
+        height = max(32, round(h0 * width / w0 / 32) * 32)
+    elif width is None:
+        width = max(32, round(w0 * height / h0 / 32) * 32)
+    resized = np.asarray(rgb.resize((int(width), int(height)), Image.BILINEAR), dtype=np.float64)[None] / 255.0
+    values = content.to_model_range(resized, value_range)
+    return content.layout_channels(values, channels if isinstance(channels, int) else 3, role.channels_first)
+
+
+def read_wav(path: Path, rate: int) -> np.ndarray:
+    """Mono float samples in [-1, 1] at ``rate`` Hz from a PCM WAV file (linear resampling)."""
+    import wave
+
+    try:
+        with wave.open(str(path), "rb") as wav:
+            channels, width, source_rate = wav.getnchannels(), wav.getsampwidth(), wav.getframerate()
+            frames = wav.getnframes()
+            if frames > source_rate * 600:
+                raise OptionError(f"{path.name} is longer than 10 minutes", "Give a shorter clip")
+            data = wav.readframes(frames)
+    except (wave.Error, EOFError) as exc:
+        raise OptionError(f"Cannot read {path.name} as a PCM WAV file ({exc})", "Save it as 16-bit PCM WAV") from None
+    kinds = {1: np.uint8, 2: np.int16, 4: np.int32}
+    if width not in kinds:
+        raise OptionError(f"{path.name} has {8 * width}-bit samples", "Save it as 16-bit PCM WAV")
+    samples = np.frombuffer(data, dtype=kinds[width]).astype(np.float64)
+    samples = (samples - 128) / 128 if width == 1 else samples / float(2 ** (8 * width - 1))
+    mono = samples.reshape(-1, channels).mean(axis=1)
+    if source_rate != rate and mono.size > 1:
+        target = int(round(mono.size * rate / source_rate))
+        mono = np.interp(np.linspace(0, mono.size - 1, max(target, 1)), np.arange(mono.size), mono)
+    return mono
+
+
+def load_sample_files(
+    paths: list[str | os.PathLike], model: onnx.ModelProto, options: InputOptions | None = None,
+    image_range: str = "auto",
+) -> list[dict[str, np.ndarray]]:  # fmt: skip
+    """One sample per image or WAV file: the file feeds the model's image or audio input, the other
+    inputs are synthesized as usual (masks, states, sample rate). ``image_range`` is ``auto`` (read
+    from the graph, :func:`image_value_range`) or one of :data:`content.IMAGE_RANGES`."""
+    options = options or InputOptions()
+    roles = input_roles(model)
+    sigs = {s.name: s for s in signature(model)}
+    if image_range != "auto" and image_range not in content.IMAGE_RANGES:
+        raise OptionError(f"Unknown image range '{image_range}'", "Use auto or one of " + ", ".join(content.IMAGE_RANGES))
+    images = [n for n, r in roles.items() if r.kind == "image"]
+    audio = [n for n, r in roles.items() if r.kind == "audio"]
+    rate_input = next((n for n, r in roles.items() if r.kind == "sample_rate"), None)
+    rate = int(options.ranges[rate_input][0]) if rate_input and rate_input in options.ranges else DEFAULT_SAMPLE_RATE
+    samples = []
+    size: tuple[int, int] | None = None
+    length: int | None = None
+    for raw in paths:
+        path = Path(raw)
+        if not path.is_file():
+            raise OptionError(f"Input file {path.name} does not exist", "Give the path of an image or WAV file")
+        suffix = path.suffix.lower()
+        if suffix in IMAGE_SUFFIXES:
+            if len(images) != 1:
+                raise OptionError(
+                    f"{path.name} is an image, but the model has {len(images) or 'no'} image inputs "
+                    f"({', '.join(images) or 'its inputs: ' + ', '.join(sigs)})",
+                    "Give an .npz file with one array per input name",
+                )
+            name, role = images[0], roles[images[0]]
+            value_range = image_value_range(model, name)[0] if image_range == "auto" else image_range
+            feed = _image_feed(path, sigs[name], role, value_range, size)
+            size = feed.shape[2:4] if role.channels_first else feed.shape[1:3]
+        elif suffix in AUDIO_SUFFIXES:
+            if len(audio) != 1:
+                raise OptionError(
+                    f"{path.name} is audio, but the model has {len(audio) or 'no'} audio inputs",
+                    "Give an .npz file with one array per input name",
+                )
+            name = audio[0]
+            clip = read_wav(path, rate)
+            rank = len(sigs[name].shape)
+            fixed = _fixed_or_none(sigs[name].shape[-1]) if rank else None
+            fixed = fixed or length  # every clip as long as the first, so their outputs line up
+            if fixed:
+                clip = np.pad(clip[:fixed], (0, max(0, fixed - clip.size)))
+            length = clip.size
+            feed = clip.reshape((1,) * (rank - 1) + (clip.size,)) if rank else clip
+        else:
+            raise OptionError(f"{path.name} is not an image or a WAV file", "Give PNG/JPEG images or WAV audio")
+        dims = {f"{name}:{axis}": int(size) for axis, size in enumerate(feed.shape)}
+        sig_dims = sigs[name].shape
+        for axis, dim in enumerate(sig_dims):
+            if isinstance(dim, str):
+                dims[dim] = int(feed.shape[axis])
+        synth = synthesize(model, replace(options, dims={**dims, **options.dims}))
+        feeds = dict(synth.feeds)
+        feeds[name] = feed.astype(sigs[name].dtype)
+        samples.append(feeds)
+    if not samples:
+        raise OptionError("No input files given", "Give images or WAV files")
+    return samples

@@ -24,6 +24,7 @@ from shrinkray.measure import content
 #: Fallbacks for dimensions the model does not fix.
 DEFAULT_BATCH = 1
 DEFAULT_SPATIAL = 64  # H, W of rank-4 inputs
+DEFAULT_IMAGE_SIDE = 256  # free H, W of image inputs: enough for text and shapes to be seen
 DEFAULT_SEQUENCE = 16
 DEFAULT_OTHER = 8
 DEFAULT_INT_RANGE = (0, 10)
@@ -259,10 +260,13 @@ def _guess(sig: InputSignature, axis: int, rank: int, role: InputRole | None = N
         return int(DEFAULT_SAMPLE_RATE * DEFAULT_AUDIO_SECONDS)
     if role is not None and role.kind == "state" and axis < rank - 1:
         return DEFAULT_BATCH  # [layers, batch, width] recurrent states: batch 1 matches the other inputs
-    if role is not None and role.kind == "image" and axis in (2, 3) and role.channels_first:
-        return DEFAULT_SPATIAL
-    if role is not None and role.kind == "image" and axis in (1, 2) and not role.channels_first:
-        return DEFAULT_SPATIAL
+    if role is not None and role.kind == "image":
+        spatial = (2, 3) if role.channels_first else (1, 2)
+        if axis in spatial:
+            other = sig.shape[spatial[0] if axis == spatial[1] else spatial[1]]
+            if axis == spatial[1] and isinstance(other, int) and other <= 64:
+                return 4 * other  # a fixed short height and a free width: a text line
+            return DEFAULT_IMAGE_SIDE
     named_length = any(k in name for k in ("seq", "len", "time", "token", "step", "frame"))
     if axis == 0 and rank >= 2 and not named_length:
         return DEFAULT_BATCH

@@ -15,7 +15,8 @@ every report says which one decided):
    entries); ``box``, ``coord``, ``loc``, ``mask``, ``map``, ``heat``,
    ``depth``, ``audio``, ``wav``, ``mel``, ``spec``, ``state`` mean ``continuous``;
 5. shapes: ``[batch, classes]`` straight from a linear layer (Gemm, MatMul,
-   Add of a bias) is ``scores``; ``[batch, tokens, width]`` from a
+   Add of a bias) is ``scores``, and so is ``[..., positions, V]`` with V >= 5000
+   (logits over a vocabulary: CTC characters, tokens); ``[batch, tokens, width]`` from a
    normalization or residual Add with width >= 32, or a pooled / normalized
    vector, is ``embedding``;
 6. anything else is ``continuous``.
@@ -39,6 +40,8 @@ _LINEAR = {"Gemm", "MatMul", "Add", "MatMulInteger", "QLinearMatMul", "Dequantiz
 _NORMALIZED = {"LayerNormalization", "SkipLayerNormalization", "SimplifiedLayerNormalization", "LpNormalization"}
 _POOLED = {"ReduceMean", "ReduceSum", "Div", "GlobalAveragePool", "ReduceL2"}
 _MAX_CLASSES = 100_000
+#: A linear layer this wide per position is a vocabulary (CTC characters, tokens), not a hidden width.
+VOCABULARY = 5000
 
 _EMBEDDING_WORDS = re.compile(r"embed|hidden|pool|feature|encod|vector|sentence", re.IGNORECASE)
 _SCORE_WORDS = re.compile(r"logit|score|prob|class|cls|label|pred", re.IGNORECASE)
@@ -101,6 +104,8 @@ def classify_output(
         return OutputKind("continuous", why=f"named like a map, box, signal or state ({name})")
     if rank == 2 and classes_last and op in _LINEAR:
         return OutputKind("scores", -1, f"[batch, {last}] from a linear layer ({op}): class logits")
+    if rank >= 3 and VOCABULARY <= last <= _MAX_CLASSES and op in _LINEAR | {"FusedMatMul"}:
+        return OutputKind("scores", -1, f"{last} values per position from {op}: logits over a vocabulary")
     if rank == 3 and last >= 32 and op in _NORMALIZED | {"Add"}:
         return OutputKind("embedding", why=f"[batch, tokens, {last}] from {op}: hidden states")
     if rank in (2, 3) and last >= 32 and op in _NORMALIZED | _POOLED:

@@ -66,10 +66,11 @@ def current_model() -> LoadedModel | None:
 @st.cache_data(show_spinner=False, max_entries=32)
 def _runtime_problem(sha256: str, _loaded: LoadedModel) -> str | None:
     from shrinkray.errors import ShrinkRayError
+    from shrinkray.sandbox import run_capped
     from shrinkray.validate import validate
 
     try:
-        validate(_loaded.model)
+        run_capped(validate, _loaded.model, what="Opening the model in ONNX Runtime")
     except ShrinkRayError as exc:
         return str(exc)
     return None
@@ -155,14 +156,16 @@ def workspace() -> Path:
 
 
 def run_comparison(loaded: LoadedModel, settings: CompareSettings, progress) -> Comparison:
-    """Compare (or reuse this session's earlier result for the same model and settings)."""
+    """Compare in a capped worker process (or reuse this session's earlier result for the same model and
+    settings): a model that builds huge tensors or loops is stopped there, and the server goes on."""
     from shrinkray.compare import compare
+    from shrinkray.sandbox import run_capped
 
     found = cached_comparison(loaded, settings)
     if found is not None:
         st.session_state["latest"] = (loaded.sha256, settings_key(settings))
         return found
-    comparison = compare(loaded, settings, progress=progress)
+    comparison = run_capped(compare, loaded, settings, what="Shrinking and measuring", progress=progress)
     store_comparison(loaded, settings, comparison)
     st.session_state["last_settings"] = settings
     return comparison

@@ -10,24 +10,25 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import re
 import sys
 import tempfile
 import traceback
 from pathlib import Path
 from typing import Any
 
+
 from shrinkray import pricing
-from shrinkray.compare import CompareSettings, compare
+from shrinkray.compare import CompareSettings
 from shrinkray.errors import MissingModelError, OptionError, ShrinkRayError
 from shrinkray.inspect import ModelSummary, inspect_model
-from shrinkray.io import LoadedModel, check_output_path, load, save
+from shrinkray.io import check_output_path
 from shrinkray.measure.content import IMAGE_RANGES
 from shrinkray.measure.inputs import InputOptions, is_sample_file, parse_dims, parse_ranges
 from shrinkray.measure.parity import DEFAULT_PROFILE, KINDS, MEASURES, PROFILES, build_verdict
 from shrinkray.methods import Variant, all_methods, get_method
 from shrinkray.pricing import DELIVERIES, PricingChoice
-from shrinkray.shrink import shrink
+from shrinkray.jobs import compare_job, load_model_file, shrink_job
+from shrinkray.sandbox import run_capped
 from shrinkray.units import format_bytes, format_percent, text_table
 
 DEFAULT_MODEL = Path("artifacts/model.onnx")
@@ -35,18 +36,6 @@ DEFAULT_OUTPUT = Path("artifacts/model.int8.onnx")
 DEFAULT_METHOD = "dynamic-int8"
 
 
-def load_model_file(path: str | Path) -> LoadedModel:
-    """An .onnx file, or a .zip holding a model and its external data (unpacked safely, then removed)."""
-    from shrinkray.archive import is_zip, load_zip
-
-    path = Path(path)
-    if path.is_file() and (path.suffix.lower() == ".zip" or is_zip(path)):
-        with tempfile.TemporaryDirectory(prefix="shrinkray-zip-") as tmp:
-            loaded = load_zip(path, tmp)
-            loaded.path = path
-            loaded.name = path.name.removesuffix(".zip")
-            return loaded
-    return load(path)
 
 
 def _status(args: argparse.Namespace, message: str) -> None:
@@ -185,33 +174,25 @@ def cmd_shrink(args: argparse.Namespace) -> int:
         output = DEFAULT_OUTPUT
     else:
         output = default_output(model_path, method)
-    _status(args, f"Loading {model_path} ...")
-    loaded = load_model_file(model_path)
-    protected = [model_path] + [model_path.parent / f for f in loaded.external_data_files]
-    check_output_path(output, protect=protected, overwrite=args.force)
-    _status(args, f"Applying {method} ...")
-    variant = shrink(loaded, method, in_place=True, **_method_options(args))  # the CLI owns this copy
-    _status(args, "Checked: onnx.checker passes and ONNX Runtime opens the result. Writing ...")
-    written = save(
-        variant.model,
-        output,
-        protect=protected,
-        overwrite=args.force,
-        external_data=True if loaded.has_external_data else None,  # None: only when over 2 GB
-    )
-    written_bytes = written.stat().st_size + sum(
-        p.stat().st_size for p in [written.with_name(written.name + ".data")] if p.exists()
-    )
+    if model_path.exists():
+        check_output_path(output, protect=[model_path], overwrite=args.force)  # before any work
+    _status(args, f"Loading {model_path} and applying {method} (in a worker capped in memory and time) ...")
+    with tempfile.TemporaryDirectory(prefix="shrinkray-zip-") as scratch:
+        variant, written, written_bytes, input_bytes = run_capped(
+            shrink_job, model_path, output, method, _method_options(args), args.force, scratch,
+            what=f"Shrinking with {method}",
+        )  # fmt: skip
+    _status(args, "Checked: onnx.checker passes and ONNX Runtime opens the result. Written.")
     if args.json:
         record = variant.summary() | {
             "input": str(model_path),
             "output": str(written),
-            "input_bytes": loaded.file_bytes,
+            "input_bytes": input_bytes,
             "output_bytes": written_bytes,
         }
         print(json.dumps(record, indent=2))
     else:
-        print(format_variant(variant, loaded.file_bytes, written, written_bytes))
+        print(format_variant(variant, input_bytes, written, written_bytes))
     return 0
 
 
@@ -313,29 +294,6 @@ def compare_settings(args: argparse.Namespace) -> CompareSettings:
     return settings
 
 
-def variant_file_name(stem: str, key: str) -> str:
-    """``model.weights-int8.onnx``, ``model.palettize_levels-16.onnx``: safe on every file system."""
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", key.replace("=", "-")).strip("._") or "variant"
-    return f"{stem}.{slug}.onnx"
-
-
-def save_variants(comparison, folder: Path, stem: str, protected: list[Path], overwrite: bool = False) -> list[Path]:
-    """Write every usable variant into ``folder`` (checked models, atomically); each result records its file.
-
-    Every target is checked before the first is written, so a clash leaves nothing half done.
-    """
-    results = [r for r in comparison.variants if r.ok and r.model is not None]
-    targets = [folder / variant_file_name(stem, r.key) for r in results]
-    for target in targets:
-        check_output_path(target, protect=protected, overwrite=overwrite)
-    folder.mkdir(parents=True, exist_ok=True)
-    written = []
-    for result, target in zip(results, targets, strict=True):
-        written.append(save(result.model, target, protect=protected, overwrite=overwrite))
-        result.file = str(written[-1])
-    return written
-
-
 def cmd_compare(args: argparse.Namespace) -> int:
     from shrinkray import report  # plotly is only needed for reports
 
@@ -345,13 +303,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
     save_dir = Path(args.save_dir) if args.save_dir else None
     if save_dir is not None and save_dir.exists() and not save_dir.is_dir():
         raise OptionError(f"--save-dir {save_dir} is a file, not a folder", "Name a folder (it is created if missing)")
-    loaded = load_model_file(args.model)
-    comparison = compare(loaded, settings, progress=ProgressBar(args.quiet))
-    if save_dir is not None:
-        model_path = Path(args.model)
-        protected = [model_path] + [model_path.parent / f for f in loaded.external_data_files]
-        for path in save_variants(comparison, save_dir, model_path.stem, protected, overwrite=args.force):
-            _status(args, f"Wrote {path}")
+    if not Path(args.model).exists():
+        load_model_file(args.model)  # the usual message for a missing file, before starting a worker
+    with tempfile.TemporaryDirectory(prefix="shrinkray-zip-") as scratch:
+        comparison = run_capped(
+            compare_job, Path(args.model), settings, save_dir, args.force, scratch,
+            what="Comparing", progress=ProgressBar(args.quiet),
+        )  # fmt: skip
+    for result in comparison.variants:
+        if result.file:
+            _status(args, f"Wrote {result.file}")
     print(report.to_text(comparison, pricing=choice))
     written = report.write_reports(
         comparison, json_path=args.json, markdown_path=args.markdown, csv_path=args.csv, html_path=args.html,

@@ -17,6 +17,10 @@ class ShrinkRayError(Exception):
         self.setting = setting  # which setting fixes it ("inputs", "dims"...): each front end words its own
         super().__init__(str(self))
 
+    def __reduce__(self):
+        """Pickle with every part (errors travel back from the capped worker process)."""
+        return (self.__class__, (self.problem, self.hint, self.setting))
+
     def __str__(self) -> str:
         if self.hint:
             return f"{self.problem}. {self.hint}."

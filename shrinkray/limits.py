@@ -11,10 +11,16 @@ message that names both::
     SHRINKRAY_MAX_NODES              nodes in all graphs, subgraphs and functions together
     SHRINKRAY_MAX_GRAPH_DEPTH        how deeply subgraphs (If/Loop/Scan bodies) may nest
     SHRINKRAY_MAX_DECLARED_ELEMENTS  values one declared shape may hold (tensors, inputs, outputs, value_info)
+    SHRINKRAY_MAX_GRAPH_INPUTS       inputs of the main graph (ONNX Runtime checks them in quadratic time)
+    SHRINKRAY_MAX_GRAPH_OUTPUTS      outputs of the main graph (quadratic at session start)
+    SHRINKRAY_MAX_INITIALIZERS       initializers in all graphs (quadratic at session start when unused)
+    SHRINKRAY_MAX_FUNCTION_CALLS     calls of model-local functions once nested calls are expanded
     SHRINKRAY_MAX_ZIP_FILES          members of an uploaded .zip
     SHRINKRAY_MAX_UNPACKED_BYTES     bytes a .zip may unpack to
     SHRINKRAY_MAX_COMPRESSION_RATIO  unpacked bytes per archive byte (stops zip bombs)
     SHRINKRAY_MAX_RUN_SECONDS        time budget for the latency and parity runs of one comparison
+    SHRINKRAY_MAX_JOB_MEMORY_BYTES   hard memory cap of the worker process that runs a model (a quarter of RAM)
+    SHRINKRAY_MAX_JOB_SECONDS        hard wall-clock deadline of that worker (600 s)
 
 Sizes accept plain integers (``4294967296``, ``4_294_967_296``) or a unit
 (``4GiB``, ``512MiB``, ``2GB``, ``100k``); counts accept integers or a unit
@@ -47,7 +53,7 @@ GiB = 2**30
 #: Environment variable for each limit.
 ENV_PREFIX = "SHRINKRAY_"
 
-_BYTE_FIELDS = {"max_file_bytes", "max_tensor_bytes", "max_unpacked_bytes", "max_memory_bytes"}
+_BYTE_FIELDS = {"max_file_bytes", "max_tensor_bytes", "max_unpacked_bytes", "max_memory_bytes", "max_job_memory_bytes"}
 
 _WHAT = {
     "max_file_bytes": "the size of one file",
@@ -55,20 +61,36 @@ _WHAT = {
     "max_nodes": "the number of nodes",
     "max_graph_depth": "how deeply subgraphs nest",
     "max_declared_elements": "the values one declared shape may hold",
+    "max_graph_inputs": "the number of graph inputs",
+    "max_graph_outputs": "the number of graph outputs",
+    "max_initializers": "the number of initializers",
+    "max_function_calls": "the number of function calls once nested calls are expanded",
     "max_zip_files": "the number of files in an archive",
     "max_unpacked_bytes": "the bytes an archive may unpack to",
     "max_compression_ratio": "how much an archive may expand",
     "max_run_seconds": "the time budget for running models",
     "max_memory_bytes": "the memory one shrink or comparison may plan to use",
+    "max_job_memory_bytes": "the memory a worker running a model may use",
+    "max_job_seconds": "the time a worker running a model may take",
 }
 
 
-def _default_memory() -> int:
-    """Half of this machine's physical memory (8 GiB where it cannot be read)."""
+def _physical_memory() -> int:
+    """This machine's physical memory (16 GiB where it cannot be read)."""
     try:
-        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2)
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
     except (AttributeError, ValueError, OSError):
-        return 8 * GiB
+        return 16 * GiB
+
+
+def _default_memory() -> int:
+    """Half of this machine's physical memory."""
+    return _physical_memory() // 2
+
+
+def _default_job_memory() -> int:
+    """A quarter of this machine's physical memory (at least 2 GiB): several jobs fit beside the server."""
+    return max(_physical_memory() // 4, 2 * GiB)
 
 
 #: Peak memory of one shrink as a multiple of the model's tensor bytes (measured: 4.1-4.7x on a
@@ -86,6 +108,14 @@ class Limits:
     max_nodes: int = 200_000
     max_graph_depth: int = 16
     max_declared_elements: int = 2**31
+    # ONNX Runtime's work at session start (and its input check on every run) grows quadratically
+    # with these counts, and inlining nested functions with calls x nodes; measured with onnxruntime
+    # 1.31: 300,000 unused inputs took compare past 300 s, 4,000 outputs 5 s per optimized session,
+    # 80,000 unused initializers 70 s, 16,384 nested calls 8 s (65,536: minutes).
+    max_graph_inputs: int = 4096
+    max_graph_outputs: int = 1024
+    max_initializers: int = 20_000
+    max_function_calls: int = 4096
     # Some exporters write one external-data file per tensor, so an honest
     # archive of a large model can hold hundreds of files.
     max_zip_files: int = 4096
@@ -95,6 +125,10 @@ class Limits:
     # loader does not run anything.
     max_run_seconds: float = 120.0
     max_memory_bytes: int = dataclasses.field(default_factory=_default_memory)
+    # Hard caps of the worker process that runs a user's model (address space, wall clock): when one
+    # is hit the worker is killed and the user gets one sentence; the server and other users go on.
+    max_job_memory_bytes: int = dataclasses.field(default_factory=_default_job_memory)
+    max_job_seconds: float = 600.0
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -435,6 +469,7 @@ class ModelStats:
 
     nodes: int = 0
     graphs: int = 0
+    initializers: int = 0
     depth: int = 0  # levels of subgraphs below the main graph
     inline_tensor_bytes: int = 0
     #: (tensor, role, where) of every tensor whose data lives in an external file
@@ -457,9 +492,29 @@ def check_model(model: onnx.ModelProto, limits: Limits | None = None) -> ModelSt
         _text(prop.key, "a metadata key")
         _text(prop.value, "a metadata value")
     stats = ModelStats()
+    for field_name, count, what in (
+        ("max_graph_inputs", len(model.graph.input), "inputs"),
+        ("max_graph_outputs", len(model.graph.output), "outputs"),
+    ):
+        if count > getattr(limits, field_name):
+            raise limits.exceeded(
+                field_name,
+                f"The main graph has {count:,} {what}",
+                f"ONNX Runtime's work grows with the square of the number of graph {what}; "
+                "raise the limit only for files you trust",
+            )
     for info in walk_graphs(model, limits.max_graph_depth, limits):
         graph, where = info.graph, info.where
         stats.graphs += 1
+        if isinstance(graph, onnx.GraphProto):
+            stats.initializers += len(graph.initializer) + len(graph.sparse_initializer)
+            if stats.initializers > limits.max_initializers:
+                raise limits.exceeded(
+                    "max_initializers",
+                    f"The model has at least {stats.initializers:,} initializers",
+                    "ONNX Runtime's session start grows with the square of the number of unused initializers; "
+                    "raise the limit only for files you trust",
+                )
         stats.depth = max(stats.depth, info.depth - 1)
         stats.nodes += len(graph.node)
         if stats.nodes > limits.max_nodes:
@@ -493,7 +548,97 @@ def check_model(model: onnx.ModelProto, limits: Limits | None = None) -> ModelSt
             raise limits.exceeded(
                 "max_tensor_bytes", f"The model's tensors hold more than {stats.inline_tensor_bytes:,} bytes"
             )
+    if model.functions:
+        _check_inlined(model, limits)
     return stats
+
+
+# --------------------------------------------------------------------------- model-local functions
+
+#: Counts saturate here: a chain of functions that each call the next twice doubles per level.
+_SATURATE = 10**15
+
+
+def _function_key(domain: str, name: str, overload: str = "") -> tuple[str, str, str]:
+    return (domain, name, overload)
+
+
+def _calls_in(nodes, functions: Mapping[tuple[str, str, str], onnx.FunctionProto]):
+    """Every node of ``nodes`` and of their subgraphs, as (node, the local function it calls or None)."""
+    pending = [nodes]
+    while pending:
+        for node in pending.pop():
+            key = _function_key(node.domain, node.op_type, getattr(node, "overload", ""))
+            yield node, (key if key in functions else None)
+            for _, sub in _subgraph_attrs(node):
+                pending.append(sub.node)
+
+
+def inlined_size(model: onnx.ModelProto) -> tuple[int, int]:
+    """(nodes, calls of model-local functions) of the main graph once every call is inlined, recursively.
+
+    ONNX Runtime inlines every call of a model-local function when it opens the model, so a chain of
+    functions that each call the next twice turns 2K stored nodes into 2**K. Counted without
+    expanding anything (each function once, iteratively; counts saturate at 10**15). A function
+    that calls itself, directly or not, is refused with InvalidModelError.
+    """
+    functions = {_function_key(f.domain, f.name, getattr(f, "overload", "")): f for f in model.functions}
+    done: dict[tuple[str, str, str], tuple[int, int]] = {}
+    visiting: set[tuple[str, str, str]] = set()
+
+    def size_of(nodes) -> tuple[int, int, list[tuple[str, str, str]]]:
+        """(nodes, calls, local functions not counted yet) of a body whose callees are done."""
+        total_nodes = total_calls = 0
+        missing = []
+        for _, callee in _calls_in(nodes, functions):
+            if callee is None:
+                total_nodes += 1
+            elif callee not in done:
+                missing.append(callee)
+            else:
+                n, c = done[callee]
+                total_nodes = min(total_nodes + n, _SATURATE)
+                total_calls = min(total_calls + c + 1, _SATURATE)
+        return total_nodes, total_calls, missing
+
+    for root in functions:
+        stack = [root]
+        while stack:
+            key = stack[-1]
+            if key in done:
+                stack.pop()
+                continue
+            visiting.add(key)
+            nodes, calls, missing = size_of(functions[key].node)
+            for callee in missing:
+                if callee in visiting:
+                    raise InvalidModelError(
+                        f"The model's function {short('::'.join(callee[:2]))} calls itself"
+                        + ("" if callee == key else f" (through {short('::'.join(key[:2]))})"),
+                        "ONNX functions cannot be recursive; export the model again",
+                    )
+            if missing:
+                stack.extend(dict.fromkeys(missing))  # each body is read at most twice
+                continue
+            done[key] = (nodes, calls)
+            visiting.discard(key)
+            stack.pop()
+    nodes, calls, _ = size_of(model.graph.node)
+    return nodes, calls
+
+
+def _check_inlined(model: onnx.ModelProto, limits: Limits) -> None:
+    nodes, calls = inlined_size(model)
+    if calls > limits.max_function_calls:
+        raise limits.exceeded(
+            "max_function_calls",
+            f"The model's {len(model.functions):,} local functions call each other {calls:,} times once inlined "
+            f"({nodes:,} nodes)",
+            "ONNX Runtime inlines every call when it opens a model, and nested calls make that slow; "
+            "raise the limit only for files you trust",
+        )
+    if nodes > limits.max_nodes:
+        raise limits.exceeded("max_nodes", f"The model has {nodes:,} nodes once its local functions are inlined")
 
 
 # --------------------------------------------------------------------------- graph structure

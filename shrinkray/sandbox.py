@@ -1,0 +1,215 @@
+"""Run work on a user's model in a capped, killable worker process.
+
+A 12 KB model can build a 60000x60000 tensor at run time, and a Loop can run
+for ever: no check before the run can bound what ONNX Runtime allocates or how
+long it takes. So every run on a user's model (validation, parity, latency,
+culprits) happens in a child process with a hard address-space limit
+(``RLIMIT_AS``) and a wall-clock deadline. When either is hit the child is
+killed and the caller gets one sentence; the server and other users go on.
+
+The child is a fresh interpreter (``python -m shrinkray.sandbox``: forking a
+threaded server is unsafe, and multiprocessing's spawn would re-run the
+caller's main script). It reads the pickled call on stdin and writes
+length-prefixed pickled messages (progress, then the result or the error) on
+stdout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import pickle
+import queue
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, BinaryIO
+
+from shrinkray.errors import LimitExceededError, ShrinkRayError
+from shrinkray.limits import Limits
+from shrinkray.units import format_bytes
+
+Progress = Callable[[str, float], None]
+
+#: Out-of-memory texts of ONNX Runtime, numpy and the C++ runtime, so a failed allocation
+#: under the cap reads as "needs more memory", not as a broken model.
+_MEMORY_WORDS = ("bad_alloc", "bad allocation", "Failed to allocate", "MemoryError", "Unable to allocate",
+                 "out of memory", "Cannot allocate memory")  # fmt: skip
+_HEADER = struct.Struct("<Q")
+WORKER_ENV = "SHRINKRAY_WORKER"
+
+
+class WorkerCrashed(ShrinkRayError):
+    """The worker stopped without an answer (a bug, or the C runtime aborted)."""
+
+
+class Cancelled(ShrinkRayError):
+    """The caller stopped the run."""
+
+
+def _send(stream: BinaryIO, message: tuple[str, Any]) -> None:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_HEADER.pack(len(data)) + data)
+    stream.flush()
+
+
+def _receive(stream: BinaryIO) -> tuple[str, Any] | None:
+    header = stream.read(_HEADER.size)
+    if len(header) < _HEADER.size:
+        return None
+    (size,) = _HEADER.unpack(header)
+    data = stream.read(size)
+    if len(data) < size:
+        return None
+    return pickle.loads(data)  # noqa: S301 - our own child's messages
+
+
+def _limit_memory(memory_bytes: int) -> None:
+    import resource
+
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    with contextlib.suppress(OSError, AttributeError):  # fewer malloc arenas: less address space reserved
+        ctypes.CDLL("libc.so.6").mallopt(-8, 2)  # M_ARENA_MAX
+
+
+def _is_memory(text: str) -> bool:
+    return any(word in text for word in _MEMORY_WORDS)
+
+
+def _worker_main() -> None:
+    """The child: read the call, cap memory, run it, send progress and the outcome."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the parent, which stops the child
+    source, sink = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing else may write into the message stream
+    request = _receive(source)
+    if request is None:
+        return
+    _, (fn, args, kwargs, memory_bytes, wants_progress) = request
+    _limit_memory(memory_bytes)
+    if wants_progress:
+        kwargs = {**kwargs, "progress": lambda step, fraction: _send(sink, ("progress", (step, fraction)))}
+    try:
+        _send(sink, ("result", fn(*args, **kwargs)))
+    except MemoryError:
+        _send(sink, ("memory", ""))
+    except ShrinkRayError as exc:
+        _send(sink, ("memory", str(exc)) if _is_memory(str(exc)) else ("error", exc))
+    except BaseException as exc:  # noqa: BLE001 - everything the worker raises goes back to the caller
+        text = f"{type(exc).__name__}: {exc}"
+        _send(sink, ("memory" if _is_memory(text) else "crash", text))
+
+
+def _reader(stream: BinaryIO, messages: queue.Queue) -> None:
+    try:
+        while (message := _receive(stream)) is not None:
+            messages.put(message)
+    except (OSError, ValueError, pickle.UnpicklingError, EOFError):
+        pass
+    messages.put(None)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(10)
+
+
+def run_capped(
+    fn: Callable[..., Any],
+    *args: Any,
+    what: str = "This run",
+    limits: Limits | None = None,
+    progress: Progress | None = None,
+    cancel: threading.Event | None = None,
+    **kwargs: Any,
+) -> Any:
+    """``fn(*args, **kwargs)`` in a worker process capped at ``max_job_memory_bytes`` and ``max_job_seconds``.
+
+    ``fn`` must be importable (a module-level function) and its arguments and
+    result picklable. With ``progress``, ``fn`` is called with a ``progress``
+    keyword whose calls reach the caller's callback. Errors the engine raises
+    in the worker are raised here as they were; running out of memory or time
+    raises :class:`LimitExceededError` naming the limit and its setting; a
+    worker that dies without an answer raises :class:`WorkerCrashed`. Setting
+    ``cancel`` (an Event) kills the worker and raises :class:`Cancelled`.
+    Inside a worker, calls run in place (the worker is already capped).
+    """
+    if os.environ.get(WORKER_ENV) == "1":
+        return fn(*args, **({**kwargs, "progress": progress} if progress else kwargs))
+    limits = limits or Limits.from_env()
+    env = {**os.environ, WORKER_ENV: "1", "MALLOC_ARENA_MAX": "2"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "shrinkray.sandbox"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,  # stderr shared: status lines, tracebacks
+    )  # fmt: skip
+    messages: queue.Queue = queue.Queue()
+    started = time.monotonic()
+    try:
+        _send(process.stdin, ("call", (fn, args, kwargs, int(limits.max_job_memory_bytes), progress is not None)))
+        process.stdin.close()
+    except (BrokenPipeError, OSError):
+        pass  # the worker died at start; the reader below reports it
+    thread = threading.Thread(target=_reader, args=(process.stdout, messages), daemon=True, name="shrinkray-reader")
+    thread.start()
+    try:
+        while True:
+            if cancel is not None and cancel.is_set():
+                raise Cancelled(f"{what} was cancelled", "Start it again when you are ready")
+            remaining = limits.max_job_seconds - (time.monotonic() - started)
+            if remaining <= 0:
+                raise limits.exceeded(
+                    "max_job_seconds",
+                    f"{what} took longer than {limits.max_job_seconds:g} s and was stopped (the model may loop or "
+                    "be very slow on these inputs)",
+                    "Try smaller inputs, or raise the limit",
+                )
+            try:
+                message = messages.get(timeout=min(0.2, remaining))
+            except queue.Empty:
+                continue
+            if message is None:
+                break
+            kind, payload = message
+            if kind == "progress":
+                if progress is not None:
+                    progress(*payload)
+            elif kind == "result":
+                return payload
+            elif kind == "error":
+                raise payload
+            elif kind == "memory":
+                raise _out_of_memory(limits, what)
+            else:
+                raise WorkerCrashed(
+                    f"{what} failed inside its worker: {str(payload).splitlines()[0][:300]}",
+                    "This is a bug in Shrink Ray Studio, not in your model; try another method meanwhile",
+                )
+    finally:
+        _stop(process)
+        process.stdout.close()
+    code = process.returncode
+    if code is not None and code < 0 and -code in (signal.SIGKILL, signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS):
+        raise _out_of_memory(limits, what, signal.Signals(-code).name)
+    raise WorkerCrashed(f"{what} stopped without an answer (exit code {code})", "Try again; if it repeats, report it")
+
+
+def _out_of_memory(limits: Limits, what: str, how: str = "") -> LimitExceededError:
+    cap = format_bytes(limits.max_job_memory_bytes)
+    killed = f" (the worker was stopped by {how})" if how else ""
+    return limits.exceeded(
+        "max_job_memory_bytes",
+        f"{what} needs more than the {cap} of memory one worker may use{killed}: the model builds very large "
+        "tensors on these inputs",
+        "Try smaller inputs (batch, sequence, image size), or raise the limit",
+    )
+
+
+if __name__ == "__main__":
+    _worker_main()

@@ -193,7 +193,8 @@ def _length_labels(model: onnx.ModelProto, guesses: dict[str, int]) -> tuple[set
         for axis, dim in enumerate(sig.shape):
             label = dim if isinstance(dim, str) else f"{sig.name}:{axis}"
             named_length = isinstance(dim, str) and any(k in dim.lower() for k in ("seq", "len", "time", "sample"))
-            if label in guesses and ((axis == len(sig.shape) - 1 and len(sig.shape) >= 2) or named_length):
+            # the last axis of a sequence or signal; a rank-1 input's only axis is its length (a waveform)
+            if label in guesses and (axis == len(sig.shape) - 1 or named_length):
                 lengths.add(label)
     return lengths, set(guesses) - lengths
 
@@ -204,17 +205,17 @@ PROBE_LENGTHS = (512, 64, 1024, 4096, 16000)
 
 def _probe_plans(model: onnx.ModelProto, settings: CompareSettings, batch: int | None) -> list[tuple[str, dict[str, int], int | None]]:
     """Other free-dimension values to try, each as (description, dims, batch)."""
-    guesses = synthesize(model, settings.inputs, batch=batch).guesses
+    guesses = synthesize(model, settings.inputs).guesses  # every free dim, the batch axis too
     lengths, others = _length_labels(model, guesses)
     plans: list[tuple[str, dict[str, int], int | None]] = []
     ones = {label: 1 for label in others}
-    if ones or batch not in (None, 1):
+    if any(guesses[label] != 1 for label in others) or batch not in (None, 1):
         plans.append(("batch 1 everywhere", ones, None))
     for length in PROBE_LENGTHS:
         if lengths:
             dims = {label: length for label in lengths}
             plans.append((f"length {length}", dims, batch))
-            if ones or batch not in (None, 1):
+            if any(guesses[label] != 1 for label in others) or batch not in (None, 1):
                 plans.append((f"length {length}, batch 1 everywhere", {**dims, **ones}, None))
     return plans
 
@@ -231,12 +232,12 @@ def parity_inputs(model: onnx.ModelProto, settings: CompareSettings, session=Non
     if settings.inputs_path:
         feeds = load_inputs(settings.inputs_path, model)
         reference = _session_outputs(session, [feeds], model)
-        kinds = classify_outputs(model, reference, settings.verdict)
+        kinds = _classify(model, reference, 1, settings)
         return ParityInputs([feeds], reference, kinds, f"Inputs loaded from {Path(settings.inputs_path).name}")
     if settings.sample_files:
         samples = load_sample_files(settings.sample_files, model, settings.inputs, settings.image_range)
         reference = _session_outputs(session, samples, model)
-        kinds = classify_outputs(model, reference, settings.verdict)
+        kinds = _classify(model, reference, len(samples), settings)
         names = ", ".join(Path(p).name for p in settings.sample_files)
         shapes = ", ".join(f"{k} {list(v.shape)}" for k, v in samples[0].items())
         return ParityInputs(samples, reference, kinds, f"Real samples ({len(samples)}): {names}; {shapes}")
@@ -263,9 +264,17 @@ def parity_inputs(model: onnx.ModelProto, settings: CompareSettings, session=Non
             continue
         if tried:
             note += f" (found by trying other sizes: {description}; refused: " + "; ".join(t.split(":")[0] for t in tried) + ")"
-        kinds = classify_outputs(model, reference, settings.verdict)
+        kinds = _classify(model, reference, len(samples), settings)
         return ParityInputs(samples, reference, kinds, note, tried, options)
     raise _explain_rejection(first_error, tried)
+
+
+def _classify(model: onnx.ModelProto, reference: dict[str, np.ndarray], runs: int,
+              settings: CompareSettings) -> dict[str, OutputKind]:  # fmt: skip
+    """Kinds of the outputs, read from one run: several runs are stacked on a new axis 0, which would
+    shift a Softmax's axis and the [batch, classes] shape rules (class axes are kept counted from the end)."""
+    single = reference if runs <= 1 else {name: value[0] for name, value in reference.items()}
+    return classify_outputs(model, single, settings.verdict)
 
 
 def _samples(model: onnx.ModelProto, options: InputOptions, batch: int | None,
@@ -291,7 +300,8 @@ def _samples(model: onnx.ModelProto, options: InputOptions, batch: int | None,
 
 def _explain_rejection(exc: ShrinkRayError | None, tried: list[str]) -> ShrinkRayError:
     first = tried[0] if tried else str(exc)
-    more = f" It also refused {len(tried) - 1} other sizes." if len(tried) > 1 else ""
+    others = len(tried) - 1
+    more = f" It also refused {others} other size{'s' if others > 1 else ''}." if others else ""
     return RuntimeUnsupportedError(
         f"The original model could not run on the synthesized inputs ({first}).{more}",
         "Set its free dimensions and value ranges, or give real inputs (an .npz file, images or audio)",

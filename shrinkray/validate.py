@@ -14,7 +14,10 @@ from pathlib import Path
 import onnx
 import onnxruntime as ort
 
-ort.set_default_logger_severity(3)  # ONNX Runtime's own warnings would reach the user's terminal raw
+#: ONNX Runtime logs errors of failed runs itself (coloured lines on stderr) before raising them: the
+#: exception carries the same text, which explain_runtime_error words. Only fatal lines are let through.
+ORT_LOG_SEVERITY = 4
+ort.set_default_logger_severity(ORT_LOG_SEVERITY)
 
 from shrinkray.errors import InvalidModelError, RuntimeUnsupportedError
 from shrinkray.io import needs_external_data, save
@@ -96,7 +99,25 @@ def _first_sentences(line: str, limit: int = 300) -> str:
     if len(line) <= limit:
         return line
     cut = max(line.rfind(". ", 0, limit), line.rfind("; ", 0, limit))
-    return line[: cut + 1] if cut > 40 else line[: limit - 1].rsplit(" ", 1)[0] + " …"
+    if cut > 40:
+        return line[: cut + 1]
+    head = line[: limit - 1]
+    words = head.rsplit(" ", 1)[0] if " " in head else head
+    return words + " …" if words != head else head + "…"  # after the last whole word, else mid-word
+
+
+def _node_status(line: str) -> str:
+    """A failed node's own words: "Non-zero status code returned while running Reshape node. Name:'' Status
+    Message: /onnxruntime_src/.../reshape_helper.h:47 ... was false. The input tensor cannot be reshaped..."
+    becomes "Reshape node: The input tensor cannot be reshaped..." (the source path and the failed
+    assertion say nothing to a user, and would push the reason past the length limit)."""
+    found = re.match(r"Non-zero status code returned while running (\w+) node\..*?Status Message: (.*)", line)
+    if not found:
+        return line
+    message = re.sub(r"^\S+\.(?:h|cc|cpp|cu):\d+ ", "", found.group(2).strip())
+    if " was false. " in message:
+        message = message.split(" was false. ", 1)[1]
+    return f"{found.group(1)} node: {message.strip()}"
 
 
 def explain_runtime_error(
@@ -144,7 +165,7 @@ def explain_runtime_error(
             "Use standard ONNX ops or a newer opset",
         )
     line = next((ln for ln in text.splitlines() if ln.strip()), type(exc).__name__)
-    line = _first_sentences(re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", line).strip())
+    line = _first_sentences(_node_status(re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", line).strip()))
     if running:
         return RuntimeUnsupportedError(
             f"ONNX Runtime opened the model but could not run it on these inputs: {line}",
@@ -164,7 +185,7 @@ def session_options(optimized: bool = True, threads: int = 1) -> ort.SessionOpti
     )
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
-    opts.log_severity_level = 3
+    opts.log_severity_level = ORT_LOG_SEVERITY
     return opts
 
 

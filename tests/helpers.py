@@ -172,3 +172,47 @@ def steady_timings(comparison):
             for s in result.latency
         ]
     return comparison
+
+
+def framed_audio_model(frame: int = 512) -> onnx.ModelProto:
+    """A streaming speech model that probing must size: ``audio`` [batch, ?] is cut into frames of
+    ``frame`` samples (a length that is not a multiple is refused), and a recurrent ``state``
+    [2, batch, 16] is concatenated with the new frame summary (its batch must match the audio's).
+
+    Outputs ``logits`` [batch, 16] and ``next_state`` [2, batch, 16]; IR 8, opset 17.
+    """
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(7)
+    inits = [
+        numpy_helper.from_array(np.array([0, -1, frame], np.int64), "frames_shape"),
+        numpy_helper.from_array((rng.standard_normal((frame, 16)) / 8).astype(np.float32), "proj.weight"),
+        numpy_helper.from_array(np.array([0], np.int64), "axis0"),
+        numpy_helper.from_array(np.array([1], np.int64), "start"),
+        numpy_helper.from_array(np.array([3], np.int64), "end"),
+    ]
+    nodes = [
+        helper.make_node("Reshape", ["audio", "frames_shape"], ["frames"]),
+        helper.make_node("ReduceMean", ["frames"], ["summary"], axes=[1], keepdims=0),
+        helper.make_node("MatMul", ["summary", "proj.weight"], ["logits"]),
+        helper.make_node("Unsqueeze", ["logits", "axis0"], ["step"]),
+        helper.make_node("Concat", ["state", "step"], ["stacked"], axis=0),
+        helper.make_node("Slice", ["stacked", "start", "end", "axis0"], ["next_state"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "framed_audio",
+        [
+            helper.make_tensor_value_info("audio", TensorProto.FLOAT, ["batch", None]),
+            helper.make_tensor_value_info("state", TensorProto.FLOAT, [2, "batch", 16]),
+        ],
+        [
+            helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 16]),
+            helper.make_tensor_value_info("next_state", TensorProto.FLOAT, [2, "batch", 16]),
+        ],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model

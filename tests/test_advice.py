@@ -22,10 +22,12 @@ from shrinkray.advice import (
 from shrinkray.compare import ORIGINAL, CompareSettings, Comparison, VariantResult, compare
 from shrinkray.inspect import inspect_model
 from shrinkray.measure.latency import LatencyStats
-from shrinkray.measure.parity import compare_outputs
+from shrinkray.measure.parity import VerdictSettings, compare_outputs
 from shrinkray.measure.sizes import Sizes
 
 FAST = {"runs": 3, "warmup": 1, "latency_budget_s": 1, "culprit_budget_s": 5, "threads": [1], "brotli_quality": 5}
+#: The original script's tolerances: the int8 and 8-level mlp fail them, float16 passes.
+ABSOLUTE = VerdictSettings(profile="absolute")
 
 
 # ------------------------------------------------------------------ real comparisons
@@ -34,7 +36,7 @@ FAST = {"runs": 3, "warmup": 1, "latency_budget_s": 1, "culprit_budget_s": 5, "t
 @pytest.fixture(scope="module")
 def mlp_cmp() -> Comparison:
     methods = [("weights-int8", {}), ("float16", {}), ("palettize", {"levels": 8})]
-    return compare(cached_sample("mlp"), CompareSettings(methods=methods, batches=[1], **FAST))
+    return compare(cached_sample("mlp"), CompareSettings(methods=methods, batches=[1], verdict=ABSOLUTE, **FAST))
 
 
 @pytest.fixture
@@ -76,7 +78,8 @@ def test_no_quantizable_weights_warning(tree_cmp):
     warning = [n for n in notes if n.level == "warning" and "no float weight tensors large enough" in n.text]
     assert len(warning) == 1
     assert "change nothing" in warning[0].text
-    assert "--min-elements" in warning[0].text
+    assert "minimum tensor size (min elements)" in warning[0].text
+    assert "--" not in warning[0].text  # the engine's advice names no CLI flag: the app shows it too
     assert warning[0].variant is None
     for key in ("weights-int8", "palettize", "float16"):
         assert any(n.level == "info" and "changed nothing" in n.text for n in by_variant(notes, key))
@@ -93,14 +96,17 @@ def test_failing_parity_is_bad_and_names_culprits(steady):
     bad = [n for n in notes if n.level == "bad" and "fails parity" in n.text]
     assert len(bad) == 1
     text = bad[0].text
-    assert text.startswith("weights-int8 fails parity")
-    assert "max abs error" in text
+    assert text.startswith("weights-int8 fails parity (logits (scores): abs error")
+    assert "(needs <= 0.06)" in text
     top = [c.tensor for c in steady.get("weights-int8").culprits[:3]]
     assert top
-    for name in top:
-        assert name in text
-    assert "--exclude " + ",".join(top) in text
-    assert "--auto" in text
+    assert "The tensors that move the outputs most: " + ", ".join(top) + "; leave them in float" in text
+    assert "--" not in text
+
+
+def test_advice_names_no_cli_flags(steady):
+    for note in advise(steady):
+        assert "--" not in note.text, note.text
 
 
 def test_failing_without_culprits_gets_method_hint(steady):
@@ -109,9 +115,9 @@ def test_failing_without_culprits_gets_method_hint(steady):
     cmp.get("palettize levels=8").culprits = []
     notes = advise(cmp)
     int8 = next(n.text for n in by_variant(notes, "weights-int8") if "fails parity" in n.text)
-    assert "per-channel" in int8
+    assert "per-channel granularity" in int8
     pal = next(n.text for n in by_variant(notes, "palettize levels=8") if "fails parity" in n.text)
-    assert "more --levels" in pal
+    assert "Try more levels" in pal
 
 
 def test_few_palettize_levels_warning(steady):
@@ -135,7 +141,8 @@ def test_recommended_is_the_passing_variant(steady):
     assert notes[0].level == "good"
     assert notes[0].variant == "float16"
     assert "Best trade-off: float16" in notes[0].text
-    assert "parity passes" in notes[0].text
+    assert "parity passes (closest call: " + steady.get("float16").parity.decided_by + ")" in notes[0].text
+    assert "Speed was not checked" not in notes[0].text  # latency was measured
 
 
 def test_recommended_skips_failing_smaller_variants(steady):
@@ -214,7 +221,10 @@ def sizes(brotli: int) -> Sizes:
 
 
 def point(key: str, size: int, error: float, *, tol: float = 0.06, changed: int = 1, **extra) -> VariantResult:
-    parity = compare_outputs({"y": np.zeros(4)}, {"y": np.array([error, 0.0, 0.0, 0.0])}, abs_tol=tol, mean_tol=1e9)
+    """A variant whose one output is off by ``error`` at one place, judged by max abs error <= ``tol``
+    (its severity, the Pareto error, is ``error / tol``)."""
+    verdict = VerdictSettings(profile="absolute", criteria={"max_abs_error": tol, "max_mean_abs_error": 1e9})
+    parity = compare_outputs({"y": np.zeros(4)}, {"y": np.array([error, 0.0, 0.0, 0.0])}, verdict=verdict)
     return VariantResult(
         key=key, method=extra.pop("method", "weights-int8"), options=extra.pop("options", {}),
         sizes=sizes(size), parity=parity, record={"tensors_changed": changed}, **extra,
@@ -256,8 +266,17 @@ def test_pareto_frontier(summary):
         )
     sizes_in_order = [p.size for p in pareto(cmp)]
     assert sizes_in_order == sorted(sizes_in_order)
-    assert points["A"].error == pytest.approx(0.01)
+    assert points["A"].error == pytest.approx(0.01 / 0.06)  # the share of the allowed error
+    assert points[ORIGINAL].error == 0.0
     assert points["A"].passed and not points["C"].passed
+
+
+def test_pareto_error_is_scale_free(summary):
+    """Two variants using the same share of their limits sit at the same height, whatever the units."""
+    cmp = hand_made(summary, [point("px", 50, 3.0, tol=6.0), point("prob", 40, 0.03, tol=0.06)])
+    points = {p.key: p for p in pareto(cmp)}
+    assert points["px"].error == pytest.approx(0.5) and points["prob"].error == pytest.approx(0.5)
+    assert points["px"].passed and points["prob"].passed
 
 
 def test_pareto_recommended_flag(summary):
@@ -332,6 +351,8 @@ def test_best_trade_off_sentence_numbers(summary):
     assert first.level == "good" and first.variant == "A"
     assert "from 100 B to 25 B" in first.text
     assert "75.0% smaller" in first.text
+    assert "(closest call: y (continuous): abs error 0.01 (needs <= 0.06))" in first.text
+    assert "Speed was not checked (latency not measured)" in first.text
 
 
 def test_no_variants_no_headline(summary):

@@ -22,6 +22,7 @@ from shrinkray import charts
 from shrinkray.advice import pareto, recommended
 from shrinkray.compare import ORIGINAL, CompareSettings, Comparison, compare
 from shrinkray.errors import MethodError
+from shrinkray.measure.parity import VerdictSettings
 
 FAST = {"runs": 5, "latency_budget_s": 2, "culprit_budget_s": 5, "brotli_quality": 5, "threads": [1]}
 BROKEN = "dynamic-int8"
@@ -46,7 +47,9 @@ def failing_compare(name: str, settings: CompareSettings) -> Comparison:
 @pytest.fixture(scope="module")
 def mlp() -> Comparison:
     methods = [("weights-int8", {}), ("float16", {}), ("palettize", {"levels": 2, "algorithm": "linear"}), (BROKEN, {})]
-    return steady_timings(failing_compare("mlp", CompareSettings(methods=methods, **FAST)))
+    # the absolute profile (max abs 0.06): weights-int8 and the 2-level palette fail, float16 passes
+    settings = CompareSettings(methods=methods, verdict=VerdictSettings(profile="absolute"), **FAST)
+    return steady_timings(failing_compare("mlp", settings))
 
 
 @pytest.fixture(scope="module")
@@ -213,8 +216,13 @@ def test_throughput_needs_two_batch_sizes(transformer):
 # ---------------------------------------------------------------- parity
 
 
+def with_verdict(c: Comparison, verdict: VerdictSettings) -> Comparison:
+    """The same measurements judged by another verdict (the chart reads the limits from the settings)."""
+    return dataclasses.replace(c, settings=dataclasses.replace(c.settings, verdict=verdict))
+
+
 def test_parity_error_chart_has_one_box_per_variant_and_output_and_the_tolerance(transformer):
-    fig = charts.parity_error_chart(transformer)
+    fig = charts.parity_error_chart(with_verdict(transformer, VerdictSettings(profile="absolute")))
     variants = [r.key for r in transformer.variants]
     boxes = [t for t in fig.data if t.type == "box"]
     outputs = [o.name for o in transformer.original.parity.outputs]
@@ -224,12 +232,25 @@ def test_parity_error_chart_has_one_box_per_variant_and_output_and_the_tolerance
         o = next(x for x in transformer.get(key).parity.outputs if x.name == name)
         expected = [abs(v - r) for r, v in zip(o.sample_reference, o.sample_variant, strict=True)]
         assert list(trace.x) == pytest.approx(expected)
-    tol = transformer.settings.abs_tol
     lines = [s for s in fig.layout.shapes if s.x0 == s.x1]
-    assert len(lines) == len(outputs) and all(s.x0 == tol for s in lines)
-    assert any(t.name == f"max abs tolerance {tol:g}" for t in fig.data)
+    assert len(lines) == len(outputs) and all(s.x0 == 0.06 for s in lines)
+    assert any(t.name == "max abs error allowed 0.06" for t in fig.data)
     assert "output units" in fig.layout.xaxis.title.text
     assert ORIGINAL not in names(fig)
+
+
+def test_parity_error_chart_draws_a_relative_limit_in_output_units(transformer):
+    # the default profile judges these embeddings by row cosine: nothing to draw in output units
+    plain = charts.parity_error_chart(transformer)
+    assert not [s for s in plain.layout.shapes if s.x0 == s.x1]
+    assert not any((t.name or "").endswith("allowed") or "allowed" in (t.name or "") for t in plain.data)
+    # a largest relative error set for one output is drawn at that share of its range
+    verdict = VerdictSettings(per_output={"pooled": {"max_relative_error": 0.05}})
+    fig = charts.parity_error_chart(with_verdict(transformer, verdict), output="pooled")
+    spread = next(o for o in transformer.original.parity.outputs if o.name == "pooled").measures["range"]
+    lines = [s for s in fig.layout.shapes if s.x0 == s.x1]
+    assert len(lines) == 1 and lines[0].x0 == pytest.approx(0.05 * spread)
+    assert any(t.name == "largest error allowed (0.05 of the range)" for t in fig.data)
 
 
 def test_parity_error_chart_for_one_output(transformer):
@@ -291,10 +312,13 @@ def test_pareto_chart_marks_the_recommended_variant_frontier_and_failures(mlp):
             assert trace.marker.symbol == ("circle" if points[trace.name].passed else "x")
     frontier = next(t for t in fig.data if t.name == "Pareto frontier")
     assert len(frontier.x) == len({(p.size, p.error) for p in points.values() if p.on_frontier})
-    tol = mlp.settings.abs_tol
-    assert any(s.y0 == s.y1 == tol for s in fig.layout.shapes)
+    assert any(s.y0 == s.y1 == 1.0 for s in fig.layout.shapes)  # severity 1: the verdict's limit
+    assert "parity limit" in annotations(fig)
+    for key, p in points.items():  # the y value is the share of the allowed error, scale-free
+        assert p.error == pytest.approx(mlp.get(key).parity.severity)
+        assert p.passed is (p.error <= 1.0)
     assert "KiB" in fig.layout.xaxis.title.text or "MiB" in fig.layout.xaxis.title.text
-    assert "brotli q5" in fig.layout.xaxis.title.text and "output units" in fig.layout.yaxis.title.text
+    assert "brotli q5" in fig.layout.xaxis.title.text and "Share of the allowed error" in fig.layout.yaxis.title.text
 
 
 def test_pareto_uses_a_log_axis_across_decades_and_keeps_zero_error_visible(mlp):
@@ -319,9 +343,10 @@ def test_pareto_handles_an_infinite_error(mlp):
     broken = copy.deepcopy(mlp)
     result = broken.get("palettize levels=2 algorithm=linear")
     result.parity.outputs[0] = dataclasses.replace(
-        result.parity.outputs[0], max_abs_error=math.inf, mean_abs_error=math.inf, cosine=None, passed=False,
+        result.parity.outputs[0], measures={}, checks=[], passed=False,
         reason="shape changed from [4, 10] to [4, 11]", sample_reference=[], sample_variant=[],
     )  # fmt: skip
+    assert result.parity.severity == math.inf and result.parity.max_abs_error == math.inf
     fig = charts.pareto_chart(broken)
     trace = next(t for t in fig.data if t.name == result.key)
     assert math.isfinite(trace.y[0]) and "infinite error" in annotations(fig)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from helpers import cached_sample
+from helpers import cached_sample, framed_audio_model
 from onnx import TensorProto, helper, numpy_helper
 
 import shrinkray.compare as compare_module
@@ -13,6 +13,7 @@ from shrinkray.compare import ORIGINAL, TRACEABLE, CompareSettings, Comparison, 
 from shrinkray.errors import OptionError, RuntimeUnsupportedError, ShrinkRayError
 from shrinkray.io import LoadedModel, serialize
 from shrinkray.measure.inputs import InputOptions
+from shrinkray.measure.parity import VerdictSettings
 from shrinkray.measure.sizes import measure_sizes
 from shrinkray.methods import all_methods
 
@@ -20,6 +21,13 @@ METHODS = [spec.name for spec in all_methods()]
 LOSSY = [("weights-int8", {}), ("palettize", {}), ("float16", {})]
 #: Fast settings: few timed runs, cheap brotli (sizes are checked against the same quality).
 FAST = {"runs": 5, "warmup": 1, "latency_budget_s": 1, "culprit_budget_s": 5, "threads": [1], "brotli_quality": 5}
+#: The original script's tolerances (max abs 0.06, mean abs 0.02, cosine 0.99), under which the int8 and
+#: palettized mlp fail: the culprit search and --auto need failing variants.
+ABSOLUTE = VerdictSettings(profile="absolute")
+
+
+def absolute(max_abs: float, max_mean: float) -> VerdictSettings:
+    return VerdictSettings(profile="absolute", criteria={"max_abs_error": max_abs, "max_mean_abs_error": max_mean})
 
 
 def settings(**overrides) -> CompareSettings:
@@ -36,7 +44,9 @@ def progress_calls() -> list[tuple[str, float]]:
 
 @pytest.fixture(scope="module")
 def mlp_all(progress_calls) -> Comparison:
-    return compare(cached_sample("mlp"), settings(auto=True), progress=lambda s, f: progress_calls.append((s, f)))
+    return compare(
+        cached_sample("mlp"), settings(auto=True, verdict=ABSOLUTE), progress=lambda s, f: progress_calls.append((s, f))
+    )
 
 
 def requested(comparison: Comparison):
@@ -94,15 +104,34 @@ def test_every_ok_variant_has_parity(mlp_all):
         assert result.parity.max_abs_error > 0.0  # every method moves the outputs a little
 
 
-def test_default_tolerance_verdicts(mlp_all):
+def test_absolute_profile_verdicts(mlp_all):
+    assert mlp_all.settings.verdict.profile == "absolute"
     assert mlp_all.get("float16").parity.passed
     int8 = mlp_all.get("weights-int8").parity
     assert not int8.passed
-    assert int8.max_abs_error > int8.abs_tol == 0.06
+    assert int8.verdict.profile == "absolute"
+    assert int8.max_abs_error > 0.06
+    assert int8.decided_by.startswith("logits (scores): abs error")
+
+
+def test_relative_profile_judges_the_mlp_by_its_decisions():
+    """The default verdict: the int8 and palettized mlp keep every top-1 class, so they pass."""
+    result = compare(cached_sample("mlp"), settings(methods=LOSSY, latency=False))
+    assert result.settings.verdict == VerdictSettings()
+    for variant in result.variants:
+        parity = variant.parity
+        assert parity.passed, (variant.key, parity.decided_by)
+        assert parity.samples == 4
+        by_name = {o.name: o for o in parity.outputs}
+        assert by_name["logits"].kind == by_name["probs"].kind == "scores"
+        assert by_name["logits"].top1_agreement == 1.0
+        assert 0.0 < parity.severity < 1.0
+        assert variant.culprits == []  # nothing failed, so no culprit search
+    assert result.get("weights-int8").parity.max_abs_error > 0.06  # what the absolute profile fails on
 
 
 def test_input_note_describes_synthesized_inputs(mlp_all):
-    assert "Synthesized inputs (seed 0)" in mlp_all.input_note
+    assert "Synthesized inputs (one batch of 4, seed 0)" in mlp_all.input_note
     assert "features [4, 64] float32" in mlp_all.input_note
 
 
@@ -122,8 +151,12 @@ def test_culprits_name_changed_tensors(mlp_all):
     changed = {c["name"] for c in result.record["changes"]}
     assert changed == {"fc1.weight", "fc2.weight", "fc3.weight"}
     assert {c.tensor for c in result.culprits} == changed  # budget was enough for all three
-    ranks = [c.max_abs_error / 0.06 + c.mean_abs_error / 0.02 for c in result.culprits]
+    ranks = [c.severity for c in result.culprits]
     assert ranks == sorted(ranks, reverse=True)
+    for c in result.culprits:  # the share of the absolute profile's allowed error the tensor uses
+        shares = (c.max_abs_error / 0.06, c.mean_abs_error / 0.02, (1 - c.worst_cosine) / 0.01)
+        assert c.severity == pytest.approx(max(shares))
+        assert c.passes_alone is (c.severity <= 1.0)
     # one tensor alone moves the outputs less than all three together
     assert all(c.max_abs_error <= result.parity.max_abs_error + 1e-6 for c in result.culprits)
     assert all(c.max_abs_error > 0 for c in result.culprits)
@@ -243,19 +276,19 @@ def test_same_method_twice_gets_distinct_keys():
 
 @pytest.fixture(scope="module")
 def mlp_loose() -> Comparison:
-    return compare(cached_sample("mlp"), settings(methods=LOSSY, abs_tol=1e9, mean_tol=1e9, latency=False))
+    return compare(cached_sample("mlp"), settings(methods=LOSSY, verdict=absolute(1e9, 1e9), latency=False))
 
 
 @pytest.fixture(scope="module")
 def mlp_tight() -> Comparison:
-    return compare(cached_sample("mlp"), settings(methods=LOSSY, abs_tol=1e-9, mean_tol=1e-9, latency=False))
+    return compare(cached_sample("mlp"), settings(methods=LOSSY, verdict=absolute(1e-9, 1e-9), latency=False))
 
 
 def test_loose_tolerances_all_pass(mlp_loose):
-    assert mlp_loose.settings.abs_tol == 1e9
+    assert mlp_loose.settings.verdict.criteria == {"max_abs_error": 1e9, "max_mean_abs_error": 1e9}
     for result in mlp_loose.all:
         assert result.parity.passed, result.key
-        assert result.parity.abs_tol == 1e9 and result.parity.mean_tol == 1e9
+        assert result.parity.verdict is mlp_loose.settings.verdict
         assert result.culprits == []  # nothing fails, so nothing to trace
 
 
@@ -263,7 +296,8 @@ def test_tight_tolerances_lossy_fail(mlp_tight):
     assert mlp_tight.original.parity.passed  # identical outputs pass any tolerance
     for result in mlp_tight.variants:
         assert not result.parity.passed, result.key
-        assert any("max abs error" in o.reason for o in result.parity.outputs)
+        assert any(o.reason.startswith("abs error") for o in result.parity.outputs)
+        assert all(c.passed is False for o in result.parity.outputs for c in o.checks if c.criterion == "max_abs_error")
 
 
 def test_verdict_changes_with_tolerances_not_errors(mlp_loose, mlp_tight):
@@ -294,7 +328,7 @@ def test_auto_finds_nothing_under_impossible_tolerances(mlp_tight):
 def test_culprit_budget_zero_leaves_a_note():
     result = compare(
         cached_sample("mlp"),
-        settings(methods=[("weights-int8", {})], abs_tol=1e-9, mean_tol=1e-9, latency=False, culprit_budget_s=0),
+        settings(methods=[("weights-int8", {})], verdict=absolute(1e-9, 1e-9), latency=False, culprit_budget_s=0),
     )
     variant = result.get("weights-int8")
     assert len(variant.culprits) < 3
@@ -304,7 +338,7 @@ def test_culprit_budget_zero_leaves_a_note():
 def test_culprits_off():
     result = compare(
         cached_sample("mlp"),
-        settings(methods=[("weights-int8", {})], abs_tol=1e-9, mean_tol=1e-9, latency=False, culprits=False),
+        settings(methods=[("weights-int8", {})], verdict=absolute(1e-9, 1e-9), latency=False, culprits=False),
     )
     assert not result.get("weights-int8").parity.passed
     assert result.get("weights-int8").culprits == []
@@ -322,7 +356,7 @@ def mlp_npz(tmp_path):
 
 def test_inputs_path_npz(mlp_npz):
     result = compare(cached_sample("mlp"), settings(methods=[("float16", {})], inputs_path=str(mlp_npz), latency=False))
-    assert result.input_note == f"Inputs loaded from {mlp_npz}"
+    assert result.input_note == f"Inputs loaded from {mlp_npz.name}"  # the file's name, not where it lives
     for r in result.all:
         assert all(o.shape == [3, 10] for o in r.parity.outputs)
     assert result.get("float16").parity.passed
@@ -368,9 +402,17 @@ def fixed_dim_model() -> onnx.ModelProto:
 def test_model_rejecting_synthesized_inputs_explains_dim():
     with pytest.raises(RuntimeUnsupportedError) as info:
         compare(fixed_dim_model(), settings(methods=[("float16", {})], latency=False))
-    text = str(info.value)
-    assert "--dim" in text
-    assert "rejected the inputs" in text
+    from app_ui.controls import app_message
+    from shrinkray.cli import cli_message
+
+    exc = info.value
+    assert exc.setting == "inputs"  # each front end words the fix as its own controls
+    assert exc.problem.startswith("The original model could not run on the synthesized inputs (as guessed: ")
+    assert "It also refused" in exc.problem  # other sizes were tried before giving up
+    assert "\n" not in str(exc)
+    assert "--dim" not in str(exc)  # the engine names no CLI flag
+    assert "--dim NAME=VALUE" in cli_message(exc)
+    assert "Inputs used for parity" in app_message(exc)
 
 
 def test_model_rejecting_synthesized_inputs_raises():
@@ -500,3 +542,230 @@ def test_parity_budget_gives_a_clear_partial_result():
     texts = [a.text for a in advise(c)]
     assert sum("Parity not measured" in t for t in texts) == len(c.variants)
     assert texts[0].startswith("No variant is both smaller")
+
+
+# ------------------------------------------------------------------ verdicts in each output's own terms
+
+
+def box_model() -> onnx.ModelProto:
+    """A box regressor in pixel units: boxes = relu(features @ w1) @ w2 * 100 + 320 (outputs ~0..640 px)."""
+    rng = np.random.default_rng(0)
+    inits = [
+        numpy_helper.from_array((rng.standard_normal((64, 256)) / 8).astype(np.float32), "w1"),
+        numpy_helper.from_array((rng.standard_normal((256, 4)) / 16).astype(np.float32), "w2"),
+        numpy_helper.from_array(np.array([100.0], np.float32), "scale"),
+        numpy_helper.from_array(np.array([320.0], np.float32), "centre"),
+    ]
+    nodes = [
+        helper.make_node("MatMul", ["features", "w1"], ["h"]),
+        helper.make_node("Relu", ["h"], ["r"]),
+        helper.make_node("MatMul", ["r", "w2"], ["o"]),
+        helper.make_node("Mul", ["o", "scale"], ["px"]),
+        helper.make_node("Add", ["px", "centre"], ["boxes"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "boxes", [helper.make_tensor_value_info("features", TensorProto.FLOAT, ["batch", 64])],
+        [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, ["batch", 4])], inits,
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    onnx.checker.check_model(model)
+    return model
+
+
+def test_pixel_outputs_fail_the_absolute_tolerance_but_pass_in_their_own_terms():
+    model = box_model()
+    methods = [("weights-int8", {})]
+    relative = compare(model, settings(methods=methods, latency=False, culprits=False)).get("weights-int8")
+    absolute_ = compare(model, settings(methods=methods, latency=False, culprits=False, verdict=ABSOLUTE))
+    absolute_ = absolute_.get("weights-int8")
+    assert relative.record["tensors_changed"] >= 1
+    boxes = relative.parity.outputs[0]
+    assert (boxes.name, boxes.kind) == ("boxes", "continuous")
+    assert boxes.max_abs_error > 0.06  # a fraction of a pixel, far above 0.06
+    assert boxes.measures["range"] > 100  # boxes span hundreds of pixels
+    assert boxes.measures["relative_error"] < 0.01
+    assert relative.parity.passed, relative.parity.decided_by
+    assert relative.parity.decided_by.startswith("boxes (continuous): relative rms error")
+    assert not absolute_.parity.passed
+    assert absolute_.parity.outputs[0].max_abs_error == boxes.max_abs_error  # same numbers, another verdict
+    assert absolute_.parity.decided_by.startswith("boxes (continuous): abs error")
+
+
+def logits_model(bias: list[float]) -> onnx.ModelProto:
+    """logits = features @ w + bias with a tiny w: the bias decides the top-1 class everywhere."""
+    w = (np.random.default_rng(1).standard_normal((64, 10)) * 1e-4).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["features", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["logits"])],
+        "logits",
+        [helper.make_tensor_value_info("features", TensorProto.FLOAT, ["batch", 64])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 10])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.array(bias, np.float32), "b")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    onnx.checker.check_model(model)
+    return model
+
+
+ORIGINAL_BIAS = [10.02, 10.0, 9.9, 9.8, 9.7, 9.6, 9.5, 9.4, 9.3, 9.2]  # class 0 wins by 0.02
+FLIPPED_BIAS = [10.02, 10.04, 9.9, 9.8, 9.7, 9.6, 9.5, 9.4, 9.3, 9.2]  # class 1 now wins, by 0.02
+
+
+def compare_with_variant(source: onnx.ModelProto, variant_model: onnx.ModelProto, monkeypatch, **overrides):
+    """compare() where the float16 method returns ``variant_model`` (a variant with a known change)."""
+    real_shrink = compare_module.shrink
+
+    def shrink(model, method, **options):
+        variant = real_shrink(model, method, **options)
+        variant.model = variant_model
+        return variant
+
+    monkeypatch.setattr(compare_module, "shrink", shrink)
+    return compare(source, settings(methods=[("float16", {})], latency=False, culprits=False, **overrides))
+
+
+def test_a_changed_top1_fails_although_cosine_stays_above_099(monkeypatch):
+    source, variant = logits_model(ORIGINAL_BIAS), logits_model(FLIPPED_BIAS)
+    result = compare_with_variant(source, variant, monkeypatch).get("float16")
+    logits = result.parity.outputs[0]
+    assert logits.kind == "scores"
+    assert logits.cosine > 0.9999
+    assert logits.max_abs_error == pytest.approx(0.04, abs=1e-5)
+    assert logits.top1_agreement == 0.0  # every position now picks class 1
+    assert not result.parity.passed
+    assert [c.criterion for c in logits.checks if not c.passed] == ["min_top1_agreement"]
+    assert result.parity.decided_by == "logits (scores): top1 agreement 0 (needs >= 0.99)"
+    # the absolute tolerances are blind to it: 0.04 < 0.06 and the cosine is near 1
+    blind = compare_with_variant(source, variant, monkeypatch, verdict=ABSOLUTE).get("float16")
+    assert blind.parity.passed
+
+
+def test_an_unchanged_top1_with_the_same_error_passes(monkeypatch):
+    """The same 0.04 change on a class that does not win: decisions kept, the verdict passes."""
+    bias = list(ORIGINAL_BIAS)
+    bias[5] += 0.04
+    result = compare_with_variant(logits_model(ORIGINAL_BIAS), logits_model(bias), monkeypatch).get("float16")
+    logits = result.parity.outputs[0]
+    assert logits.max_abs_error == pytest.approx(0.04, abs=1e-5)
+    assert logits.top1_agreement == 1.0
+    assert result.parity.passed
+
+
+def test_output_kind_override_changes_the_verdict(monkeypatch):
+    source, variant = logits_model(ORIGINAL_BIAS), logits_model(FLIPPED_BIAS)
+    as_values = VerdictSettings(kinds={"logits": "continuous"})
+    result = compare_with_variant(source, variant, monkeypatch, verdict=as_values).get("float16")
+    logits = result.parity.outputs[0]
+    assert logits.kind == "continuous" and logits.kind_reason == "set by you"
+    assert logits.top1_agreement is None
+    # judged as values relative to their range (about 0.8 here), 0.04 at one place of ten is within 10%
+    assert logits.measures["relative_error"] < 0.1
+    strict = VerdictSettings(per_output={"logits": {"max_relative_error": 0.01}}, kinds={"logits": "continuous"})
+    assert not compare_with_variant(source, variant, monkeypatch, verdict=strict).get("float16").parity.passed
+
+
+# ------------------------------------------------------------------ samples and probing
+
+
+def test_parity_runs_on_one_batch_when_the_batch_axis_is_free():
+    inputs = compare_module.parity_inputs(cached_sample("mlp"), settings(parity_batch=6))
+    assert len(inputs.samples) == 1 and inputs.count == 6
+    assert inputs.samples[0]["features"].shape == (6, 64)
+    assert inputs.reference["logits"].shape == (6, 10)
+    assert "one batch of 6" in inputs.note
+    assert inputs.tried == []
+
+
+def test_parity_runs_several_seeds_when_the_batch_is_fixed():
+    inputs = compare_module.parity_inputs(cached_sample("subgraph"), settings(parity_batch=3))
+    assert len(inputs.samples) == 3 and inputs.count == 3
+    first, second = inputs.samples[0]["x"], inputs.samples[1]["x"]
+    assert first.shape == (1, 128) and not np.array_equal(first, second)  # seeds 0, 1, 2
+    assert inputs.reference["y"].shape == (3, 1, 128)  # stacked on a new axis 0
+    assert "3 runs, seed 0" in inputs.note
+    result = compare(cached_sample("subgraph"), settings(methods=[("float16", {})], latency=False, parity_batch=3))
+    assert result.original.parity.samples == 3
+    assert [o.shape for o in result.get("float16").parity.outputs] == [[3, 1, 128], [3, 1, 128]]
+
+
+def test_probing_finds_the_frame_length_of_a_streaming_speech_model(capfd):
+    model = framed_audio_model(512)
+    result = compare(model, settings(methods=[("float16", {}), ("weights-int8", {})], runs=3))
+    note = result.input_note
+    assert "audio [1, 512] float32, state [2, 1, 16] float32" in note  # the state's batch matches the audio's
+    assert "content audio: audio, state: state" in note
+    assert "found by trying other sizes: length 512; refused: as guessed" in note
+    parity = result.original.parity
+    assert parity.passed and parity.samples == 4  # four seeds, the batch being fixed by the state
+    assert [o.shape for o in parity.outputs] == [[4, 1, 16], [4, 2, 1, 16]]
+    for variant in result.variants:
+        assert variant.ok and variant.parity is not None, variant.error
+    # latency runs on the sizes that worked
+    assert all(r.latency and r.latency[0].batch == 1 for r in result.all)
+    err = capfd.readouterr().err
+    assert "onnxruntime" not in err.lower() and "[E:" not in err and "[W:" not in err, err
+
+
+def test_probing_records_every_size_it_tried():
+    inputs = compare_module.parity_inputs(framed_audio_model(512), settings())
+    assert len(inputs.tried) == 1 and inputs.tried[0].startswith("as guessed: ")
+    assert "Reshape node: The input tensor cannot be reshaped" in inputs.tried[0]
+    assert inputs.options.dims == {"audio:1": 512}  # what latency runs use
+
+
+def test_probing_a_rank1_input_tries_lengths():
+    """y = x + w with 64 weights: x's only (free) axis is a length, found by the length probes."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [None])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [None])
+    w = numpy_helper.from_array(np.ones(64, dtype=np.float32), "w")
+    graph = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "needs64", [x], [y], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    inputs = compare_module.parity_inputs(model, settings())
+    assert inputs.samples[0]["x"].shape == (64,)
+    assert "length 64" in inputs.note and "refused: as guessed" in inputs.note
+
+
+def test_a_model_refusing_every_probe_gives_one_line_naming_the_problem():
+    from app_ui.controls import app_message
+    from shrinkray.cli import cli_message
+
+    with pytest.raises(RuntimeUnsupportedError) as info:
+        compare(framed_audio_model(511), settings(methods=[("float16", {})], latency=False))
+    exc = info.value
+    assert exc.setting == "inputs"
+    assert "Reshape node: The input tensor cannot be reshaped to the requested shape" in exc.problem
+    assert "requested shape:{1,-1,511}" in exc.problem
+    assert "It also refused 5 other sizes" in exc.problem  # lengths 512, 64, 1024, 4096, 16000
+    cli_text, app_text = cli_message(exc), app_message(exc)
+    for text in (cli_text, app_text):
+        assert "\n" not in text and text.startswith(exc.problem)
+    assert "--dim NAME=VALUE" in cli_text and "--inputs" in cli_text
+    assert "On the Compare page" in app_text and "--" not in app_text
+
+
+def test_the_dim_the_probes_could_not_guess_fixes_it():
+    result = compare(
+        framed_audio_model(511),
+        settings(methods=[("float16", {})], latency=False, inputs=InputOptions(dims={"audio:1": 1022})),
+    )
+    assert result.original.parity.passed
+    assert "audio [1, 1022]" in result.input_note and "trying other sizes" not in result.input_note
+
+
+def test_a_failed_node_is_named_in_its_own_words():
+    from shrinkray.validate import explain_runtime_error
+
+    message = (
+        "[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : Non-zero status code returned while running Add node. Name:'' "
+        "Status Message: /onnxruntime_src/onnxruntime/core/providers/cpu/math/element_wise_ops.h:563 void "
+        "onnxruntime::BroadcastIterator::Init(ptrdiff_t, ptrdiff_t) axis == 1 || axis == largest was false. "
+        "Attempting to broadcast an axis by a dimension other than 1. 4 by 7"
+    )
+    exc = explain_runtime_error(RuntimeError(message), running=True)
+    assert exc.problem == (
+        "ONNX Runtime opened the model but could not run it on these inputs: "
+        "Add node: Attempting to broadcast an axis by a dimension other than 1. 4 by 7"
+    )
+    assert exc.setting == "inputs"

@@ -9,10 +9,15 @@ from helpers import SAMPLE_NAMES, cached_sample
 from onnx import TensorProto, helper
 
 from shrinkray.errors import OptionError
+from shrinkray.measure import content
 from shrinkray.measure.inputs import (
+    DEFAULT_IMAGE_SIDE,
     DEFAULT_INT_RANGE,
+    DEFAULT_SAMPLE_RATE,
     InputOptions,
     first_axis_dynamic,
+    image_value_range,
+    input_roles,
     load_inputs,
     parse_dims,
     parse_ranges,
@@ -22,6 +27,7 @@ from shrinkray.measure.inputs import (
 from shrinkray.validate import open_session
 
 DYNAMIC = ["mlp", "cnn", "transformer", "rnn", "fp16", "shared_weight", "tree"]
+ROLE_KINDS = {"image", "audio", "tokens", "mask", "token_types", "sample_rate", "state", "float", "int", "bool"}
 
 
 def run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
@@ -438,3 +444,240 @@ def test_first_axis_dynamic_false_without_inputs():
     model = helper.make_model(helper.make_graph([const], "g", [], [out]), opset_imports=[helper.make_opsetid("", 17)])
     assert first_axis_dynamic(model) is False
     assert synthesize(model).feeds == {}
+
+
+# ------------------------------------------------------------------ roles and realistic content
+
+
+def role_model(inputs: dict[str, tuple[int, list]], nodes: list, outputs: dict[str, list], inits=()) -> onnx.ModelProto:
+    """A runnable model: inputs as name -> (TensorProto type, shape), float outputs, optional initializers."""
+    graph = helper.make_graph(
+        nodes,
+        "roles",
+        [helper.make_tensor_value_info(n, t, s) for n, (t, s) in inputs.items()],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in outputs.items()],
+        list(inits),
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def const(name: str, values) -> onnx.TensorProto:
+    from onnx import numpy_helper
+
+    return numpy_helper.from_array(np.asarray(values, dtype=np.float32), name)
+
+
+def image_model(first_op: str | None, value, channels_first: bool = True, side=None) -> onnx.ModelProto:
+    """pixel_values -> [first_op with a constant] -> mean: the graph says which range the image is in."""
+    shape = ["batch", 3, side, side] if channels_first else ["batch", side, side, 3]
+    nodes, current, inits = [], "pixel_values", []
+    if not channels_first:
+        nodes.append(helper.make_node("Transpose", [current], ["nchw"], perm=[0, 3, 1, 2]))
+        current = "nchw"
+    if first_op is not None:
+        inits.append(const("k", value))
+        nodes.append(helper.make_node(first_op, [current, "k"], ["normed"]))
+        current = "normed"
+    nodes.append(helper.make_node("ReduceMean", [current], ["out"], keepdims=0))
+    return role_model({"pixel_values": (TensorProto.FLOAT, shape)}, nodes, {"out": []}, inits)
+
+
+@pytest.mark.parametrize(
+    ("op", "value", "expected", "how"),
+    [
+        ("Div", 255.0, "0-255", "Div by 255"),
+        ("Mul", 1 / 255, "0-255", "Mul by 0.00392"),
+        ("Sub", [[[120.0]], [[115.0]], [[100.0]]], "0-255", "mean 111.667 subtracted"),
+        ("Sub", [[[0.485]], [[0.456]], [[0.406]]], "0-1", "mean 0.449 subtracted"),
+        ("Sub", 0.45, "0-1", "mean 0.45 subtracted"),
+        ("Sub", 0.0, "imagenet", "guessed"),  # subtracting nothing says nothing
+        ("Div", 0.229, "imagenet", "guessed"),  # dividing by a std: already normalized
+        (None, None, "imagenet", "guessed"),  # straight into the network
+    ],
+)
+def test_image_value_range_read_from_the_graph(op, value, expected, how):
+    model = image_model(op, value)
+    found, why = image_value_range(model, "pixel_values")
+    assert found == expected
+    assert how in why
+    role = input_roles(model)["pixel_values"]
+    assert role.kind == "image" and role.channels_first
+    assert role.detail.split("|")[0] == expected
+
+
+def test_image_value_range_through_a_transpose():
+    model = image_model("Div", 255.0, channels_first=False)
+    assert image_value_range(model, "pixel_values")[0] == "0-255"
+    role = input_roles(model)["pixel_values"]
+    assert role.kind == "image" and not role.channels_first
+
+
+@pytest.mark.parametrize(
+    ("op", "value", "low", "high"),
+    [("Div", 255.0, 0.0, 255.0), ("Sub", 0.45, 0.0, 1.0), (None, None, -2.2, 2.7)],
+)
+def test_synthesized_images_are_in_the_declared_range(op, value, low, high):
+    model = image_model(op, value, side=64)
+    feeds = synthesize(model, InputOptions(dims={"batch": 3})).feeds
+    image = feeds["pixel_values"]
+    assert image.shape == (3, 3, 64, 64) and image.dtype == np.float32
+    assert image.min() >= low - 1e-4 and image.max() <= high + 1e-4
+    span = image.max() - image.min()
+    assert span > 0.5 * (high - low)  # the content spans the range, it is not a flat grey
+    run(model, feeds)
+
+
+def test_synthesized_image_content_is_a_picture_not_noise():
+    feeds = synthesize(image_model("Div", 255.0, side=64), InputOptions(dims={"batch": 1})).feeds
+    rgb = feeds["pixel_values"][0].transpose(1, 2, 0) / 255.0
+    np.testing.assert_allclose(rgb, content.rgb_images(1, 64, 64)[0], atol=1e-5)  # sample 0: a page
+
+
+def test_channels_last_and_free_image_sides():
+    model = image_model("Div", 255.0, channels_first=False)
+    synth = synthesize(model)
+    image = synth.feeds["pixel_values"]
+    assert image.shape == (1, DEFAULT_IMAGE_SIDE, DEFAULT_IMAGE_SIDE, 3)  # free sides: large enough to see text
+    assert 0.0 <= image.min() and image.max() <= 255.0
+    run(model, synth.feeds)
+
+
+def test_a_short_fixed_height_with_a_free_width_is_a_text_line():
+    model = role_model(
+        {"x": (TensorProto.FLOAT, ["batch", 3, 32, "width"])},
+        [helper.make_node("ReduceMean", ["x"], ["out"], keepdims=0)],
+        {"out": []},
+    )
+    image = synthesize(model).feeds["x"]
+    assert image.shape == (1, 3, 32, 128)  # 4x the height
+    luma = image[0].mean(axis=0)
+    assert np.median(luma) > np.percentile(luma, 2) + 1.0  # light paper, dark strokes (imagenet units)
+
+
+def test_gray_images():
+    model = role_model(
+        {"scan": (TensorProto.FLOAT, [1, 1, 48, 48])},
+        [helper.make_node("ReduceMean", ["scan"], ["out"], keepdims=0)],
+        {"out": []},
+    )
+    assert input_roles(model)["scan"].kind == "image"
+    assert synthesize(model).feeds["scan"].shape == (1, 1, 48, 48)
+
+
+def speech_model(audio_shape: list, extra: dict | None = None) -> onnx.ModelProto:
+    inputs = {"audio": (TensorProto.FLOAT, audio_shape), **(extra or {})}
+    nodes = [helper.make_node("ReduceMean", ["audio"], ["out"], keepdims=0)]
+    return role_model(inputs, nodes, {"out": []})
+
+
+def test_speech_input_shape_and_range():
+    model = speech_model(["batch", "samples"])
+    assert input_roles(model)["audio"].kind == "audio"
+    synth = synthesize(model)
+    clip = synth.feeds["audio"]
+    assert clip.shape == (1, DEFAULT_SAMPLE_RATE)  # one second at 16 kHz
+    assert clip.dtype == np.float32
+    assert np.abs(clip).max() == pytest.approx(0.5, abs=1e-6)
+    assert synth.guesses["samples"] == DEFAULT_SAMPLE_RATE
+    np.testing.assert_allclose(clip[0], content.speech(1, DEFAULT_SAMPLE_RATE)[0], atol=1e-6)
+    run(model, synth.feeds)
+
+
+def test_speech_batch_and_range_override():
+    model = speech_model(["batch", "samples"])
+    batch = synthesize(model, InputOptions(dims={"samples": 4000}), batch=3).feeds["audio"]
+    assert batch.shape == (3, 4000)
+    assert not np.allclose(batch[0], batch[1])  # each row its own clip
+    # --range gives the full scale the clip is placed in (speech peaks at half of it)
+    plain = synthesize(model).feeds["audio"]
+    same = synthesize(model, InputOptions(ranges={"audio": (-1.0, 1.0)})).feeds["audio"]
+    np.testing.assert_allclose(same, plain, atol=1e-6)
+    pcm = synthesize(model, InputOptions(ranges={"audio": (-32768.0, 32767.0)})).feeds["audio"]
+    np.testing.assert_allclose(pcm, (plain + 1) / 2 * 65535 - 32768, rtol=1e-5, atol=0.05)
+    assert np.abs(pcm).max() > 16000
+
+
+def test_sample_rate_state_and_audio_roles_of_a_voice_activity_detector():
+    model = speech_model(
+        [None, None],
+        {
+            "sr": (TensorProto.INT64, []),
+            "state": (TensorProto.FLOAT, [2, None, 128]),
+        },
+    )
+    roles = input_roles(model)
+    assert {k: r.kind for k, r in roles.items()} == {"audio": "audio", "sr": "sample_rate", "state": "state"}
+    synth = synthesize(model)
+    assert synth.feeds["sr"].dtype == np.int64 and synth.feeds["sr"].shape == () and int(synth.feeds["sr"]) == 16000
+    assert synth.feeds["state"].shape == (2, 1, 128)  # the state's batch matches the audio's (1)
+    assert np.all(synth.feeds["state"] == 0)
+    assert synth.feeds["audio"].shape == (1, 16000)
+    # a rate set with --range is used for the rate input and for the speech
+    eight = synthesize(model, InputOptions(ranges={"sr": (8000, 8000)})).feeds
+    assert int(eight["sr"]) == 8000
+
+
+def test_a_float_rate_input_is_a_rate_not_a_clip():
+    model = speech_model(["batch", "samples"], {"sample_rate": (TensorProto.FLOAT, [1])})
+    assert input_roles(model)["sample_rate"].kind == "sample_rate"
+    assert synthesize(model).feeds["sample_rate"].tolist() == [16000.0]
+
+
+def test_other_floats_next_to_a_rate_input_are_audio():
+    model = speech_model(["batch", "samples"], {"sr": (TensorProto.INT64, []), "x": (TensorProto.FLOAT, [1, 400])})
+    assert input_roles(model)["x"].kind == "audio"
+
+
+def test_token_roles_of_a_transformer():
+    roles = input_roles(cached_sample("transformer"))
+    assert roles["input_ids"].kind == "tokens" and roles["input_ids"].vocab == 2000
+    assert roles["attention_mask"].kind == "mask"
+
+
+def test_token_type_ids_are_zeros_and_masks_ones():
+    model = role_model(
+        {
+            "input_ids": (TensorProto.INT64, ["batch", "seq"]),
+            "token_type_ids": (TensorProto.INT64, ["batch", "seq"]),
+            "attention_mask": (TensorProto.INT64, ["batch", "seq"]),
+        },
+        [
+            helper.make_node("Gather", ["table", "input_ids"], ["emb"]),
+            helper.make_node("Cast", ["token_type_ids"], ["tt"], to=TensorProto.FLOAT),
+            helper.make_node("Cast", ["attention_mask"], ["am"], to=TensorProto.FLOAT),
+            helper.make_node("ReduceMean", ["emb"], ["out"], keepdims=0),
+            helper.make_node("ReduceSum", ["tt"], ["tt_sum"], keepdims=0),
+            helper.make_node("ReduceSum", ["am"], ["am_sum"], keepdims=0),
+        ],
+        {"out": [], "tt_sum": [], "am_sum": []},
+        [const("table", np.ones((30522, 2)))],
+    )
+    roles = input_roles(model)
+    kinds = [roles[n].kind for n in ("input_ids", "token_type_ids", "attention_mask")]
+    assert kinds == ["tokens", "token_types", "mask"]
+    assert roles["input_ids"].vocab == 30522
+    feeds = synthesize(model, InputOptions(dims={"batch": 2, "seq": 64})).feeds
+    ids = feeds["input_ids"]
+    assert ids.dtype == np.int64 and ids.shape == (2, 64)
+    assert 1000 <= ids.min() and ids.max() < 30522  # Zipf within the vocabulary, special ids avoided
+    assert np.all(feeds["token_type_ids"] == 0)
+    assert np.all(feeds["attention_mask"] == 1)
+    outputs = run(model, feeds)
+    assert outputs[1] == 0 and outputs[2] == 2 * 64
+
+
+def test_plain_inputs_keep_the_plain_rules():
+    roles = input_roles(cached_sample("messy"))
+    assert {k: r.kind for k, r in roles.items()} == {"input.1": "float", "aux": "float", "scale": "int"}
+    assert input_roles(cached_sample("subgraph"))["use_branch_a"].kind == "bool"
+
+
+@pytest.mark.parametrize("name", SAMPLE_NAMES)
+def test_every_sample_has_a_role_for_every_input(name):
+    model = cached_sample(name)
+    roles = input_roles(model)
+    assert set(roles) == {s.name for s in signature(model)}
+    assert all(r.kind in ROLE_KINDS for r in roles.values())

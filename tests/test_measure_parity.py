@@ -1,4 +1,4 @@
-"""Output parity on hand-computed cases: errors, cosine, top-1, tolerances, exact outputs, failures."""
+"""Output parity on hand-computed cases: measures, criteria, profiles, exact outputs, failures."""
 
 from __future__ import annotations
 
@@ -8,20 +8,49 @@ import math
 import numpy as np
 import pytest
 
+from shrinkray.errors import OptionError
 from shrinkray.measure.parity import (
-    DEFAULT_ABS_TOL,
-    DEFAULT_MEAN_TOL,
+    ABSOLUTE_PROFILE,
+    DEFAULT_PROFILE,
+    FLOAT_KINDS,
+    KINDS,
+    MEASURES,
+    PROFILES,
+    RELATIVE_PROFILE,
     SAMPLE_POINTS,
+    TIE_SHARE,
+    Criterion,
+    OutputKind,
     Parity,
+    VerdictSettings,
+    build_verdict,
     compare_output,
     compare_outputs,
     cosine_similarity,
-    looks_like_scores,
+    parse_criterion,
+    robust_range,
+    row_cosines,
 )
+
+SCORES = OutputKind("scores", -1, "test")
+CONTINUOUS = OutputKind("continuous", why="test")
+EMBEDDING = OutputKind("embedding", why="test")
 
 
 def f32(values) -> np.ndarray:
     return np.asarray(values, dtype=np.float32)
+
+
+def absolute(max_abs: float, max_mean: float, min_cosine: float | None = None) -> VerdictSettings:
+    """The absolute profile (the original script's tolerances) with its limits set by hand."""
+    criteria = {"max_abs_error": max_abs, "max_mean_abs_error": max_mean}
+    if min_cosine is not None:
+        criteria["min_cosine"] = min_cosine
+    return VerdictSettings(profile="absolute", criteria=criteria)
+
+
+def failing(out) -> list[str]:
+    return [c.criterion for c in out.checks if not c.passed]
 
 
 # ------------------------------------------------------------------ errors and cosine
@@ -30,7 +59,7 @@ def f32(values) -> np.ndarray:
 def test_max_and_mean_abs_error_hand_computed():
     ref = f32([1.0, 2.0, 3.0, 4.0])
     var = f32([1.5, 2.0, 2.75, 4.0])  # diffs 0.5, 0, 0.25, 0 (exact in binary)
-    out = compare_output("y", ref, var, abs_tol=1.0, mean_tol=1.0)
+    out = compare_output("y", ref, var, verdict=absolute(1.0, 1.0, min_cosine=0.9))
     assert out.max_abs_error == 0.5
     assert out.mean_abs_error == 0.1875
     assert out.exact is False
@@ -41,16 +70,21 @@ def test_max_and_mean_abs_error_hand_computed():
     assert out.shape == [4]
     # 1*1.5 + 2*2 + 3*2.75 + 4*4 = 29.75; |ref|^2 = 30; |var|^2 = 2.25 + 4 + 7.5625 + 16 = 29.8125
     assert out.cosine == pytest.approx(29.75 / math.sqrt(30 * 29.8125), rel=1e-12)
+    assert [c.criterion for c in out.checks] == ["max_abs_error", "max_mean_abs_error", "min_cosine"]
 
 
 def test_identical_outputs():
-    ref = f32(np.linspace(-3, 3, 50).reshape(5, 10))
-    out = compare_output("y", ref, ref.copy(), DEFAULT_ABS_TOL, DEFAULT_MEAN_TOL)
-    assert out.max_abs_error == 0.0
-    assert out.mean_abs_error == 0.0
-    assert out.cosine == pytest.approx(1.0)
-    assert out.top1_agreement == 1.0
-    assert out.passed
+    ref = f32(np.random.default_rng(4).standard_normal((5, 10)))
+    for verdict in (VerdictSettings(), VerdictSettings(profile="absolute")):
+        for kind in (SCORES, CONTINUOUS, EMBEDDING):
+            out = compare_output("y", ref, ref.copy(), kind, verdict)
+            assert out.max_abs_error == 0.0
+            assert out.mean_abs_error == 0.0
+            assert out.cosine == 1.0  # exactly: not 1 +- rounding
+            assert out.measures["row_cosine"] == 1.0
+            assert out.top1_agreement == (1.0 if kind is SCORES else None)
+            assert out.passed
+            assert out.severity == 0.0  # identical outputs use none of the allowed error
 
 
 @pytest.mark.parametrize(
@@ -71,22 +105,31 @@ def test_cosine_similarity(a, b, expected):
 
 def test_cosine_of_zero_outputs_in_compare_output():
     zeros = np.zeros((2, 3), np.float32)
-    assert compare_output("y", zeros, zeros, 0.0, 0.0).cosine == 1.0
-    out = compare_output("y", zeros, np.full((2, 3), 0.01, np.float32), 1.0, 1.0)
+    assert compare_output("y", zeros, zeros, verdict=absolute(0.0, 0.0)).cosine == 1.0
+    out = compare_output("y", zeros, np.full((2, 3), 0.01, np.float32), verdict=absolute(1.0, 1.0, 0.99))
     assert out.cosine == 0.0
     assert out.passed  # an all-zero reference has no direction: only the absolute tolerances judge it
+    assert [c.criterion for c in out.checks] == ["max_abs_error", "max_mean_abs_error"]
+    # ... but a cosine that is the only criterion is not dropped: nothing would judge the output
+    alone = compare_output("y", zeros, np.full((2, 3), 0.01, np.float32), EMBEDDING)
+    assert failing(alone) == ["min_row_cosine"]
 
 
 def test_small_absolute_errors_do_not_hide_a_destroyed_output():
     rng = np.random.default_rng(0)
     reference = (rng.random((1, 1, 32, 32)) * 1e-4).astype(np.float32)  # a near-zero probability map
     destroyed = rng.permutation(reference.ravel()).reshape(reference.shape)  # same values, pattern gone
-    out = compare_output("maps", reference, destroyed, 0.06, 0.02)
+    out = compare_output("maps", reference, destroyed, CONTINUOUS, VerdictSettings(profile="absolute"))
     assert out.max_abs_error < 0.06 and out.mean_abs_error < 0.02
     assert out.cosine < 0.99
     assert not out.passed
-    assert "cosine similarity" in out.reason
-    assert compare_output("maps", reference, destroyed, 0.06, 0.02, min_cosine=-1.0).passed
+    assert failing(out) == ["min_cosine"]
+    assert "cosine" in out.reason
+    assert compare_output("maps", reference, destroyed, CONTINUOUS, absolute(0.06, 0.02, -1.0)).passed
+    # the relative profile sees it too: the error is of the order of the map's own range
+    relative = compare_output("maps", reference, destroyed, CONTINUOUS)
+    assert not relative.passed
+    assert {"max_relative_rms_error", "max_relative_error", "min_cosine"} <= set(failing(relative))
 
 
 def test_cosine_flattens_multidimensional_arrays():
@@ -95,7 +138,87 @@ def test_cosine_flattens_multidimensional_arrays():
     assert cosine_similarity(a, -a) == pytest.approx(-1.0)
 
 
-# ------------------------------------------------------------------ top-1
+# ------------------------------------------------------------------ relative measures
+
+
+def test_robust_range_hand_computed():
+    ramp = np.arange(1001.0)  # percentiles 0.1 and 99.9 fall on 1 and 999 exactly
+    assert robust_range(ramp) == pytest.approx(998.0)
+    spiked = ramp.copy()
+    spiked[-1] = 1e6  # one outlier does not stretch the range
+    assert robust_range(spiked) == pytest.approx(998.0, rel=1e-6)
+    assert robust_range(np.full(5, 5.0)) == 5.0  # constant: its magnitude
+    assert robust_range(np.zeros(3)) == 0.0
+    assert robust_range(np.zeros(0)) == 0.0
+    # two values: the percentiles interpolate between them (1 + 0.001, 2 - 0.001)
+    assert robust_range(np.array([1.0, 2.0])) == pytest.approx(0.998)
+
+
+def test_relative_rms_and_max_error_hand_computed():
+    ref = np.arange(1001.0)  # robust range 998
+    shifted = ref + 0.998  # every value off by 0.1% of the range
+    out = compare_output("y", ref, shifted, CONTINUOUS)
+    assert out.measures["range"] == pytest.approx(998.0)
+    assert out.measures["relative_rms_error"] == pytest.approx(0.001)
+    assert out.measures["relative_error"] == pytest.approx(0.001)
+    assert out.max_abs_error == pytest.approx(0.998)
+    assert out.passed
+    one = ref.copy()
+    one[500] += 9.98  # one value off by 1% of the range
+    out = compare_output("y", ref, one, CONTINUOUS)
+    assert out.measures["relative_error"] == pytest.approx(0.01)
+    assert out.measures["relative_rms_error"] == pytest.approx(9.98 / math.sqrt(1001) / 998)
+    assert out.measures["mean_abs_error"] == pytest.approx(9.98 / 1001)
+
+
+def test_relative_verdict_is_blind_to_units_where_absolute_is_not():
+    """0.5 px on boxes up to 640 px: absolute 0.06 fails, the relative profile passes."""
+    rng = np.random.default_rng(3)
+    boxes = rng.uniform(0, 640, size=(8, 100, 4))
+    moved = boxes + rng.uniform(-0.5, 0.5, size=boxes.shape)
+    relative = compare_output("boxes", boxes, moved, CONTINUOUS)
+    assert relative.passed, relative.reason
+    assert relative.measures["relative_error"] < 0.001
+    absolute_out = compare_output("boxes", boxes, moved, CONTINUOUS, VerdictSettings(profile="absolute"))
+    assert not absolute_out.passed
+    assert failing(absolute_out) == ["max_abs_error", "max_mean_abs_error"]
+    # the same error at 1000x the scale: the relative measures do not move
+    scaled = compare_output("boxes", boxes * 1000, moved * 1000, CONTINUOUS)
+    assert scaled.measures["relative_rms_error"] == pytest.approx(relative.measures["relative_rms_error"])
+
+
+def test_row_cosine_is_the_worst_row():
+    ref = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    var = np.array([[1.0, 0.0], [1.0, 1.0], [1.0, 1.0]])
+    np.testing.assert_allclose(row_cosines(ref, var), [1.0, 1 / math.sqrt(2), 1.0])
+    out = compare_output("emb", ref, var, EMBEDDING)
+    assert out.measures["row_cosine"] == pytest.approx(1 / math.sqrt(2))
+    assert out.measures["mean_row_cosine"] == pytest.approx((2 + 1 / math.sqrt(2)) / 3)
+    # whole output: dot 4, |ref| 2, |var| sqrt(5)
+    assert out.cosine == pytest.approx(4 / (2 * math.sqrt(5)))
+    assert failing(out) == ["min_row_cosine"]
+
+
+def test_one_bad_row_fails_an_embedding_whose_overall_cosine_is_high():
+    rng = np.random.default_rng(1)
+    ref = rng.standard_normal((400, 32))
+    var = ref.copy()
+    var[7] = rng.permutation(ref[7])  # one token's vector scrambled
+    out = compare_output("hidden", ref, var, EMBEDDING)
+    worst = cosine_similarity(ref[7], var[7])
+    assert out.cosine > 0.99
+    assert out.measures["row_cosine"] == pytest.approx(worst)
+    assert worst < 0.9
+    assert not out.passed and failing(out) == ["min_row_cosine"]
+
+
+def test_row_cosines_of_zero_rows():
+    np.testing.assert_allclose(row_cosines(np.zeros((2, 3)), np.zeros((2, 3))), [1.0, 1.0])
+    np.testing.assert_allclose(row_cosines(np.zeros((1, 3)), np.ones((1, 3))), [0.0])
+    assert row_cosines(np.array(2.0), np.array(2.0)).tolist() == [1.0]  # a scalar is one row
+
+
+# ------------------------------------------------------------------ top-1 and top-5
 
 
 def test_top1_agreement_one_row_of_four_flips():
@@ -106,24 +229,264 @@ def test_top1_agreement_one_row_of_four_flips():
     other = (winner + 1) % 10
     var[2, other] = ref[2, winner] + 1.0  # only row 2 changes its arg-max
     assert np.sum(np.argmax(ref, -1) != np.argmax(var, -1)) == 1
-    out = compare_output("scores", ref, var, abs_tol=100.0, mean_tol=100.0, min_cosine=-1.0)
+    out = compare_output("scores", ref, var, SCORES)
     assert out.top1_agreement == 0.75
-    assert out.passed  # top-1 is information, not part of the verdict (other rules switched off here)
+    assert out.measures["positions"] == 4 and out.measures["undecided_positions"] == 0
+    assert not out.passed  # scores are judged by their decisions
+    assert "min_top1_agreement" in failing(out)
+    assert out.decided_by.startswith("top1 agreement 0.75")
+    # the absolute profile does not look at decisions: the same output passes loose tolerances
+    assert compare_output("scores", ref, var, SCORES, absolute(100.0, 100.0, -1.0)).passed
 
 
-def test_top1_only_for_score_like_shapes():
-    assert looks_like_scores((4, 10))
-    assert looks_like_scores((2, 3, 5))
-    assert not looks_like_scores((10,))
-    assert not looks_like_scores((4, 1))
-    assert not looks_like_scores((4, 200_000))
+def test_top1_ties_in_the_original_are_skipped():
+    ref = np.array([[1.0, 1.0005, 0.0], [2.0, 0.0, 0.0], [0.0, 3.0, 0.0], [0.0, 0.0, 1.0]])
+    spread = robust_range(ref)
+    assert 0.0005 < TIE_SHARE * spread  # row 0's two best are a coin toss in the original itself
+    var = ref.copy()
+    var[0] = [1.0005, 1.0, 0.0]  # the tie flips: not counted
+    var[3] = [0.0, 1.5, 1.0]  # a decided row flips
+    out = compare_output("scores", ref, var, SCORES)
+    assert out.measures["undecided_positions"] == 1
+    assert out.measures["positions"] == 4
+    assert out.top1_agreement == pytest.approx(2 / 3)
+    only_tie = ref.copy()
+    only_tie[0] = [1.0005, 1.0, 0.0]
+    assert compare_output("scores", ref, only_tie, SCORES).top1_agreement == 1.0
+
+
+def test_top1_when_every_position_is_a_tie():
+    ref = np.ones((3, 4))
+    var = ref.copy()
+    var[:, 2] += 0.5
+    out = compare_output("scores", ref, var, SCORES)
+    assert out.measures["undecided_positions"] == 3
+    assert out.top1_agreement == 1.0  # nothing was decided, so nothing changed
+
+
+def test_top5_overlap_hand_computed():
+    ref = np.tile(np.arange(10.0), (2, 1))  # best five: classes 5..9 in both rows
+    var = ref.copy()
+    var[0, 4], var[0, 5] = 5.0, 4.0  # row 0: class 4 enters the best five, class 5 leaves
+    out = compare_output("scores", ref, var, SCORES)
+    assert out.measures["top5_overlap"] == pytest.approx((4 / 5 + 5 / 5) / 2)
+    assert out.top1_agreement == 1.0
+    small = compare_output("scores", ref[:, :9], var[:, :9], SCORES)
+    assert "top5_overlap" not in small.measures  # fewer than 10 classes
+
+
+def test_scores_on_another_axis():
+    """[batch, classes, pixels] from a Softmax over axis 1: the decision is along that axis."""
+    ref = np.zeros((1, 3, 4))
+    ref[0, 0] = 1.0  # class 0 wins at every pixel
+    var = ref.copy()
+    var[0, 2, 1] = 2.0  # class 2 wins pixel 1
+    out = compare_output("seg", ref, var, OutputKind("scores", -2, "softmax axis 1"))
+    assert out.measures["positions"] == 4
+    assert out.top1_agreement == 0.75
+    along_last = compare_output("seg", ref, var, SCORES)
+    assert along_last.measures["positions"] == 3  # a different decision entirely
+
+
+def test_top1_only_for_scores_with_a_class_axis():
     vector = f32([1, 2, 3])
-    assert compare_output("v", vector, vector, 1, 1).top1_agreement is None
+    assert compare_output("v", vector, vector, CONTINUOUS).top1_agreement is None
+    assert compare_output("v", vector, vector).top1_agreement is None  # no kind: continuous
+    assert compare_output("v", vector, vector, SCORES).top1_agreement == 1.0  # one position, 3 classes
     column = f32([[1], [2]])
-    assert compare_output("c", column, column, 1, 1).top1_agreement is None
+    assert compare_output("c", column, column, SCORES).top1_agreement is None  # one class: no decision
+    assert compare_output("c", column, column, SCORES).passed
 
 
-# ------------------------------------------------------------------ tolerance verdicts
+# ------------------------------------------------------------------ criteria
+
+
+def test_criterion_parts_and_holds():
+    low = Criterion("min_cosine", 0.99)
+    high = Criterion("max_abs_error", 0.06)
+    assert (low.measure, low.at_least) == ("cosine", True)
+    assert (high.measure, high.at_least) == ("abs_error", False)
+    assert low.holds(0.99) and low.holds(1.0) and not low.holds(0.989)
+    assert high.holds(0.06) and high.holds(0.0) and not high.holds(0.0601)
+    assert not low.holds(float("nan")) and not high.holds(float("nan"))
+    assert low.text_limit() == "cosine >= 0.99"
+    assert high.text_limit() == "abs error <= 0.06"
+
+
+@pytest.mark.parametrize(
+    ("name", "limit", "value", "severity"),
+    [
+        ("max_abs_error", 0.06, 0.03, 0.5),
+        ("max_abs_error", 0.06, 0.06, 1.0),
+        ("max_abs_error", 0.06, 0.12, 2.0),
+        ("max_abs_error", 0.0, 0.0, 0.0),
+        ("max_abs_error", 0.0, 0.1, math.inf),
+        ("min_cosine", 0.99, 0.995, 0.5),  # half of the allowed distance from 1
+        ("min_cosine", 0.99, 1.0, 0.0),
+        ("min_cosine", 0.99, 0.98, 2.0),
+        ("min_top1_agreement", 0.9, 0.75, 2.5),
+        ("min_cosine", 1.0, 1.0, 0.0),  # no room at all
+        ("min_cosine", 1.0, 0.999, math.inf),
+        ("min_cosine", 0.99, float("nan"), math.inf),
+    ],
+)
+def test_criterion_severity(name, limit, value, severity):
+    got = Criterion(name, limit).severity(value)
+    assert got == pytest.approx(severity) if math.isfinite(severity) else got == severity
+    if math.isfinite(value):
+        assert Criterion(name, limit).holds(value) == (got <= 1.0 + 1e-12)
+
+
+def test_severity_and_decided_by_of_an_output():
+    ref = np.zeros(4)
+    var = np.array([0.03, 0.0, 0.0, 0.0])
+    out = compare_output("y", ref, var, CONTINUOUS, absolute(0.06, 0.02))
+    assert out.passed
+    assert out.severity == pytest.approx(0.5)  # 0.03 of 0.06; mean 0.0075 of 0.02 is 0.375
+    assert out.decided_by == "abs error 0.03 (needs <= 0.06)"  # the closest call
+    out = compare_output("y", ref, var, CONTINUOUS, absolute(0.06, 0.005))
+    assert not out.passed
+    assert out.severity == pytest.approx(1.5)
+    assert out.decided_by == "mean abs error 0.0075 (needs <= 0.005)"  # the failing check
+
+
+def test_severity_of_broken_and_exact_outputs():
+    broken = compare_output("y", np.zeros(2), np.zeros(3))
+    assert broken.severity == math.inf and broken.decided_by.startswith("shape changed")
+    same = compare_output("n", np.array([1, 2]), np.array([1, 2]))
+    assert same.severity == 0.0 and same.decided_by == "exact match"
+
+
+def test_parity_severity_and_decided_by():
+    parity = compare_outputs(
+        {"a": np.zeros(4), "b": np.zeros(4)},
+        {"a": np.array([0.03, 0, 0, 0]), "b": np.array([0.045, 0, 0, 0])},
+        verdict=absolute(0.06, 1.0),
+    )
+    assert parity.passed
+    assert parity.severity == pytest.approx(0.75)
+    assert parity.decided_by == "b (continuous): abs error 0.045 (needs <= 0.06)"
+    assert compare_outputs({}, {}).decided_by == ""
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("min_top1_agreement=0.995", (None, "min_top1_agreement", 0.995)),
+        ("boxes:max_relative_error=0.02", ("boxes", "max_relative_error", 0.02)),
+        (" max_abs_error = 1e-3 ", (None, "max_abs_error", 0.001)),
+        ("encoder/out:0:min_row_cosine=0.98", ("encoder/out:0", "min_row_cosine", 0.98)),  # colons in a name
+    ],
+)
+def test_parse_criterion(text, expected):
+    assert parse_criterion(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("max_abs_error", "is not [OUTPUT:]CRITERION=VALUE"),
+        ("max_speed=1", "Unknown tolerance 'max_speed'"),
+        ("abs_error=1", "Unknown tolerance 'abs_error'"),  # no min_/max_
+        ("most_abs_error=1", "Unknown tolerance"),
+        ("max_abs_error=small", "is not a number"),
+        ("max_abs_error=nan", "finite"),
+        ("max_abs_error=inf", "finite"),
+        ("logits:min_cosine=-inf", "finite"),
+    ],
+)
+def test_parse_criterion_errors(text, problem):
+    with pytest.raises(OptionError, match=problem.replace("[", r"\[").replace("]", r"\]")) as info:
+        parse_criterion(text)
+    assert info.value.hint  # says what to write instead
+
+
+def test_unknown_criterion_hint_lists_every_measure():
+    with pytest.raises(OptionError) as info:
+        parse_criterion("max_speed=1")
+    for measure in MEASURES:
+        assert measure in info.value.hint
+
+
+def test_build_verdict_from_front_end_text():
+    verdict = build_verdict(
+        "absolute",
+        ["min_cosine=0.95", "boxes:max_relative_error=0.02", "boxes:max_abs_error=2"],
+        ["logits=scores", " hidden = embedding "],
+        max_abs_error=0.1,
+        max_mean_abs_error=None,  # an unset shorthand is skipped
+    )
+    assert verdict.profile == "absolute"
+    assert verdict.criteria == {"max_abs_error": 0.1, "min_cosine": 0.95}
+    assert verdict.per_output == {"boxes": {"max_relative_error": 0.02, "max_abs_error": 2.0}}
+    assert verdict.kinds == {"logits": "scores", "hidden": "embedding"}
+    assert build_verdict() == VerdictSettings()
+
+
+def test_a_tolerance_after_a_shorthand_wins():
+    assert build_verdict(tolerances=["max_abs_error=0.2"], max_abs_error=0.1).criteria == {"max_abs_error": 0.2}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "problem"),
+    [
+        ({"profile": "strict"}, "Unknown verdict profile 'strict'"),
+        ({"kinds": ["logits=probabilities"]}, "Unknown output kind 'probabilities'"),
+        ({"kinds": ["logits"]}, "is not OUTPUT=KIND"),
+        ({"tolerances": ["logits:max_wobble=1"]}, "Unknown tolerance 'max_wobble'"),
+        ({"tolerances": ["max_abs_error=nan"]}, "finite"),
+        ({"max_wobble": 1.0}, "Unknown tolerance 'max_wobble'"),
+    ],
+)
+def test_build_verdict_errors(kwargs, problem):
+    with pytest.raises(OptionError, match=problem):
+        build_verdict(**kwargs)
+
+
+def test_verdict_settings_validate_themselves():
+    with pytest.raises(OptionError, match="Unknown tolerance"):
+        VerdictSettings(criteria={"max_nonsense": 1.0})
+    with pytest.raises(OptionError, match="Unknown tolerance"):
+        VerdictSettings(per_output={"y": {"cosine": 0.9}})
+    with pytest.raises(OptionError, match="Unknown output kind"):
+        VerdictSettings(kinds={"y": "logits"})
+    with pytest.raises(OptionError, match="Unknown verdict profile"):
+        VerdictSettings(profile="lenient")
+
+
+def test_criteria_merge_profile_then_every_output_then_one_output():
+    verdict = VerdictSettings(
+        criteria={"min_top1_agreement": 0.995, "max_abs_error": 1.0},
+        per_output={"logits": {"min_top1_agreement": 0.9}},
+    )
+    merged = {c.name: c.limit for c in verdict.criteria_for("logits", "scores")}
+    assert merged == {"min_top1_agreement": 0.9, "max_relative_rms_error": 0.05, "max_abs_error": 1.0}
+    other = {c.name: c.limit for c in verdict.criteria_for("probs", "scores")}
+    assert other["min_top1_agreement"] == 0.995
+    assert verdict.criteria_for("label", "exact") == []  # exact outputs are never judged by tolerances
+
+
+def test_profiles():
+    assert DEFAULT_PROFILE == "relative"
+    assert set(PROFILES) == {"relative", "absolute"}
+    assert PROFILES["relative"] is RELATIVE_PROFILE and PROFILES["absolute"] is ABSOLUTE_PROFILE
+    assert set(KINDS) == {*FLOAT_KINDS, "exact"}
+    for kind in FLOAT_KINDS:  # the original script's tolerances, on every float output
+        assert ABSOLUTE_PROFILE[kind] == {"max_abs_error": 0.06, "max_mean_abs_error": 0.02, "min_cosine": 0.99}
+        assert RELATIVE_PROFILE[kind]
+        for name in RELATIVE_PROFILE[kind]:
+            assert name[4:] in MEASURES
+    assert "min_top1_agreement" in RELATIVE_PROFILE["scores"]
+    assert "min_row_cosine" in RELATIVE_PROFILE["embedding"]
+
+
+def test_verdict_settings_round_trip():
+    verdict = build_verdict("absolute", ["y:min_cosine=0.9"], ["y=embedding"], max_abs_error=0.5)
+    assert VerdictSettings.from_dict(json.loads(json.dumps(verdict.as_dict()))) == verdict
+    assert VerdictSettings.from_dict(None) == VerdictSettings()
+
+
+# ------------------------------------------------------------------ tolerance verdicts (absolute)
 
 
 REF = np.zeros(4, np.float32)
@@ -131,50 +494,71 @@ VAR = f32([0.5, 0.25, 0.0, 0.0])  # max 0.5, mean 0.1875, both exact in binary
 
 
 def test_at_the_tolerance_boundary_passes():
-    out = compare_output("y", REF, VAR, abs_tol=0.5, mean_tol=0.1875)
+    out = compare_output("y", REF, VAR, verdict=absolute(0.5, 0.1875))
     assert out.passed
     assert out.reason == ""
+    assert out.severity == pytest.approx(1.0)
 
 
 def test_just_beyond_the_max_tolerance_fails():
-    out = compare_output("y", REF, VAR, abs_tol=float(np.nextafter(0.5, 0.0)), mean_tol=0.1875)
+    out = compare_output("y", REF, VAR, verdict=absolute(float(np.nextafter(0.5, 0.0)), 0.1875))
     assert not out.passed
-    assert "max abs error" in out.reason
+    assert failing(out) == ["max_abs_error"]
+    assert out.reason.startswith("abs error 0.5 (needs <= 0.49999")  # the limit is not printed as 0.5
     assert "mean abs error" not in out.reason
 
 
 def test_just_beyond_the_mean_tolerance_fails():
-    out = compare_output("y", REF, VAR, abs_tol=0.5, mean_tol=float(np.nextafter(0.1875, 0.0)))
+    out = compare_output("y", REF, VAR, verdict=absolute(0.5, float(np.nextafter(0.1875, 0.0))))
     assert not out.passed
-    assert "mean abs error" in out.reason
-    assert "max abs error" not in out.reason
+    assert failing(out) == ["max_mean_abs_error"]
+    assert out.reason.startswith("mean abs error 0.1875 (needs <= 0.18749")
 
 
 def test_both_tolerances_exceeded_gives_both_reasons():
-    out = compare_output("y", REF, VAR, abs_tol=0.1, mean_tol=0.1)
+    out = compare_output("y", REF, VAR, verdict=absolute(0.1, 0.1))
     assert not out.passed
-    assert "max abs error" in out.reason and "mean abs error" in out.reason
+    assert failing(out) == ["max_abs_error", "max_mean_abs_error"]
+    assert out.reason == "abs error 0.5 (needs <= 0.1); mean abs error 0.1875 (needs <= 0.1)"
 
 
-def test_default_tolerances():
-    assert (DEFAULT_ABS_TOL, DEFAULT_MEAN_TOL) == (0.06, 0.02)
-    parity = compare_outputs({"y": REF}, {"y": f32([0.06, 0, 0, 0])})
-    assert (parity.abs_tol, parity.mean_tol) == (0.06, 0.02)
-    # 0.06 in float32 is slightly above 0.06
+def test_absolute_profile_defaults():
+    verdict = VerdictSettings(profile="absolute")
+    parity = compare_outputs({"y": REF}, {"y": f32([0.06, 0, 0, 0])}, verdict=verdict)
+    assert parity.verdict.profile == "absolute"
+    # 0.06 in float32 is 0.0599999986...: at the limit, which passes
     assert parity.outputs[0].max_abs_error == pytest.approx(0.06, abs=1e-8)
-    parity = compare_outputs({"y": REF}, {"y": f32([0.05, 0, 0, 0])})
     assert parity.passed
-    parity = compare_outputs({"y": REF}, {"y": f32([0.07, 0, 0, 0])})
-    assert not parity.passed
+    assert parity.severity == pytest.approx(1.0, abs=1e-7)
+    assert compare_outputs({"y": REF}, {"y": f32([0.05, 0, 0, 0])}, verdict=verdict).passed
+    assert not compare_outputs({"y": REF}, {"y": f32([0.07, 0, 0, 0])}, verdict=verdict).passed
+    mean = compare_outputs({"y": REF}, {"y": f32([0.05, 0.05, 0, 0])}, verdict=verdict)  # mean 0.025
+    assert failing(mean.outputs[0]) == ["max_mean_abs_error"]
+
+
+def test_default_verdict_is_relative():
+    parity = compare_outputs({"y": REF}, {"y": REF})
+    assert parity.verdict == VerdictSettings()
+    assert parity.verdict.profile == "relative"
+    assert parity.samples == 1
 
 
 def test_float16_outputs_compared_in_float64():
     ref = np.array([1.0, 2.0], np.float16)
     var = np.array([1.0, 2.001953125], np.float16)  # one float16 ulp at 2.0
-    out = compare_output("y", ref, var, 0.01, 0.01)
+    out = compare_output("y", ref, var, verdict=absolute(0.01, 0.01))
     assert out.dtype == "float16"
     assert out.max_abs_error == 0.001953125
     assert out.passed
+
+
+def test_per_output_criteria_apply_to_that_output_only():
+    ref = {"a": np.zeros(4), "b": np.zeros(4)}
+    var = {"a": np.array([0.1, 0, 0, 0]), "b": np.array([0.1, 0, 0, 0])}
+    verdict = VerdictSettings(profile="absolute", per_output={"b": {"max_abs_error": 0.2, "max_mean_abs_error": 0.03}})
+    parity = compare_outputs(ref, var, verdict=verdict)
+    assert [o.passed for o in parity.outputs] == [False, True]  # mean 0.025 > 0.02 for a, <= 0.03 for b
+    assert failing(parity.outputs[0]) == ["max_abs_error", "max_mean_abs_error"]
 
 
 # ------------------------------------------------------------------ non-float outputs
@@ -183,9 +567,11 @@ def test_float16_outputs_compared_in_float64():
 def test_int_outputs_compared_exactly():
     ref = np.array([1, 2, 3, 4], np.int64)
     var = np.array([1, 2, 0, 4], np.int64)
-    out = compare_output("label", ref, var, abs_tol=1e9, mean_tol=1e9)
+    out = compare_output("label", ref, var, verdict=absolute(1e9, 1e9))
     assert out.exact is True
+    assert out.kind == "exact"
     assert not out.passed
+    assert out.checks == []  # no tolerance applies to exact outputs
     assert out.mismatch_fraction == 0.25
     assert out.max_abs_error == 3.0
     assert out.mean_abs_error == 0.75
@@ -193,9 +579,24 @@ def test_int_outputs_compared_exactly():
     assert "25.0%" in out.reason and "exactly" in out.reason
 
 
+def test_int_outputs_stay_exact_whatever_kind_is_asked():
+    ref = np.array([1, 2, 3, 4], np.int64)
+    verdict = VerdictSettings(criteria={"max_abs_error": 5})
+    out = compare_output("label", ref, ref + 1, OutputKind("continuous"), verdict)
+    assert out.exact and not out.passed
+    assert "int64" in out.kind_reason
+
+
+def test_float_output_judged_exactly_when_asked():
+    ref = f32([1.0, 2.0])
+    out = compare_output("ids", ref, f32([1.0, 2.0000002]), OutputKind("exact", why="set by you"))
+    assert out.exact and not out.passed and out.mismatch_fraction == 0.5
+    assert out.kind_reason == "set by you"
+
+
 def test_int_outputs_equal_pass():
     ref = np.array([[7, 8], [9, 10]], np.int32)
-    out = compare_output("label", ref, ref.copy(), 0.0, 0.0)
+    out = compare_output("label", ref, ref.copy())
     assert out.exact and out.passed
     assert out.mismatch_fraction == 0.0
     assert out.max_abs_error == 0.0
@@ -204,29 +605,30 @@ def test_int_outputs_equal_pass():
 def test_bool_outputs_compared_exactly():
     ref = np.array([True, False, True, True, False])
     var = np.array([True, False, False, True, False])
-    out = compare_output("mask", ref, var, 1.0, 1.0)
+    out = compare_output("mask", ref, var)
     assert out.exact and not out.passed
     assert out.mismatch_fraction == pytest.approx(0.2)
 
 
 def test_empty_int_output_passes():
-    out = compare_output("label", np.zeros(0, np.int64), np.zeros(0, np.int64), 0.0, 0.0)
+    out = compare_output("label", np.zeros(0, np.int64), np.zeros(0, np.int64))
     assert out.passed and out.mismatch_fraction == 0.0
 
 
 def test_string_outputs_compared_exactly():
     ref = np.array(["a", "b"], dtype=object)
-    assert compare_output("s", ref, ref.copy(), 0, 0).passed
-    out = compare_output("s", ref, np.array(["a", "c"], dtype=object), 0, 0)
+    assert compare_output("s", ref, ref.copy()).passed
+    out = compare_output("s", ref, np.array(["a", "c"], dtype=object))
     assert not out.passed
     assert out.mismatch_fraction == 0.5
+    assert "abs_error" not in out.measures
 
 
 # ------------------------------------------------------------------ structural failures
 
 
 def test_shape_change_fails():
-    out = compare_output("y", np.zeros((2, 3), np.float32), np.zeros((3, 2), np.float32), 1e9, 1e9)
+    out = compare_output("y", np.zeros((2, 3), np.float32), np.zeros((3, 2), np.float32), verdict=absolute(1e9, 1e9))
     assert not out.passed
     assert "shape changed" in out.reason
     assert "[2, 3]" in out.reason and "[3, 2]" in out.reason
@@ -234,20 +636,21 @@ def test_shape_change_fails():
 
 
 def test_shape_change_fails_for_int_outputs():
-    out = compare_output("label", np.zeros(3, np.int64), np.zeros(4, np.int64), 1e9, 1e9)
+    out = compare_output("label", np.zeros(3, np.int64), np.zeros(4, np.int64))
     assert not out.passed
     assert "shape" in out.reason
 
 
 def test_missing_output_fails():
     ref = {"a": f32([1, 2]), "b": f32([3, 4])}
-    parity = compare_outputs(ref, {"a": f32([1, 2])}, abs_tol=1e9, mean_tol=1e9)
+    parity = compare_outputs(ref, {"a": f32([1, 2])}, verdict=absolute(1e9, 1e9))
     assert not parity.passed
     by_name = {o.name: o for o in parity.outputs}
     assert by_name["a"].passed
     assert not by_name["b"].passed
     assert "missing" in by_name["b"].reason
     assert by_name["b"].shape == [2]
+    assert parity.decided_by.startswith("b (continuous): output missing")
 
 
 def test_extra_variant_outputs_are_ignored():
@@ -260,23 +663,24 @@ def test_extra_variant_outputs_are_ignored():
 def test_nonfinite_where_original_is_finite_fails(bad):
     ref = f32([1.0, 2.0, 3.0])
     var = f32([1.0, bad, 3.0])
-    out = compare_output("y", ref, var, abs_tol=1e9, mean_tol=1e9)
-    assert not out.passed
-    assert "NaN" in out.reason
-    # the non-finite element is left out of the error numbers, which stay finite
-    assert out.max_abs_error == 0.0
-    assert math.isfinite(out.cosine)
+    for verdict in (absolute(1e9, 1e9), VerdictSettings()):
+        out = compare_output("y", ref, var, verdict=verdict)
+        assert not out.passed
+        assert "NaN" in out.reason
+        # the non-finite element is left out of the error numbers, which stay finite
+        assert out.max_abs_error == 0.0
+        assert math.isfinite(out.cosine)
 
 
 def test_finite_where_original_is_nonfinite_fails():
-    out = compare_output("y", f32([np.nan, 1.0]), f32([0.0, 1.0]), 1e9, 1e9)
+    out = compare_output("y", f32([np.nan, 1.0]), f32([0.0, 1.0]), verdict=absolute(1e9, 1e9))
     assert not out.passed
 
 
 def test_same_nan_positions_pass():
     ref = f32([np.nan, 1.0, 2.0])
     var = f32([np.nan, 1.0, 2.01])
-    out = compare_output("y", ref, var, 0.1, 0.1)
+    out = compare_output("y", ref, var, verdict=absolute(0.1, 0.1))
     assert out.passed
     assert out.max_abs_error == pytest.approx(0.01, abs=1e-6)
     assert all(math.isfinite(v) for v in out.sample_reference + out.sample_variant)
@@ -284,7 +688,7 @@ def test_same_nan_positions_pass():
 
 @pytest.mark.parametrize(("r", "v"), [(np.inf, -np.inf), (np.inf, np.nan), (np.nan, -np.inf)])
 def test_different_nonfinite_values_fail(r, v):
-    out = compare_output("y", f32([r, 1.0]), f32([v, 1.0]), 1e9, 1e9)
+    out = compare_output("y", f32([r, 1.0]), f32([v, 1.0]), verdict=absolute(1e9, 1e9))
     assert not out.passed
 
 
@@ -294,7 +698,7 @@ def test_different_nonfinite_values_fail(r, v):
 def test_samples_capped_at_sample_points():
     ref = np.random.default_rng(1).standard_normal((50, 200)).astype(np.float32)
     var = ref + np.float32(0.5)
-    out = compare_output("y", ref, var, 1.0, 1.0)
+    out = compare_output("y", ref, var, verdict=absolute(1.0, 1.0))
     assert ref.size > SAMPLE_POINTS
     assert len(out.sample_reference) == SAMPLE_POINTS
     assert len(out.sample_variant) == SAMPLE_POINTS
@@ -308,15 +712,15 @@ def test_samples_capped_at_sample_points():
 
 def test_small_outputs_keep_every_point():
     ref = f32([[1, 2, 3], [4, 5, 6]])
-    out = compare_output("y", ref, ref * 2, 100, 100)
+    out = compare_output("y", ref, ref * 2, verdict=absolute(100, 100))
     assert out.sample_reference == [1, 2, 3, 4, 5, 6]
     assert out.sample_variant == [2, 4, 6, 8, 10, 12]
 
 
 def test_samples_deterministic():
     ref = np.random.default_rng(2).standard_normal(5000).astype(np.float32)
-    a = compare_output("y", ref, ref, 1, 1)
-    b = compare_output("y", ref, ref, 1, 1)
+    a = compare_output("y", ref, ref)
+    b = compare_output("y", ref, ref)
     assert a.sample_reference == b.sample_reference
 
 
@@ -334,7 +738,7 @@ def make_parity() -> Parity:
         "other": f32([1.0, 0.0]),  # cosine 1/sqrt(2), max error 1
         "label": np.array([1, 5], np.int64),  # error 5 but exact: excluded from the float errors
     }
-    return compare_outputs(ref, var, abs_tol=2.0, mean_tol=1.0, min_cosine=0.5)
+    return compare_outputs(ref, var, verdict=absolute(2.0, 1.0, min_cosine=0.5))
 
 
 def test_parity_aggregates():
@@ -345,15 +749,17 @@ def test_parity_aggregates():
     assert parity.worst_cosine == pytest.approx(1 / math.sqrt(2))
     assert parity.max_abs_error == 1.0
     assert parity.mean_abs_error == 0.5
+    assert parity.severity == math.inf  # the exact output broke
+    assert parity.decided_by == "label (exact): 50.0% of values differ (must match exactly)"
 
 
 def test_parity_fails_on_the_default_cosine_floor():
     ref = {"other": f32([1.0, 1.0])}
-    var = {"other": f32([1.0, 0.0])}  # cosine 0.707: within abs/mean 2.0/1.0, below the default 0.99
-    parity = compare_outputs(ref, var, abs_tol=2.0, mean_tol=1.0)
+    var = {"other": f32([1.0, 0.0])}  # cosine 0.707: within abs/mean 2.0/1.0, below the profile's 0.99
+    parity = compare_outputs(ref, var, verdict=absolute(2.0, 1.0))
     assert not parity.passed
-    assert parity.min_cosine == 0.99
-    assert "cosine similarity 0.7071 < 0.99" in parity.outputs[0].reason
+    assert {c.name: c.limit for c in parity.verdict.criteria_for("other", "continuous")}["min_cosine"] == 0.99
+    assert parity.outputs[0].reason == "cosine 0.7071 (needs >= 0.99)"
 
 
 def test_parity_passed_when_all_pass():
@@ -373,19 +779,27 @@ def test_parity_worst_cosine_none_with_only_exact_outputs():
 def test_parity_of_no_outputs_passes():
     parity = compare_outputs({}, {})
     assert parity.passed and parity.worst_cosine is None and parity.max_abs_error == 0.0
+    assert parity.severity == 0.0
 
 
 def test_as_dict_is_json_serialisable():
     parity = make_parity()
     data = parity.as_dict()
-    text = json.dumps(data, allow_nan=False)  # all finite here: strict JSON works
+    text = json.dumps(data, allow_nan=False)
     back = json.loads(text)
     assert back["passed"] is False
-    assert back["abs_tol"] == 2.0 and back["mean_tol"] == 1.0
+    assert back["profile"] == "absolute"
+    assert back["verdict"]["criteria"] == {"max_abs_error": 2.0, "max_mean_abs_error": 1.0, "min_cosine": 0.5}
+    assert back["samples"] == 1
+    assert back["severity"] is None  # infinite: null in strict JSON
+    assert back["decided_by"].startswith("label (exact)")
     assert back["worst_cosine"] == pytest.approx(1 / math.sqrt(2))
     assert [o["name"] for o in back["outputs"]] == ["scores", "other", "label"]
     assert "sample_reference" not in back["outputs"][0]
     assert back["outputs"][2]["mismatch_fraction"] == 0.5
+    assert back["outputs"][1]["measures"]["cosine"] == pytest.approx(1 / math.sqrt(2))
+    check = back["outputs"][1]["checks"][0]
+    assert check == {"criterion": "max_abs_error", "value": 1.0, "limit": 2.0, "passed": True, "severity": 0.5}
 
 
 def test_as_dict_with_samples():
@@ -395,24 +809,34 @@ def test_as_dict_with_samples():
     json.dumps(data, allow_nan=False)
 
 
-def test_as_dict_of_structural_failure_needs_allow_nan():
-    """Missing / reshaped outputs carry inf errors: serialisable only with allow_nan (non-strict JSON)."""
+def test_as_dict_of_structural_failure_is_strict_json():
+    """Missing / reshaped outputs have infinite errors: they become null, so strict JSON works."""
     parity = compare_outputs({"a": f32([1, 2]), "b": f32([1])}, {"b": f32([1, 2])})
+    assert parity.max_abs_error == float("inf")
     data = parity.as_dict()
-    assert data["max_abs_error"] == float("inf")
-    text = json.dumps(data, allow_nan=True)
-    back = json.loads(text)
+    assert data["max_abs_error"] is None and data["severity"] is None
+    back = json.loads(json.dumps(data, allow_nan=False))
     assert back["passed"] is False
     assert back["outputs"][0]["reason"] == "output missing from the variant"
     assert "shape changed" in back["outputs"][1]["reason"]
 
 
+def test_nonfinite_check_values_become_null():
+    out = compare_output("y", np.zeros(2), np.array([0.0, 1.0]), CONTINUOUS)  # relative error of a zero output: inf
+    assert out.measures["relative_error"] == math.inf
+    data = out.as_dict()
+    json.dumps(data, allow_nan=False)
+    assert data["measures"]["relative_error"] is None
+    assert any(c["value"] is None and c["severity"] is None for c in data["checks"])
+
+
 def test_output_parity_as_dict_fields():
-    out = compare_output("y", REF, VAR, 1, 1)
+    out = compare_output("y", REF, VAR, verdict=absolute(1, 1))
     data = out.as_dict()
     assert set(data) == {
-        "name", "dtype", "shape", "exact", "max_abs_error", "mean_abs_error", "cosine",
-        "top1_agreement", "mismatch_fraction", "passed", "reason",
+        "name", "dtype", "shape", "kind", "kind_reason", "measures", "checks", "passed", "reason",
+        "mismatch_fraction", "decided_by", "severity",
     }  # fmt: skip
-    assert data["max_abs_error"] == 0.5
+    assert data["measures"]["abs_error"] == 0.5
+    assert data["kind"] == "continuous"
     assert "sample_variant" in out.as_dict(with_samples=True)

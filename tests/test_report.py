@@ -27,6 +27,7 @@ from shrinkray import charts, report
 from shrinkray.advice import advise, latency_ratio, pareto, recommended
 from shrinkray.compare import ORIGINAL, CompareSettings, Comparison, compare
 from shrinkray.errors import MethodError, ShrinkRayError
+from shrinkray.measure.parity import Check, VerdictSettings
 
 FAST = {"runs": 5, "latency_budget_s": 2, "culprit_budget_s": 5, "brotli_quality": 5, "threads": [1]}
 BROKEN = "dynamic-int8"
@@ -35,7 +36,7 @@ SCHEMA_KEYS = {
     "variants", "advice", "pareto", "recommended",
 }  # fmt: skip
 VARIANT_KEYS = {
-    "key", "is_original", "method", "options", "resolved_options", "ok", "error", "sizes", "saving_vs_original",
+    "key", "is_original", "method", "options", "resolved_options", "ok", "error", "file", "sizes", "saving_vs_original",
     "parity", "latency", "latency_ratio", "changes", "warnings", "notes", "culprits",
 }  # fmt: skip
 
@@ -54,7 +55,9 @@ def mlp() -> Comparison:
     methods = [("weights-int8", {}), ("float16", {}), ("palettize", {"levels": 2, "algorithm": "linear"}), (BROKEN, {})]
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(compare_module, "shrink", shrink)
-        return steady_timings(compare(shrinkray.load(sample_path("mlp")), CompareSettings(methods=methods, **FAST)))
+        # the absolute profile (max abs 0.06): weights-int8 fails on the MLP and gets culprits
+        settings = CompareSettings(methods=methods, verdict=VerdictSettings(profile="absolute"), **FAST)
+        return steady_timings(compare(shrinkray.load(sample_path("mlp")), settings))
 
 
 @pytest.fixture(scope="module")
@@ -124,8 +127,17 @@ def test_json_variant_details_match_the_comparison(mlp):
         assert entry["sizes"]["brotli"] == result.sizes.brotli and entry["sizes"]["brotli_quality"] == 5
         assert entry["parity"]["passed"] == result.parity.passed
         assert entry["parity"]["max_abs_error"] == result.parity.max_abs_error
+        assert entry["parity"]["profile"] == "absolute"
+        assert entry["parity"]["decided_by"] == result.parity.decided_by
+        assert entry["parity"]["severity"] == pytest.approx(result.parity.severity)
+        assert entry["parity"]["samples"] == 4
+        assert entry["file"] is None  # not written anywhere (compare --save-dir sets it)
         outputs = entry["parity"]["outputs"]
         assert [o["name"] for o in outputs] == ["logits", "probs"]
+        assert [o["kind"] for o in outputs] == ["scores", "scores"]
+        for o, mine in zip(outputs, result.parity.outputs, strict=True):
+            assert o["measures"]["abs_error"] == mine.max_abs_error
+            assert [c["criterion"] for c in o["checks"]] == ["max_abs_error", "max_mean_abs_error", "min_cosine"]
         assert all("sample_reference" not in o and "sample_variant" not in o for o in outputs)
         assert [(s["threads"], s["batch"]) for s in entry["latency"]] == [(s.threads, s.batch) for s in result.latency]
         assert entry["latency"][0]["throughput_per_s"] == pytest.approx(result.latency[0].throughput)
@@ -143,16 +155,22 @@ def test_json_variant_details_match_the_comparison(mlp):
 def test_json_turns_nan_and_infinity_into_null(mlp):
     c = copy.deepcopy(mlp)
     result = c.get("weights-int8")
+    first = result.parity.outputs[0]
     result.parity.outputs[0] = dataclasses.replace(
-        result.parity.outputs[0], max_abs_error=math.inf, mean_abs_error=math.nan, passed=False,
+        first, measures={**first.measures, "abs_error": math.inf, "mean_abs_error": math.nan},
+        checks=[Check("max_abs_error", math.inf, 0.06, False, math.inf)], passed=False,
         reason="output missing from the variant",
     )  # fmt: skip
     data = report.to_json(c)
     json.dumps(data, allow_nan=False)
     entry = next(v for v in data["variants"] if v["key"] == "weights-int8")
-    assert entry["parity"]["outputs"][0]["max_abs_error"] is None
-    assert entry["parity"]["outputs"][0]["mean_abs_error"] is None
+    output = entry["parity"]["outputs"][0]
+    assert output["measures"]["abs_error"] is None
+    assert output["measures"]["mean_abs_error"] is None
+    assert output["checks"][0]["value"] is None and output["checks"][0]["severity"] is None
+    assert output["severity"] is None
     assert entry["parity"]["max_abs_error"] is None
+    assert entry["parity"]["severity"] is None
     assert json.loads(report.to_json_text(c)) == data
 
 

@@ -243,10 +243,10 @@ def input_roles(model: onnx.ModelProto) -> dict[str, InputRole]:
                 roles[sig.name] = InputRole("image", f"{value_range}|{how}", channels_first=first)
             elif _STATE_WORDS.search(sig.name):
                 roles[sig.name] = InputRole("state")
+            elif _RATE_WORDS.search(sig.name) and rank <= 1:  # before audio: a float [1] sr is not a clip
+                roles[sig.name] = InputRole("sample_rate")
             elif rank <= 3 and (_AUDIO_WORDS.search(sig.name) or has_rate) and rank >= 1:
                 roles[sig.name] = InputRole("audio")
-            elif _RATE_WORDS.search(sig.name) and rank <= 1:
-                roles[sig.name] = InputRole("sample_rate")
             else:
                 roles[sig.name] = InputRole("float")
         else:

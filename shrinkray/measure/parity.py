@@ -110,7 +110,14 @@ class Criterion:
 
     def text(self, value: float) -> str:
         sign = ">=" if self.at_least else "<="
-        return f"{self.measure.replace('_', ' ')} {_fmt(value)} (needs {sign} {self.limit:g})"
+        shown, limit = _fmt(value), f"{self.limit:g}"
+        if not self.holds(value) and math.isfinite(value):
+            # a value just beyond the limit must not print as one that meets it ("0.5 (needs <= 0.5)")
+            digits = 4
+            while digits <= 17 and Criterion(self.name, float(limit)).holds(float(shown)):
+                shown, limit = f"{value:.{digits}g}", f"{self.limit:.{digits}g}"
+                digits += 1
+        return f"{self.measure.replace('_', ' ')} {shown} (needs {sign} {limit})"
 
 
 def parse_criterion(text: str) -> tuple[str | None, str, float]:
@@ -335,7 +342,9 @@ def cosine_similarity(a: np.ndarray, b: np.ndarray) -> float:
         return 1.0
     if nx == 0.0 or ny == 0.0:
         return 0.0
-    return float(np.dot(x, y) / (nx * ny))
+    if np.array_equal(x, y):
+        return 1.0  # not 1 +- rounding: identical outputs use none of the allowed error
+    return float(np.clip(np.dot(x, y) / (nx * ny), -1.0, 1.0))
 
 
 def row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -349,6 +358,7 @@ def row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     both_zero = (nx == 0) & (ny == 0)
     with np.errstate(invalid="ignore", divide="ignore"):
         cos = np.where(both_zero, 1.0, dot / np.maximum(nx * ny, np.finfo(np.float64).tiny))
+    cos = np.where(np.all(x == y, axis=1), 1.0, cos)  # identical rows: exactly 1, not 1 - rounding
     return np.clip(cos, -1.0, 1.0)
 
 
@@ -421,6 +431,9 @@ def float_measures(ref: np.ndarray, var: np.ndarray, kind: OutputKind) -> dict[s
     return measures
 
 
+_DIRECTION_MEASURES = ("cosine", "row_cosine", "mean_row_cosine")
+
+
 def _sample(a: np.ndarray, b: np.ndarray, seed: int = 0) -> tuple[list[float], list[float]]:
     x, y = a.ravel(), b.ravel()
     if x.size > SAMPLE_POINTS:
@@ -470,8 +483,12 @@ def compare_output(
         r64[~np.isfinite(r64)], v64[~np.isfinite(v64)], equal_nan=True
     )
     measures = float_measures(r64, v64, kind)
+    criteria = verdict.criteria_for(name, kind.kind)
+    if not np.any(np.where(np.isfinite(r64), r64, 0.0)):
+        # an all-zero original has no direction to keep: cosines say nothing about it when other criteria judge
+        criteria = [c for c in criteria if c.measure not in _DIRECTION_MEASURES] or criteria
     checks = []
-    for criterion in verdict.criteria_for(name, kind.kind):
+    for criterion in criteria:
         value = measures.get(criterion.measure)
         if value is None:
             continue  # e.g. top-1 agreement on an output without a class axis

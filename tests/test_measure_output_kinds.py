@@ -1,0 +1,249 @@
+"""What each output is (scores / continuous / embedding / exact), on the samples and on hand-built graphs."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from helpers import SAMPLE_NAMES, cached_sample
+from onnx import TensorProto, helper
+
+from shrinkray.compare import CompareSettings, parity_inputs
+from shrinkray.measure.output_kinds import VOCABULARY, classify_output, classify_outputs
+from shrinkray.measure.parity import KINDS, VerdictSettings
+
+# ------------------------------------------------------------------ the samples
+
+#: output -> (kind, class axis for scores, words of the reason) for every output of every sample.
+EXPECTED = {
+    "mlp": {"logits": ("scores", -1, "named like class scores"), "probs": ("scores", -1, "Softmax over axis 1")},
+    "cnn": {"scores": ("scores", -1, "named like class scores")},
+    "transformer": {
+        "last_hidden_state": ("embedding", -1, "named like an embedding"),
+        "pooled": ("embedding", -1, "named like an embedding"),
+    },
+    "rnn": {
+        "final_hidden": ("embedding", -1, "named like an embedding"),
+        "logits": ("scores", -1, "named like class scores"),
+    },
+    "subgraph": {"y": ("continuous", -1, "own range"), "branch_out": ("continuous", -1, "own range")},
+    "fp16": {"logits": ("scores", -1, "named like class scores"), "probs": ("scores", -1, "Softmax over axis 1")},
+    "shared_weight": {
+        "logits": ("scores", -1, "named like class scores"),
+        "hidden": ("embedding", -1, "named like an embedding"),
+    },
+    "tree": {"label": ("exact", -1, "int64"), "probabilities": ("scores", -1, "named like class scores")},
+    # messy runs as 4 single runs stacked on a new axis 0: the kinds are read from one run, so its
+    # unnamed Gemm output is [batch, 10] logits and its opset-11 Softmax's axis 1 is the class axis
+    "messy": {
+        "output": ("scores", -1, "[batch, 10] from a linear layer (Gemm)"),
+        "label": ("exact", -1, "int64"),
+        "probs": ("scores", -1, "Softmax over axis 1"),
+    },
+}
+
+
+def test_every_sample_has_expectations():
+    assert set(EXPECTED) == set(SAMPLE_NAMES)
+
+
+@pytest.mark.parametrize("name", SAMPLE_NAMES)
+def test_sample_outputs_classified(name):
+    inputs = parity_inputs(cached_sample(name), CompareSettings())
+    assert list(inputs.kinds) == [o.name for o in cached_sample(name).graph.output]
+    for output, (kind, axis, words) in EXPECTED[name].items():
+        got = inputs.kinds[output]
+        assert (got.kind, got.axis) == (kind, axis), (output, got)
+        assert words in got.why, (output, got.why)
+        assert got.kind in KINDS
+
+
+def test_user_kinds_win_on_a_sample():
+    verdict = VerdictSettings(kinds={"probs": "continuous", "logits": "embedding"})
+    kinds = parity_inputs(cached_sample("mlp"), CompareSettings(verdict=verdict)).kinds
+    assert kinds["probs"].kind == "continuous" and kinds["probs"].why == "set by you"
+    assert kinds["logits"].kind == "embedding"
+
+
+# ------------------------------------------------------------------ hand-built graphs
+
+
+def graph_model(nodes, outputs: dict[str, list], inputs: dict[str, list] | None = None, opset: int = 17):
+    """A model of ``nodes`` with float inputs/outputs of the given shapes (never run: classification reads the graph)."""
+    inputs = inputs or {"x": ["batch", 8]}
+    model = helper.make_model(
+        helper.make_graph(
+            nodes,
+            "kinds",
+            [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs.items()],
+            [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in outputs.items()],
+        ),
+        opset_imports=[helper.make_opsetid("", opset)],
+    )
+    model.ir_version = 8
+    return model
+
+
+def kind_of(model: onnx.ModelProto, name: str, shape, dtype=np.float32):
+    return classify_output(name, np.zeros(shape, dtype), model)
+
+
+@pytest.mark.parametrize(
+    ("axis", "shape", "expected"),
+    [(1, (2, 5, 4, 4), -3), (-1, (2, 3, 7), -1), (2, (2, 3, 7), -1), (-2, (2, 6, 3), -2)],
+)
+def test_softmax_gives_scores_along_its_axis(axis, shape, expected):
+    model = graph_model([helper.make_node("Softmax", ["x"], ["out"], axis=axis)], {"out": list(shape)})
+    got = kind_of(model, "out", shape)
+    assert (got.kind, got.axis) == ("scores", expected)
+    assert f"Softmax over axis {expected + len(shape)}" in got.why
+
+
+def test_softmax_default_axis_depends_on_the_opset():
+    node = [helper.make_node("Softmax", ["x"], ["out"])]
+    assert kind_of(graph_model(node, {"out": [2, 5, 3]}, opset=13), "out", (2, 5, 3)).axis == -1
+    old = kind_of(graph_model(node, {"out": [2, 5, 3]}, opset=11), "out", (2, 5, 3))  # opset < 13: axis 1
+    assert (old.kind, old.axis) == ("scores", -2)
+
+
+def test_log_softmax_and_pass_through_ops():
+    nodes = [
+        helper.make_node("LogSoftmax", ["x"], ["ls"], axis=-1),
+        helper.make_node("Identity", ["ls"], ["id"]),
+        helper.make_node("Cast", ["id"], ["out"], to=TensorProto.FLOAT),
+    ]
+    got = kind_of(graph_model(nodes, {"out": ["batch", 8]}), "out", (3, 8))
+    assert (got.kind, got.axis) == ("scores", -1)
+    assert "LogSoftmax" in got.why
+
+
+def test_softmax_over_a_single_entry_is_not_scores():
+    model = graph_model([helper.make_node("Softmax", ["x"], ["out"], axis=-1)], {"out": [2, 1]})
+    assert kind_of(model, "out", (2, 1)).kind == "continuous"
+
+
+def test_sigmoid_is_continuous_even_when_named_like_scores():
+    model = graph_model([helper.make_node("Sigmoid", ["x"], ["scores"])], {"scores": ["batch", 8]})
+    got = kind_of(model, "scores", (2, 8))
+    assert got.kind == "continuous"
+    assert "Sigmoid" in got.why
+
+
+@pytest.mark.parametrize(
+    ("name", "shape", "kind"),
+    [
+        ("sentence_embedding", (2, 384), "embedding"),
+        ("last_hidden_state", (2, 7, 64), "embedding"),
+        ("pooler_output", (2, 64), "embedding"),
+        ("image_features", (2, 512), "embedding"),
+        ("logits", (2, 10), "scores"),
+        ("class_probs", (2, 3, 80), "scores"),
+        ("pred_label_scores", (4, 2), "scores"),
+        ("logits", (10,), "continuous"),  # rank 1: no batch of positions
+        ("logits", (4, 1), "continuous"),  # one class: nothing to decide
+        ("logits", (4, 200_000), "continuous"),  # beyond any class count
+        ("boxes", (2, 100, 4), "continuous"),
+        ("heatmap", (1, 17, 64, 48), "continuous"),
+        ("depth", (1, 1, 32, 32), "continuous"),
+        ("next_state", (2, 1, 64), "continuous"),
+        ("output_0", (2, 8), "continuous"),  # nothing known about it
+    ],
+)
+def test_names(name, shape, kind):
+    model = graph_model([helper.make_node("Relu", ["x"], [name])], {name: list(shape)})
+    got = kind_of(model, name, shape)
+    assert got.kind == kind, got
+    if kind == "scores":
+        assert got.axis == -1
+
+
+@pytest.mark.parametrize("op", ["Gemm", "MatMul", "Add"])
+def test_batch_by_classes_from_a_linear_layer_is_scores(op):
+    nodes = [helper.make_node(op, ["x", "w"], ["output"])]
+    model = graph_model(nodes, {"output": ["batch", 10]}, inputs={"x": ["batch", 8], "w": [8, 10]})
+    got = kind_of(model, "output", (3, 10))
+    assert (got.kind, got.axis) == ("scores", -1)
+    assert f"[batch, 10] from a linear layer ({op})" == got.why.split(":")[0]
+    # the same output through a reshape is still the layer's
+    reshaped = graph_model(
+        [*nodes, helper.make_node("Flatten", ["output"], ["flat"])],
+        {"flat": ["batch", 10]},
+        inputs={"x": ["batch", 8], "w": [8, 10]},
+    )
+    assert kind_of(reshaped, "flat", (3, 10)).kind == "scores"
+    # one value per row, or a non-linear op, is not
+    assert kind_of(model, "output", (3, 1)).kind == "continuous"
+    relu = graph_model([helper.make_node("Relu", ["x"], ["output"])], {"output": ["batch", 8]})
+    assert kind_of(relu, "output", (3, 8)).kind == "continuous"
+
+
+def test_vocabulary_logits_per_position_are_scores():
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["out"])]
+    model = graph_model(nodes, {"out": [1, 20, VOCABULARY]}, inputs={"x": [1, 20, 8], "w": [8, VOCABULARY]})
+    got = kind_of(model, "out", (1, 20, VOCABULARY))
+    assert (got.kind, got.axis) == ("scores", -1)
+    assert "vocabulary" in got.why
+    assert kind_of(model, "out", (1, 20, 64)).kind == "continuous"  # a hidden width, not a vocabulary
+
+
+def test_layer_norm_hidden_states_are_embeddings():
+    nodes = [helper.make_node("LayerNormalization", ["x", "g", "b"], ["out"], axis=-1)]
+    model = graph_model(nodes, {"out": ["batch", "seq", 64]}, inputs={"x": ["batch", "seq", 64], "g": [64], "b": [64]})
+    got = kind_of(model, "out", (2, 7, 64))
+    assert got.kind == "embedding"
+    assert "LayerNormalization" in got.why and "hidden states" in got.why
+    assert kind_of(model, "out", (2, 7, 16)).kind == "continuous"  # too narrow for hidden states
+
+
+def test_residual_add_hidden_states_are_embeddings():
+    model = graph_model(
+        [helper.make_node("Add", ["x", "y"], ["out"])],
+        {"out": ["batch", "seq", 48]},
+        inputs={"x": ["batch", "seq", 48], "y": ["batch", "seq", 48]},
+    )
+    assert kind_of(model, "out", (2, 5, 48)).kind == "embedding"
+
+
+def test_pooled_vector_is_an_embedding():
+    model = graph_model(
+        [helper.make_node("ReduceMean", ["x"], ["out"], axes=[1], keepdims=0)],
+        {"out": ["batch", 64]},
+        inputs={"x": ["batch", "seq", 64]},
+        opset=17,
+    )
+    got = kind_of(model, "out", (2, 64))
+    assert got.kind == "embedding" and "ReduceMean" in got.why
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint8, np.bool_])
+def test_integer_and_bool_outputs_are_exact(dtype):
+    model = graph_model([helper.make_node("Softmax", ["x"], ["probs"])], {"probs": ["batch", 8]})
+    got = kind_of(model, "probs", (2, 8), dtype)  # whatever produced it: not float, so exact
+    assert got.kind == "exact"
+    assert np.dtype(dtype).name in got.why
+
+
+def test_float64_and_float16_outputs_are_classified_like_float32():
+    model = graph_model([helper.make_node("Softmax", ["x"], ["out"])], {"out": ["batch", 8]})
+    for dtype in (np.float16, np.float64):
+        assert kind_of(model, "out", (2, 8), dtype).kind == "scores"
+
+
+def test_an_output_that_is_a_graph_input_is_classified_by_name_and_shape():
+    model = graph_model([], {"x": ["batch", 8]})
+    assert kind_of(model, "x", (2, 8)).kind == "continuous"
+
+
+def test_user_override_wins_over_every_rule():
+    model = graph_model(
+        [helper.make_node("Softmax", ["x"], ["probs"]), helper.make_node("Sigmoid", ["x"], ["mask"])],
+        {"probs": ["batch", 8], "mask": ["batch", 8]},
+    )
+    reference = {"probs": np.zeros((2, 8), np.float32), "mask": np.zeros((2, 8), np.float32)}
+    plain = classify_outputs(model, reference)
+    assert (plain["probs"].kind, plain["mask"].kind) == ("scores", "continuous")
+    chosen = classify_outputs(model, reference, VerdictSettings(kinds={"probs": "embedding", "mask": "scores"}))
+    assert chosen["probs"].kind == "embedding" and chosen["probs"].why == "set by you"
+    assert (chosen["mask"].kind, chosen["mask"].axis) == ("scores", -1)
+    # a kind for an output the model does not have changes nothing
+    assert classify_outputs(model, reference, VerdictSettings(kinds={"nope": "exact"})) == plain

@@ -26,7 +26,7 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH), str(BENCH.parent)]
 
-import run as bench_run
+import run as bench_run  # noqa: E402 - importable once bench/ is on the path
 
 #: ~50 MB: 6144 x 512 tied embedding + 3 layers of 3.15 M weights = 12.6 M floats.
 SPEC_50MB = dict(bench_run.LARGE_SPEC, vocab=6144, layers=3)
@@ -78,7 +78,7 @@ def run(quiet: bool = False) -> dict:
         (parallel[k].raw, parallel[k].gzip, parallel[k].brotli, parallel[k].brotli_quality) == serial[k] for k in blobs
     )
     say(f"\n{'blob':14s} {'raw MB':>8s} {'gzip -9':>9s} {'brotli':>9s} {'q':>3s} {'gzip s':>7s} {'brotli s':>8s}")
-    for key, data in blobs.items():
+    for key in blobs:
         s = parallel[key]
         gz = jobs[(key, "gzip -9")]
         br = jobs[(key, f"brotli q{s.brotli_quality}")]

@@ -1175,7 +1175,7 @@ def verify(path: Path, sample: Sample, seed: int) -> None:
     options.log_severity_level = 3  # silence the expected "initializer appears in graph inputs" warning
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     for feeds in sample.feeds(np.random.default_rng(seed)):
-        for name, value in zip([o.name for o in session.get_outputs()], session.run(None, feeds)):
+        for name, value in zip([o.name for o in session.get_outputs()], session.run(None, feeds), strict=True):
             value = np.asarray(value)
             if value.dtype.kind == "f" and not np.isfinite(value).all():
                 raise AssertionError(f"{path.name}: output {name} has non-finite values")

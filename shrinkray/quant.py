@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from shrinkray import arrays
+
 #: Values processed per block by the linear quantizer: temporaries stay a few
 #: MB (cache-sized) instead of several full-size float copies of a big tensor.
 BLOCK_VALUES = 1 << 18
@@ -203,7 +205,7 @@ def _nearest(sorted_levels: np.ndarray, values: np.ndarray) -> np.ndarray:
     if sorted_levels.size == 1:
         return np.zeros(values.shape, dtype=np.int64)
     bounds = (sorted_levels[:-1] + sorted_levels[1:]) / 2.0
-    return np.searchsorted(bounds, values, side="left")
+    return arrays.searchsorted(bounds, values, side="left")
 
 
 def _split_init(flat: np.ndarray, prefix: np.ndarray, prefix_sq: np.ndarray, n_levels: int) -> np.ndarray:
@@ -225,11 +227,11 @@ def _split_init(flat: np.ndarray, prefix: np.ndarray, prefix_sq: np.ndarray, n_l
             done.append((lo, hi))
             continue
         mean = (prefix[hi] - prefix[lo]) / (hi - lo)
-        cut = int(np.clip(np.searchsorted(flat[lo:hi], mean, side="right") + lo, lo + 1, hi - 1))
+        cut = int(np.clip(arrays.searchsorted(flat[lo:hi], mean, side="right") + lo, lo + 1, hi - 1))
         heapq.heappush(heap, (-sse(lo, cut), lo, cut))
         heapq.heappush(heap, (-sse(cut, hi), cut, hi))
     ranges = done + [(lo, hi) for _, lo, hi in heap]
-    return np.unique([(prefix[hi] - prefix[lo]) / (hi - lo) for lo, hi in ranges])
+    return arrays.unique_values(np.array([(prefix[hi] - prefix[lo]) / (hi - lo) for lo, hi in ranges]))
 
 
 def kmeans_levels(x: np.ndarray, n_levels: int, *, max_iter: int = 60, tol: float = 1e-9) -> np.ndarray:
@@ -239,11 +241,11 @@ def kmeans_levels(x: np.ndarray, n_levels: int, *, max_iter: int = 60, tol: floa
     split-based seeding gives isolated outliers levels of their own. Works on
     the sorted values with prefix sums: one iteration costs O(n_levels log n).
     """
-    flat = np.sort(np.asarray(x, dtype=np.float64).ravel())
+    flat = arrays.sort(np.asarray(x, dtype=np.float64))
     flat = flat[np.isfinite(flat)]
     if flat.size == 0:
         return np.zeros(1)
-    unique = np.unique(flat)
+    unique = arrays.unique_values(flat)
     if unique.size <= n_levels:
         return unique
     prefix = np.concatenate([[0.0], np.cumsum(flat)])
@@ -252,7 +254,7 @@ def kmeans_levels(x: np.ndarray, n_levels: int, *, max_iter: int = 60, tol: floa
     spread = max(float(flat[-1] - flat[0]), 1e-30)
     for _ in range(max_iter):
         bounds = (levels[:-1] + levels[1:]) / 2.0
-        edges = np.concatenate([[0], np.searchsorted(flat, bounds, side="left"), [flat.size]])
+        edges = np.concatenate([[0], arrays.searchsorted(flat, bounds, side="left"), [flat.size]])
         counts = np.diff(edges)
         sums = prefix[edges[1:]] - prefix[edges[:-1]]
         keep = counts > 0
@@ -263,7 +265,7 @@ def kmeans_levels(x: np.ndarray, n_levels: int, *, max_iter: int = 60, tol: floa
             break
     # Final means from exact per-cluster sums: running sums lose precision next to huge outliers.
     bounds = (levels[:-1] + levels[1:]) / 2.0
-    edges = np.concatenate([[0], np.searchsorted(flat, bounds, side="left"), [flat.size]])
+    edges = np.concatenate([[0], arrays.searchsorted(flat, bounds, side="left"), [flat.size]])
     counts = np.diff(edges)
     keep = counts > 0
     sums = np.zeros(counts.size)
@@ -278,7 +280,7 @@ def _cluster_means(
     means = sums[keep] / counts[keep]
     lows = flat[edges[:-1][keep]]
     highs = flat[edges[1:][keep] - 1]
-    return np.unique(np.clip(means, lows, highs))
+    return arrays.unique_values(np.clip(means, lows, highs))
 
 
 def linear_levels(x: np.ndarray, n_levels: int) -> np.ndarray:
@@ -300,7 +302,7 @@ def snap_to_levels(x: np.ndarray, levels: np.ndarray) -> np.ndarray:
     most ``len(levels)`` distinct values. Non-finite values are left as they are.
     """
     arr = np.asarray(x)
-    typed = np.unique(np.asarray(levels).astype(arr.dtype))
+    typed = arrays.unique_values(np.asarray(levels).astype(arr.dtype))
     out = typed[_nearest(typed.astype(np.float64), arr.astype(np.float64))]
     return np.where(np.isfinite(arr), out, arr).astype(arr.dtype)
 

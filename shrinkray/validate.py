@@ -14,14 +14,14 @@ from pathlib import Path
 import onnx
 import onnxruntime as ort
 
+from shrinkray.errors import InvalidModelError, RuntimeUnsupportedError
+from shrinkray.io import needs_external_data, save
+from shrinkray.memory import release_free_memory
+
 #: ONNX Runtime logs errors of failed runs itself (coloured lines on stderr) before raising them: the
 #: exception carries the same text, which explain_runtime_error words. Only fatal lines are let through.
 ORT_LOG_SEVERITY = 4
 ort.set_default_logger_severity(ORT_LOG_SEVERITY)
-
-from shrinkray.errors import InvalidModelError, RuntimeUnsupportedError
-from shrinkray.io import needs_external_data, save
-from shrinkray.memory import release_free_memory
 
 #: ONNX Runtime 1.31 reads models up to this IR version.
 ORT_MAX_IR_VERSION = 13

@@ -63,6 +63,31 @@ def shrunk(method: str, name: str, options: tuple = ()):
     return shrinkray.shrink(cached_sample(name), method, **dict(options))
 
 
+def runs_slowly(method: str, model: str) -> bool:
+    """dynamic-int8 runs ONNX Runtime's quantize_dynamic in a child process, about a second per
+    model: its per-sample tests are in the slow tier (the unit tier still runs it, once, through
+    test_compare's every-method comparison of the mlp)."""
+    return method == "dynamic-int8"
+
+
+def method_model_params(methods: list[str], models: list[str]) -> list:
+    """(method, model) parameters for every pair, the slow ones marked ``slow``."""
+    import pytest
+
+    return [
+        pytest.param(method, model, id=f"{method}-{model}", marks=[pytest.mark.slow] if runs_slowly(method, model) else [])
+        for method in methods
+        for model in models
+    ]
+
+
+def method_params(methods: list[str], model: str) -> list:
+    """``method`` parameters for tests on one sample, the slow ones marked ``slow``."""
+    import pytest
+
+    return [pytest.param(m, id=m, marks=[pytest.mark.slow] if runs_slowly(m, model) else []) for m in methods]
+
+
 def concrete_shape(shape: list) -> list[int]:
     dims = []
     for d in shape:

@@ -27,12 +27,18 @@ def test_compare_every_sample(name, tmp_path, capsys):
     report = json.loads(out.read_text())
     keys = [v["key"] for v in report["variants"]]
     assert keys == ["original", "dynamic-int8", "weights-int8", "palettize", "float16"]
-    assert report["variants"][0]["sizes"]["raw"] == sample_path(name).stat().st_size or name == "messy"
+    # The original is measured as loaded: its bytes are the file's, for messy (opset 11, Constant-node
+    # weights) as for every other sample.
+    assert report["variants"][0]["sizes"]["raw"] == sample_path(name).stat().st_size
     for variant in report["variants"]:
-        assert variant["error"] is None or isinstance(variant["error"], str)
-        if variant["error"] is None:
-            assert variant["sizes"]["brotli_quality"] == 5
-            assert variant["parity"]["passed"] in (True, False)
+        assert variant["error"] is None, variant["error"]  # every method handles every sample
+        assert variant["sizes"]["brotli_quality"] == 5
+        parity = variant["parity"]
+        assert parity["outputs"]
+        assert parity["passed"] is all(o["passed"] for o in parity["outputs"]), parity
+    verdicts = {v["key"]: v["parity"]["passed"] for v in report["variants"]}
+    assert verdicts["original"] is True  # against itself
+    assert verdicts["float16"] is True  # near-lossless on every sample (cosine > 0.9999)
     rows = list(csv.DictReader(io.StringIO((tmp_path / "r.csv").read_text())))
     assert [r["key"] for r in rows] == keys
     for key in keys:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import zipfile
 
 import onnx
+import pytest
 from helpers import sample_path
 
 import shrinkray
@@ -24,6 +25,7 @@ def _zip(tmp_path):
     return archive
 
 
+@pytest.mark.slow  # shrinks in a capped worker interpreter (shrinkray.sandbox)
 def test_inspect_and_shrink_a_zip(tmp_path, capsys):
     archive = _zip(tmp_path)
     before = archive.read_bytes()

@@ -529,6 +529,7 @@ def test_recorded_batch_is_the_batch_actually_run(monkeypatch):
     assert all(recorded == actual for recorded, actual in seen), seen
 
 
+@pytest.mark.slow  # every method, dynamic-int8 included, run afresh
 def test_parity_budget_gives_a_clear_partial_result():
     from shrinkray.advice import advise
 

@@ -10,6 +10,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from shrinkray.errors import RuntimeUnsupportedError
+from shrinkray.measure import latency
 from shrinkray.measure.latency import LatencyStats, default_threads, measure_latency
 
 
@@ -127,8 +128,7 @@ def test_bad_model_raises_shrinkray_error(feeds):
         measure_latency({"bad": bad}, feeds, batch=2, runs=3, warmup=0)
 
 
-def test_default_threads():
-    threads = default_threads()
-    assert threads[0] == 1
-    assert len(threads) in (1, 2)
-    assert threads == sorted(set(threads))
+@pytest.mark.parametrize(("cores", "expected"), [(1, [1]), (2, [1, 2]), (16, [1, 16])])
+def test_default_threads_are_one_and_every_usable_core(cores, expected, monkeypatch):
+    monkeypatch.setattr(latency, "usable_cores", lambda: cores)
+    assert default_threads() == expected

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -19,9 +20,12 @@ def four_workers(monkeypatch):
 
 def test_results_come_back_in_order_even_when_later_work_finishes_first(four_workers):
     refs = list(range(12))
+    later_done = {r: threading.Event() for r in refs}
 
     def work(r):
-        time.sleep(0.02 if r % 3 == 0 else 0.001)  # early items are the slow ones
+        if r % 4 == 0 and r + 1 in later_done:  # the first of each round of four waits for the next one
+            assert later_done[r + 1].wait(timeout=10), f"item {r + 1} never finished while {r} was running"
+        later_done[r].set()
         return r * 10
 
     assert list(base.map_tensors(work, refs)) == [r * 10 for r in refs]
@@ -41,19 +45,33 @@ def test_work_runs_on_several_threads(four_workers):
     assert len(seen) >= 2 and all(name.startswith("shrinkray-tensor") for name in seen)
 
 
-def test_at_most_one_result_per_worker_is_started_ahead_of_the_consumer(four_workers):
-    started = []
+class CountingPool(ThreadPoolExecutor):
+    """A ThreadPoolExecutor that counts submit() calls: work handed to the pool, run or not yet."""
 
-    def work(r):
-        started.append(r)
-        return r
+    submitted: list[int] = []
 
-    results = base.map_tensors(work, list(range(40)))
-    first = next(results)
-    time.sleep(0.1)  # let the pool run as far ahead as it may
-    assert first == 0
-    assert len(started) <= 4 + 1, started
-    assert list(results) == list(range(1, 40))
+    def submit(self, fn, *args, **kwargs):
+        CountingPool.submitted.append(args[0])
+        return super().submit(fn, *args, **kwargs)
+
+
+@pytest.fixture
+def counting_pool(monkeypatch):
+    CountingPool.submitted = []
+    monkeypatch.setattr(base, "ThreadPoolExecutor", CountingPool)
+    return CountingPool.submitted
+
+
+def test_at_most_one_result_per_worker_is_started_ahead_of_the_consumer(four_workers, counting_pool):
+    """map_tensors only submits inside next(), so after each next() the count is exact, whatever the timing."""
+    results = base.map_tensors(lambda r: r, list(range(40)))
+    assert counting_pool == []  # a generator: nothing happens before the first next()
+    assert next(results) == 0
+    assert counting_pool == list(range(5))  # one per worker, plus the one replacing the result just taken
+    assert next(results) == 1
+    assert counting_pool == list(range(6))
+    assert list(results) == list(range(2, 40))
+    assert counting_pool == list(range(40))  # each item submitted once
 
 
 def test_one_core_runs_in_the_calling_thread(monkeypatch):
@@ -89,16 +107,18 @@ def test_threads_do_not_change_the_result(method, monkeypatch):
     assert outputs[0] == outputs[1]
 
 
-def test_closing_early_leaves_no_worker_running(four_workers):
-    running = threading.Event()
+def test_closing_early_leaves_no_worker_running(four_workers, counting_pool):
+    finished = []
 
     def work(r):
-        running.set()
-        time.sleep(0.01)
+        time.sleep(0.01)  # still running when the consumer stops
+        finished.append(r)
         return r
 
     results = base.map_tensors(work, list(range(50)))
     assert next(results) == 0
     results.close()  # the consumer stops (e.g. it raised): the pool shuts down after the tasks in flight
-    time.sleep(0.05)
+    # No waiting: leaving the pool's `with` block joined its threads before close() returned.
     assert not [t for t in threading.enumerate() if t.name.startswith("shrinkray-tensor")]
+    assert counting_pool == list(range(5))  # nothing new was submitted after the first result
+    assert sorted(finished) == list(range(5))  # the tasks in flight ran to the end, no more

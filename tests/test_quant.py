@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from shrinkray import quant
+from shrinkray.arrays import distinct_count, unique_values
 from shrinkray.quant import (
     error_stats,
     kmeans_levels,
@@ -32,6 +33,8 @@ from shrinkray.quant import (
     value_ranges,
 )
 
+#: 150 examples per property: the properties are in the fuzz tier (about a second each); the
+#: hand-computed and edge-case tests below stay in the unit tier.
 PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 #: Largest magnitude in the property tests (float32 max has its own tests).
@@ -111,6 +114,7 @@ def _assert_scale_layout(x: np.ndarray, codes, axis: int | None) -> None:
 # --------------------------------------------------------------------------- linear codes
 
 
+@pytest.mark.fuzz
 @PROPERTY
 @given(array_and_axis())
 def test_symmetric_codes_are_int8_in_range_with_zero_point_zero(case):
@@ -124,6 +128,7 @@ def test_symmetric_codes_are_int8_in_range_with_zero_point_zero(case):
     _assert_scale_layout(x, codes, axis)
 
 
+@pytest.mark.fuzz
 @PROPERTY
 @given(array_and_axis())
 def test_symmetric_error_is_at_most_half_a_step(case):
@@ -131,6 +136,7 @@ def test_symmetric_error_is_at_most_half_a_step(case):
     _assert_half_step(x, quantize_linear(x, symmetric=True, axis=axis))
 
 
+@pytest.mark.fuzz
 @PROPERTY
 @given(array_and_axis())
 def test_symmetric_uses_the_full_code_range_per_channel(case):
@@ -146,6 +152,7 @@ def test_symmetric_uses_the_full_code_range_per_channel(case):
     assert np.all(top[amax == 0] == 0)
 
 
+@pytest.mark.fuzz
 @PROPERTY
 @given(array_and_axis())
 def test_asymmetric_codes_are_uint8_and_zero_is_exact(case):
@@ -160,6 +167,7 @@ def test_asymmetric_codes_are_uint8_and_zero_is_exact(case):
     assert np.all(decoded[zero_in] == 0.0), "0.0 must be exactly representable"
 
 
+@pytest.mark.fuzz
 @PROPERTY
 @given(array_and_axis())
 def test_asymmetric_error_is_at_most_half_a_step(case):
@@ -167,6 +175,7 @@ def test_asymmetric_error_is_at_most_half_a_step(case):
     _assert_half_step(x, quantize_linear(x, symmetric=False, axis=axis))
 
 
+@pytest.mark.fuzz
 @PROPERTY
 @given(array_and_axis(), st.booleans(), st.integers(1, 7))
 def test_blocks_of_any_size_give_the_same_codes_decode_and_errors(case, symmetric, block):
@@ -281,6 +290,7 @@ def palette_inputs(draw) -> tuple[np.ndarray, int]:
     return x, n
 
 
+@pytest.mark.fuzz
 @PROPERTY
 @given(palette_inputs())
 def test_kmeans_levels_are_few_sorted_deterministic_and_inside_the_data(case):
@@ -297,11 +307,12 @@ def test_kmeans_levels_are_few_sorted_deterministic_and_inside_the_data(case):
     assert np.all(levels >= lo - tol) and np.all(levels <= hi + tol), (levels, lo, hi)
 
 
+@pytest.mark.fuzz
 @PROPERTY
 @given(palette_inputs())
 def test_kmeans_snap_is_exact_when_there_are_few_distinct_values(case):
     x, _ = case
-    distinct = np.unique(x).size
+    distinct = distinct_count(x)
     for n in (distinct, distinct + 3):
         levels = kmeans_levels(x, n)
         snapped = snap_to_levels(x, levels)
@@ -309,13 +320,14 @@ def test_kmeans_snap_is_exact_when_there_are_few_distinct_values(case):
         assert np.array_equal(snapped, x)
 
 
+@pytest.mark.fuzz
 @PROPERTY
 @given(palette_inputs())
 def test_kmeans_then_snap_has_at_most_n_distinct_values(case):
     x, n = case
     snapped = snap_to_levels(x, kmeans_levels(x, n))
     assert snapped.shape == x.shape and snapped.dtype == x.dtype
-    assert np.unique(snapped).size <= n
+    assert distinct_count(snapped) <= n
 
 
 @st.composite
@@ -328,6 +340,7 @@ def snap_inputs(draw) -> tuple[np.ndarray, np.ndarray]:
     return x, levels
 
 
+@pytest.mark.fuzz
 @PROPERTY
 @given(snap_inputs())
 def test_snap_to_levels_picks_the_nearest_level_brute_force(case):
@@ -336,11 +349,11 @@ def test_snap_to_levels_picks_the_nearest_level_brute_force(case):
     assert out.shape == x.shape
     assert out.dtype == x.dtype
     # The documented contract: levels are rounded to the array's dtype first.
-    typed = np.unique(levels.astype(x.dtype)).astype(np.float64)
-    assert np.unique(out).size <= levels.size
+    typed = unique_values(levels.astype(x.dtype)).astype(np.float64)
+    assert distinct_count(out) <= levels.size
     flat_x = x.astype(np.float64).ravel()
     flat_out = out.astype(np.float64).ravel()
-    assert np.all(np.isin(flat_out, typed)), "every result must be one of the levels"
+    assert np.all(np.isin(flat_out, typed)), "every result must be one of the levels"  # float16-safe: float64
     distances = np.abs(flat_x[:, None] - typed[None, :])
     best = distances[np.arange(flat_x.size), np.argmin(distances, axis=1)]
     chosen = np.abs(flat_x - flat_out)

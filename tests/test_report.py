@@ -292,6 +292,7 @@ def test_csv_without_latency_has_no_latency_columns(tree):
 # ---------------------------------------------------------------- HTML
 
 
+@pytest.mark.slow  # parses the 4.6 MB page with the plotly bundle inlined
 def test_html_is_one_offline_file_with_every_variant_and_chart(mlp):
     page = report.to_html(mlp)
     bundle = get_plotlyjs()
@@ -315,6 +316,7 @@ def test_html_is_one_offline_file_with_every_variant_and_chart(mlp):
     assert "quantizer crashed" in rest
 
 
+@pytest.mark.slow  # renders the HTML report with the 4.6 MB plotly bundle inlined
 def test_html_escapes_names_and_text(evil):
     rest = without_bundle(report.to_html(evil))
     assert "<script>alert" not in rest
@@ -342,6 +344,7 @@ def test_tree_reports_where_nothing_changes(tree):
 # ---------------------------------------------------------------- writing
 
 
+@pytest.mark.slow  # writes the HTML report with the 4.6 MB plotly bundle inlined
 def test_write_reports_writes_every_format_atomically(mlp, tmp_path):
     paths = {
         "json_path": tmp_path / "r.json",

@@ -126,13 +126,13 @@ def test_opset_5_is_refused():
     """check_opsets leaves old opsets to ONNX Runtime, which has no kernels for ops that old."""
     model = relu_model(opset=5)
     check_opsets(model)
-    with pytest.raises((InvalidModelError, RuntimeUnsupportedError)) as excinfo:
+    with pytest.raises(RuntimeUnsupportedError) as excinfo:  # the checker accepts it; ONNX Runtime cannot run it
         validate(model)
     assert "Relu" in str(excinfo.value)
 
 
 def test_opset_5_message_says_the_opset_is_too_old():
-    with pytest.raises((InvalidModelError, RuntimeUnsupportedError)) as excinfo:
+    with pytest.raises(RuntimeUnsupportedError) as excinfo:  # the checker accepts it; ONNX Runtime cannot run it
         validate(relu_model(opset=5))
     text = str(excinfo.value)
     assert "opset 5" in text and "old" in text, text

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
+from shrinkray.arrays import distinct_count
 from shrinkray.graph import WeightRef, find_weights, set_tensor_values
 from shrinkray.methods.base import (
     MethodSpec,
@@ -50,10 +51,10 @@ def apply(model: onnx.ModelProto, options: PalettizeOptions) -> Variant:
 
     def encode(ref: WeightRef) -> tuple[np.ndarray, ErrorStats, int] | None:
         values = ref.array()
-        if np.unique(values[np.isfinite(values)]).size <= options.levels:
+        if distinct_count(values[np.isfinite(values)]) <= options.levels:
             return None
         snapped = snap_to_levels(values, make_levels(values, options.levels))
-        return snapped, error_stats(values, snapped), int(np.unique(snapped[np.isfinite(snapped)]).size)
+        return snapped, error_stats(values, snapped), distinct_count(snapped[np.isfinite(snapped)])
 
     refs = candidates(find_weights(model), options)
     for ref, encoded in zip(refs, map_tensors(encode, refs), strict=True):

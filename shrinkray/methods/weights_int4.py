@@ -1,0 +1,546 @@
+"""Weights-only 4-bit: large float weights stored as block-wise 4-bit codes.
+
+Each selected tensor is laid out as ``[rows, length]`` with the consumer's
+reduction axis second (MatMul's K, a Conv's input channels x kernel taps, an
+embedding row) and cut into blocks of 32, 64 or 128 values along it; every
+block has its own scale and (asymmetric, the default) 4-bit zero point
+(:mod:`shrinkray.blockquant`). About 4.6 bits per weight at block 32.
+
+How the graph gets the weights back (``--form``):
+
+* ``standard``: plain ONNX ops (Cast, Floor, Sub, Mul, Concat, Reshape,
+  Transpose) that unpack the nibbles and rebuild the float tensor under its
+  original name. ONNX Runtime constant-folds them when the session starts,
+  so inference runs on float weights at the original speed; any consumer,
+  any opset from 7, weights shared by several nodes and subgraph weights.
+* ``contrib``: ONNX Runtime's ``com.microsoft`` ops, which keep the weight
+  packed in memory and decode inside the kernel: ``MatMulNBits`` for a
+  MatMul (or Gemm) that is the weight's only consumer, ``GatherBlockQuantized``
+  for an embedding table read by one Gather; other tensors as ``standard``.
+* ``dequantize-linear``: ``DequantizeLinear`` with ``block_size`` on
+  INT4/UINT4 codes (opset 21; ONNX Runtime does not fold it).
+* ``auto`` (default): per consumer op, the form measured fastest on ONNX
+  Runtime CPU (``python bench/int4_forms.py``; see README "weights-int4").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from shrinkray.blockquant import BLOCK_SIZES, BlockCodes, quantize_blocks, scale_unit
+from shrinkray.errors import MethodError
+from shrinkray.graph import FLOAT_TYPES, Consumer, GraphEditor, NameAllocator, WeightRef, find_weights
+from shrinkray.methods.base import (
+    MethodSpec,
+    TensorChange,
+    TensorSelection,
+    Variant,
+    map_tensors,
+    option,
+    register,
+    warn_if_damaged,
+)
+from shrinkray.quant import ErrorStats, fits_float32
+from shrinkray.validate import default_opset
+
+FORMS = ["auto", "standard", "contrib", "dequantize-linear"]
+MS_DOMAIN = "com.microsoft"
+#: Consumer ops that form ``auto`` gives a com.microsoft op (bench/int4_forms.py, README "weights-int4"):
+#: MatMulNBits ran 0.76-0.98x the float MatMul/Gemm (standard 0.90-1.00x), GatherBlockQuantized 0.98x,
+#: and both open sessions 10-50x faster than the folded standard form and keep weights 4-bit in memory.
+#: Conv has no such op: standard (folded, 1.02x) beat DequantizeLinear (1.25x).
+AUTO_CONTRIB_OPS: frozenset[str] = frozenset({"MatMul", "Gemm", "Gather"})
+
+
+@dataclass
+class WeightsInt4Options(TensorSelection):
+    block_size: int = option(
+        32, "Values per block along the reduction axis, each block with its own scale", choices=list(BLOCK_SIZES)
+    )
+    symmetric: bool = option(
+        False,
+        "Symmetric codes -8..7 around zero; off (default, lower error): codes 0..15 with a 4-bit zero point per block",
+    )
+    rounding: str = option(
+        "mse",
+        "mse: per block, the scale (of 17 candidates and a least-squares refit) with the least squared weight "
+        "error; rtn: min/max scale, round to nearest (what ONNX Runtime's 4-bit quantizer does)",
+        choices=["mse", "rtn"],
+    )
+    form: str = option(
+        "auto",
+        "How the graph rebuilds weights: standard (plain ONNX ops folded by ONNX Runtime at load: float speed), "
+        "contrib (ONNX Runtime's MatMulNBits / GatherBlockQuantized: weights stay 4-bit in memory), "
+        "dequantize-linear (opset 21 DequantizeLinear with block_size), auto (the fastest measured per op)",
+        choices=FORMS,
+    )
+
+
+# --------------------------------------------------------------------------- layouts
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a tensor becomes ``[rows, length]``: axes ``perm`` in order, the first ``split`` of them are rows."""
+
+    perm: tuple[int, ...]
+    split: int
+    reason: str  # the consumer that set it ("" when no known consumer did)
+
+    def to_2d(self, values: np.ndarray) -> np.ndarray:
+        moved = np.transpose(values, self.perm) if self.perm != tuple(range(values.ndim)) else values
+        rows = int(np.prod(moved.shape[: self.split], dtype=np.int64))
+        return np.ascontiguousarray(moved).reshape(rows, -1)
+
+    def moved_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(shape[a] for a in self.perm)
+
+
+def _attr(node: onnx.NodeProto, name: str, default):
+    for a in node.attribute:
+        if a.name == name:
+            return helper.get_attribute_value(a)
+    return default
+
+
+def _reduction_layout(consumer: Consumer, rank: int) -> Layout | None:
+    """The layout that puts this use's reduction axis second, or None for an op we do not know."""
+    op, idx, node = consumer.op_type, consumer.input_index, consumer.node
+    ident = tuple(range(rank))
+    if rank == 0:
+        return None
+    if op == "MatMul" and idx == 1 and rank >= 2:
+        k = rank - 2
+        return Layout(tuple(a for a in ident if a != k) + (k,), rank - 1, "MatMul")
+    if op == "MatMul" and idx == 0 and rank >= 2:
+        return Layout(ident, rank - 1, "MatMul")
+    if op == "Gemm" and idx in (0, 1) and rank == 2:
+        trans = _attr(node, "transB" if idx == 1 else "transA", 0)
+        row_is_k = (idx == 1) != bool(trans)  # B [K, N] (not transposed) keeps K on axis 0
+        return Layout((1, 0) if row_is_k else (0, 1), 1, "Gemm")
+    if op == "Conv" and idx == 1 and rank >= 3:
+        return Layout(ident, 1, "Conv")
+    if op == "ConvTranspose" and idx == 1 and rank >= 3:
+        return Layout((1, 0, *range(2, rank)), 1, "ConvTranspose")
+    if op == "Gather" and idx == 0 and rank >= 2 and _attr(node, "axis", 0) == 0:
+        return Layout(ident, 1, "Gather")
+    if op in ("LSTM", "GRU", "RNN") and idx in (1, 2) and rank == 3:
+        return Layout(ident, 2, op)
+    return None
+
+
+def layouts_for(ref: WeightRef) -> list[Layout]:
+    """Candidate layouts: the distinct ones known consumers ask for, else blocks along the last axis."""
+    rank = len(ref.shape)
+    found: list[Layout] = []
+    for c in ref.consumers:
+        lay = _reduction_layout(c, rank)
+        if lay is not None and all((lay.perm, lay.split) != (f.perm, f.split) for f in found):
+            found.append(lay)
+    if found:
+        return found
+    if rank == 0:
+        return []
+    return [Layout(tuple(range(rank)), rank - 1, "")]
+
+
+def _one_reduction_axis(layout: Layout) -> Layout:
+    """DequantizeLinear blocks along one axis: keep the first reduction axis (a Conv's input channels) and
+    make the others (kernel taps) rows."""
+    rank = len(layout.perm)
+    if rank - layout.split <= 1:
+        return layout
+    first = layout.perm[layout.split]
+    return Layout(tuple(a for a in layout.perm if a != first) + (first,), rank - 1, layout.reason)
+
+
+# --------------------------------------------------------------------------- encoding
+
+
+@dataclass
+class Encoded:
+    layout: Layout
+    codes: BlockCodes
+    unit: float  # scales are stored as float16 multiples of this power of two (standard form), else 1
+    stats: ErrorStats
+    form: str  # "standard", "matmulnbits", "gather" or "dequantize-linear"
+
+
+def _contrib_kind(ref: WeightRef) -> str | None:
+    """"matmulnbits" / "gather" when the weight's single use can become a com.microsoft op."""
+    if ref.kind != "initializer" or ref.dtype != onnx.TensorProto.FLOAT or len(ref.consumers) != 1:
+        return None
+    c = ref.consumers[0]
+    if c.nested or len(ref.shape) != 2:
+        return None
+    node = c.node
+    if c.op_type == "MatMul" and c.input_index == 1:
+        return "matmulnbits"
+    if c.op_type == "Gemm" and c.input_index == 1:
+        if _attr(node, "transA", 0) or float(_attr(node, "alpha", 1.0)) != 1.0:
+            return None
+        if len(node.input) > 2 and node.input[2] and float(_attr(node, "beta", 1.0)) != 1.0:
+            return None
+        return "matmulnbits"
+    if c.op_type == "Gather" and c.input_index == 0 and _attr(node, "axis", 0) == 0:
+        return "gather"
+    return None
+
+
+def choose_form(ref: WeightRef, form: str, block_size: int) -> str:
+    if form == "dequantize-linear":
+        return "dequantize-linear"
+    kind = _contrib_kind(ref) if form in ("contrib", "auto") else None
+    if kind == "gather" and ref.shape[1] % block_size:
+        kind = None  # GatherBlockQuantized returns whole blocks: the row length must be a multiple
+    if kind is not None and form == "auto" and ref.consumers[0].op_type not in AUTO_CONTRIB_OPS:
+        kind = None
+    return kind or "standard"
+
+
+def encode_tensor(values: np.ndarray, ref: WeightRef, options: WeightsInt4Options, form: str) -> Encoded | None:
+    """Block codes along the best layout for this tensor, or None when it holds inf/NaN (or values float32
+    cannot hold)."""
+    if values.size and not fits_float32(np.array([np.min(values), np.max(values)], dtype=np.float64)):
+        return None
+    layouts = layouts_for(ref)
+    if form == "dequantize-linear":
+        layouts = [_one_reduction_axis(lay) for lay in layouts]
+    if form in ("matmulnbits", "gather"):
+        layouts = layouts[:1]
+    best: Encoded | None = None
+    for layout in layouts:
+        x2d = layout.to_2d(values).astype(np.float32, copy=False)
+        if form == "standard":
+            blocks_view = _padded_view(x2d, options.block_size)
+            unit = scale_unit(blocks_view, options.symmetric)
+            scale_dtype = np.float16
+        else:
+            unit, scale_dtype = 1.0, np.float32
+        codes = quantize_blocks(
+            x2d, options.block_size, symmetric=options.symmetric, search=options.rounding, scale_dtype=scale_dtype
+        )
+        stats = _stats(codes, x2d, ref.dtype)
+        if best is None or stats.rms < best.stats.rms:
+            best = Encoded(layout, codes, unit, stats, form)
+    return best
+
+
+def _padded_view(x2d: np.ndarray, block_size: int) -> np.ndarray:
+    rows, length = x2d.shape
+    if length % block_size == 0:
+        return x2d.reshape(rows, -1, block_size)
+    blocks = math.ceil(length / block_size)
+    padded = np.zeros((rows, blocks * block_size), dtype=np.float32)
+    padded[:, :length] = x2d
+    return padded.reshape(rows, blocks, block_size)
+
+
+def _stats(codes: BlockCodes, x2d: np.ndarray, dtype: int) -> ErrorStats:
+    if dtype == onnx.TensorProto.FLOAT:
+        return codes.error_against(x2d)
+    from shrinkray.quant import error_stats
+
+    decoded = codes.decode().astype(FLOAT_TYPES[dtype])  # the final Cast to the tensor's own type
+    return error_stats(x2d.astype(FLOAT_TYPES[dtype]), decoded)
+
+
+# --------------------------------------------------------------------------- graph: standard form
+
+
+class _Nodes:
+    """Collects decode nodes and the small constants they need (as extra stored arrays)."""
+
+    def __init__(self, alloc: NameAllocator, prefix: str, opset: int) -> None:
+        self.alloc = alloc
+        self.prefix = prefix
+        self.opset = opset
+        self.nodes: list[onnx.NodeProto] = []
+
+    def const(self, tag: str, value: np.ndarray) -> str:
+        """A Constant node holding a small array (shapes, 16, 1/16): folded with the rest at load."""
+        name = self.alloc.new(f"{self.prefix}__{tag}")
+        tensor = numpy_helper.from_array(np.asarray(value), name)
+        self.nodes.append(helper.make_node("Constant", [], [name], name=self.alloc.new(f"{name}_const"), value=tensor))
+        return name
+
+    def add(self, op: str, inputs: list[str], tag: str, out: str | None = None, **attrs) -> str:
+        out = out or self.alloc.new(f"{self.prefix}__{tag}")
+        self.nodes.append(helper.make_node(op, inputs, [out], name=self.alloc.new(f"{self.prefix}_{tag}"), **attrs))
+        return out
+
+    def slice(self, data: str, end: int, axis: int, out: str) -> onnx.NodeProto:
+        """``data[..., :end, ...]`` along ``axis``: attributes before opset 10, inputs from 10."""
+        name = self.alloc.new(f"{out}_slice")
+        if self.opset < 10:
+            return helper.make_node("Slice", [data], [out], name=name, starts=[0], ends=[end], axes=[axis])
+        bounds = [self.const(tag, np.array([v], np.int64)) for tag, v in (("starts", 0), ("ends", end), ("axes", axis))]
+        return helper.make_node("Slice", [data, *bounds], [out], name=name)
+
+    def unpack(self, packed: str, shape: tuple[int, ...], count: int, tag: str) -> str:
+        """Float codes ``shape[:-1] + (count,)`` from uint8 ``packed`` (two codes per byte, low nibble first)."""
+        as_f = self.add("Cast", [packed], f"{tag}_f", to=onnx.TensorProto.FLOAT)
+        high = self.add("Floor", [self.add("Mul", [as_f, self.const("sixteenth", np.float32(1 / 16))], f"{tag}_div")],
+                        f"{tag}_hi")  # fmt: skip
+        low = self.add("Sub", [as_f, self.add("Mul", [high, self.const("sixteen", np.float32(16))], f"{tag}_hi16")],
+                       f"{tag}_lo")  # fmt: skip
+        column = self.const(f"{tag}_col", np.array([*shape, 1], dtype=np.int64))
+        pairs = self.add(
+            "Concat",
+            [self.add("Reshape", [low, column], f"{tag}_lo_col"), self.add("Reshape", [high, column], f"{tag}_hi_col")],
+            f"{tag}_pairs",
+            axis=len(shape),
+        )
+        flat_len = shape[-1] * 2
+        flat = self.add("Reshape", [pairs, self.const(f"{tag}_shape", np.array([*shape[:-1], flat_len], np.int64))],
+                        f"{tag}_codes")  # fmt: skip
+        if count != flat_len:
+            out = self.alloc.new(f"{self.prefix}__{tag}_trim")
+            self.nodes.append(self.slice(flat, count, len(shape) - 1, out))
+            flat = out
+        return flat
+
+
+def _standard(enc: Encoded, ref: WeightRef, opset: int):
+    """Stored arrays and the builder of the standard-ONNX decode nodes."""
+    codes = enc.codes
+    rows, blocks, size = codes.rows, codes.blocks, codes.block_size
+    scale16 = (codes.scale / np.float32(enc.unit)).astype(np.float16).reshape(rows, blocks, 1)
+    stored: dict[str, np.ndarray] = {"q4": codes.packed_codes(), "scale": scale16}
+    if not codes.symmetric:
+        stored["zero_point4"] = pack_flat(codes.zero_point)
+    moved = enc.layout.moved_shape(ref.shape)
+    inverse = tuple(int(i) for i in np.argsort(enc.layout.perm))
+    def build(names: list[str], output: str, alloc: NameAllocator) -> list[onnx.NodeProto]:
+        b = _Nodes(alloc, output, opset)
+        q = b.unpack(names[0], (rows, blocks, size // 2), size, "q")
+        if codes.symmetric:
+            centred = b.add("Sub", [q, b.const("eight", np.float32(8))], "centred")
+        else:
+            zp = b.unpack(names[2], (math.ceil(rows * blocks / 2),), rows * blocks, "zp")
+            zp = b.add("Reshape", [zp, b.const("zp_shape", np.array([rows, blocks, 1], np.int64))], "zp_blocks")
+            centred = b.add("Sub", [q, zp], "centred")
+        scale = b.add("Cast", [names[1]], "scale_f", to=onnx.TensorProto.FLOAT)
+        if enc.unit != 1.0:
+            scale = b.add("Mul", [scale, b.const("unit", np.float32(enc.unit))], "scale_abs")
+        values = b.add("Mul", [centred, scale], "values")
+        values = b.add("Reshape", [values, b.const("rows_shape", np.array([rows, blocks * size], np.int64))], "rows")
+        if codes.length != blocks * size:
+            out = alloc.new(f"{output}__unpadded")
+            b.nodes.append(b.slice(values, codes.length, 1, out))
+            values = out
+        final_needs_cast = ref.dtype != onnx.TensorProto.FLOAT
+        needs_transpose = inverse != tuple(range(len(inverse)))
+        shaped_out = None if (needs_transpose or final_needs_cast) else output
+        values = b.add("Reshape", [values, b.const("shape", np.array(moved, np.int64))], "shaped", out=shaped_out)
+        if needs_transpose:
+            values = b.add("Transpose", [values], "transposed", out=None if final_needs_cast else output,
+                           perm=list(inverse))  # fmt: skip
+        if final_needs_cast:
+            b.add("Cast", [values], "to_type", out=output, to=ref.dtype)
+        return b.nodes
+
+    return stored, build
+
+
+def pack_flat(zero_point: np.ndarray) -> np.ndarray:
+    from shrinkray.blockquant import pack_nibbles
+
+    return pack_nibbles(zero_point.reshape(-1))
+
+
+# --------------------------------------------------------------------------- graph: the other forms
+
+
+def _dequantize_linear(enc: Encoded, ref: WeightRef):
+    """DequantizeLinear (opset 21) on INT4/UINT4 codes in the tensor's own axis order, blocked along its
+    reduction axis, then Cast for non-float32 tensors."""
+    codes = enc.codes
+    lay = enc.layout
+    moved = lay.moved_shape(ref.shape)
+    inverse = tuple(int(i) for i in np.argsort(lay.perm))
+    k_axes = len(moved) - lay.split
+    if k_axes != 1:
+        return None  # DequantizeLinear blocks along one axis: flattened reductions (Conv) cannot be expressed
+    axis = lay.perm[-1]
+    q = codes.codes.reshape(codes.rows, -1)[:, : codes.length].reshape(moved).transpose(inverse)
+    zero = codes.zero_point if not codes.symmetric else None
+    scale_shape = list(moved[:-1]) + [codes.blocks]
+    sc = codes.scale.reshape(scale_shape).transpose(inverse)
+    elem = onnx.TensorProto.INT4 if codes.symmetric else onnx.TensorProto.UINT4
+    q_values = q.astype(np.int8) - 8 if codes.symmetric else q
+    stored_tensors = {"q": (elem, q_values.view(_Int4)), "scale": (None, sc.astype(np.float32))}
+    if zero is not None:
+        stored_tensors["zero_point"] = (elem, np.ascontiguousarray(zero.reshape(scale_shape).transpose(inverse)).view(_Int4))
+    return stored_tensors, axis
+
+
+def _int4_tensor(name: str, elem: int, values: np.ndarray) -> onnx.TensorProto:
+    return helper.make_tensor(name, elem, list(values.shape), np.asarray(values).reshape(-1).astype(np.int64).tolist())
+
+
+# --------------------------------------------------------------------------- apply
+
+
+def candidates(refs: list[WeightRef], options: WeightsInt4Options) -> list[WeightRef]:
+    return [r for r in refs if options.selects(r) and layouts_for(r)]
+
+
+def _ensure_ms_opset(model: onnx.ModelProto) -> None:
+    if not any(o.domain == MS_DOMAIN for o in model.opset_import):
+        model.opset_import.append(helper.make_opsetid(MS_DOMAIN, 1))
+
+
+def apply(model: onnx.ModelProto, options: WeightsInt4Options) -> Variant:
+    opset = default_opset(model)
+    if options.form == "dequantize-linear" and opset < 21:
+        raise MethodError(
+            f"--form dequantize-linear needs opset 21 (INT4 and block_size); this model uses {opset}",
+            "Use the default --form auto (or standard / contrib, which work at any opset)",
+        )
+    variant = Variant(method="weights-int4", options=options.as_dict(), model=model)
+    refs = candidates(find_weights(model), options)
+    forms = {r.name + "\0" + r.scope: choose_form(r, options.form, options.block_size) for r in refs}
+
+    def encode(ref: WeightRef) -> Encoded | None:
+        return encode_tensor(ref.array(), ref, options, forms[ref.name + "\0" + ref.scope])
+
+    editor = GraphEditor(model)
+    contrib_edits: list[Callable[[], None]] = []
+    fallback_axis: list[str] = []
+    skipped_dq: list[str] = []
+    for ref, enc in zip(refs, map_tensors(encode, refs), strict=True):
+        if enc is None:
+            variant.warnings.append(
+                f"Kept '{ref.name}' as it was: it holds inf or NaN values, or values beyond float32's range"
+            )
+            continue
+        if not enc.layout.reason:
+            fallback_axis.append(ref.name)
+        bytes_after, encoding = _rewrite(ref, enc, opset, editor, contrib_edits, skipped_dq)
+        if bytes_after is None:
+            continue
+        change = TensorChange.of(ref, bytes_after=bytes_after, stats=enc.stats, encoding=encoding)
+        variant.changes.append(change)
+        warn_if_damaged(variant, change)
+    for edit in contrib_edits:  # consumer nodes change in place, before the editor rebuilds node lists
+        edit()
+    if contrib_edits:
+        _ensure_ms_opset(model)
+    editor.apply()
+    if not variant.changes:
+        variant.notes.append(f"No float tensor has at least {options.min_elements:,} values, so nothing was quantized")
+    if fallback_axis:
+        variant.notes.append(
+            f"{len(fallback_axis)} tensor(s) feed no MatMul, Gemm, Conv, Gather or RNN directly, so their blocks "
+            f"run along the last axis: {', '.join(fallback_axis[:5])}{' ...' if len(fallback_axis) > 5 else ''}"
+        )
+    if skipped_dq:
+        variant.notes.append(
+            "DequantizeLinear blocks along one axis only, so these tensors (reductions over several axes, e.g. "
+            f"Conv kernels) were kept in float: {', '.join(skipped_dq[:5])}{' ...' if len(skipped_dq) > 5 else ''}"
+        )
+    return variant
+
+
+def _rewrite(ref, enc, opset, editor, contrib_edits, skipped_dq) -> tuple[int | None, str]:
+    codes = enc.codes
+    kind = "int4 symmetric" if codes.symmetric else "uint4 + 4-bit zero point"
+    along = f"the {enc.layout.reason} reduction axis" if enc.layout.reason else "the last axis"
+    desc = f"{kind}, blocks of {codes.block_size} along {along}"
+    if enc.form == "standard":
+        stored, build = _standard(enc, ref, opset)
+        editor.replace(ref, stored, build)
+        return _nbytes(stored.values()), f"{desc}, float16 block scales (standard ONNX decode, folded at load)"
+    if enc.form == "dequantize-linear":
+        built = _dequantize_linear(enc, ref)
+        if built is None:
+            skipped_dq.append(ref.name)
+            return None, ""
+        tensors, axis = built
+        editor.replace(ref, {}, _dq_builder(ref, tensors, axis, codes.block_size))
+        return _nbytes(v for _, v in tensors.values()), f"{desc}, float32 block scales (DequantizeLinear)"
+    op = "MatMulNBits" if enc.form == "matmulnbits" else "GatherBlockQuantized"
+    stored = {"q4": codes.packed_codes(), "scales": codes.scale.astype(np.float32)}
+    if enc.form == "gather":
+        stored["q4"] = stored["q4"].reshape(codes.rows, -1)
+    if not codes.symmetric:
+        stored["zero_points"] = codes.packed_zero_points()
+    names = editor.replace(ref, stored, lambda names, output, alloc: [])
+    contrib_edits.append(lambda: _to_contrib(ref.consumers[0].node, enc, names, op))
+    return _nbytes(stored.values()), f"{desc}, float32 block scales ({op})"
+
+
+def _nbytes(arrays) -> int:
+    """Stored bytes; INT4 arrays (one code per int8/uint8 element here) count half a byte per value."""
+    total = 0
+    for a in arrays:
+        a = np.asarray(a)
+        total += math.ceil(a.size / 2) if getattr(a, "_int4", False) else int(a.nbytes)
+    return total
+
+
+def _to_contrib(node: onnx.NodeProto, enc: Encoded, names: list[str], op: str) -> None:
+    """Turn the weight's consumer (MatMul / Gemm / Gather) into the com.microsoft op, in place."""
+    codes = enc.codes
+    q, scales = names[0], names[1]
+    zero = names[2] if len(names) > 2 else ""
+    if op == "MatMulNBits":
+        bias = node.input[2] if node.op_type == "Gemm" and len(node.input) > 2 else ""
+        inputs = [node.input[0], q, scales, zero, "", bias]
+        while not inputs[-1]:
+            inputs.pop()
+        attrs = {"K": codes.length, "N": codes.rows, "bits": 4, "block_size": codes.block_size}
+    else:
+        inputs = [q, node.input[1], scales] + ([zero] if zero else [])
+        attrs = {"bits": 4, "block_size": codes.block_size, "gather_axis": 0, "quantize_axis": 1}
+    new = helper.make_node(op, inputs, list(node.output), name=node.name, domain=MS_DOMAIN, **attrs)
+    node.CopyFrom(new)
+
+
+class _Int4(np.ndarray):
+    """A code array marked as stored in INT4/UINT4 (half a byte per value) for the byte count."""
+
+    _int4 = True
+
+
+def _dq_builder(ref: WeightRef, tensors: dict, axis: int, block_size: int):
+    def build(_names: list[str], output: str, alloc: NameAllocator) -> list[onnx.NodeProto]:
+        nodes = []
+        inputs = []
+        for tag, (elem, values) in tensors.items():
+            name = alloc.new(f"{output}__{tag}")
+            if elem is None:
+                tensor = numpy_helper.from_array(np.asarray(values), name)
+            else:
+                tensor = _int4_tensor(name, elem, np.asarray(values))
+            nodes.append(helper.make_node("Constant", [], [name], name=alloc.new(f"{name}_const"), value=tensor))
+            inputs.append(name)
+        final = output if ref.dtype == onnx.TensorProto.FLOAT else alloc.new(f"{output}__f32")
+        nodes.append(helper.make_node("DequantizeLinear", inputs, [final], name=alloc.new(f"{output}_dequant"),
+                                      axis=axis, block_size=block_size))  # fmt: skip
+        if final != output:
+            nodes.append(helper.make_node("Cast", [final], [output], name=alloc.new(f"{output}_to_type"), to=ref.dtype))
+        return nodes
+
+    return build
+
+
+register(
+    MethodSpec(
+        name="weights-int4",
+        title="Weights-only 4-bit",
+        summary="Stores large float weights as 4-bit codes in blocks of 32-128 values with a scale each "
+        "(about 7x smaller); compute stays float at the original speed.",
+        options_type=WeightsInt4Options,
+        apply=apply,
+        candidates=candidates,
+        position=3,
+    )
+)

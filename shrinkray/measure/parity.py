@@ -38,8 +38,8 @@ KINDS = (*FLOAT_KINDS, "exact")
 
 #: Thresholds chosen by measuring real models against task checks (bench/verdicts.py, README "Parity").
 RELATIVE_PROFILE: dict[str, dict[str, float]] = {
-    "scores": {"min_top1_agreement": 0.99, "max_relative_rms_error": 0.05},
-    "continuous": {"max_relative_rms_error": 0.01, "max_relative_error": 0.10, "min_cosine": 0.99},
+    "scores": {"min_top1_agreement": 0.98},
+    "continuous": {"max_relative_rms_error": 0.02, "min_cosine": 0.99},
     "embedding": {"min_row_cosine": 0.99},
 }
 #: The original script's tolerances, for workflows built on them.
@@ -362,12 +362,14 @@ def row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.clip(cos, -1.0, 1.0)
 
 
-def robust_range(values: np.ndarray) -> float:
-    """Spread of the original's values: 0.1st to 99.9th percentile, the full range if that is 0."""
+def robust_range(values: np.ndarray, full: bool = False) -> float:
+    """Spread of the original's values: 0.1st to 99.9th percentile (``full``: min to max), the full
+    range if that is 0. Scores use the full range: softmax probabilities are nearly all ~0, so their
+    percentiles would make any error look enormous (PP-OCR's recognizer: 1e-11 at the median)."""
     flat = np.asarray(values, dtype=np.float64).ravel()
     if flat.size == 0:
         return 0.0
-    low, high = np.percentile(flat, RANGE_PERCENTILES)
+    low, high = np.percentile(flat, (0.0, 100.0) if full else RANGE_PERCENTILES)
     spread = float(high - low)
     if spread <= 0:
         spread = float(flat.max() - flat.min())
@@ -410,7 +412,7 @@ def float_measures(ref: np.ndarray, var: np.ndarray, kind: OutputKind) -> dict[s
     r = np.where(finite, ref, 0.0)
     v = np.where(finite, var, 0.0)
     diff = np.abs(r - v)[finite]
-    spread = robust_range(r[finite])
+    spread = robust_range(r[finite], full=kind.kind == "scores")
     max_abs = float(diff.max(initial=0.0))
     rms = float(np.sqrt(np.mean(diff * diff))) if diff.size else 0.0
     rel = (lambda e: e / spread) if spread > 0 else (lambda e: 0.0 if e == 0 else math.inf)

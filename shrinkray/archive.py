@@ -14,7 +14,18 @@ anything:
 
 then streams each member out while counting the bytes actually produced (a
 lying header cannot make it write more than the limit), into a fresh folder
-of its own below the caller's ``workdir``. On any failure that folder is
+of its own below the caller's ``workdir``.
+
+Reading never trusts :mod:`zipfile` with the data: its BZIP2 and LZMA readers
+inflate a whole compressed chunk at once (a 12 KB BZIP2 member inflates to
+16 GiB before any size check can run). :func:`member_chunks` locates each
+member's bytes itself and inflates every method (stored, deflate, bzip2,
+lzma) through a decompressor capped at :data:`CHUNK` bytes per call, so memory
+stays bounded whatever the archive says. Before :mod:`zipfile` lists the
+members, :func:`_check_directory` walks the central directory entry by entry
+and refuses one that holds more entries than the end record declares (a
+directory of 3 million entries behind an end record that says 1 would
+otherwise be parsed whole, at ~10x the archive's size in memory). On any failure that folder is
 removed: nothing half-extracted stays behind. Finally the one .onnx in the
 archive is loaded with :func:`shrinkray.io.load`, whose external-data policy
 then resolves every data file inside the unpacked folder only.
@@ -22,6 +33,7 @@ then resolves every data file inside the unpacked folder only.
 
 from __future__ import annotations
 
+import bz2
 import contextlib
 import hashlib
 import io
@@ -34,6 +46,7 @@ import struct
 import tempfile
 import zipfile
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -75,27 +88,64 @@ def is_zip(data: bytes | str | os.PathLike) -> bool:
 
 def _declared_entry_count(fh: BinaryIO, size: int) -> int | None:
     """Members the end-of-central-directory record declares, read before zipfile builds its list."""
+    found = _end_record(fh, size)
+    return None if found is None else found[0]
+
+
+def _end_record(fh: BinaryIO, size: int) -> tuple[int, int, int] | None:
+    """(entries, central directory size, where it starts in the file) from the end record, or None."""
     tail_size = min(size, 22 + 65535)
     fh.seek(size - tail_size)
     tail = fh.read(tail_size)
     at = tail.rfind(b"PK\x05\x06")
     if at < 0 or at + 22 > len(tail):
         return None
-    (count,) = struct.unpack("<H", tail[at + 10 : at + 12])
-    if count != 0xFFFF:
-        return count
-    locator = at - 20  # zip64: the locator sits just before the classic record
-    if locator < 0 or tail[locator : locator + 4] != b"PK\x06\x07":
+    count, cd_size, cd_offset = struct.unpack("<HII", tail[at + 10 : at + 20])
+    end_at = size - tail_size + at
+    locator = at - 20
+    if locator >= 0 and tail[locator : locator + 4] == b"PK\x06\x07":
+        (offset,) = struct.unpack("<Q", tail[locator + 8 : locator + 16])
+        if offset + 56 > size:
+            return None
+        fh.seek(offset)
+        record = fh.read(56)
+        if record[:4] != b"PK\x06\x06":
+            return None
+        count, cd_size, cd_offset = struct.unpack("<QQQ", record[32:56])
+        end_at = size - tail_size + locator - 56
+    # Bytes before the archive (a self-extracting stub) shift every offset by the same amount.
+    start = end_at - cd_size
+    if start < 0 or start - cd_offset < 0:
         return None
-    (offset,) = struct.unpack("<Q", tail[locator + 8 : locator + 16])
-    if offset + 56 > size:
-        return None
-    fh.seek(offset)
-    record = fh.read(56)
-    if record[:4] != b"PK\x06\x06":
-        return None
-    (count64,) = struct.unpack("<Q", record[32:40])
-    return count64
+    return count, cd_size, start
+
+
+_CENTRAL = struct.Struct("<4s24xHHH12x")  # signature, ..., name, extra and comment lengths, ... (46 bytes)
+
+
+def _check_directory(fh: BinaryIO, size: int) -> None:
+    """Walk the central directory's entries (never more than the end record declares, plus one) and
+    refuse an archive whose directory disagrees with its end record, before zipfile parses it whole."""
+    found = _end_record(fh, size)
+    if found is None:
+        return  # zipfile will say the archive is damaged
+    declared, cd_size, start = found
+    fh.seek(start)
+    at, entries = 0, 0
+    while at + _CENTRAL.size <= cd_size:
+        head = fh.read(_CENTRAL.size)
+        if len(head) < _CENTRAL.size or head[:4] != b"PK\x01\x02":
+            break
+        entries += 1
+        if entries > declared:
+            raise UnsafeModelError(
+                f"The archive's central directory lists more members than its end record declares ({declared:,}); "
+                "nothing was extracted",
+                "The archive is damaged or forged; zip the files again",
+            )
+        name_len, extra_len, comment_len = _CENTRAL.unpack(head)[1:]
+        at += _CENTRAL.size + name_len + extra_len + comment_len
+        fh.seek(start + at)
 
 
 def _member_name_problem(name: str) -> str | None:
@@ -204,7 +254,108 @@ def _check_members(zf: zipfile.ZipFile, archive_bytes: int, limits: Limits) -> l
     return members
 
 
-def _extract(zf: zipfile.ZipFile, members: list[_Member], root: Path, limits: Limits) -> None:
+_LOCAL = struct.Struct("<4s22xHH")  # signature, ..., name and extra lengths (30 bytes)
+_READ = 64 << 10  # compressed bytes read at a time
+
+
+class _Stored:
+    """The 'decompressor' of a stored member: bytes pass through (callers read at most CHUNK at a time)."""
+
+    eof = False
+    needs_input = True
+
+    def decompress(self, data: bytes, max_length: int) -> bytes:
+        return data
+
+
+class _Inflate:
+    """zlib's raw deflate with the same interface as bz2/lzma decompressors: output capped per call."""
+
+    def __init__(self) -> None:
+        self._d = zlib.decompressobj(-zlib.MAX_WBITS)
+
+    @property
+    def eof(self) -> bool:
+        return self._d.eof
+
+    @property
+    def needs_input(self) -> bool:
+        return not self._d.unconsumed_tail
+
+    def decompress(self, data: bytes, max_length: int) -> bytes:
+        return self._d.decompress(self._d.unconsumed_tail + data if data else self._d.unconsumed_tail, max_length)
+
+
+def _decompressor(method: int, fh: BinaryIO, left: int) -> tuple[object, int]:
+    """A capped decompressor for the member whose data starts at fh's position, and the bytes still to read."""
+    if method == zipfile.ZIP_STORED:
+        return _Stored(), left
+    if method == zipfile.ZIP_DEFLATED:
+        return _Inflate(), left
+    if method == zipfile.ZIP_BZIP2:
+        return bz2.BZ2Decompressor(), left
+    if method == zipfile.ZIP_LZMA:
+        head = fh.read(4)
+        if len(head) < 4:
+            raise EOFError("the LZMA header is cut short")
+        props_len = struct.unpack("<H", head[2:4])[0]
+        props = fh.read(props_len)
+        if len(props) < props_len or 4 + props_len > left:
+            raise EOFError("the LZMA header is cut short")
+        lzma_filter = lzma._decode_filter_properties(lzma.FILTER_LZMA1, props)  # what zipfile itself uses
+        return lzma.LZMADecompressor(lzma.FORMAT_RAW, filters=[lzma_filter]), left - 4 - props_len
+    raise NotImplementedError(f"compression method {method}")
+
+
+def member_chunks(fh: BinaryIO, info: zipfile.ZipInfo, archive_bytes: int) -> Iterator[bytes]:
+    """The member's unpacked bytes in pieces of at most CHUNK bytes, whatever its compression method.
+
+    Reads the local header itself and feeds the decompressor at most 64 KiB at a
+    time, asking for at most CHUNK bytes of output per call: memory stays
+    bounded by a few CHUNKs however far the data inflates. The caller counts
+    the bytes (and stops a member that produces more than its header declares).
+    Raises what zipfile's readers raise on damaged data; checks the CRC-32 at the end.
+    """
+    fh.seek(info.header_offset)
+    head = fh.read(_LOCAL.size)
+    if len(head) < _LOCAL.size or head[:4] != b"PK\x03\x04":
+        raise zipfile.BadZipFile("bad local file header")
+    name_len, extra_len = _LOCAL.unpack(head)[1:]
+    start = info.header_offset + _LOCAL.size + name_len + extra_len
+    if start + info.compress_size > archive_bytes:
+        raise zipfile.BadZipFile("the member's data runs past the end of the archive")
+    fh.seek(start)
+    decompressor, left = _decompressor(info.compress_type, fh, info.compress_size)
+    crc = 0
+    produced = 0
+    while True:
+        if decompressor.needs_input:
+            if left <= 0:
+                break
+            data = fh.read(min(_READ, left, CHUNK))
+            if not data:
+                raise EOFError("the archive ends inside the member's data")
+            left -= len(data)
+        else:
+            data = b""
+        out = decompressor.decompress(data, CHUNK)
+        if out:
+            crc = zlib.crc32(out, crc)
+            produced += len(out)
+            yield out
+            if produced > info.file_size:
+                return  # the caller refuses it; nothing more is inflated
+        if decompressor.eof:
+            break
+    if info.compress_type in (zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2) and not decompressor.eof:
+        raise EOFError("the compressed data ends early")
+    if produced < info.file_size:
+        raise EOFError(f"the member holds {produced:,} bytes, not the {info.file_size:,} its header declares")
+    if crc != info.CRC:
+        raise zipfile.BadZipFile(f"Bad CRC-32 for file {info.filename!r}")
+
+
+def _extract(zf: zipfile.ZipFile, members: list[_Member], root: Path, limits: Limits, archive_bytes: int) -> None:
     """Write the members below root, counting the bytes that really come out."""
     written = 0
     for member in members:
@@ -218,12 +369,11 @@ def _extract(zf: zipfile.ZipFile, members: list[_Member], root: Path, limits: Li
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
         own = 0
-        with _reading(member):
-            src = zf.open(member.info)
-        with src, open(target, "xb") as dst:
+        chunks = member_chunks(zf.fp, member.info, archive_bytes)
+        with open(target, "xb") as dst:
             while True:
                 with _reading(member):
-                    chunk = src.read(CHUNK)
+                    chunk = next(chunks, b"")
                 if not chunk:
                     break
                 own += len(chunk)
@@ -235,7 +385,9 @@ def _extract(zf: zipfile.ZipFile, members: list[_Member], root: Path, limits: Li
                         "The archive is damaged or forged; zip the files again",
                     )
                 if written > limits.max_unpacked_bytes:
-                    raise limits.exceeded("max_unpacked_bytes", f"The archive unpacks to more than {written - 1:,} bytes")
+                    raise limits.exceeded(
+                        "max_unpacked_bytes", f"The archive unpacks to more than {written - 1:,} bytes"
+                    )
                 dst.write(chunk)
 
 
@@ -286,6 +438,27 @@ def _choose_model(members: list[_Member], choose: str | None) -> _Member:
         f"The archive holds {len(models)} .onnx files ({listing}), so it is not clear which one to load",
         "Upload an archive with one model, or choose the model by name",
     )
+
+
+SCRATCH_PREFIX = "shrinkray-zip-"
+
+
+@contextlib.contextmanager
+def scratch_folder(prefix: str = SCRATCH_PREFIX) -> Iterator[Path]:
+    """A private temporary folder (``PREFIX<pid>-*``) for unpacking, removed on exit.
+
+    Folders that killed processes left behind (SIGKILL, the out-of-memory
+    killer: no cleanup runs) are removed first, so they do not pile up.
+    """
+    from shrinkray.io import sweep_orphans
+
+    base = Path(tempfile.gettempdir())
+    sweep_orphans(base, prefix)
+    folder = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=base))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def load_zip(
@@ -342,12 +515,13 @@ def load_zip(
             declared = _declared_entry_count(fh, size)
             if declared is not None and declared > limits.max_zip_files:
                 raise limits.exceeded("max_zip_files", f"The archive declares {declared:,} members")
+            _check_directory(fh, size)
             fh.seek(0)
             try:
                 with zipfile.ZipFile(fh) as zf:
                     members = _check_members(zf, size, limits)
                     chosen = _choose_model(members, choose)
-                    _extract(zf, members, root, limits)
+                    _extract(zf, members, root, limits, size)
             except _DAMAGED as exc:
                 raise ModelLoadError(
                     f"{label} is not a readable zip archive, or is damaged ({_zip_reason(exc)})",

@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
+import signal
 import sys
-import tempfile
+import threading
 import traceback
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,9 @@ from shrinkray.measure.parity import DEFAULT_PROFILE, KINDS, MEASURES, PROFILES,
 from shrinkray.methods import Variant, all_methods, get_method
 from shrinkray.pricing import DELIVERIES, PricingChoice
 from shrinkray.jobs import compare_job, load_model_file, shrink_job
+from shrinkray.archive import scratch_folder
+from shrinkray.io import Terminated, raise_terminated
+from shrinkray.text_safety import terminal
 from shrinkray.sandbox import run_capped
 from shrinkray.units import format_bytes, format_percent, text_table
 
@@ -40,7 +45,7 @@ DEFAULT_METHOD = "dynamic-int8"
 
 def _status(args: argparse.Namespace, message: str) -> None:
     if not getattr(args, "quiet", False):
-        print(message, file=sys.stderr, flush=True)
+        print(terminal(message), file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------- inspect
@@ -97,7 +102,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary.to_dict(), indent=2))
     else:
-        print(format_summary(summary, top=None if args.all else args.top))
+        print(terminal(format_summary(summary, top=None if args.all else args.top)))
     return 0
 
 
@@ -177,7 +182,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     if model_path.exists():
         check_output_path(output, protect=[model_path], overwrite=args.force)  # before any work
     _status(args, f"Loading {model_path} and applying {method} (in a worker capped in memory and time) ...")
-    with tempfile.TemporaryDirectory(prefix="shrinkray-zip-") as scratch:
+    with scratch_folder() as scratch:
         variant, written, written_bytes, input_bytes = run_capped(
             shrink_job, model_path, output, method, _method_options(args), args.force, scratch,
             what=f"Shrinking with {method}",
@@ -192,7 +197,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
         }
         print(json.dumps(record, indent=2))
     else:
-        print(format_variant(variant, input_bytes, written, written_bytes))
+        print(terminal(format_variant(variant, input_bytes, written, written_bytes)))
     return 0
 
 
@@ -299,13 +304,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     settings = compare_settings(args)
     choice = pricing_choice(args)  # None without --downloads; checked before minutes of work
-    report.check_report_paths([args.json, args.markdown, args.csv, args.html])  # before minutes of work
+    report_paths = [args.json, args.markdown, args.csv, args.html]
+    inputs = [args.model, args.inputs, *(settings.sample_files or [])]
+    report.check_report_paths(report_paths, protect=inputs)  # before minutes of work
     save_dir = Path(args.save_dir) if args.save_dir else None
     if save_dir is not None and save_dir.exists() and not save_dir.is_dir():
         raise OptionError(f"--save-dir {save_dir} is a file, not a folder", "Name a folder (it is created if missing)")
     if not Path(args.model).exists():
         load_model_file(args.model)  # the usual message for a missing file, before starting a worker
-    with tempfile.TemporaryDirectory(prefix="shrinkray-zip-") as scratch:
+    with scratch_folder() as scratch:
         comparison = run_capped(
             compare_job, Path(args.model), settings, save_dir, args.force, scratch,
             what="Comparing", progress=ProgressBar(args.quiet),
@@ -313,10 +320,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     for result in comparison.variants:
         if result.file:
             _status(args, f"Wrote {result.file}")
-    print(report.to_text(comparison, pricing=choice))
+    print(terminal(report.to_text(comparison, pricing=choice)))
     written = report.write_reports(
         comparison, json_path=args.json, markdown_path=args.markdown, csv_path=args.csv, html_path=args.html,
-        pricing=choice,
+        pricing=choice, protect=inputs + list(getattr(comparison, "input_files", [])),
     )  # fmt: skip
     for path in written:
         _status(args, f"Wrote {path}")
@@ -396,7 +403,7 @@ def cmd_price(args: argparse.Namespace) -> int:
     target = pricing.parse_money(args.break_even) if args.break_even is not None else None
     delivery = args.delivery or "raw"
     result = pricing.quote(_price_sizes(args, delivery), downloads, provider, delivery, growth, target)
-    print(json.dumps(result.as_dict(), indent=2) if args.json else result.to_text())
+    print(json.dumps(result.as_dict(), indent=2, allow_nan=False) if args.json else terminal(result.to_text()))
     return 0
 
 
@@ -536,24 +543,49 @@ def cli_message(exc: ShrinkRayError) -> str:
     return f"{exc.problem}. {hint}." if hint else f"{exc.problem}."
 
 
+def _quiet_stdout() -> None:
+    """After the reader of a pipe left (``| head``): send what is left of stdout nowhere, silently."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if threading.current_thread() is threading.main_thread():
+        # SIGTERM unwinds like Ctrl-C: temporary files and staging folders are removed on the way out.
+        signal.signal(signal.SIGTERM, raise_terminated)
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handlers below, not at exit
+        return code
     except ShrinkRayError as exc:
         if args.debug:
             traceback.print_exc()
-        print(f"Error: {cli_message(exc)}", file=sys.stderr)
+        print(f"Error: {terminal(cli_message(exc))}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("Interrupted; nothing was written.", file=sys.stderr)
-        return 130
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader went away
+    except KeyboardInterrupt as exc:
+        print("Stopped" if isinstance(exc, Terminated) else "Interrupted", "; nothing was written.", sep="",
+              file=sys.stderr)  # fmt: skip
+        return 143 if isinstance(exc, Terminated) else 130
+    except OSError as exc:
+        if args.debug:
+            traceback.print_exc()
+        where = f" ({terminal(os.fsdecode(exc.filename))})" if exc.filename is not None else ""
+        print(f"Error: {terminal(exc.strerror or type(exc).__name__)}{where}. Check the path, its permissions "
+              "and the free disk space.", file=sys.stderr)  # fmt: skip
+        return 1
     except Exception as exc:  # noqa: BLE001 - last line of defence: no traceback without --debug
         if args.debug:
             traceback.print_exc()
         print(
-            f"Error: unexpected {type(exc).__name__}: {str(exc)[:300]}. This is a bug in shrinkray; "
+            f"Error: unexpected {type(exc).__name__}: {terminal(str(exc)[:300])}. This is a bug in shrinkray; "
             "rerun with --debug and report the traceback.",
             file=sys.stderr,
         )

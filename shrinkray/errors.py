@@ -61,3 +61,7 @@ class OptionError(ShrinkRayError):
 
 class OutputExistsError(ShrinkRayError):
     """Writing would overwrite the input or an existing file."""
+
+
+class WriteError(ShrinkRayError):
+    """The operating system refused a write (read-only folder, full disk, not a writable place)."""

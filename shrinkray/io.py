@@ -8,15 +8,29 @@ external data come as a .zip: see :mod:`shrinkray.archive`).
 Saving never touches the input file, writes atomically (a temporary file in
 the target folder, then a rename) and switches to external data when a model
 is too large for one protobuf.
+
+Every file the engine writes goes through :func:`staged_outputs` (or its
+shorthands :func:`write_outputs` and :func:`write_bytes_atomic`): all the
+files of one output (a model and its data file, or several reports) are
+written into a hidden staging folder beside their targets and renamed into
+place only once every one is complete. Any failure, including SIGINT and
+SIGTERM (which :func:`sigterm_raises` turns into :class:`Terminated` while a
+write is under way), removes the staging folder; an operating-system refusal
+(read-only folder, full disk, ``/proc``) becomes one :class:`WriteError`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import os
 import re
+import shutil
+import signal
 import tempfile
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +46,7 @@ from shrinkray.errors import (
     ModelLoadError,
     OutputExistsError,
     UnsafeModelError,
+    WriteError,
 )
 from shrinkray.graph import tensor_nbytes
 from shrinkray.limits import Limits, check_graph_structure, check_model, check_tensor, short
@@ -228,9 +243,23 @@ def _read_capped(path: Path, limits: Limits) -> bytes:
     """Read a whole file, but never more than the file-size limit (files can grow, devices never end)."""
     try:
         with path.open("rb") as fh:
-            data = fh.read(limits.max_file_bytes + 1)
+            # Ask for what the file holds (plus one byte to see it grow), never for the limit itself:
+            # read(n) reserves n bytes up front, which fails under a worker's address-space cap.
+            expected = min(os.fstat(fh.fileno()).st_size, limits.max_file_bytes) + 1
+            data = fh.read(expected)
+            if len(data) == expected:  # it grew, or it is a device that never ends
+                parts = [data]
+                total = len(data)
+                while total <= limits.max_file_bytes and (
+                    part := fh.read(min(1 << 24, limits.max_file_bytes + 1 - total))
+                ):
+                    parts.append(part)
+                    total += len(part)
+                data = b"".join(parts)
     except OSError as exc:
-        raise ModelLoadError(f"{path} could not be read ({exc.strerror or type(exc).__name__})", "Check its permissions") from None
+        raise ModelLoadError(
+            f"{path} could not be read ({exc.strerror or type(exc).__name__})", "Check its permissions"
+        ) from None
     if len(data) > limits.max_file_bytes:
         raise LimitExceededError(
             f"{path} is more than {limits.max_file_bytes:,} bytes, above the limit {limits.setting('max_file_bytes')}",
@@ -303,7 +332,9 @@ def load(
     if path.is_dir():
         raise ModelLoadError(f"{path} is a folder, not a model file", "Give the path of the .onnx file")
     if not path.is_file():
-        raise ModelLoadError(f"{path} is not a regular file (a device, pipe or socket)", "Give the path of the .onnx file")
+        raise ModelLoadError(
+            f"{path} is not a regular file (a device, pipe or socket)", "Give the path of the .onnx file"
+        )
     size = path.stat().st_size
     if size > limits.max_file_bytes:
         raise LimitExceededError(
@@ -370,7 +401,7 @@ def serialize(model: onnx.ModelProto) -> bytes:
     return model.SerializeToString()
 
 
-def _same_file(a: Path, b: Path) -> bool:
+def same_file(a: Path, b: Path) -> bool:
     try:
         return a.resolve() == b.resolve() or (a.exists() and b.exists() and os.path.samefile(a, b))
     except OSError:
@@ -380,14 +411,18 @@ def _same_file(a: Path, b: Path) -> bool:
 def check_output_path(
     path: str | os.PathLike, *, protect: list[str | os.PathLike] | None = None, overwrite: bool = False
 ) -> Path:
-    """Refuse an output path that is a protected file, or exists (unless overwrite)."""
+    """Refuse an output path that is a protected file, a folder, or exists (unless overwrite)."""
     path = Path(path)
     for other in protect or []:
-        if _same_file(path, Path(other)):
+        if same_file(path, Path(other)):
             raise OutputExistsError(
                 f"Refusing to write {path}: it is the input model or one of its files",
                 "Choose another output path with -o",
             )
+    if path.is_dir():
+        raise OutputExistsError(f"{path} is a folder", "Give a file name with -o, e.g. -o model.small.onnx")
+    if path.exists() and not path.is_file():
+        raise OutputExistsError(f"{path} is not a regular file", "Choose another output path with -o")
     if path.exists() and not overwrite:
         raise OutputExistsError(
             f"{path} already exists", "Choose another output path with -o, or pass --force to replace it"
@@ -414,42 +449,174 @@ def save(
         raise MissingModelError(f"The output folder {path.parent} does not exist", "Create it first")
     use_external = needs_external_data(model) if external_data is None else external_data
     data_name = path.name + ".data"
+    targets = [path]
     if use_external:
-        check_output_path(path.parent / data_name, protect=protect, overwrite=overwrite)
-    with tempfile.TemporaryDirectory(dir=path.parent, prefix=".shrinkray-") as tmp:
-        tmp_model = Path(tmp) / path.name
+        targets.insert(0, check_output_path(path.parent / data_name, protect=protect, overwrite=overwrite))
+    with staged_outputs(targets) as temps:
+        tmp_model = temps[-1]
         if use_external:
             to_write = onnx.ModelProto()
             to_write.CopyFrom(model)
             external_data_helper.convert_model_to_external_data(
                 to_write, all_tensors_to_one_file=True, location=data_name, size_threshold=1024
             )
-            onnx.save_model(to_write, str(tmp_model))
-            _publish(Path(tmp) / data_name, path.parent / data_name)
+            onnx.save_model(to_write, str(tmp_model))  # writes data_name beside it, in the staging folder
         else:
-            tmp_model.write_bytes(serialize(model))
-        _publish(tmp_model, path)
+            _write_synced(tmp_model, serialize(model))
     return path
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised as an exception so that cleanup code runs (see :func:`sigterm_raises`)."""
+
+
+def raise_terminated(signum, frame) -> None:
+    """A signal handler: raise :class:`Terminated` (install it for SIGTERM to unwind like Ctrl-C)."""
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """While active, SIGTERM raises :class:`Terminated` (like SIGINT raises KeyboardInterrupt).
+
+    Only in the main thread, and only when SIGTERM still has its default action
+    (the CLI installs the same handler for its whole run; a server keeps its own).
+    """
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+    ):
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _write_synced(path: Path, data: bytes) -> None:
+    with open(path, "xb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _write_error(exc: OSError, targets: list[Path], stages: Mapping[Path, Path]) -> WriteError:
+    """One line naming the output (never the hidden staging folder) and the system's reason."""
+    named = targets
+    if exc.filename is not None:
+        failed = Path(os.fsdecode(exc.filename))
+        exact = [t for t in targets if failed in (t, stages.get(t.parent, t) / t.name)]
+        inside = [
+            t
+            for t in targets
+            if (stage := stages.get(t.parent)) is not None and (failed == stage or stage in failed.parents)
+        ]
+        named = exact or inside or targets
+    names = ", ".join(str(t) for t in named)
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return WriteError(
+        f"Could not write {names} ({reason})",
+        "Nothing was written; check that the folder exists, is writable and has free space, or write elsewhere",
+    )
+
+
+STAGING_PREFIX = ".shrinkray-"
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this id exists (one of another user's counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True
+    return True
+
+
+def sweep_orphans(folder: str | os.PathLike, prefix: str) -> None:
+    """Remove ``PREFIX<pid>-*`` folders in ``folder`` that this user's dead processes left behind.
+
+    A process killed outright (SIGKILL, the kernel's out-of-memory killer) runs
+    no cleanup; the next one that works in the same place removes its leftovers.
+    """
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    for entry in entries:
+        if not entry.name.startswith(prefix):
+            continue
+        pid = entry.name[len(prefix) :].split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid() or pid_alive(int(pid)):
+            continue
+        try:
+            if not entry.is_dir(follow_symlinks=False) or (uid is not None and entry.stat().st_uid != uid):
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def staged_outputs(targets: list[str | os.PathLike]) -> Iterator[list[Path]]:
+    """Temporary paths to write the ``targets`` to, renamed into place together once all are written.
+
+    Each temporary path has its target's file name, inside a hidden staging
+    folder (``.shrinkray-*``) in the target's folder, so files that refer to
+    each other by name (a model and its external data) stay consistent, and
+    the final rename never crosses file systems. On success every file is
+    synced and renamed over its target; on any exception (SIGINT, SIGTERM
+    while in the main thread, a full disk...) the staging folders are removed
+    and no target changes. OSErrors become one :class:`WriteError`.
+    """
+    paths = [Path(t) for t in targets]
+    stages: dict[Path, Path] = {}
+    with sigterm_raises():
+        try:
+            for target in paths:
+                parent = target.parent
+                if parent not in stages:
+                    folder = parent if str(parent) else Path(".")
+                    sweep_orphans(folder, STAGING_PREFIX)
+                    stages[parent] = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-", dir=folder))
+            temps = [stages[t.parent] / t.name for t in paths]
+            yield temps
+            for tmp in temps:
+                if tmp.exists():
+                    with open(tmp, "rb") as fh:
+                        os.fsync(fh.fileno())
+            for tmp, target in zip(temps, paths, strict=True):
+                if tmp.exists():
+                    _publish(tmp, target)
+        except OSError as exc:
+            raise _write_error(exc, paths, stages) from None
+        finally:
+            for stage in stages.values():
+                shutil.rmtree(stage, ignore_errors=True)
+
+
+def write_outputs(outputs: Mapping[str | os.PathLike, bytes | Callable[[Path], None]]) -> list[Path]:
+    """Write every output or none: bytes, or a function that writes the given temporary path."""
+    targets = [Path(p) for p in outputs]
+    with staged_outputs(targets) as temps:
+        for tmp, content in zip(temps, outputs.values(), strict=True):
+            if callable(content):
+                content(tmp)
+            else:
+                _write_synced(tmp, content)
+    return targets
 
 
 def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
     """Write beside the target, then rename over it: readers never see half a file."""
-    path = Path(path)
-    handle, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        _publish(Path(tmp), path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_outputs({path: data})[0]
 
 
 def _publish(tmp: Path, final: Path) -> None:
     """Move a finished temp file into place with the usual permissions (umask applied)."""
     os.chmod(tmp, 0o666 & ~_UMASK)
     os.replace(tmp, final)
-

@@ -73,6 +73,7 @@ def compare_job(model_path: Path, settings: CompareSettings, save_dir: Path | No
     dropped from the result: the reports need none of them, and sending them back costs memory."""
     loaded = load_model_file(model_path, scratch)
     comparison = compare(loaded, settings, progress=progress)
+    comparison.input_files = [str(p) for p in protected_files(model_path, loaded)]  # reports never land on these
     if save_dir is not None:
         for path in save_variants(comparison, save_dir, model_path.stem, protected_files(model_path, loaded), force):
             if progress:

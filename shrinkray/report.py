@@ -26,7 +26,7 @@ from shrinkray import pricing as _pricing
 from shrinkray.advice import Advice, advise, latency_ratio, pareto, recommended
 from shrinkray.compare import ORIGINAL, Comparison, VariantResult
 from shrinkray.errors import OptionError
-from shrinkray.io import write_bytes_atomic
+from shrinkray.io import same_file, write_outputs
 from shrinkray.measure.parity import PROFILES, Criterion, VerdictSettings
 from shrinkray.units import format_bytes, text_table
 
@@ -689,14 +689,18 @@ def write_reports(
     csv_path: str | os.PathLike | None = None,
     html_path: str | os.PathLike | None = None,
     pricing: _pricing.PricingChoice | None = None,
+    protect: list[str | os.PathLike] | None = None,
 ) -> list[Path]:
-    """Write the reports that have a path and return the paths written.
+    """Write the reports that have a path and return the paths written: all of them, or none.
 
     ``pricing`` adds the download cost to the JSON, Markdown and CSV reports (not the HTML page).
 
     Existing report files are replaced (the user named them); a path that is
-    a model file (``.onnx``, also through a symlink, or its external data), a
-    folder, or named twice is refused before anything is written.
+    a model file (``.onnx``, also through a symlink, or its external data), one
+    of the ``protect`` files (the inputs: model, archive, data files, ``.npz``;
+    whatever their names), a folder, or named twice is refused before anything
+    is written. A failed write (full disk, read-only folder) leaves every
+    target as it was and raises WriteError.
     """
     builders: list[tuple[str | os.PathLike | None, Callable[[Comparison], str]]] = [
         (json_path, partial(to_json_text, pricing=pricing)),
@@ -705,20 +709,27 @@ def write_reports(
         (html_path, to_html),
     ]
     chosen = [(Path(p), build) for p, build in builders if p is not None and str(p) != ""]
-    check_report_paths([path for path, _ in chosen])
-    contents = [(path, build(c).encode("utf-8")) for path, build in chosen]  # build all before writing any
-    for path, data in contents:
-        write_bytes_atomic(path, data)
-    return [path for path, _ in contents]
+    check_report_paths([path for path, _ in chosen], protect=protect)
+    contents = {path: build(c).encode("utf-8") for path, build in chosen}  # build all before writing any
+    return write_outputs(contents)
 
 
-def check_report_paths(paths: list[str | os.PathLike | None]) -> None:
-    """Refuse model files, folders, missing folders and duplicates; call it before long work."""
+def check_report_paths(
+    paths: list[str | os.PathLike | None], protect: list[str | os.PathLike | None] | None = None
+) -> None:
+    """Refuse model files, the ``protect`` files (inputs), folders, missing folders and duplicates;
+    call it before long work."""
     seen: set[Path] = set()
     for raw in paths:
         if raw is None or str(raw) == "":
             continue
         path = Path(raw)
+        for other in protect or []:
+            if other is not None and str(other) != "" and same_file(path, Path(other)):
+                raise OptionError(
+                    f"Refusing to write a report to {path}: it is one of the input files",
+                    "Give the report another file name",
+                )
         _check_report_path(path)
         resolved = path.resolve()
         if resolved in seen:

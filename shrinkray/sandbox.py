@@ -116,6 +116,10 @@ def _reader(stream: BinaryIO, messages: queue.Queue) -> None:
 
 def _stop(process: subprocess.Popen) -> None:
     if process.poll() is None:
+        process.terminate()  # a write under way removes its staging folder (shrinkray.io.sigterm_raises)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(2)
+    if process.poll() is None:
         process.kill()
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(10)

@@ -262,3 +262,97 @@ def test_a_zip64_end_record_is_read(work):
                 fh.write(blob)
     assert archive._declared_entry_count(io.BytesIO(buf.getvalue()), len(buf.getvalue())) == 2
     assert load_zip(buf.getvalue(), work).name == "model"
+
+
+# --------------------------------------------------------------------------- capped reading, every method
+
+
+@pytest.mark.parametrize("method", [zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA])
+def test_member_chunks_reads_every_method_in_bounded_pieces(method, monkeypatch):
+    monkeypatch.setattr(archive, "CHUNK", 4096)
+    blob = bytes(range(256)) * 400 + b"\0" * 300_000
+    data = make_zip([("a.bin", b"first"), ("b.bin", blob)], compression=method)
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        info = zf.getinfo("b.bin")
+        chunks = list(archive.member_chunks(io.BytesIO(data), info, len(data)))
+    assert b"".join(chunks) == blob
+    assert max(len(c) for c in chunks) <= 4096
+
+
+@pytest.mark.parametrize("method", [zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA])
+def test_a_member_stops_inflating_once_past_its_declared_size(method, work):
+    from hostile.build_corpus import raw_zip
+
+    body = zipfile._get_compressor(method)  # what zipfile itself writes (raw deflate, bzip2, zip's LZMA)
+    payload = body.compress(b"\0" * (8 << 20)) + body.flush()
+    data = raw_zip([("model.onnx", method, payload, 1000)])
+    with pytest.raises(
+        UnsafeModelError, match=r"'model.onnx' unpacks to more bytes than its header declares \(1,000\)"
+    ):
+        load_zip(data, work)
+    assert unpacked(work) == []
+
+
+def test_a_member_shorter_than_declared_or_with_a_wrong_crc_is_damaged(work):
+    from hostile.build_corpus import raw_zip
+
+    data = raw_zip([("model.onnx", zipfile.ZIP_STORED, b"\0" * 10, 20)])
+    with pytest.raises(ModelLoadError, match=r"'model.onnx' is damaged \(the member holds 10 bytes, not the 20"):
+        load_zip(data, work)
+    bad_crc = bytearray(make_zip([("model.onnx", small_mlp().SerializeToString())], compression=zipfile.ZIP_STORED))
+    bad_crc[200] ^= 0xFF  # inside the model's bytes
+    with pytest.raises(ModelLoadError, match=r"'model.onnx' is damaged \(Bad CRC-32"):
+        load_zip(bytes(bad_crc), work)
+
+
+def test_data_running_past_the_end_of_the_archive_is_damaged(work):
+    from hostile.build_corpus import raw_zip
+
+    data = bytearray(raw_zip([("model.onnx", zipfile.ZIP_STORED, b"\0" * 10, 10)]))
+    central = data.find(b"PK\x01\x02")
+    data[central + 20 : central + 24] = (10**6).to_bytes(4, "little")  # compressed size in the directory
+    with pytest.raises(ModelLoadError, match="damaged \\(the member's data runs past the end of the archive\\)"):
+        load_zip(bytes(data), work)
+
+
+def test_a_directory_with_more_entries_than_the_end_record_is_refused_before_zipfile_lists_it(work, monkeypatch):
+    from hostile.build_corpus import raw_zip
+
+    data = raw_zip([("model.onnx", zipfile.ZIP_STORED, b"x", 1)], declared_count=1, extra_entries=50)
+
+    def no(*args, **kwargs):
+        raise AssertionError("zipfile must not list a directory that disagrees with its end record")
+
+    monkeypatch.setattr(archive.zipfile, "ZipFile", no)
+    with pytest.raises(UnsafeModelError, match=r"lists more members than its end record declares \(1\); nothing"):
+        load_zip(data, work)
+
+
+def test_the_directory_walk_stops_at_the_declared_count_plus_one(monkeypatch):
+    from hostile.build_corpus import raw_zip
+
+    data = raw_zip([("model.onnx", zipfile.ZIP_STORED, b"x", 1)], declared_count=3, extra_entries=100_000)
+    reads = []
+
+    class Counting(io.BytesIO):
+        def read(self, n=-1):
+            reads.append(n)
+            return super().read(n)
+
+    with pytest.raises(UnsafeModelError, match=r"declares \(3\)"):
+        archive._check_directory(Counting(data), len(data))
+    assert len(reads) < 10
+
+
+def test_scratch_folders_of_dead_processes_are_swept(tmp_path, monkeypatch):
+    monkeypatch.setattr(archive.tempfile, "gettempdir", lambda: str(tmp_path))
+    dead = tmp_path / f"{archive.SCRATCH_PREFIX}999999999-abc"
+    (dead / "inner").mkdir(parents=True)
+    alive = tmp_path / f"{archive.SCRATCH_PREFIX}1-abc"  # init never dies
+    alive.mkdir()
+    other = tmp_path / f"{archive.SCRATCH_PREFIX}legacy"
+    other.mkdir()
+    with archive.scratch_folder() as folder:
+        assert folder.name.startswith(f"{archive.SCRATCH_PREFIX}{os.getpid()}-") and folder.is_dir()
+        assert not dead.exists() and alive.exists() and other.exists()
+    assert not folder.exists()

@@ -19,7 +19,16 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from hostile.build_corpus import SECRET, Case, build_corpus, external_model_bytes, make_zip, small_mlp, symlink_info
+from hostile.build_corpus import (
+    BOMBS,
+    SECRET,
+    Case,
+    build_corpus,
+    external_model_bytes,
+    make_zip,
+    small_mlp,
+    symlink_info,
+)
 
 import shrinkray
 from shrinkray.archive import load_zip
@@ -300,3 +309,72 @@ def test_a_secret_beside_the_upload_never_leaks(tmp_path, capfd, caplog):
     assert all(needle not in record.getMessage() for record in caplog.records)
     assert secret.read_bytes() == SECRET and (workdir / "secret.txt").read_bytes() == SECRET
     assert sorted(p.name for p in workdir.iterdir()) == ["secret.txt"], "refused archives left files behind"
+
+
+# --------------------------------------------------------------------------- bombs: bounded memory and time
+
+#: A child loads one case in a fresh interpreter, under an address-space cap (a regression fails with
+#: MemoryError instead of exhausting the machine), and reports the error, its peak RSS and the time.
+_LOAD_IN_CHILD = r"""
+import json, resource, sys, time
+resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+from shrinkray.archive import load_zip
+from shrinkray.errors import ShrinkRayError
+from shrinkray.io import load
+
+def peak():  # VmHWM is this process's own; ru_maxrss would carry the parent's over fork and exec
+    with open("/proc/self/status") as fh:
+        return next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmHWM:"))
+
+kind, path, workdir = sys.argv[1:4]
+before = peak()
+start = time.monotonic()
+error = message = None
+if kind != "none":
+    try:
+        load_zip(path, workdir) if kind == "zip" else load(path)
+    except ShrinkRayError as exc:
+        error, message = type(exc).__name__, str(exc)
+    except MemoryError:
+        error = "MemoryError"
+print(json.dumps({"error": error, "message": message, "seconds": time.monotonic() - start, "baseline": before,
+                  "peak": peak()}))
+"""
+BOMB_EXTRA_BYTES = 64 << 20  # above the interpreter with onnx and numpy imported, plus 16x the file
+BOMB_SECONDS = 20.0
+
+
+def _load_in_child(kind: str, path: Path, workdir: Path) -> dict:
+    import json
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-c", _LOAD_IN_CHILD, kind, str(path), str(workdir)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("name", BOMBS)
+def test_bombs_are_refused_in_bounded_memory_and_time(corpus, tmp_path, name):
+    """Each bomb gets its exact message in a fresh interpreter, within 64 MiB (+16x the file, which is
+    parsed) above the imports and 20 s.
+
+    Before the caps: the 12 KB BZIP2 member (16 GiB of zeros) ran a 6 GiB-capped CLI out of memory in
+    29 s; the 128 MiB LZMA member inflated whole; a 141 MB archive whose end record says 1 member and
+    whose directory holds 3,000,001 peaked at 1.17 GB; the 16-level function bomb took minutes in
+    ONNX Runtime; 300,000 unused inputs took compare past 300 s.
+    """
+    case = corpus[name]
+    path = tmp_path / f"{name}.{'zip' if case.kind == 'zip' else 'onnx'}"
+    path.write_bytes(case.source)
+    result = _load_in_child(case.kind, path, tmp_path / "work")
+    assert result["error"] == case.error.__name__, result
+    assert case.fragment in result["message"], result["message"]
+    assert result["peak"] - result["baseline"] < BOMB_EXTRA_BYTES + 16 * len(case.source), (
+        f"peak {result['peak'] / 2**20:.0f} MiB, {(result['peak'] - result['baseline']) / 2**20:.0f} MiB above "
+        "the imports"
+    )
+    assert result["seconds"] < BOMB_SECONDS, result
+    assert not (tmp_path / "work").exists() or list((tmp_path / "work").iterdir()) == []

@@ -553,3 +553,108 @@ def test_tensor_payload_bytes_counts_every_storage_form_without_reading_raw_data
             assert tensor_nbytes(tensor) == numpy_helper.to_array(tensor).nbytes
     assert tensor_nbytes(const.attribute[0].t) == 7
     assert sio.tensor_payload_bytes(model) == 60 + 16 + 16 + 6 + 5 + 7
+
+
+# --------------------------------------------------------------------------- one atomic helper for every write
+
+
+def test_outputs_are_written_all_or_none(tmp_path, monkeypatch):
+    from shrinkray.errors import WriteError
+
+    (tmp_path / "b.txt").write_text("old b")
+    written = sio.write_outputs({tmp_path / "a.txt": b"new a", tmp_path / "b.txt": b"new b"})
+    assert written == [tmp_path / "a.txt", tmp_path / "b.txt"]
+    assert (tmp_path / "a.txt").read_text() == "new a" and (tmp_path / "b.txt").read_text() == "new b"
+
+    def second_fails(path):
+        raise OSError(28, "No space left on device", str(path))
+
+    with pytest.raises(WriteError) as excinfo:
+        sio.write_outputs({tmp_path / "a.txt": b"newer a", tmp_path / "c.txt": second_fails})
+    assert str(excinfo.value) == (
+        f"Could not write {tmp_path / 'c.txt'} (No space left on device). Nothing was written; check that the "
+        "folder exists, is writable and has free space, or write elsewhere."
+    )
+    assert (tmp_path / "a.txt").read_text() == "new a", "the first output was not replaced alone"
+    assert folder_listing(tmp_path) == {"a.txt", "b.txt"}
+
+
+def test_a_read_only_folder_is_a_one_line_refusal(tmp_path):
+    from shrinkray.errors import WriteError
+
+    if os.geteuid() == 0:
+        target = Path("/proc/shrinkray-test.onnx")  # root may write anywhere else
+    else:
+        folder = tmp_path / "ro"
+        folder.mkdir()
+        folder.chmod(0o555)
+        target = folder / "out.onnx"
+    with pytest.raises(WriteError) as excinfo:
+        save(sample("mlp"), target)
+    text = str(excinfo.value)
+    assert text.startswith(f"Could not write {target} (") and "\n" not in text and ".shrinkray-" not in text
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_an_output_that_is_a_folder_is_refused(tmp_path, force):
+    (tmp_path / "out").mkdir()
+    with pytest.raises(OutputExistsError, match="is a folder. Give a file name with -o"):
+        save(sample("mlp"), tmp_path / "out", overwrite=force)
+
+
+def test_staging_folders_of_dead_processes_are_swept(tmp_path):
+    dead = tmp_path / f"{sio.STAGING_PREFIX}999999999-x"
+    dead.mkdir()
+    (dead / "half.onnx").write_bytes(b"half")
+    mine = tmp_path / f"{sio.STAGING_PREFIX}{os.getpid()}-busy"
+    mine.mkdir()
+    sio.write_bytes_atomic(tmp_path / "r.json", b"{}")
+    assert folder_listing(tmp_path) == {"r.json", mine.name}
+
+
+_WRITE_SLOWLY = r"""
+import sys, time
+from pathlib import Path
+from shrinkray.io import write_outputs
+
+target = Path(sys.argv[1])
+
+def slowly(path):
+    with open(path, "wb") as fh:
+        fh.write(b"partial")
+        fh.flush()
+        print("writing", flush=True)
+        time.sleep(60)
+
+write_outputs({target.with_name("first.json"): b"{}", target: slowly})
+"""
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT"])
+def test_a_signal_during_a_write_leaves_nothing(tmp_path, how):
+    import signal
+
+    process = subprocess.Popen([sys.executable, "-c", _WRITE_SLOWLY, str(tmp_path / "out.bin")],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    assert process.stdout.readline().strip() == "writing"
+    assert any(p.name.startswith(sio.STAGING_PREFIX) for p in tmp_path.iterdir())
+    process.send_signal(getattr(signal, how))
+    _, err = process.communicate(timeout=30)
+    assert process.returncode != 0
+    assert ("Terminated" if how == "SIGTERM" else "KeyboardInterrupt") in err
+    assert folder_listing(tmp_path) == set(), "the staging folder and its partial files were removed"
+
+
+def test_reading_a_file_does_not_reserve_the_size_limit(tmp_path):
+    """read(limit) reserves the limit up front: under a worker's address-space cap every load failed."""
+    path = tmp_path / "m.onnx"
+    onnx.save(sample("mlp"), str(path))
+    code = (
+        "import resource, sys\n"
+        "from shrinkray.io import load\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))\n"
+        "print(load(sys.argv[1], max_file_bytes=8 << 30).file_bytes)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-1500:]
+    assert int(done.stdout) == path.stat().st_size

@@ -399,3 +399,90 @@ def test_planned_memory_beyond_the_limit_is_refused_before_any_work(monkeypatch)
     monkeypatch.setenv("SHRINKRAY_MAX_MEMORY_BYTES", "1GiB")
     check_memory(2**20, variants=4)  # 1 MiB of tensors, 4 variants: well inside 1 GiB
     assert SHRINK_MEMORY_FACTOR >= 4
+
+
+# --------------------------------------------------------------------------- counts ONNX Runtime is quadratic in
+
+
+def _calls_model(levels: int, calls_per_level: int = 2, body_nodes: int = 1) -> onnx.ModelProto:
+    """f0 holds ``body_nodes`` Relus; f1..fK each call the level below ``calls_per_level`` times in a chain."""
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("local", 1)]
+    relus = [helper.make_node("Relu", ["x" if k == 0 else f"r{k}"], [f"r{k + 1}" if k < body_nodes - 1 else "y"])
+             for k in range(body_nodes)]  # fmt: skip
+    functions = [helper.make_function("local", "f0", ["x"], ["y"], relus, opsets)]
+    for level in range(1, levels + 1):
+        names = ["x", *[f"t{k}" for k in range(calls_per_level - 1)], "y"]
+        body = [helper.make_node(f"f{level - 1}", [names[k]], [names[k + 1]], domain="local")
+                for k in range(calls_per_level)]  # fmt: skip
+        functions.append(helper.make_function("local", f"f{level}", ["x"], ["y"], body, opsets))
+    graph = helper.make_graph(
+        [helper.make_node(f"f{levels}", ["x"], ["y"], domain="local")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )  # fmt: skip
+    return helper.make_model(graph, functions=functions, opset_imports=opsets, ir_version=10)
+
+
+@pytest.mark.parametrize(("levels", "per", "body", "nodes", "calls"),
+                         [(0, 2, 1, 1, 1), (1, 2, 1, 2, 3), (3, 2, 1, 8, 15), (2, 3, 4, 36, 13), (40, 2, 1, 2**40, 2**41 - 1)])  # fmt: skip
+def test_inlined_size_counts_without_expanding(levels, per, body, nodes, calls):
+    from shrinkray.limits import inlined_size
+
+    assert inlined_size(_calls_model(levels, per, body)) == (nodes, calls)
+
+
+def test_inlined_size_saturates_instead_of_growing_without_end():
+    from shrinkray.limits import inlined_size
+
+    nodes, calls = inlined_size(_calls_model(200))
+    assert nodes == calls == 10**15
+
+
+def test_calls_inside_subgraphs_count():
+    from shrinkray.limits import inlined_size
+
+    model = _calls_model(2)
+    call = model.graph.node[0]
+    branch = helper.make_graph([helper.make_node("f2", ["x"], ["b"], domain="local")], "then", [],
+                               [helper.make_tensor_value_info("b", TensorProto.FLOAT, [2])])  # fmt: skip
+    model.graph.node.insert(0, helper.make_node("If", ["c"], ["z"], then_branch=branch, else_branch=branch))
+    assert call.op_type == "f2"
+    assert inlined_size(model) == (1 + 4 + 4 + 4, 7 + 7 + 7)  # the If, both branches, the call beside it
+
+
+def test_function_calls_and_inlined_nodes_are_limited():
+    with pytest.raises(LimitExceededError, match=r"call each other 15 times once inlined \(8 nodes\), which exceeds "
+                       r"max_function_calls=10 \(set SHRINKRAY_MAX_FUNCTION_CALLS\)"):  # fmt: skip
+        check_model(_calls_model(3), Limits(max_function_calls=10))
+    with pytest.raises(LimitExceededError, match=r"The model has 16 nodes once its local functions are inlined, "
+                       "which exceeds max_nodes=12"):  # 10 stored  # fmt: skip
+        check_model(_calls_model(4), Limits(max_nodes=12))
+    check_model(_calls_model(3), Limits(max_nodes=8, max_function_calls=15))
+
+
+def test_recursive_functions_are_refused():
+    model = _calls_model(1)
+    model.functions[0].node[0].CopyFrom(helper.make_node("f1", ["x"], ["y"], domain="local"))
+    with pytest.raises(InvalidModelError, match="'local::f0' calls itself \\(through 'local::f1'\\)"):
+        check_model(model)
+    model.functions[0].node[0].CopyFrom(helper.make_node("f0", ["x"], ["y"], domain="local"))
+    with pytest.raises(InvalidModelError, match="'local::f0' calls itself\\. ONNX functions cannot be recursive"):
+        check_model(model)
+
+
+@pytest.mark.parametrize(("field", "message"), [
+    ("max_graph_inputs", "The main graph has 6 inputs, which exceeds max_graph_inputs=5 (set SHRINKRAY_MAX_GRAPH_INPUTS)"),
+    ("max_graph_outputs", "The main graph has 6 outputs, which exceeds max_graph_outputs=5 (set SHRINKRAY_MAX_GRAPH_OUTPUTS)"),
+    ("max_initializers", "The model has at least 6 initializers, which exceeds max_initializers=5 (set SHRINKRAY_MAX_INITIALIZERS)"),
+])  # fmt: skip
+def test_graph_inputs_outputs_and_initializers_are_limited(field, message):
+    values = [helper.make_tensor_value_info(f"v{k}", TensorProto.FLOAT, [2]) for k in range(6)]
+    nodes = [helper.make_node("Relu", [f"v{k}"], [f"o{k}"]) for k in range(6)]
+    outputs = [helper.make_tensor_value_info(f"o{k}", TensorProto.FLOAT, [2]) for k in range(6)]
+    inits = [numpy_helper.from_array(np.zeros(2, np.float32), f"i{k}") for k in range(6)]
+    model = helper.make_model(helper.make_graph(nodes, "g", values, outputs, inits), ir_version=10,
+                              opset_imports=[helper.make_opsetid("", 17)])  # fmt: skip
+    check_model(model, Limits(**{field: 6}))
+    with pytest.raises(LimitExceededError) as excinfo:
+        check_model(model, Limits(**{field: 5}))
+    assert message in str(excinfo.value)
+    assert "quadratic" not in str(excinfo.value) and "square" in str(excinfo.value)

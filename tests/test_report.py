@@ -26,7 +26,7 @@ import shrinkray
 from shrinkray import charts, report
 from shrinkray.advice import advise, latency_ratio, pareto, recommended
 from shrinkray.compare import ORIGINAL, CompareSettings, Comparison, compare
-from shrinkray.errors import MethodError, ShrinkRayError
+from shrinkray.errors import MethodError, ShrinkRayError, WriteError
 from shrinkray.measure.parity import Check, VerdictSettings
 
 FAST = {"runs": 5, "latency_budget_s": 2, "culprit_budget_s": 5, "brotli_quality": 5, "threads": [1]}
@@ -408,7 +408,7 @@ def test_failed_write_leaves_no_temp_file(mlp, tmp_path, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "replace", boom)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(WriteError, match=r"Could not write .*r\.json \(disk full\)\. Nothing was written"):
         report.write_reports(mlp, json_path=target)
     assert target.read_text() == "previous"
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]

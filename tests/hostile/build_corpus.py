@@ -17,11 +17,15 @@ a ``cases.txt`` index) for trying them in the app by hand.
 
 from __future__ import annotations
 
+import bz2
+import functools
 import io
+import lzma
 import struct
 import sys
 import warnings
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -304,7 +308,7 @@ def make_zip(members: list[tuple[str | zipfile.ZipInfo, bytes]], compression: in
 def symlink_info(name: str) -> zipfile.ZipInfo:
     info = zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0))
     info.create_system = 3  # Unix
-    info.external_attr = (0o120777 << 16)  # S_IFLNK | 0777
+    info.external_attr = 0o120777 << 16  # S_IFLNK | 0777
     return info
 
 
@@ -317,6 +321,169 @@ def _patch_zip(data: bytes, local_offset: int, central_offset: int, fmt: str, va
             struct.pack_into(fmt, out, at + offset, value)
             start = at + 4
     return bytes(out)
+
+
+# --------------------------------------------------------------------------- bombs
+
+#: Zero bytes in one bzip2 block (its run-length stage packs 255 zeros into 5 bytes; a 900k block
+#: holds ~45.9 MB of zeros).
+BZIP2_BLOCK_ZEROS = 45_000_000
+_BZIP2_END = 0x177245385090
+
+
+@functools.lru_cache(maxsize=4)
+def bzip2_zeros(blocks: int) -> bytes:
+    """One bzip2 stream of ``blocks`` identical blocks, each ``BZIP2_BLOCK_ZEROS`` zero bytes.
+
+    Compressing 16 GiB of zeros takes minutes; instead one block is compressed
+    and repeated at the bit level (bzip2 blocks are not byte-aligned), with the
+    stream's combined CRC recomputed: 382 blocks = 16 GiB in ~12 KB, in 0.4 s.
+    """
+    one = bz2.compress(b"\0" * BZIP2_BLOCK_ZEROS, 9)
+    value, total = int.from_bytes(one, "big"), len(one) * 8
+    for pad in range(8):  # the stream ends with the end marker, the CRC and 0-7 bits of padding
+        end = total - pad
+        if (value >> (total - end + 32)) & ((1 << 48) - 1) == _BZIP2_END:
+            break
+    else:
+        raise AssertionError("bzip2 end-of-stream marker not found")
+    block_crc = (value >> (total - end)) & 0xFFFFFFFF
+    block_bits = end - 80 - 32  # after the 'BZh9' header, before the end marker and CRC
+    block = (value >> (total - 32 - block_bits)) & ((1 << block_bits) - 1)
+    stream, bits, combined = int.from_bytes(b"BZh9", "big"), 32, 0
+    for _ in range(blocks):
+        stream = (stream << block_bits) | block
+        bits += block_bits
+        combined = (((combined << 1) | (combined >> 31)) & 0xFFFFFFFF) ^ block_crc
+    stream = (((stream << 48) | _BZIP2_END) << 32) | combined
+    bits += 80
+    stream <<= -bits % 8
+    return stream.to_bytes((bits + 7) // 8, "big")
+
+
+@functools.lru_cache(maxsize=4)
+def lzma_zeros(mib: int) -> bytes:
+    """A zip LZMA member's data (version, properties, raw LZMA1 stream) that inflates to ``mib`` MiB of zeros."""
+    filters = {"id": lzma.FILTER_LZMA1, "preset": 0, "mode": lzma.MODE_FAST, "mf": lzma.MF_HC3, "nice_len": 273,
+               "dict_size": 1 << 26}  # fmt: skip
+    compressor = lzma.LZMACompressor(lzma.FORMAT_RAW, filters=[filters])
+    chunk = b"\0" * (1 << 20)
+    body = b"".join(compressor.compress(chunk) for _ in range(mib)) + compressor.flush()
+    props = lzma._encode_filter_properties(filters)
+    return struct.pack("<BBH", 9, 4, len(props)) + props + body
+
+
+def raw_zip(members: list[tuple[str, int, bytes, int]], *, declared_count: int | None = None,
+            extra_entries: int = 0) -> bytes:  # fmt: skip
+    """A zip written by hand: (name, compression method, compressed data, declared unpacked size) per member.
+
+    The CRC-32 is that of the declared size's zeros. ``extra_entries`` more
+    central-directory entries (all pointing at the first member) follow, and
+    the end record declares ``declared_count`` entries (default: the truth).
+    """
+    out, central = bytearray(), bytearray()
+    for name, method, data, size in members:
+        raw_name = name.encode()
+        crc = zlib.crc32(b"\0" * size) if size < (1 << 24) else 0
+        version = {zipfile.ZIP_BZIP2: 46, zipfile.ZIP_LZMA: 63}.get(method, 20)
+        offset = len(out)
+        out += struct.pack("<IHHHHHIIIHH", 0x04034B50, version, 0, method, 0, 0x21, crc, len(data), size,
+                           len(raw_name), 0) + raw_name + data  # fmt: skip
+        central += struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, version, version, 0, method, 0, 0x21, crc,
+                               len(data), size, len(raw_name), 0, 0, 0, 0, 0, offset) + raw_name  # fmt: skip
+    entry = struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, 0, 0, 0x21, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0) + b"x"
+    central += entry * extra_entries
+    count = len(members) + extra_entries if declared_count is None else declared_count
+    start = len(out)
+    out += central
+    out += struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, min(count, 0xFFFF), min(count, 0xFFFF), len(central), start, 0)
+    return bytes(out)
+
+
+def function_bomb(levels: int = 16) -> onnx.ModelProto:
+    """Model-local functions f0..fK, each calling the one below twice: 2K+1 nodes stored, 2**K once inlined."""
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("bomb", 1)]
+    functions = [helper.make_function("bomb", "f0", ["x"], ["y"], [helper.make_node("Relu", ["x"], ["y"])], opsets)]
+    for k in range(1, levels + 1):
+        body = [helper.make_node(f"f{k - 1}", ["x"], ["t"], domain="bomb"),
+                helper.make_node(f"f{k - 1}", ["t"], ["y"], domain="bomb")]  # fmt: skip
+        functions.append(helper.make_function("bomb", f"f{k}", ["x"], ["y"], body, opsets))
+    model = small_mlp()
+    model.graph.node[-1].output[0] = "z"
+    model.graph.node.append(helper.make_node(f"f{levels}", ["z"], ["y"], name="bomb", domain="bomb"))
+    model.functions.extend(functions)
+    model.opset_import.append(helper.make_opsetid("bomb", 1))
+    return model
+
+
+def recursive_function() -> onnx.ModelProto:
+    """A model-local function that calls itself through another one."""
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("loop", 1)]
+    ping = helper.make_function("loop", "ping", ["x"], ["y"], [helper.make_node("pong", ["x"], ["y"], domain="loop")],
+                                opsets)  # fmt: skip
+    pong = helper.make_function("loop", "pong", ["x"], ["y"], [helper.make_node("ping", ["x"], ["y"], domain="loop")],
+                                opsets)  # fmt: skip
+    model = relu()
+    model.graph.node[0].CopyFrom(helper.make_node("ping", ["x"], ["y"], name="call", domain="loop"))
+    model.functions.extend([ping, pong])
+    model.opset_import.append(helper.make_opsetid("loop", 1))
+    return model
+
+
+@functools.lru_cache(maxsize=4)
+def many_graph_values(inputs: int = 0, outputs: int = 0, initializers: int = 0) -> bytes:
+    """small_mlp plus unused graph inputs, Identity-fed outputs or unused initializers, as protobuf bytes.
+
+    The inputs are appended as raw protobuf fields (a repeated ``graph`` field
+    merges into the first), so 300,000 of them take a fraction of a second.
+    """
+    model = small_mlp()
+    extra = onnx.GraphProto()
+    value_type = helper.make_tensor_value_info("u", F, [1])
+    value_type.ClearField("name")
+    rest = value_type.SerializeToString()
+    unused = b"".join(_field(11, _field(1, f"u{k}".encode()) + rest) for k in range(inputs))
+    for k in range(outputs):
+        extra.node.add().CopyFrom(helper.make_node("Identity", ["y"], [f"o{k}"]))
+        extra.output.add().CopyFrom(helper.make_tensor_value_info(f"o{k}", F, ["batch", 160]))
+    for k in range(initializers):
+        extra.initializer.add().CopyFrom(TensorProto(name=f"i{k}", data_type=F, dims=[1], raw_data=b"\0\0\0\0"))
+    model.graph.MergeFrom(extra)
+    return model.SerializeToString() + (_field(7, unused) if unused else b"")
+
+
+# --------------------------------------------------------------------------- injection through names
+
+#: Text an attacker puts in names and producer strings, one per renderer that could act on it.
+INJECTIONS = {
+    "markdown_image": "![beacon](https://evil.example/t.png)",
+    "markdown_link": "[CLICK-TO-FIX](https://evil.example/fix)",
+    "html": '<script>alert(1)</script><img src="https://evil.example/i.png">',
+    "plotly": '<a href="https://evil.example">link</a><span style="font-size:60px;color:red">BIG</span>',
+    "formula": '=HYPERLINK("https://evil.example","CLICK-TO-FIX")',
+    "terminal": "\x1b]0;pwned\x07\x1b[2J\x1b]8;;https://evil.example\x1b\\here\x1b]8;;\x1b\\",
+    "streamlit": ":red[**alarm**] :material/warning: $x^2$ www.evil.example",
+}
+
+
+def injection_model() -> onnx.ModelProto:
+    """small_mlp whose input, output, weights, nodes and producer carry every :data:`INJECTIONS` string.
+
+    Valid ONNX that ONNX Runtime runs and every method shrinks: names are data.
+    """
+    model = small_mlp()
+    renames = {"x": INJECTIONS["html"], "y": INJECTIONS["markdown_image"], "w1": INJECTIONS["formula"],
+               "w2": INJECTIONS["plotly"], "h": INJECTIONS["streamlit"], "r": INJECTIONS["markdown_link"]}  # fmt: skip
+    graph = model.graph
+    for value in [*graph.input, *graph.output, *graph.initializer]:
+        value.name = renames.get(value.name, value.name)
+    for node in graph.node:
+        node.input[:] = [renames.get(n, n) for n in node.input]
+        node.output[:] = [renames.get(n, n) for n in node.output]
+        node.name = INJECTIONS["terminal"] + node.name
+    model.producer_name = INJECTIONS["markdown_link"] + INJECTIONS["terminal"]
+    model.producer_version = INJECTIONS["streamlit"]
+    return model
 
 
 def lying_size_zip() -> bytes:
@@ -352,7 +519,9 @@ def build_corpus(tmp: Path) -> list[Case]:
     add(Case("graphproto-bytes", small_mlp().graph.SerializeToString(), ModelLoadError, "it has no graph"))
     no_graph = onnx.ModelProto(ir_version=10, producer_name="x")
     no_graph.opset_import.add().version = 17
-    add(Case("model-without-graph", no_graph.SerializeToString(), ModelLoadError, "not an ONNX model (it has no graph)"))
+    add(
+        Case("model-without-graph", no_graph.SerializeToString(), ModelLoadError, "not an ONNX model (it has no graph)")
+    )
     no_opset = small_mlp()
     del no_opset.opset_import[:]
     add(Case("model-without-opset", no_opset.SerializeToString(), ModelLoadError, "declares no opset"))
@@ -459,7 +628,8 @@ def build_corpus(tmp: Path) -> list[Case]:
     add(Case("zip-bomb-size", make_zip([("model.onnx", good_onnx), ("weights.bin", b"\0" * (2 << 20))]),
              LimitExceededError, "The archive unpacks to 2,", kind="zip",
              limits=Limits(max_unpacked_bytes=1 << 20, max_compression_ratio=10**6)))  # fmt: skip
-    add(Case("zip-lying-size", lying_size_zip(), ModelLoadError, "The archive member 'model.onnx' is damaged (Bad CRC-32",
+    add(Case("zip-lying-size", lying_size_zip(), UnsafeModelError,
+             "The archive member 'model.onnx' unpacks to more bytes than its header declares (100)",
              kind="zip"))  # fmt: skip
     add(Case("zip-too-many-files", make_zip([("model.onnx", good_onnx), ("weights.bin", good_data)]
                                             + [(f"junk/{k}.txt", b"x") for k in range(20)]),
@@ -476,7 +646,59 @@ def build_corpus(tmp: Path) -> list[Case]:
              kind="zip"))  # fmt: skip
     add(Case("zip-broken-model", make_zip([("model.onnx", mlp[: len(mlp) // 2])]), ModelLoadError,
              "model.onnx is not a readable ONNX model", kind="zip"))  # fmt: skip
+
+    # Bombs: small files that cost memory or time far beyond their size (see BOMBS).
+    lied = "The archive member 'model.onnx' unpacks to more bytes than its header declares (1,000). " \
+           "The archive is damaged or forged; zip the files again."  # fmt: skip
+    add(Case("zip-bomb-bzip2-16gib", raw_zip([("model.onnx", zipfile.ZIP_BZIP2, bzip2_zeros(382), 1000)]),
+             UnsafeModelError, lied, kind="zip"))  # fmt: skip
+    add(Case("zip-bomb-lzma-128mib", raw_zip([("model.onnx", zipfile.ZIP_LZMA, lzma_zeros(128), 1000)]),
+             UnsafeModelError, lied, kind="zip"))  # fmt: skip
+    add(Case("zip-bomb-deflate", raw_zip([("model.onnx", zipfile.ZIP_DEFLATED, _deflate_zeros(64), 1000)]),
+             UnsafeModelError, lied, kind="zip"))  # fmt: skip
+    add(Case("zip-end-record-lies-about-count",
+             raw_zip([("model.onnx", zipfile.ZIP_STORED, mlp, len(mlp))], declared_count=1, extra_entries=300_000),
+             UnsafeModelError, "The archive's central directory lists more members than its end record declares (1); "
+             "nothing was extracted. The archive is damaged or forged; zip the files again.", kind="zip"))  # fmt: skip
+    add(Case("function-bomb-16", function_bomb(16).SerializeToString(), LimitExceededError,
+             "The model's 17 local functions call each other 131,071 times once inlined (65,539 nodes), which exceeds "
+             "max_function_calls=4096 (set SHRINKRAY_MAX_FUNCTION_CALLS)"))  # fmt: skip
+    add(Case("recursive-function", recursive_function().SerializeToString(), InvalidModelError,
+             "The model's function 'loop::ping' calls itself (through 'loop::pong'). ONNX functions cannot be "
+             "recursive; export the model again."))  # fmt: skip
+    add(
+        Case(
+            "graph-inputs-300k",
+            many_graph_values(inputs=300_000),
+            LimitExceededError,
+            "The main graph has 300,001 inputs, which exceeds max_graph_inputs=4096 (set SHRINKRAY_MAX_GRAPH_INPUTS)",
+        )
+    )
+    add(
+        Case(
+            "graph-outputs-2000",
+            many_graph_values(outputs=2000),
+            LimitExceededError,
+            "The main graph has 2,001 outputs, which exceeds max_graph_outputs=1024 (set SHRINKRAY_MAX_GRAPH_OUTPUTS)",
+        )
+    )
+    add(Case("initializers-25000", many_graph_values(initializers=25_000), LimitExceededError,
+             "The model has at least 25,002 initializers, which exceeds max_initializers=20000 "
+             "(set SHRINKRAY_MAX_INITIALIZERS)"))  # fmt: skip
     return cases
+
+
+#: The cases that cost far more than their size without the caps: the tests load each in a fresh
+#: interpreter and bound its peak memory and time.
+BOMBS = ("zip-bomb-bzip2-16gib", "zip-bomb-lzma-128mib", "zip-bomb-deflate", "zip-end-record-lies-about-count",
+         "function-bomb-16", "graph-inputs-300k", "graph-outputs-2000", "initializers-25000")  # fmt: skip
+
+
+@functools.lru_cache(maxsize=2)
+def _deflate_zeros(mib: int) -> bytes:
+    compressor = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    chunk = b"\0" * (1 << 20)
+    return b"".join(compressor.compress(chunk) for _ in range(mib)) + compressor.flush()
 
 
 def main(argv: list[str]) -> int:

@@ -1,0 +1,166 @@
+"""Model text is data: one escaping function per place it is shown.
+
+Names of inputs, outputs, tensors and nodes, producer strings, file names and
+page-address parameters come from strangers. Each renderer interprets some
+characters: Streamlit Markdown turns ``![x](url)`` into an image fetched from
+any server and ``[x](url)`` into a link; plotly labels are pseudo-HTML
+(``<a href>``, ``<span style>``); a Markdown report is read by renderers that
+pass raw HTML through; a spreadsheet runs a CSV cell that starts with ``=``;
+a terminal obeys escape sequences (clear the screen, set the window title,
+hyperlinks). Every function here returns text that its renderer shows
+literally, so whatever a model contains is displayed, never acted on:
+
+============================  =============================================
+:func:`streamlit_markdown`    ``st.markdown``, ``st.caption``, ``st.info``/``warning``/``error``/``success``,
+                              widget labels and help (all render Markdown)
+:func:`plotly_label`          plotly titles, annotations, tick and hover labels (pseudo-HTML)
+:func:`markdown_text`         prose in the Markdown report
+:func:`markdown_code`         names in the Markdown report, as inline code
+:func:`csv_cell`              a CSV text cell (formula neutralisation)
+:func:`terminal`              text printed to a terminal (control characters shown escaped)
+``html.escape``               the HTML report (already escaped everywhere)
+============================  =============================================
+
+Pure functions of a string; no Streamlit or plotly import.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import unicodedata
+
+# ---------------------------------------------------------------- control characters
+
+#: C0 and C1 control characters, DEL, and the bidirectional overrides and isolates that
+#: reorder what a reader sees ("Trojan Source"), plus line and paragraph separators.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]")
+
+
+def _escape_control(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def visible(text: object) -> str:
+    """Control, bidi-override and separator characters as ``\\x1b``/``\\u202e`` escapes; the rest unchanged."""
+    return _CONTROL.sub(_escape_control, str(text))
+
+
+def one_line(text: object) -> str:
+    """Whitespace runs (newlines and tabs included) as one space, then :func:`visible`."""
+    return visible(" ".join(str(text).split()))
+
+
+# ---------------------------------------------------------------- terminal
+
+
+def terminal(text: object) -> str:
+    """Text for a terminal: escape sequences, carriage returns, backspaces and bidi controls are shown
+    escaped (``\\x1b[2J``), so a name cannot clear the screen, set the title, or hide text. Newlines
+    are kept: callers print several lines."""
+    return "\n".join(visible(line) for line in str(text).split("\n"))
+
+
+# ---------------------------------------------------------------- Streamlit Markdown
+
+#: Every ASCII punctuation character may be backslash-escaped in CommonMark; these are the ones
+#: Markdown, GitHub-flavoured extensions, Streamlit's directives (``:red[...]``, ``:material/x:``,
+#: emoji shortcodes) and KaTeX (``$``) give a meaning to. ``.`` and ``/`` break autolinked URLs.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~$:&/=\"'^%@])")
+
+
+def streamlit_markdown(text: object) -> str:
+    """Text that ``st.markdown`` (and every Streamlit element that renders Markdown) shows literally.
+
+    One line; each Markdown-significant character backslash-escaped, so no link,
+    image, HTML, heading, list, colour directive, icon, emoji or formula can form
+    (``https://x`` cannot autolink either: its ``:`` and ``/`` are escaped).
+    """
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", one_line(text))
+
+
+# ---------------------------------------------------------------- plotly
+
+
+def plotly_label(text: object) -> str:
+    """Text for a plotly title, annotation, axis tick, legend entry or hover label.
+
+    Plotly renders those as pseudo-HTML (``<a href>``, ``<span style>``,
+    ``<b>``, ``<br>``) and decodes entities, so escaping ``&``, ``<`` and ``>``
+    shows the name literally. Control characters are shown escaped.
+    """
+    return html.escape(visible(text), quote=False)
+
+
+# ---------------------------------------------------------------- Markdown report
+
+#: What must not reach a Markdown renderer raw: emphasis, links and images, raw HTML (``<script>``,
+#: ``<img>``), entities, code spans, table pipes, strikethrough, math; and autolinked URLs.
+_REPORT_SPECIAL = re.compile(r"([\\`*_\[\]<>!|~$&])")
+_AUTOLINK = re.compile(r"(?i)(://|www\.)")
+
+
+def markdown_text(text: object) -> str:
+    """Prose for a Markdown report (a paragraph, list item or table cell): one line, shown literally.
+
+    Lighter than :func:`streamlit_markdown` so the ``.md`` file stays readable
+    (numbers and sentences are unchanged): HTML, links, images, emphasis, code
+    spans, pipes and math are escaped, and ``://`` / ``www.`` are broken so no
+    bare URL becomes a link.
+    """
+    escaped = _REPORT_SPECIAL.sub(r"\\\1", one_line(text))
+    return _AUTOLINK.sub(lambda m: m.group(1).replace("/", "\\/").replace(".", "\\."), escaped)
+
+
+def markdown_code(text: object) -> str:
+    """A name as inline code in a Markdown report (and in a table cell): nothing inside is interpreted.
+
+    The fence is longer than any run of backticks in the name; pipes are escaped
+    (GitHub tables split cells on them even inside code spans).
+    """
+    value = one_line(text).replace("|", "\\|")
+    longest = max((len(run) for run in re.findall(r"`+", value)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if value.startswith("`") or value.endswith("`") or not value.strip() else ""
+    return f"{fence}{pad}{value}{pad}{fence}"
+
+
+# ---------------------------------------------------------------- CSV
+
+#: A spreadsheet treats a cell starting with one of these as a formula (OWASP CSV injection).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n", "|", "%")
+_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+
+
+def csv_cell(text: object) -> str:
+    """A CSV text cell that a spreadsheet shows as text, never runs as a formula.
+
+    A cell that starts (after any spaces) with ``=``, ``+``, ``-``, ``@``, a tab,
+    a carriage return, ``|`` or ``%`` gets a leading apostrophe, unless it is a
+    plain number (``-0.5`` stays a number). Control characters are shown escaped.
+    """
+    value = visible(text)
+    stripped = value.lstrip(" ")
+    if stripped.startswith(_FORMULA_START) and not _NUMBER.fullmatch(stripped):
+        return "'" + value
+    return value
+
+
+def printable_name(text: object, limit: int = 200) -> str:
+    """A name for any one-line place: :func:`one_line`, cut to ``limit`` characters (NFC-normalised)."""
+    value = one_line(unicodedata.normalize("NFC", str(text)))
+    return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
+__all__ = [
+    "csv_cell",
+    "markdown_code",
+    "markdown_text",
+    "one_line",
+    "plotly_label",
+    "printable_name",
+    "streamlit_markdown",
+    "terminal",
+    "visible",
+]

@@ -57,10 +57,11 @@ def _label(name: str) -> str:
 def method_controls(spec: MethodSpec, key: str) -> dict[str, Any]:
     """One widget per option field; returns only the values that differ from the defaults."""
     chosen: dict[str, Any] = {}
+    kinds = spec.options_type.field_kinds()
     for f in dataclasses.fields(spec.options_type):
         meta = f.metadata
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-        kind = str(f.type)
+        kind = kinds[f.name]
         widget_key = f"{key}:{spec.name}:{f.name}"
         help_text = meta.get("help", "")
         if kind == "bool":

@@ -11,12 +11,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from shrinkray.compare import ORIGINAL, Comparison, VariantResult
+from shrinkray.methods import get_method
 from shrinkray.units import format_bytes, format_percent
 
 #: A variant this much slower than the original (median, batch 1, 1 thread) is called slower.
 SLOWER_RATIO = 1.10
-#: Palettization with this many levels or fewer is "few levels".
-FEW_LEVELS = 16
 
 
 @dataclass
@@ -103,7 +102,7 @@ def advise(comparison: Comparison, delivery: str = "brotli") -> list[Advice]:
     """All advice for a comparison, most important first."""
     notes: list[Advice] = []
     summary = comparison.summary
-    weight_methods = [r for r in comparison.variants if r.ok and r.method in ("weights-int8", "palettize", "float16")]
+    weight_methods = [r for r in comparison.variants if r.ok and r.method and get_method(r.method).traceable]
     if weight_methods and all(not r.record.get("tensors_changed") for r in weight_methods):
         notes.append(
             Advice(
@@ -142,11 +141,10 @@ def advise(comparison: Comparison, delivery: str = "brotli") -> list[Advice]:
             reason = "; ".join(f"{o.name} ({o.kind}): {o.reason}" for o in failing[:2])
             hint = _parity_hint(result)
             notes.append(Advice("bad", f"{key} fails parity ({reason}). {hint}", key))
-        if result.method == "palettize" and int(result.options.get("levels", 256)) <= FEW_LEVELS:
-            notes.append(
-                Advice("warning", f"{key} uses only {result.options.get('levels')} levels: expect visible "
-                       "accuracy loss; 64-256 levels keep most of the gzip/brotli saving.", key)
-            )  # fmt: skip
+        spec = get_method(result.method) if result.method else None
+        option_note = spec.option_advice(result.options) if spec and spec.option_advice else None
+        if option_note:
+            notes.append(Advice("warning", f"{key} {option_note}", key))
     if summary.quantized_ops:
         notes.append(
             Advice("info", "This model is already quantized: only its remaining float tensors can shrink, and "
@@ -179,13 +177,7 @@ def _parity_hint(result: VariantResult) -> str:
     if result.culprits:
         top = [c.tensor for c in result.culprits[:3]]
         return f"The tensors that move the outputs most: {', '.join(top)}; leave them in float (exclude them)."
-    if result.method == "palettize":
-        return "Try more levels."
-    if result.method == "dynamic-int8":
-        return "Try weights-int8 or float16, which keep activations in float."
-    if result.method == "weights-int8":
-        return "Try per-channel granularity, or float16."
-    return "Try float16, which is near-lossless."
+    return get_method(result.method).parity_hint if result.method else ""
 
 
 __all__ = ["ORIGINAL", "Advice", "ParetoPoint", "advise", "latency_ratio", "pareto", "recommended"]

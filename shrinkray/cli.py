@@ -27,6 +27,7 @@ from shrinkray.io import check_output_path
 from shrinkray.measure.content import IMAGE_RANGES
 from shrinkray.measure.inputs import InputOptions, is_sample_file, parse_dims, parse_ranges
 from shrinkray.measure.parity import DEFAULT_PROFILE, KINDS, MEASURES, PROFILES, build_verdict
+from shrinkray.measure.sizes import check_zstd_level
 from shrinkray.methods import Variant, all_methods, get_method
 from shrinkray.pricing import DELIVERIES, PricingChoice
 from shrinkray.jobs import compare_job, load_model_file, shrink_job
@@ -109,12 +110,13 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- shrink
 
 
-def _option_fields() -> dict[str, list[tuple[str, dataclasses.Field]]]:
-    """Every option field across methods, grouped by name."""
-    fields: dict[str, list[tuple[str, dataclasses.Field]]] = {}
+def _option_fields() -> dict[str, list[tuple[str, dataclasses.Field, str]]]:
+    """Every option field across methods, grouped by name: (method, field, kind)."""
+    fields: dict[str, list[tuple[str, dataclasses.Field, str]]] = {}
     for spec in all_methods():
+        kinds = spec.options_type.field_kinds()
         for f in dataclasses.fields(spec.options_type):
-            fields.setdefault(f.name, []).append((spec.name, f))
+            fields.setdefault(f.name, []).append((spec.name, f, kinds[f.name]))
     return fields
 
 
@@ -123,11 +125,11 @@ def _add_method_flags(parser: argparse.ArgumentParser) -> None:
     for name, owners in _option_fields().items():
         flag = "--" + name.replace("_", "-")
         first = owners[0][1]
-        methods = ", ".join(m for m, _ in owners)
-        defaults = {repr(f.default) for _, f in owners if f.default is not dataclasses.MISSING}
+        methods = ", ".join(m for m, _, _ in owners)
+        defaults = {repr(f.default) for _, f, _ in owners if f.default is not dataclasses.MISSING}
         default_text = f" (default {defaults.pop()})" if len(defaults) == 1 else ""
         help_text = f"[{methods}] {first.metadata.get('help', '')}{default_text}".replace("%", "%%")
-        kind = str(first.type)
+        kind = owners[0][2]
         if kind == "bool":
             group.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_text)
         else:
@@ -280,8 +282,9 @@ def compare_settings(args: argparse.Namespace) -> CompareSettings:
         runs=args.runs,
         latency=not args.no_latency,
         latency_budget_s=args.latency_budget,
+        latency_target=args.latency_target,
         brotli_quality=args.brotli_quality,
-        zstd_level=args.zstd,
+        zstd_level=check_zstd_level(args.zstd),
         inputs=InputOptions(dims=parse_dims(args.dim), ranges=parse_ranges(args.range), seed=args.seed),
         inputs_path=None if sample_files else args.inputs,
         sample_files=sample_files,
@@ -294,8 +297,10 @@ def compare_settings(args: argparse.Namespace) -> CompareSettings:
         settings.threads = _int_list(args.threads, "--threads")
     if args.batches:
         settings.batches = _int_list(args.batches, "--batches")
-    if args.runs < 1:
-        raise OptionError("--runs must be at least 1", "e.g. --runs 50")
+    if args.runs is not None and args.runs < 1:
+        raise OptionError("--runs must be at least 1", "e.g. --runs 50, or leave it out for adaptive timing")
+    if not 0 < args.latency_target < 1:
+        raise OptionError(f"--latency-target must be between 0 and 1, not {args.latency_target}", "e.g. 0.03 for ±3%")
     return settings
 
 
@@ -321,6 +326,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if result.file:
             _status(args, f"Wrote {result.file}")
     print(terminal(report.to_text(comparison, pricing=choice)))
+    if args.timings:
+        print(report.timings_text(comparison))
     written = report.write_reports(
         comparison, json_path=args.json, markdown_path=args.markdown, csv_path=args.csv, html_path=args.html,
         pricing=choice, protect=inputs + list(getattr(comparison, "input_files", [])),
@@ -481,13 +488,18 @@ def build_parser() -> argparse.ArgumentParser:
                    "unnamed ones as INPUT:AXIS=VALUE")  # fmt: skip
     p.add_argument("--range", action="append", metavar="NAME=LOW:HIGH", help="value range of an input (repeatable)")
     p.add_argument("--seed", type=int, default=0, help="seed for synthesized inputs")
-    p.add_argument("--runs", type=int, default=50, help="timed runs per model and setting (default 50)")
+    p.add_argument("--runs", type=int, help="a fixed number of timed rounds per setting (default: adaptive, until "
+                   "every variant's latency ratio to the original is known within --latency-target, or the budget)")  # fmt: skip
+    p.add_argument("--latency-target", type=float, default=0.03, help="adaptive timing stops when every ratio's 95%% "
+                   "interval is within ±this share of it (default 0.03 = ±3%%)")  # fmt: skip
     p.add_argument("--threads", help="thread counts to time, e.g. 1,2 (default: 1 and all cores)")
-    p.add_argument("--batches", help="batch sizes to time (default 1,8,32 when the batch axis is free)")
+    p.add_argument("--batches", help="batch sizes to time, e.g. 1,8,32 for throughput (default 1, or the model's fixed batch)")
     p.add_argument("--latency-budget", type=float, default=20.0, help="seconds per timing setting (default 20)")
     p.add_argument("--no-latency", action="store_true", help="skip latency measurement")
-    p.add_argument("--brotli-quality", default="auto", help="0-11 or auto (11 up to 4 MiB, else 6; default auto)")
-    p.add_argument("--zstd", type=int, metavar="LEVEL", help="also measure zstd at this level (needs zstandard)")
+    p.add_argument("--brotli-quality", default="auto", help="0-11 or auto (the best of 11, 10, 9, 6 whose predicted "
+                   "time fits 10 s on the usable cores; default auto); a server sends gzip -9 when that is smaller")  # fmt: skip
+    p.add_argument("--zstd", metavar="LEVEL", help="also measure zstd at this level 1-22, or auto (needs zstandard)")
+    p.add_argument("--timings", action="store_true", help="print how long each phase took (always in the JSON report)")
     p.add_argument("--auto", action="store_true", help="for a variant that fails parity, add one that leaves the "
                    "most damaging tensors in float")  # fmt: skip
     p.add_argument("--no-culprits", action="store_true", help="do not search for the tensors that hurt parity")

@@ -30,7 +30,7 @@ from shrinkray.measure.inputs import (
     signature,
     synthesize,
 )
-from shrinkray.measure.latency import DEFAULT_RUNS, DEFAULT_WARMUP, LatencyStats, default_threads, measure_latency
+from shrinkray.measure.latency import DEFAULT_WARMUP, TARGET, LatencyStats, default_threads, measure_latency
 from shrinkray.measure.output_kinds import classify_outputs
 from shrinkray.measure.parity import OutputKind, Parity, VerdictSettings, compare_outputs
 from shrinkray.measure.sizes import Sizes, measure_many
@@ -40,8 +40,6 @@ from shrinkray.shrink import shrink
 from shrinkray.validate import explain_runtime_error, open_session
 
 ORIGINAL = "original"
-#: Methods whose damage can be traced to single tensors (they take --include/--exclude).
-TRACEABLE = {"weights-int8", "palettize", "float16"}
 
 Progress = Callable[[str, float], None]
 
@@ -52,11 +50,12 @@ class CompareSettings:
 
     methods: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # empty: all methods
     verdict: VerdictSettings = field(default_factory=VerdictSettings)
-    runs: int = DEFAULT_RUNS
+    runs: int | None = None  # None: adaptive (until every ratio is known within ±latency_target, or the budget)
     warmup: int = DEFAULT_WARMUP
     threads: list[int] = field(default_factory=default_threads)
-    batches: list[int] | None = None  # None: 1, 8, 32 when the batch axis is free, else the fixed size
+    batches: list[int] | None = None  # None: batch 1 when the batch axis is free, else the fixed size; sweep: [1, 8, 32]
     latency_budget_s: float | None = 20.0  # per (threads, batch) setting
+    latency_target: float = TARGET  # half-width of the ratio's 95% interval at which timing stops (0.03 = ±3%)
     latency: bool = True
     brotli_quality: int | str = "auto"
     zstd_level: int | None = None
@@ -117,6 +116,7 @@ class Comparison:
     variants: list[VariantResult]
     input_note: str = ""
     latency_note: str = ""
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per phase: shrink, sizes, parity, culprits, latency
 
     @property
     def all(self) -> list[VariantResult]:
@@ -413,6 +413,8 @@ def compare(
     for method, _ in requested:
         get_method(method)  # unknown names fail before any work
     check_memory(tensor_payload_bytes(source), variants=len(requested))
+    timings: dict[str, float] = {}
+    lap = time.perf_counter()
     for index, (method, options) in enumerate(requested):
         say(f"Shrinking: {method}", 0.05 + 0.25 * index / max(len(requested), 1))
         result = VariantResult(key=_label(method, options, taken), method=method, options=dict(options))
@@ -429,11 +431,13 @@ def compare(
             result.notes = list(variant.notes)
         variants.append(result)
 
-    say("Measuring sizes (gzip -9, brotli)", 0.3)
+    lap = _lap(timings, "shrink", lap)
+    say("Measuring sizes (gzip -9, brotli; a server sends the smaller)", 0.3)
     blobs = {r.key: serialize(r.model) for r in [original, *variants] if r.model is not None}
     sizes = measure_many(blobs, brotli_quality=settings.brotli_quality, zstd_level=settings.zstd_level)
     for result in [original, *variants]:
         result.sizes = sizes.get(result.key)
+    lap = _lap(timings, "sizes", lap)
 
     say("Checking parity", 0.45)
     inputs = parity_inputs(source, settings)
@@ -450,10 +454,11 @@ def compare(
             )
             continue
         _measure_parity(result, inputs, settings)
+    lap = _lap(timings, "parity", lap)
 
     if settings.culprits:
         for result in variants:
-            if result.ok and result.parity and not result.parity.passed and result.method in TRACEABLE:
+            if result.ok and result.parity and not result.parity.passed and get_method(result.method).traceable:
                 changed = [c["name"] for c in sorted(result.record.get("changes", []),
                            key=lambda c: -(c.get("relative_rms_error") or 0))]  # fmt: skip
                 result.culprits = find_culprits(
@@ -477,9 +482,11 @@ def compare(
                             zstd_level=settings.zstd_level,
                         )[auto.key]
 
+    lap = _lap(timings, "culprits", lap)
     latency_note = ""
     if settings.latency:
         latency_note = _measure_all_latency(source, [original, *variants], settings, say, inputs.options)
+    _lap(timings, "latency", lap)
     release_free_memory()  # serialized blobs, sessions and temporaries: the app process lives on
     say("Done", 1.0)
     return Comparison(
@@ -490,7 +497,15 @@ def compare(
         variants=variants,
         input_note=input_note,
         latency_note=latency_note,
+        timings=timings,
     )
+
+
+def _lap(timings: dict[str, float], phase: str, since: float) -> float:
+    """Add the seconds since ``since`` to ``timings[phase]``; return now (the next phase's start)."""
+    now = time.perf_counter()
+    timings[phase] = timings.get(phase, 0.0) + now - since
+    return now
 
 
 def _measure_all_latency(
@@ -500,14 +515,13 @@ def _measure_all_latency(
     say: Progress,
     options: InputOptions | None = None,
 ) -> str:
-    """Time every runnable model per (threads, batch); a batch the model refuses skips larger ones."""
+    """Time every runnable model per (threads, batch), adaptively; a batch the model refuses skips larger ones."""
     runnable = {r.key: r.model for r in results if r.ok and r.model is not None}
     fixed_by_user = settings.inputs_path is not None or bool(settings.sample_files) or _batch_dim_fixed(source, settings)
-    if fixed_by_user:
-        batches = [0]
-    else:
-        batches = settings.batches or ([1, 8, 32] if first_axis_dynamic(source) else [0])
+    # batch 1 (or the model's fixed batch) unless a sweep such as [1, 8, 32] is asked for
+    batches = [0] if fixed_by_user else settings.batches or ([1] if first_axis_dynamic(source) else [0])
     notes: list[str] = []
+    noisy: list[str] = []
     combos = [(t, b) for t in settings.threads for b in batches]
     refused: dict[int, int] = {}  # threads -> smallest refused batch
     for index, (threads, batch) in enumerate(combos):
@@ -523,7 +537,8 @@ def _measure_all_latency(
         try:
             stats = measure_latency(
                 runnable, feeds, batch=_batch_of(feeds), threads=threads, runs=settings.runs,
-                warmup=settings.warmup, budget_s=settings.latency_budget_s,
+                warmup=settings.warmup, budget_s=settings.latency_budget_s, target=settings.latency_target,
+                reference=ORIGINAL if ORIGINAL in runnable else None,
             )  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - a batch size the model refuses is reported, not fatal
             if batch <= 1:
@@ -534,10 +549,24 @@ def _measure_all_latency(
         for result in results:
             if result.key in stats:
                 result.latency.append(stats[result.key])
-    text = (
-        f"ONNX Runtime CPU, median and p90 of up to {settings.runs} interleaved runs after "
-        f"{settings.warmup} warm-up runs, threads {settings.threads}"
-    )
+        noisy += [f"{key} ({threads} thread{'s' if threads > 1 else ''}, batch {s.batch})"
+                  for key, s in stats.items() if key != ORIGINAL and s.too_noisy]  # fmt: skip
+    if settings.runs is None:
+        budget = f"{settings.latency_budget_s:g} s" if settings.latency_budget_s is not None else "no time limit"
+        text = (
+            f"ONNX Runtime CPU, original and variants interleaved in rounds after {settings.warmup} warm-up runs, "
+            f"until every variant's time ratio to the original is known within ±{settings.latency_target:.0%} "
+            f"(95% interval, distribution-free, over blocks of consecutive rounds; at least 1 s) or the budget is spent "
+            f"({budget} per setting); median and p90; threads {settings.threads}"
+        )
+    else:
+        text = (
+            f"ONNX Runtime CPU, median and p90 of up to {settings.runs} interleaved runs after "
+            f"{settings.warmup} warm-up runs, threads {settings.threads}; ratios with 95% intervals"
+        )
+    if noisy:
+        notes.insert(0, "too noisy to call (interval wider than "
+                     f"±{settings.latency_target:.0%} when the budget ended): " + ", ".join(noisy))  # fmt: skip
     return text + ("; " + "; ".join(notes) if notes else "")
 
 

@@ -11,7 +11,6 @@ import pytest
 from helpers import cached_sample, steady_timings
 
 from shrinkray.advice import (
-    FEW_LEVELS,
     SLOWER_RATIO,
     Advice,
     advise,
@@ -24,6 +23,7 @@ from shrinkray.inspect import inspect_model
 from shrinkray.measure.latency import LatencyStats
 from shrinkray.measure.parity import VerdictSettings, compare_outputs
 from shrinkray.measure.sizes import Sizes
+from shrinkray.methods.palettize import FEW_LEVELS
 
 FAST = {"runs": 3, "warmup": 1, "latency_budget_s": 1, "culprit_budget_s": 5, "threads": [1], "brotli_quality": 5}
 #: The original script's tolerances: the int8 and 8-level mlp fail them, float16 passes.

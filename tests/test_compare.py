@@ -9,13 +9,13 @@ from helpers import cached_sample, framed_audio_model
 from onnx import TensorProto, helper, numpy_helper
 
 import shrinkray.compare as compare_module
-from shrinkray.compare import ORIGINAL, TRACEABLE, CompareSettings, Comparison, compare
+from shrinkray.compare import ORIGINAL, CompareSettings, Comparison, compare
 from shrinkray.errors import OptionError, RuntimeUnsupportedError, ShrinkRayError
 from shrinkray.io import LoadedModel, serialize
 from shrinkray.measure.inputs import InputOptions
 from shrinkray.measure.parity import RELATIVE_PROFILE, VerdictSettings
 from shrinkray.measure.sizes import measure_sizes
-from shrinkray.methods import all_methods
+from shrinkray.methods import all_methods, get_method
 
 METHODS = [spec.name for spec in all_methods()]
 LOSSY = [("weights-int8", {}), ("palettize", {}), ("float16", {})]
@@ -138,9 +138,9 @@ def test_input_note_describes_synthesized_inputs(mlp_all):
 def test_culprits_only_for_failing_traceable_variants(mlp_all):
     for result in requested(mlp_all):
         if result.culprits:
-            assert result.method in TRACEABLE
+            assert get_method(result.method).traceable
             assert not result.parity.passed
-        if result.parity.passed or result.method not in TRACEABLE:
+        if result.parity.passed or not get_method(result.method).traceable:
             assert result.culprits == [], result.key
     assert mlp_all.get("dynamic-int8").culprits == []  # fails, but not traceable
     assert mlp_all.get("weights-int8").culprits

@@ -12,6 +12,7 @@ import dataclasses
 import fnmatch
 import itertools
 import math
+import typing
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -56,14 +57,31 @@ def _coerce(value: Any, kind: str, flag: str) -> Any:
     return value
 
 
+def _kind_of(annotation: Any) -> str:
+    """bool, int, float, str or list: what the CLI, the app and the checks make of a field's type."""
+    if annotation in (bool, int, float, str):
+        return annotation.__name__
+    origin = typing.get_origin(annotation)
+    if origin in (list, tuple) or annotation in (list, tuple):
+        return "list"
+    return "str"
+
+
 @dataclass
 class MethodOptions:
     """Base class: checks every field against its declared choices and bounds."""
 
+    @classmethod
+    def field_kinds(cls) -> dict[str, str]:
+        """Each option's kind from its real (resolved) type annotation, never from annotation text."""
+        hints = typing.get_type_hints(cls)
+        return {f.name: _kind_of(hints[f.name]) for f in dataclasses.fields(cls)}
+
     def __post_init__(self) -> None:
+        kinds = self.field_kinds()
         for f in dataclasses.fields(self):
             flag = "--" + f.name.replace("_", "-")
-            value = _coerce(getattr(self, f.name), str(f.type), flag)
+            value = _coerce(getattr(self, f.name), kinds[f.name], flag)
             setattr(self, f.name, value)
             meta = f.metadata
             if "choices" in meta and value not in meta["choices"]:
@@ -226,6 +244,19 @@ class MethodSpec:
     apply: Callable[[onnx.ModelProto, Any], Variant]
     candidates: Callable[[list[WeightRef], Any], list[WeightRef]]
     position: int = 99  # order in listings, menus and reports
+    #: What the method changes besides storage: True when the model computes differently (e.g. int8
+    #: activations), so speed and accuracy can move in ways weight errors do not predict.
+    changes_compute: bool = False
+    #: What to try when a variant of this method fails parity (plain words, no front-end syntax).
+    parity_hint: str = "Try float16, which is near-lossless."
+    #: Advice on a choice of options (e.g. very few palette levels), or None when there is none.
+    option_advice: Callable[[dict[str, Any]], str | None] | None = None
+
+    @property
+    def traceable(self) -> bool:
+        """Rewrites tensors one by one under include/exclude: damage can be traced to single tensors,
+        and a model without large float tensors gives it nothing to do."""
+        return issubclass(self.options_type, TensorSelection)
 
     def make_options(self, **values: Any) -> MethodOptions:
         known = {f.name for f in dataclasses.fields(self.options_type)}

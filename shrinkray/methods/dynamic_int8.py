@@ -302,5 +302,7 @@ register(
         apply=apply,
         candidates=candidates,
         position=1,
+        changes_compute=True,
+        parity_hint="Try weights-int8 or float16, which keep activations in float.",
     )
 )

@@ -171,6 +171,7 @@ register(
         options_type=Float16Options,
         apply=apply,
         candidates=candidates,
-        position=4,
+        position=5,
+        parity_hint="Leave the tensors that move the outputs most in float32 (exclude them).",
     )
 )

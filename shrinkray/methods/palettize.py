@@ -11,6 +11,7 @@ error is large is reported as a warning rather than passing silently.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import onnx
@@ -83,6 +84,17 @@ def apply(model: onnx.ModelProto, options: PalettizeOptions) -> Variant:
     return variant
 
 
+#: Palettization with this many levels or fewer is "few levels".
+FEW_LEVELS = 16
+
+
+def few_levels_advice(options: dict[str, Any]) -> str | None:
+    levels = int(options.get("levels", PalettizeOptions.levels))
+    if levels > FEW_LEVELS:
+        return None
+    return f"uses only {levels} levels: expect visible accuracy loss; 64-256 levels keep most of the gzip/brotli saving."
+
+
 register(
     MethodSpec(
         name="palettize",
@@ -92,6 +104,8 @@ register(
         options_type=PalettizeOptions,
         apply=apply,
         candidates=candidates,
-        position=3,
+        position=4,
+        parity_hint="Try more levels.",
+        option_advice=few_levels_advice,
     )
 )

@@ -542,5 +542,7 @@ register(
         apply=apply,
         candidates=candidates,
         position=3,
+        parity_hint="Try smaller blocks (block size 32), weights-int8, or leave the tensors that move the outputs "
+        "most in higher precision (exclude them).",
     )
 )

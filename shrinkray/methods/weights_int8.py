@@ -201,5 +201,6 @@ register(
         apply=apply,
         candidates=candidates,
         position=2,
+        parity_hint="Try per-channel granularity, or float16.",
     )
 )

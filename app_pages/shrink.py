@@ -60,6 +60,11 @@ with st.expander("Measurement settings"):
     runs = c1.number_input("Timed runs per model", min_value=3, max_value=500, value=20,
                            help="Original and variants run interleaved; median and p90 are reported.")  # fmt: skip
     latency = c2.toggle("Measure latency", value=True)
+    culprits = st.toggle(
+        "When a variant fails, find the tensors that hurt and try leaving them in float (slower)", value=False,
+        help="Rewrites the failing variant's tensors one at a time, ranks them by how far they move the outputs, "
+        "and adds a variant that keeps the worst ones in float until parity passes.",
+    )  # fmt: skip
 
 previous = st.session_state.get("last_settings")
 verdict = None
@@ -73,7 +78,7 @@ with friendly_errors("Reading the parity settings"):
 settings = CompareSettings(
     methods=methods, verdict=verdict or VerdictSettings(profile=profile),
     runs=int(runs), latency=latency,
-    latency_budget_s=10.0, culprit_budget_s=30.0,
+    latency_budget_s=10.0, culprit_budget_s=30.0, culprits=culprits, auto=culprits,
     inputs=previous.inputs if previous else CompareSettings().inputs,
     inputs_path=previous.inputs_path if previous else None,
 )  # fmt: skip

@@ -289,7 +289,7 @@ def compare_settings(args: argparse.Namespace) -> CompareSettings:
         inputs_path=None if sample_files else args.inputs,
         sample_files=sample_files,
         image_range=args.image_range,
-        culprits=not args.no_culprits,
+        culprits=args.culprits and not args.no_culprits,
         culprit_budget_s=args.culprit_budget,
         auto=args.auto,
     )
@@ -502,7 +502,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timings", action="store_true", help="print how long each phase took (always in the JSON report)")
     p.add_argument("--auto", action="store_true", help="for a variant that fails parity, add one that leaves the "
                    "most damaging tensors in float")  # fmt: skip
-    p.add_argument("--no-culprits", action="store_true", help="do not search for the tensors that hurt parity")
+    p.add_argument("--culprits", action="store_true", help="for a variant that fails parity, rewrite its tensors "
+                   "one at a time to find the ones that hurt (within --culprit-budget; --auto does this too)")  # fmt: skip
+    p.add_argument("--no-culprits", action="store_true", help="never search for the tensors that hurt parity "
+                   "(the default unless --culprits or --auto)")  # fmt: skip
     p.add_argument("--culprit-budget", type=float, default=60.0, help="seconds for the culprit search per variant")
     p.add_argument("--save-dir", metavar="DIR", help="write every variant (checked) into DIR as MODEL.VARIANT.onnx; "
                    "the JSON report gives each one's file")  # fmt: skip

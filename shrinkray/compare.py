@@ -8,10 +8,9 @@ for a method that fails: that variant carries its error and the others go on.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
-from pathlib import Path
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -66,7 +65,7 @@ class CompareSettings:
     parity_batch: int = 4  # input samples for parity (one batch when the batch axis is free)
     probe_budget_s: float = 20.0  # trying other free dimensions when the original rejects the inputs
     parity_budget_s: float = field(default_factory=lambda: Limits.from_env().max_run_seconds)
-    culprits: bool = True
+    culprits: bool = False  # search the tensors behind a failing variant (auto turns it on)
     culprit_budget_s: float = 60.0
     auto: bool = False
 
@@ -332,8 +331,8 @@ def find_culprits(
             progress(f"{method}: testing tensor {index + 1}/{len(changed)} alone", index / max(len(changed), 1))
         opts = {k: v for k, v in options.items() if k not in ("include", "exclude")}
         try:
-            variant = shrink(source, method, include=[name], **opts)
-            outputs = _run(variant.model, inputs.samples)
+            variant = shrink(source, method, include=[name], keep_session=True, **opts)
+            outputs = _session_outputs(variant.session, inputs.samples, variant.model)
         except ShrinkRayError:
             continue  # this tensor alone cannot be tested; the others still can
         parity = _parity(inputs.reference, outputs, inputs, settings)
@@ -351,9 +350,10 @@ def find_culprits(
     return found
 
 
-def _measure_parity(result: VariantResult, inputs: ParityInputs, settings: CompareSettings) -> None:
+def _measure_parity(result: VariantResult, inputs: ParityInputs, settings: CompareSettings, session=None) -> None:
     try:
-        result.parity = _parity(inputs.reference, _run(result.model, inputs.samples), inputs, settings)
+        outputs = _session_outputs(session or open_session(result.model), inputs.samples, result.model)
+        result.parity = _parity(inputs.reference, outputs, inputs, settings)
     except ShrinkRayError as exc:
         result.error = f"Could not run the variant: {exc}"
 
@@ -374,8 +374,8 @@ def _auto_variant(
         options = dict(result.options)
         options["exclude"] = list(options.get("exclude", [])) + ranked[:count]
         try:
-            variant = shrink(source, result.method, **options)
-            outputs = _run(variant.model, inputs.samples)
+            variant = shrink(source, result.method, keep_session=True, **options)
+            outputs = _session_outputs(variant.session, inputs.samples, variant.model)
         except ShrinkRayError:
             continue
         parity = _parity(inputs.reference, outputs, inputs, settings)
@@ -415,48 +415,51 @@ def compare(
     check_memory(tensor_payload_bytes(source), variants=len(requested))
     timings: dict[str, float] = {}
     lap = time.perf_counter()
+    say("Running the original on its inputs", 0.02)
+    inputs = parity_inputs(source, settings)
+    input_note = inputs.note
+    original.parity = _parity(inputs.reference, inputs.reference, inputs, settings)
+    lap = _lap(timings, "parity", lap)
+    parity_spent = 0.0
     for index, (method, options) in enumerate(requested):
-        say(f"Shrinking: {method}", 0.05 + 0.25 * index / max(len(requested), 1))
+        say(f"Shrinking: {method}", 0.05 + 0.4 * index / max(len(requested), 1))
         result = VariantResult(key=_label(method, options, taken), method=method, options=dict(options))
+        variants.append(result)
         try:
-            variant = shrink(loaded, method, **options)
+            variant = shrink(loaded, method, keep_session=True, **options)
         except OptionError:
             raise
         except ShrinkRayError as exc:
             result.error = str(exc)
+            lap = _lap(timings, "shrink", lap)
+            continue
+        result.model = variant.model
+        result.record = variant.summary()
+        result.warnings = list(variant.warnings)
+        result.notes = list(variant.notes)
+        lap = _lap(timings, "shrink", lap)
+        # Parity right away, in the session validation opened: one session per variant, held briefly.
+        if parity_spent >= settings.parity_budget_s:
+            result.notes.append(
+                f"Parity not measured: the {settings.parity_budget_s:.0f} s budget for parity runs was spent "
+                "on the variants before it (raise it with SHRINKRAY_MAX_RUN_SECONDS)"
+            )
         else:
-            result.model = variant.model
-            result.record = variant.summary()
-            result.warnings = list(variant.warnings)
-            result.notes = list(variant.notes)
-        variants.append(result)
+            say(f"Checking parity: {result.key}", 0.05 + 0.4 * (index + 0.5) / max(len(requested), 1))
+            _measure_parity(result, inputs, settings, variant.session)
+        variant.session = None
+        now = _lap(timings, "parity", lap)
+        parity_spent += now - lap
+        lap = now
 
-    lap = _lap(timings, "shrink", lap)
-    say("Measuring sizes (gzip -9, brotli; a server sends the smaller)", 0.3)
+    say("Measuring sizes (gzip -9, brotli; a server sends the smaller)", 0.5)
     blobs = {r.key: serialize(r.model) for r in [original, *variants] if r.model is not None}
     sizes = measure_many(blobs, brotli_quality=settings.brotli_quality, zstd_level=settings.zstd_level)
     for result in [original, *variants]:
         result.sizes = sizes.get(result.key)
     lap = _lap(timings, "sizes", lap)
 
-    say("Checking parity", 0.45)
-    inputs = parity_inputs(source, settings)
-    input_note = inputs.note
-    original.parity = _parity(inputs.reference, inputs.reference, inputs, settings)
-    parity_started = time.perf_counter()
-    for result in variants:
-        if not result.ok:
-            continue
-        if time.perf_counter() - parity_started > settings.parity_budget_s:
-            result.notes.append(
-                f"Parity not measured: the {settings.parity_budget_s:.0f} s budget for parity runs was spent "
-                "on the variants before it (raise it with SHRINKRAY_MAX_RUN_SECONDS)"
-            )
-            continue
-        _measure_parity(result, inputs, settings)
-    lap = _lap(timings, "parity", lap)
-
-    if settings.culprits:
+    if settings.culprits or settings.auto:
         for result in variants:
             if result.ok and result.parity and not result.parity.passed and get_method(result.method).traceable:
                 changed = [c["name"] for c in sorted(result.record.get("changes", []),

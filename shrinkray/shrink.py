@@ -15,14 +15,23 @@ from shrinkray.methods import Variant, get_method
 from shrinkray.validate import validate
 
 
-def shrink(source: LoadedModel | onnx.ModelProto, method: str, *, in_place: bool = False, **options: Any) -> Variant:
+def shrink(
+    source: LoadedModel | onnx.ModelProto,
+    method: str,
+    *,
+    in_place: bool = False,
+    keep_session: bool = False,
+    **options: Any,
+) -> Variant:
     """Return a validated Variant; the input model is not modified unless ``in_place``.
 
     ``in_place=True`` lets the method rewrite the given model itself, saving a
     full copy of the weights in memory; the CLI uses it for the model it loaded
     and does not use again. Raises a ShrinkRayError when the options are wrong,
     the method fails, or the result does not pass onnx.checker or open in
-    ONNX Runtime.
+    ONNX Runtime. ``keep_session`` validates with the optimized session that
+    measuring needs and leaves it in ``variant.session`` (opened once, used for
+    parity and culprits).
     """
     spec = get_method(method)
     opts = spec.make_options(**options)
@@ -45,7 +54,7 @@ def shrink(source: LoadedModel | onnx.ModelProto, method: str, *, in_place: bool
             "so check parity"
         )
     try:
-        validate(variant.model)
+        variant.session = validate(variant.model, keep_session=keep_session)
     except ShrinkRayError as exc:
         raise type(exc)(
             f"The {spec.name} result failed validation, so it was not kept: {exc.problem}",

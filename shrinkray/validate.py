@@ -205,17 +205,23 @@ def open_session(
         raise explain_runtime_error(exc, model) from None
 
 
-def validate(model: onnx.ModelProto) -> None:
+def validate(model: onnx.ModelProto, *, keep_session: bool = False) -> ort.InferenceSession | None:
     """Raise unless the model passes onnx.checker and opens in an ONNX Runtime CPU session.
 
     The session opens without graph optimizations: that proves ONNX Runtime
     accepts every node and type, while constant folding would materialize all
-    decoded weights (time and memory of a full float copy). Measurements
-    (compare) run the optimized session, and the tests check both levels.
+    decoded weights (time and memory of a full float copy). With
+    ``keep_session`` (compare, which is about to measure the model anyway) the
+    optimized single-thread session is opened instead and returned, so the
+    model is opened once for validation, parity and culprits.
     """
     serialized = None if needs_external_data(model) else model.SerializeToString()
     check_structure(model, serialized)
     release_free_memory()  # the checker's parsed copy, before ONNX Runtime makes its own
-    open_session(model, optimized=False, serialized=serialized)
+    session = open_session(model, optimized=keep_session, serialized=serialized)
     del serialized
+    if not keep_session:
+        del session
+        session = None
     release_free_memory()  # the session's copy, before the caller saves or measures
+    return session

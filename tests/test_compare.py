@@ -20,7 +20,8 @@ from shrinkray.methods import all_methods, get_method
 METHODS = [spec.name for spec in all_methods()]
 LOSSY = [("weights-int8", {}), ("palettize", {}), ("float16", {})]
 #: Fast settings: few timed runs, cheap brotli (sizes are checked against the same quality).
-FAST = {"runs": 5, "warmup": 1, "latency_budget_s": 1, "culprit_budget_s": 5, "threads": [1], "brotli_quality": 5}
+FAST = {"runs": 5, "warmup": 1, "latency_budget_s": 1, "culprit_budget_s": 5, "threads": [1], "brotli_quality": 5,
+        "culprits": True}
 #: The original script's tolerances (max abs 0.06, mean abs 0.02, cosine 0.99), under which the int8 and
 #: palettized mlp fail: the culprit search and --auto need failing variants.
 ABSOLUTE = VerdictSettings(profile="absolute")
@@ -335,7 +336,8 @@ def test_culprit_budget_zero_leaves_a_note():
     assert any(f"Tested {len(variant.culprits)} of 3 tensors" in n for n in variant.notes)
 
 
-def test_culprits_off():
+def test_culprits_are_off_by_default():
+    assert CompareSettings().culprits is False  # only on request (or with auto): they cost a run per tensor
     result = compare(
         cached_sample("mlp"),
         settings(methods=[("weights-int8", {})], verdict=absolute(1e-9, 1e-9), latency=False, culprits=False),
@@ -449,6 +451,7 @@ def test_variant_failing_at_run_time_is_recorded(monkeypatch):
         variant = real_shrink(source, method, **options)
         if method == "palettize":
             variant.model = add_model(7)  # opens in ONNX Runtime, rejects the 4-element input when run
+            variant.session = None
         return variant
 
     monkeypatch.setattr(compare_module, "shrink", shrink_with_a_broken_palettize)
@@ -620,6 +623,7 @@ def compare_with_variant(source: onnx.ModelProto, variant_model: onnx.ModelProto
     def shrink(model, method, **options):
         variant = real_shrink(model, method, **options)
         variant.model = variant_model
+        variant.session = None  # the session validation opened belongs to the replaced model
         return variant
 
     monkeypatch.setattr(compare_module, "shrink", shrink)

@@ -163,6 +163,11 @@ class Variant:
     changes: list[TensorChange] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: The optimized ONNX Runtime session validation opened (shrink(keep_session=True)); never pickled.
+    session: Any = field(default=None, repr=False, compare=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "session": None}
 
     @property
     def bytes_before(self) -> int:

@@ -136,6 +136,7 @@ class InputRole:
     detail: str = ""  # image: value range; image layout "nchw"/"nhwc"; tokens: vocabulary size
     channels_first: bool = True
     vocab: int = 0
+    text_line: bool = False  # an image read as one line of text (the model outputs characters per position)
 
 
 _AUDIO_WORDS = re.compile(r"audio|wav|pcm|signal|speech|waveform|input_values|samples", re.IGNORECASE)
@@ -214,6 +215,22 @@ def _is_image(sig: InputSignature) -> tuple[bool, bool]:
     return False, True
 
 
+#: A text-line crop as OCR recognizers take it (PaddleOCR: height 48; CRNNs: 32 to 64).
+TEXT_LINE_HEIGHT, TEXT_LINE_WIDTH = 48, 320
+#: An output with this many values per position is a character or token vocabulary.
+VOCABULARY_SIZE = 1000
+
+
+def reads_text_lines(model: onnx.ModelProto) -> bool:
+    """True when an output declares [batch, positions, V] or [positions, batch, V] with a large V:
+    the model reads a sequence of characters off its image (an OCR text recognizer)."""
+    for out in model.graph.output:
+        dims = out.type.tensor_type.shape.dim if out.type.HasField("tensor_type") else []
+        if len(dims) == 3 and dims[2].HasField("dim_value") and dims[2].dim_value >= VOCABULARY_SIZE:
+            return True
+    return False
+
+
 def input_roles(model: onnx.ModelProto) -> dict[str, InputRole]:
     """What each input carries: images, audio, token ids, masks, states, sample rates or plain values."""
     sigs = signature(model)
@@ -240,7 +257,8 @@ def input_roles(model: onnx.ModelProto) -> dict[str, InputRole]:
             image, first = _is_image(sig)
             if image:
                 value_range, how = image_value_range(model, sig.name)
-                roles[sig.name] = InputRole("image", f"{value_range}|{how}", channels_first=first)
+                roles[sig.name] = InputRole("image", f"{value_range}|{how}", channels_first=first,
+                                            text_line=reads_text_lines(model))  # fmt: skip
             elif _STATE_WORDS.search(sig.name):
                 roles[sig.name] = InputRole("state")
             elif _RATE_WORDS.search(sig.name) and rank <= 1:  # before audio: a float [1] sr is not a clip
@@ -266,6 +284,8 @@ def _guess(sig: InputSignature, axis: int, rank: int, role: InputRole | None = N
             other = sig.shape[spatial[0] if axis == spatial[1] else spatial[1]]
             if axis == spatial[1] and isinstance(other, int) and other <= 64:
                 return 4 * other  # a fixed short height and a free width: a text line
+            if role.text_line:  # a recognizer with free sizes: a line of text as OCR crops it
+                return TEXT_LINE_HEIGHT if axis == spatial[0] else TEXT_LINE_WIDTH
             return DEFAULT_IMAGE_SIDE
     named_length = any(k in name for k in ("seq", "len", "time", "token", "step", "frame"))
     if axis == 0 and rank >= 2 and not named_length:

@@ -265,7 +265,8 @@ def scale_rounder(blocks: np.ndarray, symmetric: bool, scale_dtype: type):
 
     def to16(s: np.ndarray) -> np.ndarray:
         want = np.asarray(s, dtype=np.float64) / unit
-        rel = want.astype(np.float16)
+        with np.errstate(over="ignore"):  # beyond float16 (a fallback scale of 1 on a tiny tensor) -> 1 below
+            rel = want.astype(np.float16)
         rel = np.where(rel.astype(np.float64) < want, np.nextafter(rel, np.float16(np.inf)), rel)  # never below
         rel = np.where(np.isfinite(rel) & (rel > 0), rel, np.float16(1.0))
         return (rel.astype(np.float32) * np.float32(unit)).astype(np.float32)
@@ -280,3 +281,4 @@ def scale_unit(blocks: np.ndarray, symmetric: bool) -> float:
     if not (top > 0 and math.isfinite(top)):
         return 1.0
     return float(2.0 ** math.ceil(math.log2(top)))
+

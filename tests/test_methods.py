@@ -46,6 +46,7 @@ FLOAT_DTYPES = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE}
 MIN_COSINE = {
     "dynamic-int8": 0.99,  # measured worst 0.9964 (messy `probs`); activations are int8 too
     "weights-int8": 0.999,  # measured worst 0.99980 (shared_weight; 0.99963 with --symmetric)
+    "weights-int4": 0.96,  # measured worst 0.9731 (subgraph `y`): 4-bit codes, tests/test_methods_int4.py
     "palettize": 0.999,  # 256 k-means levels; measured worst 0.99970 (messy `probs`)
     "float16": 0.9999,  # measured worst 0.999999
 }
@@ -53,9 +54,14 @@ MIN_COSINE = {
 MAX_RELATIVE_ERROR = {
     "dynamic-int8": 0.25,  # measured worst 0.123 (transformer `pooled`)
     "weights-int8": 0.15,  # measured worst 0.052 (subgraph `y`, a 3-step Loop of tanh layers; 0.071 symmetric)
+    "weights-int4": 0.75,  # measured worst 0.564 (subgraph `y`: the Loop repeats the 4-bit error)
     "palettize": 0.10,  # measured worst 0.048 (subgraph `y`)
     "float16": 0.01,  # measured worst 0.0020 (subgraph `y`)
 }
+
+#: Integer outputs computed from floats that may change: messy's ArgMax `label` has a top-2 margin of
+#: 0.097 on the test feed, while 4-bit weights move `output` by up to 0.63 (float outputs still checked).
+LABELS_MAY_FLIP = {("weights-int4", "messy")}
 
 # ------------------------------------------------------------------ bounds (optimized vs unoptimized session)
 
@@ -164,7 +170,7 @@ def _tensor_map(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
 
 
 def test_registry_lists_the_four_methods():
-    assert sorted(METHODS) == ["dynamic-int8", "float16", "palettize", "weights-int8"]
+    assert sorted(METHODS) == ["dynamic-int8", "float16", "palettize", "weights-int4", "weights-int8"]
 
 
 # ------------------------------------------------------------------ every method x every model x ORT optimisation
@@ -176,9 +182,13 @@ def test_variant_is_valid_runs_and_stays_close(method, model, optimized):
     variant = _variant(method, model)
     assert variant.method == method
     onnx.checker.check_model(variant.model)
+    expected, got = _original_outputs(model, optimized), _variant_outputs(method, model, (), optimized)
+    if (method, model) in LABELS_MAY_FLIP:
+        expected = {k: v for k, v in expected.items() if is_float_array(v)}
+        got = {k: got[k] for k in expected}
     _assert_close(
-        _original_outputs(model, optimized),
-        _variant_outputs(method, model, (), optimized),
+        expected,
+        got,
         _min_cosine(method, model),
         MAX_RELATIVE_ERROR[method],
         f"{method} on {model}",

@@ -257,22 +257,26 @@ def _stats(codes: BlockCodes, x2d: np.ndarray, dtype: int) -> ErrorStats:
 class _Nodes:
     """Collects decode nodes and the small constants they need (as extra stored arrays)."""
 
-    def __init__(self, alloc: NameAllocator, prefix: str, opset: int) -> None:
+    def __init__(self, alloc: NameAllocator, final: str, opset: int) -> None:
+        """Tensors and nodes get short names (``int4_7/q_hi``, the node named like its output): decode nodes
+        named after a long weight name cost kilobytes per tensor; ``final`` is the weight's own name."""
         self.alloc = alloc
-        self.prefix = prefix
+        self.final = final
+        self.prefix = alloc.new("int4")
         self.opset = opset
         self.nodes: list[onnx.NodeProto] = []
 
     def const(self, tag: str, value: np.ndarray) -> str:
         """A Constant node holding a small array (shapes, 16, 1/16): folded with the rest at load."""
-        name = self.alloc.new(f"{self.prefix}__{tag}")
+        name = self.alloc.new(f"{self.prefix}/{tag}")
         tensor = numpy_helper.from_array(np.asarray(value), name)
-        self.nodes.append(helper.make_node("Constant", [], [name], name=self.alloc.new(f"{name}_const"), value=tensor))
+        self.nodes.append(helper.make_node("Constant", [], [name], name=name, value=tensor))
         return name
 
     def add(self, op: str, inputs: list[str], tag: str, out: str | None = None, **attrs) -> str:
-        out = out or self.alloc.new(f"{self.prefix}__{tag}")
-        self.nodes.append(helper.make_node(op, inputs, [out], name=self.alloc.new(f"{self.prefix}_{tag}"), **attrs))
+        out = out or self.alloc.new(f"{self.prefix}/{tag}")
+        self.nodes.append(helper.make_node(op, inputs, [out], name=self.alloc.new(f"{self.prefix}/{tag}") if out ==
+                                           self.final else out, **attrs))  # fmt: skip
         return out
 
     def slice(self, data: str, end: int, axis: int, out: str) -> onnx.NodeProto:
@@ -301,7 +305,7 @@ class _Nodes:
         flat = self.add("Reshape", [pairs, self.const(f"{tag}_shape", np.array([*shape[:-1], flat_len], np.int64))],
                         f"{tag}_codes")  # fmt: skip
         if count != flat_len:
-            out = self.alloc.new(f"{self.prefix}__{tag}_trim")
+            out = self.alloc.new(f"{self.prefix}/{tag}_trim")
             self.nodes.append(self.slice(flat, count, len(shape) - 1, out))
             flat = out
         return flat
@@ -332,7 +336,7 @@ def _standard(enc: Encoded, ref: WeightRef, opset: int):
         values = b.add("Mul", [centred, scale], "values")
         values = b.add("Reshape", [values, b.const("rows_shape", np.array([rows, blocks * size], np.int64))], "rows")
         if codes.length != blocks * size:
-            out = alloc.new(f"{output}__unpadded")
+            out = alloc.new(f"{b.prefix}/unpadded")
             b.nodes.append(b.slice(values, codes.length, 1, out))
             values = out
         final_needs_cast = ref.dtype != onnx.TensorProto.FLOAT

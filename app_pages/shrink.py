@@ -57,14 +57,18 @@ with st.expander("Measurement settings"):
         hide_index=True, width="stretch", key="verdict_outputs",
     )  # fmt: skip
     c1, c2 = st.columns(2)
-    runs = c1.number_input("Timed runs per model", min_value=3, max_value=500, value=20,
-                           help="Original and variants run interleaved; median and p90 are reported.")  # fmt: skip
+    runs = c1.number_input("Timed runs per model", min_value=0, max_value=500, value=0,
+                           help="0: adaptive. Original and variants run interleaved until every variant's speed ratio "
+                           "is known within ±3% (95% interval), or 10 s per setting. A number: exactly that many runs. "
+                           "Median and p90 are reported.")  # fmt: skip
     latency = c2.toggle("Measure latency", value=True)
     culprits = st.toggle(
         "When a variant fails, find the tensors that hurt and try leaving them in float (slower)", value=False,
         help="Rewrites the failing variant's tensors one at a time, ranks them by how far they move the outputs, "
         "and adds a variant that keeps the worst ones in float until parity passes.",
     )  # fmt: skip
+    sweep = c2.toggle("Throughput at batch 1, 8, 32", value=False,
+                      help="Also time batches of 8 and 32 (when the batch axis is free); batch 1 only by default.")  # fmt: skip
 
 previous = st.session_state.get("last_settings")
 verdict = None
@@ -77,7 +81,7 @@ with friendly_errors("Reading the parity settings"):
     )  # fmt: skip
 settings = CompareSettings(
     methods=methods, verdict=verdict or VerdictSettings(profile=profile),
-    runs=int(runs), latency=latency,
+    runs=int(runs) or None, latency=latency, batches=[1, 8, 32] if sweep else None,
     latency_budget_s=10.0, culprit_budget_s=30.0, culprits=culprits, auto=culprits,
     inputs=previous.inputs if previous else CompareSettings().inputs,
     inputs_path=previous.inputs_path if previous else None,

@@ -35,7 +35,7 @@ def variant_card(c: Comparison, result: VariantResult, advice_items) -> None:
         cols[0].metric("Raw", format_bytes(s.raw), _delta(s.raw, base.raw), delta_color="inverse")
         cols[1].metric("gzip -9", format_bytes(s.gzip), _delta(s.gzip, base.gzip), delta_color="inverse")
         cols[2].metric(f"brotli q{s.brotli_quality}", format_bytes(s.brotli), _delta(s.brotli, base.brotli),
-                       delta_color="inverse")  # fmt: skip
+                       delta_color="inverse", help=f"Served: {s.method('brotli')}")  # fmt: skip
         parity = result.parity
         if parity is not None:
             verdict = "Pass" if parity.passed else "Fail"
@@ -45,8 +45,10 @@ def variant_card(c: Comparison, result: VariantResult, advice_items) -> None:
         ratio = latency_ratio(c, result)
         if ratio is not None:
             first = result.latency[0]
-            cols[4].metric("Latency", f"{first.median_ms:.2f} ms", f"{ratio:.2f}x original", delta_color="off",
-                           help=f"median of {first.runs} runs, {first.threads} thread(s), batch {first.batch}")  # fmt: skip
+            call = "too noisy to call" if first.too_noisy else f"{first.ratio or ratio:.2f}x original"
+            cols[4].metric("Latency", f"{first.median_ms:.2f} ms", call, delta_color="off",
+                           help=f"median of {first.runs} runs, {first.threads} thread(s), batch {first.batch}; "
+                           f"ratio to the original {first.call() or 'not measured'}")  # fmt: skip
         for item in advice_items:
             if item.variant == result.key:
                 st.markdown(f"{_ICONS.get(item.level, '')} {item.text}")

@@ -142,6 +142,7 @@ def to_json(c: Comparison, delivery: str = DELIVERY, pricing: _pricing.PricingCh
         "settings": dataclasses.asdict(c.settings),
         "input_note": c.input_note,
         "latency_note": c.latency_note,
+        "timings": getattr(c, "timings", {}),
         "delivery": delivery,
         "variants": [_variant_json(c, r) for r in c.all],
         "advice": [a.as_dict() for a in advise(c, delivery)],
@@ -240,9 +241,11 @@ def summary_table(c: Comparison, delivery: str = DELIVERY) -> tuple[list[str], l
         brotli = DASH
         if s is not None:
             brotli = format_bytes(s.brotli) + (f" (q{s.brotli_quality})" if len(qualities) > 1 else "")
+            brotli += " as gzip" if s.brotli_encoding == "gzip" else ""  # gzip -9 was smaller: a server sends that
         saving = _saving(r, c.original, delivery)
         stats = r.latency_at(*setting) if setting else None
         ratio = latency_ratio(c, r) if r.key != ORIGINAL else None
+        ratio = stats.ratio if ratio is not None and getattr(stats, "ratio", None) is not None else ratio
         parity = r.parity
         rows.append(
             [
@@ -255,10 +258,26 @@ def summary_table(c: Comparison, delivery: str = DELIVERY) -> tuple[list[str], l
                 _num(parity.worst_cosine if parity else None, ".8g"),
                 _num(parity.max_abs_error if parity else None, ".3g"),
                 _num(stats.median_ms if stats else None, ".3f"),
-                _num(ratio, ".2f") + ("x" if ratio is not None else ""),
+                _num(ratio, ".2f") + ("x" if ratio is not None else "") + _interval(stats),
             ]
         )
     return header, rows
+
+
+def _interval(stats) -> str:
+    """' [0.97-1.03]' (95% interval of the ratio), or ' (too noisy to call)'; empty for the original."""
+    if stats is None or getattr(stats, "ratio_low", None) is None:
+        return ""
+    return " (too noisy to call)" if stats.too_noisy else f" [{stats.ratio_low:.2f}-{stats.ratio_high:.2f}]"
+
+
+def timings_text(c: Comparison) -> str:
+    """'Phase timings: shrink 1.2 s, sizes 0.8 s, ... (total 9.9 s)' for `compare --timings`."""
+    timings = getattr(c, "timings", {}) or {}
+    if not timings:
+        return "Phase timings: not recorded"
+    parts = ", ".join(f"{phase} {seconds:.1f} s" for phase, seconds in timings.items())
+    return f"Phase timings: {parts} (total {sum(timings.values()):.1f} s)"
 
 
 # ---------------------------------------------------------------- Markdown
@@ -408,6 +427,7 @@ def to_text(c: Comparison, delivery: str = DELIVERY, pricing: _pricing.PricingCh
 FIXED_COLUMNS = [
     "key", "method", "options_json", "ok", "error",
     "raw_bytes", "gzip_bytes", "gzip_level", "brotli_bytes", "brotli_quality", "zstd_bytes", "zstd_level",
+    "brotli_encoding", "brotli_encoded_bytes", "brotli_window", "zstd_encoding",
     "raw_saving_percent", "gzip_saving_percent", "brotli_saving_percent",
     "parity_passed", "parity_decided_by", "parity_severity", "max_abs_error", "mean_abs_error", "worst_cosine",
     "tensors_changed", "weight_bytes_before", "weight_bytes_after",
@@ -420,10 +440,13 @@ def _latency_settings(c: Comparison) -> list[tuple[int, int]]:
 
 
 def csv_columns(c: Comparison) -> list[str]:
-    """Column names: the fixed ones, then median, p90 and throughput for every (threads, batch) timed."""
+    """Column names: the fixed ones, then median, p90, throughput and the ratio to the original with its 95%
+    interval and whether it settled within the target, for every (threads, batch) timed."""
     columns = list(FIXED_COLUMNS)
     for t, b in _latency_settings(c):
         columns += [f"latency_median_ms_t{t}_b{b}", f"latency_p90_ms_t{t}_b{b}", f"throughput_per_s_t{t}_b{b}"]
+        columns += [f"latency_ratio_t{t}_b{b}", f"latency_ratio_low_t{t}_b{b}", f"latency_ratio_high_t{t}_b{b}",
+                    f"latency_settled_t{t}_b{b}"]  # fmt: skip
     return columns
 
 
@@ -466,6 +489,10 @@ def to_csv(c: Comparison, pricing: _pricing.PricingChoice | None = None) -> str:
             "brotli_quality": s.brotli_quality if s else None,
             "zstd_bytes": s.zstd if s else None,
             "zstd_level": s.zstd_level if s else None,
+            "brotli_encoding": s.brotli_encoding if s else None,
+            "brotli_encoded_bytes": s.brotli_encoded if s else None,
+            "brotli_window": s.brotli_window if s else None,
+            "zstd_encoding": s.zstd_encoding if s else None,
             "raw_saving_percent": _percent(_saving(r, c.original, "raw")),
             "gzip_saving_percent": _percent(_saving(r, c.original, "gzip")),
             "brotli_saving_percent": _percent(_saving(r, c.original, "brotli")),
@@ -487,6 +514,8 @@ def to_csv(c: Comparison, pricing: _pricing.PricingChoice | None = None) -> str:
             row[f"latency_median_ms_t{t}_b{b}"] = stats.median_ms if stats else None
             row[f"latency_p90_ms_t{t}_b{b}"] = stats.p90_ms if stats else None
             row[f"throughput_per_s_t{t}_b{b}"] = stats.throughput if stats else None
+            for name in ("ratio", "ratio_low", "ratio_high", "settled"):
+                row[f"latency_{name}_t{t}_b{b}"] = getattr(stats, name, None) if r.key != ORIGINAL else None
         if pricing is not None:
             row |= _pricing.cost_csv_values(pricing, costs[r.key])
         writer.writerow({k: _cell(v) for k, v in row.items()})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import onnx
@@ -11,7 +12,7 @@ from onnx import TensorProto, helper
 
 from shrinkray.errors import RuntimeUnsupportedError
 from shrinkray.measure import latency
-from shrinkray.measure.latency import LatencyStats, default_threads, measure_latency
+from shrinkray.measure.latency import LatencyStats, default_threads, measure_latency, median_interval, time_models
 
 
 def tiny(op: str) -> onnx.ModelProto:
@@ -132,3 +133,227 @@ def test_bad_model_raises_shrinkray_error(feeds):
 def test_default_threads_are_one_and_every_usable_core(cores, expected, monkeypatch):
     monkeypatch.setattr(latency, "usable_cores", lambda: cores)
     assert default_threads() == expected
+
+
+# ------------------------------------------------------------------ adaptive stopping, on a synthetic clock
+# No real timing below: every "run" advances a fake clock by a drawn duration with a known ratio.
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def synthetic(ratios: dict[str, float], *, jitter: float, burst: float = 0.0, seed: int = 0, base_ms: float = 2.0):
+    """Runners whose durations are base * ratio * lognormal(jitter) * the round's machine load.
+
+    ``burst`` > 0 slows whole stretches of the machine down (load from elsewhere), which hits every model
+    of a round alike: interleaving and paired ratios are meant to cancel it.
+    """
+    clock = FakeClock()
+    rng = np.random.default_rng(seed)
+    load = [1.0]
+    calls = [0]
+
+    def make(ratio: float):
+        def run() -> None:
+            if burst and calls[0] % len(ratios) == 0:  # a new round: the machine's load changes
+                load[0] = 1.0 + burst * rng.random()
+            calls[0] += 1
+            clock.now += base_ms / 1000 * ratio * math.exp(rng.normal(0.0, jitter)) * load[0]
+
+        return run
+
+    return clock, {key: make(r) for key, r in ratios.items()}
+
+
+def test_quiet_timing_stops_at_the_first_check_with_the_true_ratio():
+    clock, runners = synthetic({"original": 1.0, "variant": 1.25}, jitter=0.002)
+    stats = time_models(runners, budget_s=60.0, timer=clock, min_s=0.0)
+    v, o = stats["variant"], stats["original"]
+    assert v.stopped_by == o.stopped_by == "precision"
+    assert v.runs == o.runs == latency.MIN_ROUNDS
+    assert v.ratio_low <= 1.25 <= v.ratio_high
+    assert v.ratio == pytest.approx(1.25, rel=0.01)
+    assert v.settled is True and not v.too_noisy and o.settled is True
+    assert v.call().startswith("1.25x (95%: ")
+    assert (o.ratio, o.ratio_low, o.ratio_high) == (None, None, None)
+    assert o.median_ms == pytest.approx(2.0, rel=0.01)
+    assert clock.now < 1.0  # about 10 rounds of 4.5 ms, far inside the 60 s budget
+
+
+def test_moderate_noise_stops_early_inside_the_target():
+    clock, runners = synthetic({"original": 1.0, "variant": 0.8}, jitter=0.05, seed=3)
+    stats = time_models(runners, budget_s=60.0, timer=clock)
+    v = stats["variant"]
+    assert v.stopped_by == "precision"
+    assert latency.MIN_ROUNDS < v.runs < 2000
+    assert v.ratio_high <= v.ratio * 1.03 and v.ratio_low >= v.ratio * 0.97
+    assert v.ratio_low <= 0.8 <= v.ratio_high
+    assert clock.now < 60.0
+
+
+def test_noisy_timing_runs_to_the_budget_and_is_too_noisy_to_call():
+    clock, runners = synthetic({"original": 1.0, "variant": 1.1}, jitter=1.5, seed=5, base_ms=10.0)
+    stats = time_models(runners, budget_s=2.0, timer=clock)
+    v, o = stats["variant"], stats["original"]
+    assert v.stopped_by == "budget"
+    assert 2.0 < clock.now < 2.5  # stopped by the first round past the budget
+    assert v.settled is False and v.too_noisy and o.settled is False
+    assert v.call().startswith("too noisy to call (95%: ")
+    assert v.ratio_low <= 1.1 <= v.ratio_high
+    assert v.ratio_high > v.ratio * 1.03 or v.ratio_low < v.ratio * 0.97
+
+
+def test_load_bursts_hitting_a_whole_round_cancel_in_the_paired_ratios():
+    """The machine slows down by up to 4x from round to round; the ratio within a round does not move."""
+    clock, runners = synthetic({"original": 1.0, "variant": 1.5}, jitter=0.003, burst=3.0, seed=2)
+    v = time_models(runners, budget_s=60.0, timer=clock, min_s=0.0)["variant"]
+    assert v.stopped_by == "precision" and v.runs == latency.MIN_ROUNDS
+    assert v.ratio_low <= 1.5 <= v.ratio_high
+
+
+def test_stops_only_when_every_variant_is_settled():
+    clock, runners = synthetic({"original": 1.0, "quiet": 1.0, "noisy": 2.0}, jitter=0.0, seed=1)
+    # a variant that is quiet alone and one with 8% noise
+    rng = np.random.default_rng(9)
+
+    def noisy() -> None:
+        clock.now += 0.004 * math.exp(rng.normal(0.0, 0.08))
+
+    runners["noisy"] = noisy
+    stats = time_models(runners, budget_s=600.0, timer=clock)
+    assert stats["quiet"].runs == stats["noisy"].runs > latency.MIN_ROUNDS
+    assert all(s.settled for s in stats.values())
+    assert stats["quiet"].ratio == pytest.approx(1.0)
+    assert stats["noisy"].ratio_low <= 2.0 <= stats["noisy"].ratio_high
+
+
+def test_interval_covers_the_true_ratio_at_least_95_percent_of_the_time():
+    covered = 0
+    trials = 200
+    for seed in range(trials):
+        clock, runners = synthetic({"original": 1.0, "variant": 1.1}, jitter=0.2, seed=seed)
+        v = time_models(runners, runs=25, timer=clock)["variant"]
+        covered += v.ratio_low <= 1.1 <= v.ratio_high
+    assert covered / trials >= 0.93  # nominal >= 95% (order statistics); seeded, so not flaky
+
+
+def test_fixed_runs_ignore_the_stopping_rule_but_report_the_interval():
+    clock, runners = synthetic({"original": 1.0, "variant": 1.25}, jitter=0.002)
+    calls: list[tuple[int, int]] = []
+    stats = time_models(runners, runs=40, timer=clock, on_round=lambda i, n: calls.append((i, n)))
+    v = stats["variant"]
+    assert v.runs == 40 and v.stopped_by == "runs" and v.settled is True
+    assert v.ratio_low <= 1.25 <= v.ratio_high
+    assert calls[-1] == (40, 40)
+
+
+def test_reference_is_the_first_model_unless_named():
+    clock, runners = synthetic({"a": 2.0, "b": 1.0}, jitter=0.001)
+    by_default = time_models(runners, runs=12, timer=clock)
+    assert by_default["a"].ratio is None and by_default["b"].ratio == pytest.approx(0.5, rel=0.01)
+    named = time_models(runners, runs=12, timer=clock, reference="b")
+    assert named["b"].ratio is None and named["a"].ratio == pytest.approx(2.0, rel=0.01)
+
+
+def test_original_alone_stops_when_its_median_is_known():
+    clock, runners = synthetic({"original": 1.0}, jitter=0.002)
+    s = time_models(runners, budget_s=10.0, timer=clock, min_s=0.0)["original"]
+    assert s.stopped_by == "precision" and s.runs == latency.MIN_ROUNDS and s.settled is True
+
+
+def test_warmup_runs_are_not_timed_nor_budgeted():
+    clock, runners = synthetic({"original": 1.0, "variant": 1.0}, jitter=0.0)
+    stats = time_models(runners, runs=5, warmup=100, budget_s=0.05, timer=clock)
+    assert stats["original"].runs == 5  # 100 warm-up runs (0.4 s of fake time) did not eat the budget
+
+
+# ------------------------------------------------------------------ the interval itself
+
+
+@pytest.mark.parametrize(("n", "k"), [(1, 0), (5, 0), (6, 1), (10, 2), (20, 6), (100, 40)])
+def test_order_statistic_rank_exact(n, k):
+    assert latency._order_statistic_rank(n) == k
+
+
+def test_order_statistic_rank_normal_approximation_meets_the_exact_one():
+    exact = latency._order_statistic_rank(1000)
+    assert abs(latency._order_statistic_rank(1001) - exact) <= 1
+    assert latency._order_statistic_rank(100_000) == pytest.approx(50_000 - 1.96 * math.sqrt(100_000) / 2, abs=2)
+
+
+def test_median_interval():
+    median, low, high = median_interval(list(range(1, 11)))
+    assert (median, low, high) == (5.5, 2.0, 9.0)
+    assert median_interval([3.0, 1.0, 2.0]) == (2.0, None, None)
+    with pytest.raises(ValueError):
+        median_interval([])
+
+
+def test_stats_fields_and_json(stats):
+    for s in stats.values():
+        data = s.as_dict()
+        assert {"ratio", "ratio_low", "ratio_high", "settled", "stopped_by", "target"} <= set(data)
+        json.dumps(data, allow_nan=False)
+    assert stats["original"].ratio is None
+    assert stats["variant"].ratio > 0
+    assert stats["variant"].ratio_low <= stats["variant"].ratio <= stats["variant"].ratio_high
+
+
+def test_measure_latency_is_adaptive_by_default(models, feeds):
+    result = measure_latency(models, feeds, batch=2, warmup=0, budget_s=0.5)
+    for s in result.values():
+        assert s.stopped_by in ("precision", "budget")
+        assert s.runs >= 3
+
+
+def test_interval_covers_the_long_run_ratio_when_load_drifts():
+    """The ratio itself wanders (5% every ~50 rounds, as load on a shared machine comes and goes): per-round
+    ratios would look precise within a second; blocks of consecutive rounds keep the drift in the interval."""
+    covered = 0
+    for seed in range(30):
+        clock = FakeClock()
+        rng = np.random.default_rng(seed)
+        period = [1.0]
+
+        def original(rng=rng, period=period, clock=clock) -> None:
+            if rng.random() < 0.02:
+                period[0] = math.exp(rng.normal(0.0, 0.05))
+            clock.now += 0.002 * math.exp(rng.normal(0.0, 0.001))
+
+        def variant(rng=rng, period=period, clock=clock) -> None:
+            clock.now += 0.002 * period[0] * math.exp(rng.normal(0.0, 0.001))
+
+        v = time_models({"original": original, "variant": variant}, budget_s=20.0, timer=clock)["variant"]
+        covered += v.ratio_low <= 1.0 <= v.ratio_high
+    assert covered >= 24  # 26/30 with 10 blocks (per-round ratios: about half); seeded, so not flaky
+
+
+def test_ratio_interval_from_blocks():
+    assert latency.blocks(5) == 5 and latency.blocks(10) == 10 and latency.blocks(99) == 10
+    assert latency.blocks(400) == latency.BLOCKS == 10
+    base = [1.0] * 40
+    mine = [2.0] * 40
+    assert latency.ratio_interval(mine, base) == (2.0, 2.0, 2.0)
+    ratio, low, high = latency.ratio_interval([1.0, 2.0, 3.0], [1.0, 1.0, 1.0])
+    assert ratio == 2.0 and low is None and high is None  # too few blocks for a 95% interval
+    ratio, low, high = latency.ratio_interval([float(x) for x in range(1, 101)])
+    assert low < ratio < high and low < 1.0 < high  # the original alone: its median's interval, relative
+    with pytest.raises(ValueError):
+        latency.ratio_interval([])
+
+
+def test_quiet_timing_still_takes_the_minimum_time():
+    """Tiny models: 10 rounds are a few ms; the rule waits MIN_SECONDS so a passing load is seen."""
+    clock, runners = synthetic({"original": 1.0, "variant": 1.25}, jitter=0.002)
+    v = time_models(runners, budget_s=60.0, timer=clock)["variant"]
+    assert v.stopped_by == "precision"
+    assert latency.MIN_SECONDS <= clock.now < latency.MIN_SECONDS * 1.2
+    # a budget below the minimum time wins
+    clock, runners = synthetic({"original": 1.0, "variant": 1.25}, jitter=0.002)
+    v = time_models(runners, budget_s=0.2, timer=clock)["variant"]
+    assert v.stopped_by == "precision" and 0.2 <= clock.now < 0.25

@@ -1,16 +1,35 @@
-"""Download sizes: raw bytes, gzip -9 and brotli, as a CDN would serve them.
+"""Download sizes: raw bytes, gzip -9, brotli (and zstd), as a server would deliver them.
 
 These numbers feed the pricing calculator, so they are exactly what Python's
-``gzip`` (level 9, mtime 0) and the ``brotli`` package produce. Brotli at
-quality 11 runs at about 0.3-3 MB/s, so ``quality="auto"`` uses 11 when the
-largest file measured together is at most :data:`AUTO_Q11_LIMIT` bytes and
-:data:`AUTO_LARGE_QUALITY` otherwise (a few % larger, 100x faster); the
-quality used is always recorded next to the number.
+``gzip`` (level 9, mtime 0), the ``brotli`` package and (optional) the
+``zstandard`` package produce.
+
+**Delivered size rule.** A server that can send brotli also sends gzip, and
+would send whichever file is smaller. Brotli below quality 10 can come out
+*larger* than gzip -9 on float weights (an 11.6 MiB detector: q6 10.66 MiB vs
+gzip 10.08 MiB). So ``Sizes.brotli`` (and ``Sizes.zstd``) is the smaller of
+that encoder's output and gzip -9's, and ``brotli_encoding`` says which one
+a server sends ("br" or "gzip"); ``brotli_encoded`` keeps the encoder's own
+byte count. The "brotli" price is therefore never worse than gzip's.
+
+**Quality within a time budget.** Brotli quality 10-11 is 15-25% smaller
+than 9 on palettized or quantized weights but runs at only 0.1-0.8 MB/s.
+``quality="auto"`` plans every compression of one measurement (gzip, brotli,
+zstd; largest first, spread over the usable cores) with the planning speeds
+below and takes the best quality from :data:`BROTLI_LADDER` whose predicted
+wall time fits ``budget_s``; one quality serves all files measured together,
+so savings compare like with like. The window (``lgwin``) follows each
+file's size: 2^22 up to 4 MiB, up to 2^24 (16 MiB, brotli's streaming
+maximum) above, so repeats far apart (a tied embedding stored twice) are
+found. The plan is deterministic: the same files on the same number of
+cores always get the same quality, and the quality is recorded next to the number.
 """
 
 from __future__ import annotations
 
 import gzip
+import heapq
+import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -22,15 +41,44 @@ from shrinkray.errors import OptionError
 
 GZIP_LEVEL = 9
 DELIVERIES = ("raw", "gzip", "brotli", "zstd")
-AUTO_Q11_LIMIT = 4 * 2**20
-#: Quality "auto" uses above the limit: 5x faster than 9 on weight data, within 0-2% of its size
-#: (bench/results.md), so the original and four variants of a 50 MB model measure in well under 30 s.
-AUTO_LARGE_QUALITY = 6
+#: Seconds (wall clock) the compressions of one measurement are planned to fit in with quality "auto".
+BUDGET_S = 10.0
+#: Brotli qualities "auto" chooses from, best first; 9 is at most 2.5% smaller than 6 on weights for
+#: 3-10x its time, 10 and 11 are where the large gains are (bench figures in the module docstring).
+BROTLI_LADDER = (11, 10, 9, 6)
+#: The quality "auto" falls back to when nothing better fits (fast: 4-50 MB/s).
+AUTO_LARGE_QUALITY = BROTLI_LADDER[-1]
+#: Planning speeds in bytes per second on one core: the slowest seen on weight data (float, palettized,
+#: int8; 0.15-12 MB models) on a loaded 2-core machine, so plans err towards finishing early.
+BROTLI_SPEED = {11: 0.12e6, 10: 0.2e6, 9: 0.5e6, 8: 1.0e6, 7: 1.5e6, 6: 4e6}
+GZIP_SPEED = 4e6
+#: zstd levels "auto" chooses from, best first, and their planning speeds (bytes/s, one core).
+ZSTD_LADDER = (19, 15, 9, 3)
+ZSTD_SPEED = {19: 0.8e6, 15: 2e6, 9: 10e6, 3: 60e6}
+#: Brotli window bounds: 2^22 is the package's default, 2^24 the largest a streaming decoder must accept.
+MIN_LGWIN, MAX_LGWIN = 22, 24
+#: Browsers decode zstd Content-Encoding with windows up to 8 MiB (RFC 8878): levels above 19 are capped.
+ZSTD_MAX_WINDOW_LOG = 23
+
+
+def _largest_with_q11() -> int:
+    """The largest single file (one core, its gzip run beside it) whose quality-11 plan fits the budget."""
+    return int(BUDGET_S / (1 / BROTLI_SPEED[11] + 1 / GZIP_SPEED))
+
+
+#: The largest lone file that "auto" compresses at quality 11 on one core (more cores: larger).
+AUTO_Q11_LIMIT = _largest_with_q11()
 
 
 @dataclass(frozen=True)
 class Sizes:
-    """Byte counts of one file, raw and compressed."""
+    """Byte counts of one file, raw and as delivered compressed.
+
+    ``brotli`` and ``zstd`` are the bytes a server sends to a client that accepts
+    them: the smaller of that encoder's output and gzip -9's, with
+    ``brotli_encoding`` / ``zstd_encoding`` naming what is sent ("br", "zstd" or
+    "gzip"); ``brotli_encoded`` / ``zstd_encoded`` are the encoders' own sizes.
+    """
 
     raw: int
     gzip: int
@@ -39,6 +87,11 @@ class Sizes:
     gzip_level: int = GZIP_LEVEL
     zstd: int | None = None
     zstd_level: int | None = None
+    brotli_window: int = MIN_LGWIN
+    brotli_encoded: int | None = None
+    brotli_encoding: str = "br"
+    zstd_encoded: int | None = None
+    zstd_encoding: str | None = None
 
     def get(self, delivery: str) -> int:
         """Bytes served for a delivery mode: raw, gzip, brotli (or zstd)."""
@@ -47,13 +100,27 @@ class Sizes:
             raise OptionError(f"Unknown or unmeasured delivery '{delivery}'", "Use raw, gzip or brotli")
         return value
 
+    def encoding(self, delivery: str) -> str:
+        """The Content-Encoding a server sends for a delivery mode: identity, gzip, br or zstd."""
+        self.get(delivery)
+        return {"raw": "identity", "gzip": "gzip", "brotli": self.brotli_encoding,
+                "zstd": self.zstd_encoding or "zstd"}[delivery]  # fmt: skip
+
+    def method(self, delivery: str) -> str:
+        """How the number was obtained, for labels: 'brotli q11', 'gzip -9 (smaller than brotli q6)'."""
+        encoding = self.encoding(delivery)
+        if delivery == "raw":
+            return "raw bytes"
+        if delivery == "gzip":
+            return f"gzip -{self.gzip_level}"
+        own = f"brotli q{self.brotli_quality}" if delivery == "brotli" else f"zstd -{self.zstd_level}"
+        return f"gzip -{self.gzip_level} (smaller than {own})" if encoding == "gzip" else own
+
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def resolve_brotli_quality(quality: int | str, size: int) -> int:
-    if quality == "auto":
-        return 11 if size <= AUTO_Q11_LIMIT else AUTO_LARGE_QUALITY
+def _check_quality(quality: int | str) -> int:
     try:
         if isinstance(quality, bool) or (isinstance(quality, float) and not quality.is_integer()):
             raise ValueError(quality)
@@ -65,65 +132,169 @@ def resolve_brotli_quality(quality: int | str, size: int) -> int:
     return value
 
 
+def check_zstd_level(level: int | str | None) -> int | str | None:
+    if level is None or level == "auto":
+        return level
+    try:
+        if isinstance(level, bool) or (isinstance(level, float) and not level.is_integer()):
+            raise ValueError(level)
+        value = int(level)
+    except (TypeError, ValueError):
+        raise OptionError(f"--zstd must be a level 1-22 or auto, not {level!r}", "Use e.g. --zstd 19") from None
+    if not 1 <= value <= 22:
+        raise OptionError(f"--zstd level must be between 1 and 22, not {value}", "Use e.g. --zstd 19")
+    return value
+
+
+def brotli_window(size: int) -> int:
+    """``lgwin`` for a file of ``size`` bytes: just covers the file, between 2^22 and 2^24."""
+    return min(MAX_LGWIN, max(MIN_LGWIN, math.ceil(math.log2(max(size, 1)))))
+
+
+def _brotli_speed(quality: int) -> float:
+    return BROTLI_SPEED.get(quality, BROTLI_SPEED[6] if quality < 6 else BROTLI_SPEED[11])
+
+
+def _zstd_speed(level: int) -> float:
+    return next((ZSTD_SPEED[lv] for lv in sorted(ZSTD_SPEED) if level <= lv), ZSTD_SPEED[19] / 4)
+
+
+def makespan(costs: list[float], workers: int) -> float:
+    """Wall time of jobs started largest first, each on the first free worker (the pool's own order)."""
+    loads = [0.0] * max(1, workers)
+    for cost in sorted(costs, reverse=True):
+        heapq.heapreplace(loads, loads[0] + cost)
+    return max(loads)
+
+
+def plan(
+    sizes: list[int],
+    brotli_quality: int | str = "auto",
+    zstd_level: int | str | None = None,
+    *,
+    budget_s: float = BUDGET_S,
+    workers: int = 1,
+) -> tuple[int, int | None]:
+    """(brotli quality, zstd level) for compressing files of these sizes together within ``budget_s``.
+
+    Brotli is planned first (gzip always runs beside it); zstd "auto" then gets
+    the best level that still fits. When nothing fits, the fastest rung is used.
+    """
+    zstd_level = check_zstd_level(zstd_level)
+    gzip_costs = [n / GZIP_SPEED for n in sizes]
+    zstd_floor = [n / _zstd_speed(ZSTD_LADDER[-1] if zstd_level == "auto" else zstd_level) for n in sizes] \
+        if zstd_level is not None else []  # fmt: skip
+    if brotli_quality == "auto":
+        quality = next(
+            (q for q in BROTLI_LADDER
+             if makespan(gzip_costs + zstd_floor + [n / _brotli_speed(q) for n in sizes], workers) <= budget_s),
+            BROTLI_LADDER[-1],
+        )  # fmt: skip
+    else:
+        quality = _check_quality(brotli_quality)
+    level = zstd_level
+    if zstd_level == "auto":
+        brotli_costs = [n / _brotli_speed(quality) for n in sizes]
+        level = next(
+            (lv for lv in ZSTD_LADDER
+             if makespan(gzip_costs + brotli_costs + [n / _zstd_speed(lv) for n in sizes], workers) <= budget_s),
+            ZSTD_LADDER[-1],
+        )  # fmt: skip
+    return quality, level
+
+
+def resolve_brotli_quality(quality: int | str, size: int, *, budget_s: float = BUDGET_S, workers: int = 1) -> int:
+    """The quality used for one file of ``size`` bytes (``"auto"``: the best that fits the budget)."""
+    return plan([size], quality, budget_s=budget_s, workers=workers)[0]
+
+
 def gzip_size(data: bytes) -> int:
     return len(gzip.compress(data, compresslevel=GZIP_LEVEL, mtime=0))
 
 
-def brotli_size(data: bytes, quality: int) -> int:
-    return len(brotli.compress(data, quality=quality))
+def brotli_size(data: bytes, quality: int, lgwin: int | None = None) -> int:
+    """``len(brotli.compress(data, quality=quality, lgwin=...))``; the window follows the size unless given."""
+    return len(brotli.compress(data, quality=quality, lgwin=lgwin or brotli_window(len(data))))
 
 
-def zstd_size(data: bytes, level: int) -> int:
+def _zstandard():
     try:
         import zstandard
     except ImportError:
         raise OptionError("zstd sizes need the zstandard package", "pip install zstandard") from None
-    return len(zstandard.ZstdCompressor(level=level).compress(data))
+    return zstandard
+
+
+def zstd_size(data: bytes, level: int) -> int:
+    """Bytes of ``zstandard.ZstdCompressor(level=level)``; levels above 19 keep an 8 MiB window."""
+    zstandard = _zstandard()
+    if level <= 19:
+        return len(zstandard.ZstdCompressor(level=level).compress(data))
+    params = zstandard.ZstdCompressionParameters.from_level(level, window_log=ZSTD_MAX_WINDOW_LOG)
+    return len(zstandard.ZstdCompressor(compression_params=params).compress(data))
 
 
 def measure_sizes(
-    data: bytes, *, brotli_quality: int | str = "auto", zstd_level: int | None = None
+    data: bytes,
+    *,
+    brotli_quality: int | str = "auto",
+    zstd_level: int | str | None = None,
+    budget_s: float = BUDGET_S,
+    workers: int | None = None,
 ) -> Sizes:
-    """Sizes of one blob (compressions run one after another)."""
-    return measure_many({"_": data}, brotli_quality=brotli_quality, zstd_level=zstd_level, workers=1)["_"]
+    """Sizes of one blob (gzip and brotli run side by side when there are cores for it)."""
+    return measure_many(
+        {"_": data}, brotli_quality=brotli_quality, zstd_level=zstd_level, budget_s=budget_s, workers=workers
+    )["_"]
 
 
 def measure_many(
     blobs: dict[str, bytes],
     *,
     brotli_quality: int | str = "auto",
-    zstd_level: int | None = None,
+    zstd_level: int | str | None = None,
+    budget_s: float = BUDGET_S,
     workers: int | None = None,
 ) -> dict[str, Sizes]:
-    """Sizes of several blobs, compressing in parallel threads (zlib and brotli release the GIL).
+    """Sizes of several blobs, compressing in parallel threads (zlib, brotli and zstd release the GIL).
 
-    Jobs are started largest first so the slow brotli runs overlap. With
-    ``"auto"`` one quality is chosen from the largest blob and used for all,
-    so savings always compare like with like.
+    One brotli quality (and zstd level) serves all blobs, planned from all their
+    sizes (see :func:`plan`); jobs start largest predicted first so slow brotli runs overlap.
     """
-    largest = max((len(v) for v in blobs.values()), default=0)
-    quality = resolve_brotli_quality(brotli_quality, largest)
-    qualities = dict.fromkeys(blobs, quality)
-    jobs: list[tuple[str, str, Any]] = []
+    workers = workers or usable_cores()
+    quality, level = plan([len(v) for v in blobs.values()], brotli_quality, zstd_level, budget_s=budget_s,
+                          workers=workers)  # fmt: skip
+    if level is not None:
+        _zstandard()  # fail before any work
+    jobs: list[tuple[float, str, str, Any]] = []
     for key, data in blobs.items():
-        jobs.append((key, "brotli", lambda d=data, q=qualities[key]: brotli_size(d, q)))
-        jobs.append((key, "gzip", lambda d=data: gzip_size(d)))
-        if zstd_level is not None:
-            jobs.append((key, "zstd", lambda d=data: zstd_size(d, zstd_level)))
-    jobs.sort(key=lambda job: -len(blobs[job[0]]) * (20 if job[1] == "brotli" else 1))
+        n = len(data)
+        jobs.append((n / _brotli_speed(quality), key, "brotli", lambda d=data: brotli_size(d, quality)))
+        jobs.append((n / GZIP_SPEED, key, "gzip", lambda d=data: gzip_size(d)))
+        if level is not None:
+            jobs.append((n / _zstd_speed(level), key, "zstd", lambda d=data: zstd_size(d, level)))
+    jobs.sort(key=lambda job: -job[0])
     results: dict[tuple[str, str], int] = {}
-    with ThreadPoolExecutor(max_workers=workers or usable_cores()) as pool:
-        futures = {(key, kind): pool.submit(fn) for key, kind, fn in jobs}
-        for k, fut in futures.items():
-            results[k] = fut.result()
-    return {
-        key: Sizes(
+    if workers == 1 or len(jobs) <= 1:
+        results = {(key, kind): fn() for _, key, kind, fn in jobs}
+    else:
+        with ThreadPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
+            futures = {(key, kind): pool.submit(fn) for _, key, kind, fn in jobs}
+            results = {k: fut.result() for k, fut in futures.items()}
+    out = {}
+    for key, data in blobs.items():
+        gz, br, zs = results[(key, "gzip")], results[(key, "brotli")], results.get((key, "zstd"))
+        out[key] = Sizes(
             raw=len(data),
-            gzip=results[(key, "gzip")],
-            brotli=results[(key, "brotli")],
-            brotli_quality=qualities[key],
-            zstd=results.get((key, "zstd")),
-            zstd_level=zstd_level,
+            gzip=gz,
+            brotli=min(br, gz),
+            brotli_quality=quality,
+            zstd=None if zs is None else min(zs, gz),
+            zstd_level=level if zs is not None else None,
+            brotli_window=brotli_window(len(data)),
+            brotli_encoded=br,
+            brotli_encoding="br" if br <= gz else "gzip",
+            zstd_encoded=zs,
+            zstd_encoding=None if zs is None else ("zstd" if zs <= gz else "gzip"),
         )
-        for key, data in blobs.items()
-    }
+    return out

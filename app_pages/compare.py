@@ -13,6 +13,7 @@ from shrinkray import charts
 from shrinkray.errors import OptionError
 from shrinkray.measure.content import IMAGE_RANGES
 from shrinkray.measure.inputs import InputOptions, is_sample_file, parse_dims, parse_ranges
+from shrinkray.text_safety import streamlit_markdown as md
 
 IMAGE_RANGE_LABELS = {
     "auto": "Auto (from the model)", "imagenet": "Mean/std normalized (ImageNet)", "0-1": "0 to 1",
@@ -48,7 +49,7 @@ with friendly_errors("Drawing the charts"):
         right.plotly_chart(charts.parity_scatter_chart(comparison, variant, output=output), width="stretch")
 
 st.markdown("#### Inputs used for parity")
-st.caption(comparison.input_note)
+st.caption(md(comparison.input_note))
 shown = [p for p in comparison.settings.sample_files if Path(p).suffix.lower() != ".wav" and Path(p).is_file()]
 if shown:
     st.image([Path(p).read_bytes() for p in shown[:8]], caption=[Path(p).name for p in shown[:8]], width=140)

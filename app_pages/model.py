@@ -15,6 +15,7 @@ from app_ui.state import (
     summary,
 )
 from shrinkray import charts
+from shrinkray.text_safety import streamlit_markdown as md
 from shrinkray.units import format_bytes, format_percent
 
 st.title("Model")
@@ -53,21 +54,21 @@ if loaded is None:
 
 with friendly_errors("Inspecting the model"):
     s = summary(loaded)
-    st.subheader(f"{s.name}")
+    st.subheader(md(s.name))
     cols = st.columns(4)
     cols[0].metric("File size", format_bytes(s.file_bytes), help=f"{s.file_bytes:,} bytes")
     cols[1].metric("Weights", format_percent(s.weight_share), help=f"{format_bytes(s.weight_bytes)} in {len(s.weights)} tensors")
     cols[2].metric("Nodes", f"{s.node_count:,}", help=f"including {s.subgraph_count} subgraphs")
-    cols[3].metric("Opset", ", ".join(f"{d} {v}" for d, v in s.opsets.items()), help=f"IR version {s.ir_version}; {s.producer}")
+    cols[3].metric("Opset", ", ".join(f"{d} {v}" for d, v in s.opsets.items()), help=md(f"IR version {s.ir_version}; {s.producer}"))
     problem = runtime_problem(loaded)
     if problem:
         st.warning(
-            f"{problem} Inspection works; shrinking and measuring need ONNX Runtime to check every result, "
+            f"{md(problem)} Inspection works; shrinking and measuring need ONNX Runtime to check every result, "
             "so they will refuse this model.",
             icon=":material/warning:",
         )
     if s.quantized_ops:
-        st.info("This model is already quantized (" + ", ".join(s.quantized_ops) + "): only its remaining float "
+        st.info("This model is already quantized (" + md(", ".join(s.quantized_ops)) + "): only its remaining float "
                 "tensors can shrink.", icon=":material/info:")  # fmt: skip
 
     st.markdown("#### Inputs and outputs")

@@ -16,6 +16,7 @@ import streamlit as st
 
 from shrinkray.errors import ShrinkRayError
 from shrinkray.methods import MethodSpec
+from shrinkray.text_safety import streamlit_markdown as md
 from shrinkray.units import format_bytes
 
 log = logging.getLogger("shrinkray.app")
@@ -30,7 +31,23 @@ APP_HINTS = {
 
 def app_message(exc: ShrinkRayError) -> str:
     hint = APP_HINTS.get(getattr(exc, "setting", ""), exc.hint)
-    return f"{exc.problem}. {hint}." if hint else f"{exc.problem}."
+    return without_server_paths(f"{exc.problem}. {hint}." if hint else f"{exc.problem}.")
+
+
+def without_server_paths(text: str) -> str:
+    """Text with the server's folders cut from every path (``/tmp/shrinkray-session-x/samples/in.npz`` ->
+    ``in.npz``): users see their own file names, never where the server keeps them."""
+    import os
+    import re
+    import tempfile
+    from pathlib import Path
+
+    from app_ui.state import SAMPLES_DIR
+
+    roots = {str(SAMPLES_DIR), str(Path(tempfile.gettempdir()).resolve()), tempfile.gettempdir(), os.getcwd()}
+    for root in sorted((r.rstrip("/\\") for r in roots if r.strip("/\\")), key=len, reverse=True):
+        text = re.sub(re.escape(root) + r"(?:[/\\][^/\\\s'\"]+)*[/\\]", "", text)
+    return text
 
 
 @contextlib.contextmanager
@@ -39,7 +56,7 @@ def friendly_errors(action: str) -> Iterator[None]:
     try:
         yield
     except ShrinkRayError as exc:
-        st.error(f"{action} failed: {app_message(exc)}", icon=":material/error:")
+        st.error(md(f"{action} failed: {app_message(exc)}"), icon=":material/error:")
     except Exception as exc:
         log.exception("unexpected error during %s", action)
         st.error(
@@ -99,5 +116,5 @@ def sidebar_model_badge() -> None:
         if loaded is None:
             st.caption("None yet: pick a sample or upload a file on the Model page.")
         else:
-            st.markdown(f"`{loaded.name}`  \n{format_bytes(loaded.file_bytes)} · sha256 {loaded.sha256[:12]}…")
-            st.caption(st.session_state.get("model_source", ""))
+            st.markdown(f"**{md(loaded.name)}**  \n{format_bytes(loaded.file_bytes)} · sha256 {loaded.sha256[:12]}…")
+            st.caption(md(st.session_state.get("model_source", "")))

@@ -8,6 +8,7 @@ from shrinkray import report
 from shrinkray.advice import advise, latency_ratio
 from shrinkray.compare import Comparison, VariantResult
 from shrinkray.io import serialize
+from shrinkray.text_safety import streamlit_markdown as md
 from shrinkray.units import format_bytes
 
 _ICONS = {"good": ":material/thumb_up:", "info": ":material/info:", "warning": ":material/warning:",
@@ -21,9 +22,9 @@ def _delta(value: int, base: int) -> str:
 def variant_card(c: Comparison, result: VariantResult, advice_items) -> None:
     base = c.original.sizes
     with st.container(border=True):
-        st.markdown(f"### {result.key}")
+        st.markdown(f"### {md(result.key)}")
         if not result.ok:
-            st.error(result.error, icon=":material/error:")
+            st.error(md(result.error), icon=":material/error:")
             return
         changed = result.record.get("tensors_changed", 0)
         st.caption(
@@ -40,7 +41,7 @@ def variant_card(c: Comparison, result: VariantResult, advice_items) -> None:
         if parity is not None:
             verdict = "Pass" if parity.passed else "Fail"
             cols[3].metric("Parity", verdict, f"{parity.severity:.0%} of allowed error", delta_color="off",
-                           help=f"Decided by {parity.decided_by}. {parity.verdict.profile.capitalize()} verdict "
+                           help=f"Decided by {md(parity.decided_by)}. {parity.verdict.profile.capitalize()} verdict "
                            f"on {parity.samples} input samples.")  # fmt: skip
         ratio = latency_ratio(c, result)
         if ratio is not None:
@@ -51,15 +52,15 @@ def variant_card(c: Comparison, result: VariantResult, advice_items) -> None:
                            f"ratio to the original {first.call() or 'not measured'}")  # fmt: skip
         for item in advice_items:
             if item.variant == result.key:
-                st.markdown(f"{_ICONS.get(item.level, '')} {item.text}")
+                st.markdown(f"{_ICONS.get(item.level, '')} {md(item.text)}")
         if parity is not None:
             with st.expander("Parity per output"):
                 header, rows = report.output_table(result)
                 st.dataframe([dict(zip(header, row, strict=True)) for row in rows], hide_index=True, width="stretch")
         for warning in result.warnings[:5]:
-            st.warning(warning, icon=":material/warning:")
+            st.warning(md(warning), icon=":material/warning:")
         st.download_button(
-            f"Download {c.name}.{result.method}.onnx",
+            f"Download {md(c.name)}.{result.method}.onnx",
             data=serialize(result.model),
             file_name=f"{c.name}.{result.key.replace(' ', '_').replace('=', '-')}.onnx",
             mime="application/octet-stream",
@@ -69,25 +70,39 @@ def variant_card(c: Comparison, result: VariantResult, advice_items) -> None:
         )
 
 
+def _without_server_paths(c: Comparison) -> Comparison:
+    """The comparison as the reports show it: input files by their names, not the server's folders."""
+    import dataclasses
+    from pathlib import Path
+
+    settings = dataclasses.replace(
+        c.settings,
+        inputs_path=Path(c.settings.inputs_path).name if c.settings.inputs_path else None,
+        sample_files=[Path(p).name for p in c.settings.sample_files],
+    )
+    return dataclasses.replace(c, settings=settings)
+
+
 def show_results(c: Comparison) -> None:
     advice_items = advise(c)
     headline = advice_items[0] if advice_items else None
     if headline is not None and headline.level == "good":
-        st.success(headline.text, icon=":material/thumb_up:")
+        st.success(md(headline.text), icon=":material/thumb_up:")
     elif headline is not None:
-        st.warning(headline.text, icon=":material/warning:")
+        st.warning(md(headline.text), icon=":material/warning:")
     for item in advice_items[1:]:
         if item.variant is None:
-            st.info(item.text, icon=_ICONS.get(item.level))
+            st.info(md(item.text), icon=_ICONS.get(item.level))
     base = c.original.sizes
     notes = " ".join(f"{n}." for n in (c.input_note, c.latency_note) if n)
     st.caption(
         f"Original: {format_bytes(base.raw)} raw · {format_bytes(base.gzip)} gzip -9 · {format_bytes(base.brotli)} "
-        f"brotli q{base.brotli_quality}. {notes}"
+        f"brotli q{base.brotli_quality}. {md(notes)}"
     )
     for result in c.variants:
         variant_card(c, result, advice_items)
     st.markdown("#### Reports")
+    c = _without_server_paths(c)
     cols = st.columns(4)
     cols[0].download_button("JSON", report.to_json_text(c), f"{c.name}.report.json", "application/json",
                             icon=":material/data_object:")  # fmt: skip

@@ -14,7 +14,6 @@ never raised on.
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Iterable
 
@@ -26,6 +25,7 @@ from shrinkray.compare import ORIGINAL, Comparison, VariantResult
 from shrinkray.inspect import ModelSummary
 from shrinkray.measure.latency import LatencyStats
 from shrinkray.measure.parity import OutputParity
+from shrinkray.text_safety import plotly_label
 from shrinkray.units import format_bytes
 
 TEMPLATE = "plotly_white"
@@ -58,8 +58,9 @@ def variant_colors(c: Comparison) -> dict[str, str]:
 
 
 def _esc(text: object) -> str:
-    """Plotly renders titles and annotations as pseudo-HTML: escape names that come from models or users."""
-    return html.escape(str(text), quote=False)
+    """Plotly renders titles, annotations, ticks and hover labels as pseudo-HTML: escape names that come from
+    models or users (see shrinkray.text_safety)."""
+    return plotly_label(text)
 
 
 def byte_unit(largest: float) -> tuple[float, str]:
@@ -745,7 +746,7 @@ def op_histogram_chart(summary: ModelSummary, top: int = 20) -> go.Figure:
         return empty_figure(title, "The graph has no nodes.")
     shown = summary.op_histogram[:top]
     rest = summary.op_histogram[top:]
-    labels = [op for op, _ in shown] + ([f"{len(rest)} other op types"] if rest else [])
+    labels = [_esc(op) for op, _ in shown] + ([f"{len(rest)} other op types"] if rest else [])  # ticks are HTML
     counts = [n for _, n in shown] + ([sum(n for _, n in rest)] if rest else [])
     fig = _figure(
         title,
@@ -776,9 +777,9 @@ def weight_bytes_chart(summary: ModelSummary, top: int = 15) -> go.Figure:
     weights = sorted(summary.weights, key=lambda w: -w.bytes)
     shown, rest = weights[:top], weights[top:]
     div, unit = byte_unit(weights[0].bytes)
-    labels = [w.name for w in shown]
+    labels = [_esc(w.name) for w in shown]  # tick and hover labels are pseudo-HTML
     values = [w.bytes for w in shown]
-    custom = [[f"{w.bytes:,}", f"{w.share_of_file:.1%}", w.dtype, str(w.shape), w.where] for w in shown]
+    custom = [[f"{w.bytes:,}", f"{w.share_of_file:.1%}", w.dtype, str(w.shape), _esc(w.where)] for w in shown]
     if rest:
         total = sum(w.bytes for w in rest)
         labels.append(f"{len(rest)} smaller tensors")

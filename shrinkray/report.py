@@ -27,6 +27,7 @@ from shrinkray.advice import Advice, advise, latency_ratio, pareto, recommended
 from shrinkray.compare import ORIGINAL, Comparison, VariantResult
 from shrinkray.errors import OptionError
 from shrinkray.io import same_file, write_outputs
+from shrinkray.text_safety import csv_cell, markdown_code, markdown_text
 from shrinkray.measure.parity import PROFILES, Criterion, VerdictSettings
 from shrinkray.units import format_bytes, text_table
 
@@ -284,20 +285,16 @@ def timings_text(c: Comparison) -> str:
 
 
 def _md(text: object) -> str:
-    """A Markdown table cell: pipes escaped, one line."""
-    return " ".join(str(text).split()).replace("\\", "\\\\").replace("|", "\\|")
+    """Prose or a table cell, shown literally: one line; HTML, links, images, emphasis, pipes, ``$`` escaped."""
+    return markdown_text(text)
 
 
 def _md_code(text: object) -> str:
-    """Inline code that survives backticks and pipes inside names."""
-    value = " ".join(str(text).split()).replace("|", "\\|")
-    fence = "``" if "`" in value else "`"
-    return f"{fence} {value} {fence}" if fence == "``" else f"`{value}`"
+    """A name as inline code that survives backticks and pipes inside it."""
+    return markdown_code(text)
 
 
-def _md_dollars(text: object) -> str:
-    """A Markdown cell or line with ``$`` escaped, so two amounts never read as a math span."""
-    return _md(text).replace("$", "\\$")
+_md_dollars = _md  # ``$`` is escaped by _md too, so two amounts never read as a math span
 
 
 def _md_table(header: list[str], rows: list[list[str]], escape: bool = True) -> list[str]:
@@ -457,7 +454,9 @@ def _cell(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, float):
         return repr(value) if math.isfinite(value) else ""
-    return " ".join(str(value).split())
+    if isinstance(value, (int, np.integer)):
+        return str(value)
+    return csv_cell(" ".join(str(value).split()))  # names from the model: never a spreadsheet formula
 
 
 def _percent(share: float | None) -> float | None:

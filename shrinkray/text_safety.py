@@ -64,20 +64,39 @@ def terminal(text: object) -> str:
 
 # ---------------------------------------------------------------- Streamlit Markdown
 
-#: Every ASCII punctuation character may be backslash-escaped in CommonMark; these are the ones
-#: Markdown, GitHub-flavoured extensions, Streamlit's directives (``:red[...]``, ``:material/x:``,
-#: emoji shortcodes) and KaTeX (``$``) give a meaning to. ``.`` and ``/`` break autolinked URLs.
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~$:&/=\"'^%@])")
+#: Characters that would start a link or image (``[``, ``]``), raw HTML or an autolink (``<``, ``>``),
+#: emphasis or strikethrough (``*``, ``_``, ``~``), a code span, a formula (``$``), a table cell (``|``),
+#: an entity (``&``) or an e-mail autolink (``@``); the backslash itself so none of these can be undone.
+#: CommonMark lets any ASCII punctuation be backslash-escaped; the rest of the text stays as it is, so a
+#: message such as "Loading model.onnx failed: ..." reads the same in the page source.
+_ST_SPECIAL = re.compile(r"[\\`*_~\[\]<>$|&@]")
+#: ``:red[...]`` colour directives, ``:material/icon:`` and ``:emoji:`` shortcodes start with a colon
+#: and a letter; headings, quotes and list markers only count at the start of the text.
+_ST_COLON = re.compile(r":(?=[A-Za-z])")
+_ST_LINE_START = re.compile(r"^(\s*)(\d*)([#>+\-.)])")
+
+
+def _escape_line_start(match: re.Match[str]) -> str:
+    """``# x`` -> ``\\# x``, ``1. x`` -> ``1\\. x``; a ``.`` or ``)`` without digits before it is left alone."""
+    space, digits, mark = match.groups()
+    if mark in ".)" and not digits or mark not in ".)" and digits:
+        return match.group(0)
+    return f"{space}{digits}\\{mark}"
 
 
 def streamlit_markdown(text: object) -> str:
     """Text that ``st.markdown`` (and every Streamlit element that renders Markdown) shows literally.
 
-    One line; each Markdown-significant character backslash-escaped, so no link,
-    image, HTML, heading, list, colour directive, icon, emoji or formula can form
-    (``https://x`` cannot autolink either: its ``:`` and ``/`` are escaped).
+    One line; each character that could form a link, image, HTML, emphasis,
+    code, formula, colour directive, icon or heading backslash-escaped, and
+    ``://`` / ``www.`` broken so no bare URL is autolinked. Letters, digits,
+    spaces, ``.``, ``,``, ``(``, ``)``, ``'``, ``=`` and ``:`` before a space
+    stay as they are.
     """
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", one_line(text))
+    escaped = _ST_SPECIAL.sub(lambda m: "\\" + m.group(0), one_line(text))
+    escaped = _ST_COLON.sub(r"\\:", escaped)
+    escaped = _ST_LINE_START.sub(_escape_line_start, escaped)
+    return _AUTOLINK.sub(lambda m: m.group(1).replace("/", "\\/").replace(".", "\\."), escaped)
 
 
 # ---------------------------------------------------------------- plotly
@@ -95,9 +114,11 @@ def plotly_label(text: object) -> str:
 
 # ---------------------------------------------------------------- Markdown report
 
-#: What must not reach a Markdown renderer raw: emphasis, links and images, raw HTML (``<script>``,
-#: ``<img>``), entities, code spans, table pipes, strikethrough, math; and autolinked URLs.
-_REPORT_SPECIAL = re.compile(r"([\\`*_\[\]<>!|~$&])")
+#: What must not reach a Markdown renderer raw: raw HTML (``<script>``, ``<img>``), entities, code spans,
+#: table pipes, math; a ``]`` that would close a link, image or reference definition (followed by ``(``,
+#: ``[`` or ``:``), a ``!`` that would open an image; and autolinked URLs. Emphasis (``*``, ``_``) is left
+#: alone: it can only restyle text, and names like ``input_ids`` stay readable in the ``.md`` file.
+_REPORT_SPECIAL = re.compile(r"([\\`<>&|$])|(\](?=\s*[(\[:]))|(!(?=\[))")
 _AUTOLINK = re.compile(r"(?i)(://|www\.)")
 
 
@@ -105,11 +126,11 @@ def markdown_text(text: object) -> str:
     """Prose for a Markdown report (a paragraph, list item or table cell): one line, shown literally.
 
     Lighter than :func:`streamlit_markdown` so the ``.md`` file stays readable
-    (numbers and sentences are unchanged): HTML, links, images, emphasis, code
-    spans, pipes and math are escaped, and ``://`` / ``www.`` are broken so no
-    bare URL becomes a link.
+    (``features [4, 64] float32`` is unchanged): no HTML, link, image, code
+    span, math or table cell boundary can form, and ``://`` / ``www.`` are
+    broken so no bare URL becomes a link.
     """
-    escaped = _REPORT_SPECIAL.sub(r"\\\1", one_line(text))
+    escaped = _REPORT_SPECIAL.sub(lambda m: "\\" + m.group(0), one_line(text))
     return _AUTOLINK.sub(lambda m: m.group(1).replace("/", "\\/").replace(".", "\\."), escaped)
 
 

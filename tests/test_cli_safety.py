@@ -170,7 +170,9 @@ def test_sigterm_while_shrink_writes_leaves_nothing(tmp_path):
 
 def test_a_closed_pipe_is_not_a_bug(tmp_path):
     process = subprocess.Popen(
-        [sys.executable, "-m", "shrinkray.cli", "price", "--list-providers"],
+        # ~300 KB of table: more than a pipe holds, so the writer is still writing when the reader leaves
+        [sys.executable, "-m", "shrinkray.cli", "price", "--downloads", "1000",
+         "--size", ",".join(str(k) for k in range(1000, 4000))],
         cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     process.stdout.readline()

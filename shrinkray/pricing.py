@@ -577,6 +577,10 @@ def break_even_downloads(
         if exact is None:
             return None
         whole = int(exact.to_integral_value(rounding=ROUND_CEILING))
+        # Decimal division rounds at 28 digits: the crossing can land just above a whole number
+        # that already reaches the target (1000 vs 990 bytes on CloudFront, $10: 13421772800).
+        while whole - 1 >= start and saving(Decimal(whole - 1)) >= target:
+            whole -= 1
         if saving(Decimal(whole)) >= target:
             return whole
         start = Decimal(whole)  # the saving fell again before the next whole download

@@ -711,3 +711,16 @@ def test_cli_compare_with_downloads_adds_cost(capsys, tmp_path):
     assert [v["key"] for v in data["cost"]["variants"]] == ["original", "float16"]
     assert "## Download cost" in paths[1].read_text(encoding="utf-8")
     assert "saving_per_year_usd" in paths[2].read_text(encoding="utf-8").splitlines()[0]
+
+
+def test_break_even_lands_on_the_whole_number_decimal_rounding_overshoots():
+    """Found by hypothesis: the exact crossing computed at 28 digits was just above 13421772800."""
+    from shrinkray import pricing
+
+    provider = pricing.get_provider("cloudfront")
+    found = pricing.break_even_downloads(1000, 990, provider, "10.00")
+    assert found == 13421772800
+    saving = lambda n: pricing.monthly_cost(pricing.Decimal(1000 * n) / pricing.GIB, provider) - pricing.monthly_cost(  # noqa: E731
+        pricing.Decimal(990 * n) / pricing.GIB, provider
+    )
+    assert saving(found) >= pricing.Decimal("10.00") > saving(found - 1)

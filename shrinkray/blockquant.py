@@ -14,6 +14,8 @@ Error bounds (checked by property tests):
 * round-to-nearest (``search="rtn"``): ``|x - decode(x)| <= scale / 2`` for every value,
   with ``scale = (max(block, 0) - min(block, 0)) / 15`` (asymmetric) or
   ``max|block| / 7`` (symmetric, or ``/ 8`` when the largest magnitude is negative)
+* rescaled (``search="rescaled"``, the default): round-to-nearest codes, scale set so that
+  ``<x, decode(x)> = |x|^2`` per block (no systematic shrinking of the weights)
 * scale search (``search="mse"``): the block's (weighted) squared error is never
   larger than round-to-nearest's, since the min/max scale is one of the candidates.
 
@@ -153,6 +155,17 @@ class _Rounder:
             d *= self.w
         return d.sum(axis=-1)
 
+    def unbiased_scale(self, q: np.ndarray, zero: np.ndarray, fallback: np.ndarray) -> np.ndarray:
+        """The scale with <x, decoded> = |x|^2 (weighted): rounding no longer shrinks the block towards zero."""
+        c = q - zero[..., None]
+        wx = self.x * self.w if self.w is not None else self.x
+        num = (wx * self.x).sum(axis=-1)
+        den = (wx * c).sum(axis=-1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            s = num / den
+        ok = np.isfinite(s) & (s > 0)
+        return np.where(ok, self.scale_of(np.where(ok, s, 1.0)), fallback)
+
     def least_squares_scale(self, q: np.ndarray, zero: np.ndarray, fallback: np.ndarray) -> np.ndarray:
         """The scale minimising the (weighted) error for fixed codes: sum(w x c) / sum(w c^2), c = q - zero."""
         c = q - zero[..., None]
@@ -188,19 +201,23 @@ def quantize_blocks(
     search: str = "mse",
     importance: np.ndarray | None = None,
     scale_dtype: type = np.float32,
+    unit: float | None = None,
 ) -> BlockCodes:
     """4-bit block codes of a finite ``[rows, length]`` array, blocks along the second axis.
 
-    ``search``: "rtn" keeps the min/max scale (round to nearest); "mse" also
+    ``search``: "rtn" keeps the min/max scale (round to nearest); "rescaled"
+    keeps its codes and sets each block's scale to ``|x|^2 / <x, codes>``, so
+    the decoded block is not shrunk towards zero on average; "mse" also
     tries smaller scales (:data:`SEARCH_FRACTIONS`) and the least-squares scale
     for the chosen codes, keeping whichever gives the lowest squared error per
     block (weighted by ``importance`` per position along the second axis, e.g.
     the mean squared activation of each input channel, when given).
     ``scale_dtype`` float16 keeps scales on the float16 grid *relative to the
-    tensor's largest scale* (a power of two, stored by the caller): the codes
-    are chosen for the scales exactly as they will be decoded.
+    tensor's largest scale* (a power of two, stored by the caller; ``unit``
+    overrides it, e.g. 1.0 for plain float16 scales): the codes are chosen
+    for the scales exactly as they will be decoded.
     """
-    if search not in ("rtn", "mse"):
+    if search not in ("rtn", "rescaled", "mse"):
         raise ValueError(f"unknown search {search!r}")
     x2d = np.asarray(x2d, dtype=np.float32)
     if x2d.ndim != 2:
@@ -208,7 +225,7 @@ def quantize_blocks(
     rows, length = x2d.shape
     blocks = _blocks(x2d, block_size)
     weights = _weights(importance, length, block_size)
-    scale_of = scale_rounder(blocks, symmetric, scale_dtype)
+    scale_of = scale_rounder(blocks, symmetric, scale_dtype, unit)
     codes = np.empty(blocks.shape, dtype=np.uint8)
     scales = np.empty(blocks.shape[:2], dtype=np.float32)
     zeros = np.empty(blocks.shape[:2], dtype=np.uint8)
@@ -238,13 +255,15 @@ def quantize_blocks(
                 best_e = np.where(better, e, best_e)
                 best_s = np.where(better, s, best_s)
                 best_q = np.where(better[..., None], q, best_q)
+        if search == "rescaled":  # same codes, scale s = |x|^2 / <x, c>: the block keeps its projection on x
+            best_s = r.unbiased_scale(best_q, zero, best_s)
         codes[start : start + step] = best_q.astype(np.uint8)
         scales[start : start + step] = best_s
         zeros[start : start + step] = zero.astype(np.uint8)
     return BlockCodes(codes=codes, scale=scales, zero_point=zeros, length=length, symmetric=symmetric)
 
 
-def scale_rounder(blocks: np.ndarray, symmetric: bool, scale_dtype: type):
+def scale_rounder(blocks: np.ndarray, symmetric: bool, scale_dtype: type, unit: float | None = None):
     """A function rounding raw scales to the values that will be stored.
 
     float32: plain float32 rounding (0 and non-finite become 1). float16:
@@ -261,7 +280,7 @@ def scale_rounder(blocks: np.ndarray, symmetric: bool, scale_dtype: type):
             return np.where(np.isfinite(s32) & (s32 > 0), s32, np.float32(1.0)).astype(np.float32)
 
         return to32
-    unit = scale_unit(blocks, symmetric)
+    unit = scale_unit(blocks, symmetric) if unit is None else unit
 
     def to16(s: np.ndarray) -> np.ndarray:
         want = np.asarray(s, dtype=np.float64) / unit
@@ -272,6 +291,11 @@ def scale_rounder(blocks: np.ndarray, symmetric: bool, scale_dtype: type):
         return (rel.astype(np.float32) * np.float32(unit)).astype(np.float32)
 
     return to16
+
+
+def minmax_scales(blocks: np.ndarray, symmetric: bool) -> np.ndarray:
+    """The round-to-nearest scale of every block of a ``[..., block_size]`` array."""
+    return _minmax_params(blocks.reshape(-1, blocks.shape[-1]), symmetric)[0]
 
 
 def scale_unit(blocks: np.ndarray, symmetric: bool) -> float:

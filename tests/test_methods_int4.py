@@ -264,3 +264,14 @@ def test_weights_inside_subgraphs_and_constant_nodes_are_rewritten():
     assert any("in " in where for where in sub.values())
     messy = _variant("messy", "auto")
     assert messy.changes and all(c.where == "Constant node" for c in messy.changes)
+
+
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_rescaled_blocks_keep_their_projection_and_the_codes_of_round_to_nearest(symmetric):
+    x = np.random.default_rng(2).standard_normal((16, 256)).astype(np.float32)
+    rtn = quantize_blocks(x, 32, symmetric=symmetric, search="rtn")
+    res = quantize_blocks(x, 32, symmetric=symmetric, search="rescaled")
+    np.testing.assert_array_equal(res.codes, rtn.codes)
+    blocks = x.reshape(16, 8, 32).astype(np.float64)
+    decoded = res.decode().reshape(16, 8, 32)
+    np.testing.assert_allclose((blocks * decoded).sum(-1), (blocks**2).sum(-1), rtol=1e-5)

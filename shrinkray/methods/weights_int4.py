@@ -33,7 +33,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from shrinkray.blockquant import BLOCK_SIZES, BlockCodes, quantize_blocks, scale_unit
+from shrinkray.blockquant import BLOCK_SIZES, BlockCodes, minmax_scales, quantize_blocks, scale_unit
 from shrinkray.errors import MethodError
 from shrinkray.graph import FLOAT_TYPES, Consumer, GraphEditor, NameAllocator, WeightRef, find_weights
 from shrinkray.methods.base import (
@@ -68,10 +68,11 @@ class WeightsInt4Options(TensorSelection):
         "Symmetric codes -8..7 around zero; off (default, lower error): codes 0..15 with a 4-bit zero point per block",
     )
     rounding: str = option(
-        "mse",
-        "mse: per block, the scale (of 17 candidates and a least-squares refit) with the least squared weight "
-        "error; rtn: min/max scale, round to nearest (what ONNX Runtime's 4-bit quantizer does)",
-        choices=["mse", "rtn"],
+        "rescaled",
+        "rescaled (default, best output parity measured): round to nearest, then each block's scale set so the "
+        "block is not shrunk towards zero; rtn: min/max scale, round to nearest (ONNX Runtime's 4-bit quantizer); "
+        "mse: the scale (of 17 candidates and a least-squares refit) with the least squared weight error",
+        choices=["rescaled", "rtn", "mse"],
     )
     form: str = option(
         "auto",
@@ -169,7 +170,7 @@ class Encoded:
     codes: BlockCodes
     unit: float  # scales are stored as float16 multiples of this power of two (standard form), else 1
     stats: ErrorStats
-    form: str  # "standard", "matmulnbits", "gather" or "dequantize-linear"
+    form: str  # "standard", "matmulnbits", "gather", "gather16" (float16 scales) or "dequantize-linear"
 
 
 def _contrib_kind(ref: WeightRef) -> str | None:
@@ -217,19 +218,34 @@ def encode_tensor(values: np.ndarray, ref: WeightRef, options: WeightsInt4Option
     best: Encoded | None = None
     for layout in layouts:
         x2d = layout.to_2d(values).astype(np.float32, copy=False)
+        blocks_view = _padded_view(x2d, options.block_size)
         if form == "standard":
-            blocks_view = _padded_view(x2d, options.block_size)
             unit = scale_unit(blocks_view, options.symmetric)
             scale_dtype = np.float16
+        elif form == "gather" and _float16_scales_fit(blocks_view, options.symmetric):
+            unit, scale_dtype = 1.0, np.float16  # GatherBlockQuantized takes float16 scales (then a Cast)
         else:
             unit, scale_dtype = 1.0, np.float32
         codes = quantize_blocks(
-            x2d, options.block_size, symmetric=options.symmetric, search=options.rounding, scale_dtype=scale_dtype
-        )
+            x2d, options.block_size, symmetric=options.symmetric, search=options.rounding, scale_dtype=scale_dtype,
+            unit=unit,
+        )  # fmt: skip
+        if scale_dtype == np.float16 and form == "gather":
+            form = "gather16"
         stats = _stats(codes, x2d, ref.dtype)
         if best is None or stats.rms < best.stats.rms:
             best = Encoded(layout, codes, unit, stats, form)
     return best
+
+
+#: Plain float16 scales must stay normal numbers (11 significant bits) with room for the search's refits.
+FLOAT16_MIN_SCALE, FLOAT16_MAX_SCALE = 2.0**-14, 2.0**14
+
+
+def _float16_scales_fit(blocks: np.ndarray, symmetric: bool) -> bool:
+    scales = minmax_scales(blocks, symmetric)
+    scales = scales[scales > 0]
+    return bool(scales.size) and float(scales.min()) >= FLOAT16_MIN_SCALE and float(scales.max()) <= FLOAT16_MAX_SCALE
 
 
 def _padded_view(x2d: np.ndarray, block_size: int) -> np.ndarray:
@@ -433,8 +449,8 @@ def apply(model: onnx.ModelProto, options: WeightsInt4Options) -> Variant:
         change = TensorChange.of(ref, bytes_after=bytes_after, stats=enc.stats, encoding=encoding)
         variant.changes.append(change)
         warn_if_damaged(variant, change)
-    for edit in contrib_edits:  # consumer nodes change in place, before the editor rebuilds node lists
-        edit()
+    casts = [c for c in (edit() for edit in contrib_edits) if c]  # consumers change in place, before the
+    _insert_after(model, casts)  # editor rebuilds the node lists
     if contrib_edits:
         _ensure_ms_opset(model)
     editor.apply()
@@ -451,6 +467,23 @@ def apply(model: onnx.ModelProto, options: WeightsInt4Options) -> Variant:
             f"Conv kernels) were kept in float: {', '.join(skipped_dq[:5])}{' ...' if len(skipped_dq) > 5 else ''}"
         )
     return variant
+
+
+def _insert_after(model: onnx.ModelProto, casts: list) -> None:
+    """Put each (consumer, cast) cast node right after its consumer's node, one rebuild per graph."""
+    from shrinkray.graph import iter_graphs
+
+    wanted = {c.node.output[0]: cast for c, cast in casts}
+    for _, graph in reversed(list(iter_graphs(model.graph))):  # innermost first, as GraphEditor does
+        if not any(o in wanted for n in graph.node for o in n.output[:1]):
+            continue
+        nodes = []
+        for n in graph.node:
+            nodes.append(n)
+            if n.output and n.output[0] in wanted:
+                nodes.append(wanted[n.output[0]])
+        graph.ClearField("node")
+        graph.node.extend(nodes)
 
 
 def _rewrite(ref, enc, opset, editor, contrib_edits, skipped_dq) -> tuple[int | None, str]:
@@ -471,14 +504,15 @@ def _rewrite(ref, enc, opset, editor, contrib_edits, skipped_dq) -> tuple[int | 
         editor.replace(ref, {}, _dq_builder(ref, tensors, axis, codes.block_size))
         return _nbytes(v for _, v in tensors.values()), f"{desc}, float32 block scales (DequantizeLinear)"
     op = "MatMulNBits" if enc.form == "matmulnbits" else "GatherBlockQuantized"
-    stored = {"q4": codes.packed_codes(), "scales": codes.scale.astype(np.float32)}
-    if enc.form == "gather":
+    half = enc.form == "gather16"
+    stored = {"q4": codes.packed_codes(), "scales": codes.scale.astype(np.float16 if half else np.float32)}
+    if enc.form != "matmulnbits":
         stored["q4"] = stored["q4"].reshape(codes.rows, -1)
     if not codes.symmetric:
         stored["zero_points"] = codes.packed_zero_points()
     names = editor.replace(ref, stored, lambda names, output, alloc: [])
-    contrib_edits.append(lambda: _to_contrib(ref.consumers[0].node, enc, names, op))
-    return _nbytes(stored.values()), f"{desc}, float32 block scales ({op})"
+    contrib_edits.append(lambda: _to_contrib(ref, enc, names, op, editor.names))
+    return _nbytes(stored.values()), f"{desc}, float{16 if half else 32} block scales ({op})"
 
 
 def _nbytes(arrays) -> int:
@@ -490,9 +524,20 @@ def _nbytes(arrays) -> int:
     return total
 
 
-def _to_contrib(node: onnx.NodeProto, enc: Encoded, names: list[str], op: str) -> None:
-    """Turn the weight's consumer (MatMul / Gemm / Gather) into the com.microsoft op, in place."""
+def _to_contrib(ref: WeightRef, enc: Encoded, names: list[str], op: str, alloc: NameAllocator):
+    """Turn the weight's consumer (MatMul / Gemm / Gather) into the com.microsoft op, in place.
+
+    Returns a Cast node to place right after it when the op's output is float16 (float16 scales) while the
+    Gather gave float32, else None.
+    """
+    node = ref.consumers[0].node
     codes = enc.codes
+    outputs = list(node.output)
+    cast = None
+    if enc.form == "gather16":
+        half = alloc.new(f"{outputs[0]}__f16")
+        cast = helper.make_node("Cast", [half], [outputs[0]], name=alloc.new(f"{half}_cast"), to=ref.dtype)
+        outputs[0] = half
     q, scales = names[0], names[1]
     zero = names[2] if len(names) > 2 else ""
     if op == "MatMulNBits":
@@ -504,8 +549,9 @@ def _to_contrib(node: onnx.NodeProto, enc: Encoded, names: list[str], op: str) -
     else:
         inputs = [q, node.input[1], scales] + ([zero] if zero else [])
         attrs = {"bits": 4, "block_size": codes.block_size, "gather_axis": 0, "quantize_axis": 1}
-    new = helper.make_node(op, inputs, list(node.output), name=node.name, domain=MS_DOMAIN, **attrs)
+    new = helper.make_node(op, inputs, outputs, name=node.name, domain=MS_DOMAIN, **attrs)
     node.CopyFrom(new)
+    return (ref.consumers[0], cast) if cast is not None else None
 
 
 class _Int4(np.ndarray):

@@ -5,10 +5,13 @@ from decimal import Decimal
 import pandas as pd
 import streamlit as st
 
-from app_ui.controls import friendly_errors
+from app_ui.controls import app_message, friendly_errors
 from app_ui.state import current_model, latest_comparison
 from shrinkray import charts, pricing
 from shrinkray.compare import ORIGINAL
+from shrinkray.errors import ShrinkRayError
+from shrinkray.text_safety import csv_cell
+from shrinkray.text_safety import streamlit_markdown as md
 from shrinkray.units import format_bytes
 
 st.title("Pricing")
@@ -30,16 +33,28 @@ def _param(name: str, default: str) -> str:
     return value if isinstance(value, str) and value != "" else default
 
 
-with friendly_errors("Reading the settings in the link"):
-    start_provider = _param("provider", pricing.default_provider_id())
-    if start_provider not in provider_ids:
-        st.warning(f"Unknown provider '{start_provider}' in the link; showing {pricing.default_provider_id()}.")
-        start_provider = pricing.default_provider_id()
-    start_downloads = int(pricing.parse_downloads(_param("downloads", "100000")))
-    start_delivery = _param("delivery", "brotli")
-    start_delivery = start_delivery if start_delivery in ("raw", "gzip", "brotli") else "brotli"
-    start_growth = float(_param("growth", "0"))
-    start_currency = _param("currency", "$")
+def _from_link(name: str, default: str, parse, label: str):
+    """The link's value, parsed (and bounded) by the engine exactly as the CLI parses its flags; a value the
+    engine refuses is named in a message and the default is shown instead (never a traceback or a silent 0)."""
+    try:
+        return parse(_param(name, default))
+    except ShrinkRayError as exc:
+        st.error(md(f"The link's {label} ({name}={_param(name, default)}) was not used: {app_message(exc)} "
+                    f"Showing {default} instead."), icon=":material/link_off:")  # fmt: skip
+        return parse(default)
+
+
+start_provider = _param("provider", pricing.default_provider_id())
+if start_provider not in provider_ids:
+    st.warning(md(f"Unknown provider '{start_provider}' in the link; showing {pricing.default_provider_id()}."))
+    start_provider = pricing.default_provider_id()
+start_downloads = int(_from_link("downloads", "100000", pricing.parse_downloads, "downloads per month"))
+start_delivery = _param("delivery", "brotli")
+start_delivery = start_delivery if start_delivery in ("raw", "gzip", "brotli") else "brotli"
+start_growth = float(_from_link("growth", "0", lambda v: pricing.parse_growth(f"{v}%"), "monthly growth in %") * 100)
+start_currency = _from_link("currency", "$", pricing.parse_currency_symbol, "currency symbol")
+start_price = _from_link("price", "0.12", pricing.parse_price, "price per GiB")
+start_free = _from_link("free", "0", pricing.parse_free_gib, "free GiB per month")
 
 # ---------------------------------------------------------------- what is served
 
@@ -64,10 +79,11 @@ with left:
         format_func=lambda v: f"{v:,}",
     )  # fmt: skip
     downloads = c1.number_input(
-        "…or exactly", min_value=0, max_value=10**12, step=1000, key="downloads",
+        "…or exactly", min_value=0, max_value=int(pricing.MAX_DOWNLOADS), step=1000, key="downloads",
         help="The slider sets round numbers; type any count here.",
     )  # fmt: skip
-    growth = c2.number_input("Growth per month (%)", min_value=-50.0, max_value=100.0, value=start_growth, step=1.0)
+    growth = c2.number_input("Growth per month (%)", min_value=float(pricing.MIN_GROWTH * 100),
+                             max_value=float(pricing.MAX_GROWTH * 100), value=start_growth, step=1.0)  # fmt: skip
 with right:
     delivery = st.radio(
         "Delivery", ["raw", "gzip", "brotli"], index=["raw", "gzip", "brotli"].index(start_delivery),
@@ -79,19 +95,22 @@ with right:
     )  # fmt: skip
 
 with friendly_errors("Setting the prices"):
-    if provider_id == CUSTOM:
-        base = pricing.custom_provider(_param("price", "0.12"), _param("free", "0"))
-    else:
-        base = providers[provider_id]
+    base = pricing.custom_provider(start_price, start_free) if provider_id == CUSTOM else providers[provider_id]
     tiers_text = _param("tiers", "") if provider_id == _param("provider", "") else ""
-    start = pricing.with_prices(base, pricing.decode_tiers(tiers_text), _param("free", "0")) if tiers_text else base
+    try:
+        start = pricing.with_prices(base, pricing.decode_tiers(tiers_text), start_free) if tiers_text else base
+    except ShrinkRayError as exc:
+        st.error(md(f"The link's prices (tiers={tiers_text}) were not used: {app_message(exc)} "
+                    f"Showing {base.name}'s prices instead."), icon=":material/link_off:")  # fmt: skip
+        start = base
     st.markdown("**Prices per GiB** (edit to try other prices; leave the last tier's end empty)")
     table = pd.DataFrame(
         [{"up to GiB in the month": None if t.up_to_gib is None else float(t.up_to_gib),
           "price per GiB": float(t.price_per_gib)} for t in start.tiers]
     )  # fmt: skip
     edited = st.data_editor(table, num_rows="dynamic", hide_index=True, key=f"tiers:{provider_id}", width="stretch")
-    free = st.number_input("Free GiB per month", min_value=0.0, value=float(start.free_gib_per_month), step=10.0)
+    free = st.number_input("Free GiB per month", min_value=0.0, max_value=float(pricing.MAX_FREE_GIB),
+                           value=float(start.free_gib_per_month), step=10.0)  # fmt: skip
     rows = [(r["up to GiB in the month"], r["price per GiB"]) for r in edited.to_dict("records")
             if r["price per GiB"] is not None and r["price per GiB"] == r["price per GiB"]]  # fmt: skip
     provider = pricing.with_prices(base, rows, free)
@@ -100,7 +119,7 @@ with friendly_errors("Setting the prices"):
 
     if comparison is not None:
         sizes = {r.key: r.sizes.get(delivery) for r in comparison.all if r.sizes is not None}
-        st.caption(f"Sizes: the measured {delivery} sizes of {comparison.name} and its variants (from Shrink).")
+        st.caption(md(f"Sizes: the measured {delivery} sizes of {comparison.name} and its variants (from Shrink)."))
     else:
         sizes_text = st.text_input(
             "Sizes to price (no measured model yet): LABEL=SIZE, comma-separated",
@@ -132,7 +151,8 @@ with friendly_errors("Setting the prices"):
         st.stop()
     labels = list(sizes)
     reference = ORIGINAL if ORIGINAL in sizes else labels[0]
-    estimates = {k: pricing.cost_for(v, downloads, provider, growth=Decimal(str(growth)) / 100) for k, v in sizes.items()}
+    rate = Decimal(str(round(growth, 4))) / 100  # the widget's float, as typed (4 decimals of a percent)
+    estimates = {k: pricing.cost_for(v, int(downloads), provider, growth=rate) for k, v in sizes.items()}
     money = lambda amount: pricing.format_money(Decimal(amount), "USD").replace("$", currency)
     st.markdown(f"#### Cost per variant at {int(downloads):,} downloads a month")
     cols = st.columns(min(len(labels), 5))
@@ -140,10 +160,10 @@ with friendly_errors("Setting the prices"):
         est, base_est = estimates[label], estimates[reference]
         saving_year = base_est.yearly - est.yearly
         with cols[index % len(cols)]:
-            st.metric(f"{label}: per month", money(est.monthly),
+            st.metric(f"{md(label)}: per month", money(est.monthly),
                       None if label == reference else f"saves {money(base_est.monthly - est.monthly)}",
                       delta_color="normal", help=f"{format_bytes(sizes[label])} served {delivery}")  # fmt: skip
-            st.metric(f"{label}: per year", money(est.yearly),
+            st.metric(f"{md(label)}: per year", money(est.yearly),
                       None if label == reference else f"saves {money(saving_year)}", delta_color="normal")  # fmt: skip
 
     grid = pricing.log_downloads_grid(100, 10**9)
@@ -154,7 +174,7 @@ with friendly_errors("Setting the prices"):
         width="stretch",
     )  # fmt: skip
     frame = pd.DataFrame(
-        [{"variant": k, f"bytes served ({delivery})": sizes[k], "GiB per month": float(e.gib_per_month),
+        [{"variant": csv_cell(k), f"bytes served ({delivery})": sizes[k], "GiB per month": float(e.gib_per_month),
           f"cost per month ({currency})": round(float(e.monthly), 2), f"cost per year ({currency})": round(float(e.yearly), 2),
           f"per 1M downloads ({currency})": None if e.per_million_downloads is None else round(float(e.per_million_downloads), 2),
           f"saving per year ({currency})": round(float(estimates[reference].yearly - e.yearly), 2)}

@@ -486,14 +486,20 @@ def load_zip(
         raw = bytes(data)
         size = len(raw)
         label = "The archive"
-        opener = lambda: io.BytesIO(raw)
+
+        def opener() -> BinaryIO:
+            return io.BytesIO(raw)
+
     else:
         path = Path(data)
         label = str(path)
         if not path.is_file():
             raise ModelLoadError(f"{path} is not a file", "Give the path of the .zip archive")
         size = path.stat().st_size
-        opener = lambda: path.open("rb")
+
+        def opener() -> BinaryIO:
+            return path.open("rb")
+
     if size == 0:
         raise ModelLoadError(f"{label} is empty (0 bytes)", "Choose a .zip archive or a .onnx model")
     if size > limits.max_file_bytes:

@@ -100,36 +100,109 @@ def _number(value: Any, what: str) -> Decimal:
     return number
 
 
+#: Bounds of every pricing input, the same for the CLI flags, the app's controls and its link parameters.
+#: Far beyond real use, and small enough that every result (at most ~1e146 a month, at 1 PiB x 10^12
+#: downloads x 1000% growth for 120 months x 1000 a GiB) is a finite float for JSON and charts.
+MAX_DOWNLOADS = Decimal(10**12)  # a month
+MAX_SIZE_BYTES = 2**50  # 1 PiB served per download
+MAX_PRICE_PER_GIB = Decimal(1000)
+MAX_FREE_GIB = Decimal(10**9)  # a month
+MAX_TIER_GIB = Decimal(10**12)
+MAX_MONEY = Decimal(10**12)  # a target saving a month
+MAX_GROWTH = Decimal(10)  # +1000% a month
+MIN_GROWTH = Decimal("-0.99")  # -99% a month (-100% would mean no downloads at all after the first month)
+_GROWTH_RANGE = f"{(MIN_GROWTH * 100).normalize():f}% to {(MAX_GROWTH * 100).normalize():f}%"
+MAX_MONTHS = 120
+#: Decimal places a price, growth rate, allowance or download count may have (1e-400 is refused, not
+#: printed with 400 digits).
+MAX_PLACES = 6
+
+
+def _shown(value: Any) -> str:
+    text = str(value).strip()
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _bounded(number: Decimal, what: str, high: Decimal | int, example: str, *, raw: Any = None) -> Decimal:
+    """``number`` unless it is above ``high`` or has more than MAX_PLACES decimal places."""
+    if number > high:
+        raise OptionError(
+            f"{what} must be at most {Decimal(high):,}, not {_shown(number if raw is None else raw)}",
+            f"Give a smaller value, e.g. {example}",
+        )
+    sign, digits, exponent = number.as_tuple()  # no context arithmetic: 1e-9999999999 must not round to 0
+    trailing = len(digits) - len("".join(map(str, digits)).rstrip("0")) if any(digits) else 0
+    if isinstance(exponent, int) and any(digits) and exponent + trailing < -MAX_PLACES:
+        raise OptionError(
+            f"{what} has more than {MAX_PLACES} decimal places ({_shown(number if raw is None else raw)})",
+            f"Round it, e.g. {example}",
+        )
+    return number
+
+
 def _non_negative(value: Any, what: str, example: str = "100000") -> Decimal:
     number = _number(value, what)
     if number < 0:
-        raise OptionError(f"{what} cannot be negative ({value})", f"Give 0 or more, e.g. {example}")
+        raise OptionError(f"{what} cannot be negative ({_shown(value)})", f"Give 0 or more, e.g. {example}")
     return number
+
+
+def _downloads(value: Any, what: str = "Downloads per month", raw: Any = None) -> Decimal:
+    number = _bounded(_non_negative(value, what), what, MAX_DOWNLOADS, "100000", raw=value if raw is None else raw)
+    if number != number.to_integral_value():
+        raise OptionError(f"{what} must be a whole number, not {_shown(value if raw is None else raw)}", "e.g. 100000")
+    return number
+
+
+def _price(value: Any, what: str = "Price per GiB") -> Decimal:
+    return _bounded(_non_negative(value, what, "0.12"), what, MAX_PRICE_PER_GIB, "0.12", raw=value)
+
+
+def _free_gib(value: Any, what: str = "Free GiB per month") -> Decimal:
+    return _bounded(_non_negative(value, what, "100"), what, MAX_FREE_GIB, "100", raw=value)
+
+
+def _tier_end(value: Any, what: str = "Tier end") -> Decimal:
+    return _bounded(_non_negative(value, what, "10240"), what, MAX_TIER_GIB, "10240", raw=value)
+
+
+def _money(value: Any, what: str = "Target saving per month") -> Decimal:
+    return _bounded(_non_negative(value, what, "100"), what, MAX_MONEY, "100", raw=value)
 
 
 def _positive_bytes(value: Any, what: str = "Size") -> int:
     number = _number(value, what)
     if number <= 0:
         raise OptionError(
-            f"{what} must be more than 0 bytes, not {value}", "Give the file size, e.g. 52428800 or 50MiB"
+            f"{what} must be more than 0 bytes, not {_shown(value)}", "Give the file size, e.g. 52428800 or 50MiB"
+        )
+    if number > MAX_SIZE_BYTES:
+        raise OptionError(
+            f"{what} must be at most {MAX_SIZE_BYTES:,} bytes (1 PiB), not {_shown(value)}",
+            "Give the size of the file served, e.g. 52428800 or 50MiB",
         )
     if number != number.to_integral_value():
-        raise OptionError(f"{what} must be a whole number of bytes, not {value}", "e.g. 52428800 or 50MiB")
+        raise OptionError(f"{what} must be a whole number of bytes, not {_shown(value)}", "e.g. 52428800 or 50MiB")
     return int(number)
 
 
-def _growth(value: Any) -> Decimal:
+def _growth(value: Any, raw: Any = None) -> Decimal:
     growth = _number(value, "Monthly growth")
     if growth <= -1:
         raise OptionError(
             f"Monthly growth must be more than -100%, not {growth * 100:g}%", "e.g. 0.05 (5% more downloads a month)"
         )
-    return growth
+    if growth > MAX_GROWTH or growth < MIN_GROWTH:
+        raise OptionError(
+            f"Monthly growth must be from {_GROWTH_RANGE}, not {growth * 100:g}%",
+            "e.g. 0.05 (5% more downloads a month)",
+        )
+    return _bounded(growth, "Monthly growth", MAX_GROWTH, "0.05", raw=value if raw is None else raw)
 
 
 def _months(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1200:
-        raise OptionError(f"Months must be a whole number from 1 to 1200, not {value!r}", "e.g. 12")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_MONTHS:
+        raise OptionError(f"Months must be a whole number from 1 to {MAX_MONTHS}, not {value!r}", "e.g. 12")
     return value
 
 
@@ -262,8 +335,8 @@ def _provider_from_toml(pid: str, raw: Any, where: str) -> Provider:
         raise OptionError(f"{place}: tiers must be a list of tables", "e.g. [{ price_per_gib = 0.12 }]")
     tiers = [
         Tier(
-            up_to_gib=None if t.get("up_to_gib") is None else _non_negative(t["up_to_gib"], f"{place} up_to_gib"),
-            price_per_gib=_non_negative(t.get("price_per_gib"), f"{place} price_per_gib", "0.12"),
+            up_to_gib=None if t.get("up_to_gib") is None else _tier_end(t["up_to_gib"], f"{place} up_to_gib"),
+            price_per_gib=_price(t.get("price_per_gib"), f"{place} price_per_gib"),
         )
         for t in raw["tiers"]
     ]
@@ -275,7 +348,7 @@ def _provider_from_toml(pid: str, raw: Any, where: str) -> Provider:
         unit=UNIT,
         source_url=str(raw["source_url"]),
         checked=str(raw["checked"]),
-        free_gib_per_month=_non_negative(raw.get("free_gib_per_month", 0), f"{place} free_gib_per_month"),
+        free_gib_per_month=_free_gib(raw.get("free_gib_per_month", 0), f"{place} free_gib_per_month"),
         tiers=_check_tiers(tiers, place),
         notes=" ".join(str(raw.get("notes", "")).split()),
         aliases=tuple(str(a).lower() for a in raw.get("aliases", [])),
@@ -334,8 +407,8 @@ def default_provider_id(path: str | Path | None = None) -> str:
 @_exact
 def custom_provider(price_per_gib: Any, free_gib: Any = 0, currency: str = "USD") -> Provider:
     """A flat price per GiB (2**30 bytes), optionally after a free allowance each month."""
-    price = _non_negative(price_per_gib, "Price per GiB", "0.12")
-    free = _non_negative(free_gib, "Free GiB per month", "100")
+    price = _price(price_per_gib)
+    free = _free_gib(free_gib)
     return Provider(
         id=CUSTOM,
         name=f"Custom flat price {format_price(price, currency)} per {UNIT}",
@@ -471,7 +544,7 @@ def cost_for(
     the ``months`` given.
     """
     size = _positive_bytes(size_bytes)
-    downloads = _non_negative(downloads_per_month, "Downloads per month")
+    downloads = _downloads(downloads_per_month)
     rate = _growth(growth)
     horizon = _months(months)
     per_gib = Decimal(size) / GIB
@@ -559,7 +632,7 @@ def break_even_downloads(
     """
     a = Decimal(_positive_bytes(original_bytes, "Original size")) / GIB
     b = Decimal(_positive_bytes(variant_bytes, "Variant size")) / GIB
-    target = _non_negative(target_saving_per_month, "Target saving per month", "100")
+    target = _money(target_saving_per_month)
     if target == 0:
         return 0
     if b >= a:
@@ -618,7 +691,7 @@ class PricingChoice:
     months: int = MONTHS_PER_YEAR
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "downloads_per_month", _non_negative(self.downloads_per_month, "Downloads per month"))
+        object.__setattr__(self, "downloads_per_month", _downloads(self.downloads_per_month))
         object.__setattr__(self, "growth", _growth(self.growth))
         object.__setattr__(self, "months", _months(self.months))
         _delivery(self.delivery)
@@ -873,7 +946,7 @@ def quote(
     items = list(sizes)
     if not items:
         raise OptionError("No sizes to price", "Give --size BYTES or a file")
-    target = None if target_saving is None else _non_negative(target_saving, "Target saving per month", "100")
+    target = None if target_saving is None else _money(target_saving)
     first = cost_for(items[0][1], downloads_per_month, provider, growth=growth)
     rows = []
     for index, (label, size) in enumerate(items):
@@ -924,10 +997,15 @@ def parse_size(text: str) -> int:
             f"'{text}' is not a size",
             "Give bytes or a number with a unit: 52428800, 50MiB, 1.5GB (kB/MB/GB/TB = 1000^n, KiB/MiB/GiB/TiB = 1024^n)",
         )
-    number = Decimal(match.group(1).replace("_", "")) * Decimal(10) ** int(match.group(2) or 0)
+    exponent = int(match.group(2) or 0)
+    if exponent > 30:
+        raise OptionError(f"Size '{_shown(text)}' is more than {MAX_SIZE_BYTES:,} bytes (1 PiB)", "e.g. 50MiB")
+    number = Decimal(match.group(1).replace("_", "")).scaleb(max(exponent, -60))
     size = (number * SIZE_UNITS[unit]).to_integral_value(rounding=ROUND_HALF_UP)
     if size <= 0:
-        raise OptionError(f"Size '{text}' is 0 bytes", "Give the size of the file served, e.g. 50MiB")
+        raise OptionError(f"Size '{_shown(text)}' is 0 bytes", "Give the size of the file served, e.g. 50MiB")
+    if size > MAX_SIZE_BYTES:
+        raise OptionError(f"Size '{_shown(text)}' is more than {MAX_SIZE_BYTES:,} bytes (1 PiB)", "e.g. 50MiB")
     return int(size)
 
 
@@ -947,12 +1025,12 @@ def parse_downloads(text: str) -> Decimal:
     try:
         value = Decimal(raw.replace("_", ""))
     except InvalidOperation:
-        raise OptionError(f"--downloads takes a number, not '{text}'", "e.g. --downloads 100000") from None
+        raise OptionError(f"Downloads per month must be a number, not '{_shown(text)}'", "e.g. 100000 or 1e5") from None
     if not value.is_finite():
-        raise OptionError(f"--downloads takes a finite number, not '{text}'", "e.g. --downloads 100000")
+        raise OptionError(f"Downloads per month must be a finite number, not '{_shown(text)}'", "e.g. 100000")
     if value < 0:
-        raise OptionError(f"--downloads cannot be negative ({text})", "Give downloads per month, e.g. 100000")
-    return value
+        raise OptionError(f"Downloads per month cannot be negative ({_shown(text)})", "Give 0 or more, e.g. 100000")
+    return _downloads(value, "Downloads per month", raw=text)
 
 
 def parse_growth(text: str) -> Decimal:
@@ -962,17 +1040,44 @@ def parse_growth(text: str) -> Decimal:
     try:
         value = Decimal(raw.rstrip("%").strip())
     except InvalidOperation:
-        raise OptionError(f"--growth takes a rate such as 5% or 0.05, not '{text}'", "e.g. --growth 5%") from None
+        raise OptionError(
+            f"Monthly growth must be a rate such as 5% or 0.05, not '{_shown(text)}'", "e.g. 5%"
+        ) from None
     if not value.is_finite():
-        raise OptionError(f"--growth takes a finite rate, not '{text}'", "e.g. --growth 5%")
-    if percent:
+        raise OptionError(f"Monthly growth must be a finite rate, not '{_shown(text)}'", "e.g. 5%")
+    if percent:  # out-of-range values are refused before dividing, which would round what was typed
+        if value > MAX_GROWTH * 100:
+            raise OptionError(
+                f"Monthly growth must be from {_GROWTH_RANGE}, not {_shown(raw)}",
+                "e.g. 5%",
+            )
+        if value <= -100:
+            raise OptionError(f"Monthly growth must be more than -100%, not {_shown(raw)}", "e.g. 5%")
         value /= 100
     elif abs(value) > 1:
         raise OptionError(
-            f"--growth {raw} would mean {value * 100:g}% more downloads every month",
-            f"Write {raw}% for {raw} percent, or a fraction such as 0.05",
+            f"A growth of {_shown(raw)} would mean {value * 100:g}% more downloads every month",
+            f"Write {_shown(raw)}% for {_shown(raw)} percent, or a fraction such as 0.05",
         )
-    return _growth(value)
+    return _growth(value, raw=raw)
+
+
+def parse_price(text: str) -> Decimal:
+    """A price per GiB: 0 to MAX_PRICE_PER_GIB, at most MAX_PLACES decimals (``0.12``, ``$0.085``)."""
+    return _price(str(text).strip().lstrip("$").strip())
+
+
+def parse_free_gib(text: str) -> Decimal:
+    """A free allowance in GiB a month: 0 to MAX_FREE_GIB."""
+    return _free_gib(str(text).strip())
+
+
+def parse_currency_symbol(text: str) -> str:
+    """A currency label of 1 to 4 printable characters (only the label changes, never the prices)."""
+    value = str(text).strip()
+    if not 1 <= len(value) <= 4 or not value.isprintable():
+        raise OptionError(f"A currency symbol is 1 to 4 printable characters, not {len(value)}", "e.g. $ or €")
+    return value
 
 
 def parse_money(text: str, flag: str = "--break-even") -> Decimal:
@@ -980,10 +1085,10 @@ def parse_money(text: str, flag: str = "--break-even") -> Decimal:
     try:
         value = Decimal(raw)
     except InvalidOperation:
-        raise OptionError(f"{flag} takes an amount of money, not '{text}'", f"e.g. {flag} 100") from None
+        raise OptionError(f"{flag} takes an amount of money, not '{_shown(text)}'", f"e.g. {flag} 100") from None
     if not value.is_finite() or value < 0:
-        raise OptionError(f"{flag} must be 0 or more, not '{text}'", f"e.g. {flag} 100")
-    return value
+        raise OptionError(f"{flag} must be 0 or more, not '{_shown(text)}'", f"e.g. {flag} 100")
+    return _money(value, flag)
 
 
 def format_money(amount: Decimal, currency: str = "USD") -> str:
@@ -1056,7 +1161,10 @@ __all__ = [
     "load_providers",
     "monthly_cost",
     "parse_downloads",
+    "parse_currency_symbol",
+    "parse_free_gib",
     "parse_growth",
+    "parse_price",
     "parse_size",
     "parse_sizes",
     "quote",
@@ -1070,13 +1178,13 @@ def with_prices(base: Provider, tiers: Sequence[tuple[Any, Any]], free_gib: Any 
     """A copy of ``base`` with edited prices: ``tiers`` as (up_to_gib or None for the last, price_per_gib)."""
     parsed = [
         Tier(
-            None if up in (None, "", "None") or (isinstance(up, float) and math.isnan(up)) else _non_negative(up, "Tier end"),
-            _number(price, "Price per GiB"),
+            None if up in (None, "", "None") or (isinstance(up, float) and math.isnan(up)) else _tier_end(up),
+            _price(price),
         )
         for up, price in tiers
     ]
     checked = _check_tiers(parsed, f"Prices for {base.name}")
-    free = _non_negative(free_gib, "Free GiB per month", "100")
+    free = _free_gib(free_gib)
     return dataclasses.replace(base, tiers=checked, free_gib_per_month=free)
 
 

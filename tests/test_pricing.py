@@ -661,18 +661,34 @@ def test_cli_list_providers(capsys):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--size", "1MiB", "--downloads", "-5"], "Error: --downloads cannot be negative (-5)."),
+        (["--size", "1MiB", "--downloads", "-5"], "Error: Downloads per month cannot be negative (-5)."),
         (["--size", "0", "--downloads", "5"], "Error: Size '0' is 0 bytes."),
         (["--size", "1MiB", "--downloads", "5", "--provider", "nope"], "Error: Unknown provider 'nope'."),
         (["--size", "1MiB", "--downloads", "5", "--provider", "custom"], "Error: The custom provider needs a price."),
         (["--size", "1MiB", "--downloads", "5", "--provider", "s3", "--price-per-gb", "1"], "Error: Both --provider"),
         (["--size", "1MiB", "--downloads", "5", "--price-per-gb", "-1"], "Error: Price per GiB cannot be negative"),
         (["--size", "1MiB", "--downloads", "5", "--free-gib", "10"], "Error: --free-gib only applies"),
-        (["--size", "1MiB", "--downloads", "5", "--growth", "5"], "Error: --growth 5 would mean 500%"),
+        (["--size", "1MiB", "--downloads", "5", "--growth", "5"], "Error: A growth of 5 would mean 500%"),
         (["--size", "1MiB"], "Error: --downloads is required."),
         (["--downloads", "5"], "Error: Nothing to price."),
         (["missing.onnx", "--downloads", "5"], "Error: Missing missing.onnx."),
         (["--size", "50XB", "--downloads", "5"], "Error: '50XB' is not a size."),
+        # Out of range: a message naming the bound, never a traceback, a silent 0 or "a bug".
+        (["--size", "1e308", "--downloads", "5"], "Error: Size '1e308' is more than 1,125,899,906,842,624 bytes (1 PiB)."),
+        (["--size", "1MiB", "--downloads", "1e13"], "Error: Downloads per month must be at most 1,000,000,000,000, not 1e13."),
+        (["--size", "1MiB", "--downloads", "nan"], "Error: Downloads per month must be a finite number, not 'nan'."),
+        (["--size", "1MiB", "--downloads", "abc"], "Error: Downloads per month must be a number, not 'abc'."),
+        (["--size", "1MiB", "--downloads", "0.5"], "Error: Downloads per month must be a whole number, not 0.5."),
+        (["--size", "1MiB", "--downloads", "5", "--price-per-gb", "1e-400"],
+         "Error: Price per GiB has more than 6 decimal places (1e-400). Round it, e.g. 0.12."),
+        (["--size", "1MiB", "--downloads", "5", "--price-per-gb", "1e308"], "Error: Price per GiB must be at most 1,000,"),
+        (["--size", "1MiB", "--downloads", "5", "--price-per-gb", "inf"], "Error: Price per GiB must be a finite number"),
+        (["--size", "1MiB", "--downloads", "5", "--price-per-gb", "0.1", "--free-gib", "1e300"],
+         "Error: Free GiB per month must be at most 1,000,000,000,"),
+        (["--size", "1MiB", "--downloads", "5", "--growth", "100000%"], "Error: Monthly growth must be from -99% to 1000%, not 100000%."),
+        (["--size", "1MiB", "--downloads", "5", "--growth=-100%"], "Error: Monthly growth must be more than -100%"),
+        (["--size", "1MiB", "--downloads", "5", "--growth", "inf%"], "Error: Monthly growth must be a finite rate"),
+        (["--size", "1MiB,2MiB", "--downloads", "5", "--break-even", "1e300"], "Error: --break-even must be at most"),
     ],
 )
 def test_cli_price_errors_are_one_line(capsys, tmp_path, monkeypatch, args, message):
@@ -724,3 +740,40 @@ def test_break_even_lands_on_the_whole_number_decimal_rounding_overshoots():
         pricing.Decimal(990 * n) / pricing.GIB, provider
     )
     assert saving(found) >= pricing.Decimal("10.00") > saving(found - 1)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--size", "1024TiB", "--downloads", "1e12", "--price-per-gb", "1000", "--growth", "1000%"],  # every bound at once
+        ["--size", "1,1024TiB", "--downloads", "1", "--price-per-gb", "0.000001"],
+        ["--size", "1MiB,2MiB", "--downloads", "1000", "--break-even", "1000000000000"],
+    ],
+)
+def test_cli_price_json_is_valid_json_at_the_bounds(capsys, args):
+    code, out, err = run_cli(capsys, "price", *args, "--json")
+    assert code == 0, err
+    data = json.loads(out, parse_constant=lambda name: pytest.fail(f"{name} is not JSON"))
+    for row in data["rows"]:
+        assert all(math.isfinite(v) for v in row["cost_each_month"])
+        assert math.isfinite(row["cost_per_year"])
+
+
+def test_the_bounds_are_checked_wherever_a_number_enters(capsys):
+    with pytest.raises(OptionError, match="Downloads per month must be at most"):
+        cost_for(1000, 10**13, get_provider())
+    with pytest.raises(OptionError, match="Downloads per month must be at most"):
+        PricingChoice(get_provider(), D(10**13))
+    with pytest.raises(OptionError, match="Size must be at most"):
+        cost_for(2**51, 10, get_provider())
+    with pytest.raises(OptionError, match="Price per GiB must be at most"):
+        pricing.with_prices(get_provider(), [(None, "1e308")])
+    with pytest.raises(OptionError, match="Tier end must be at most"):
+        pricing.with_prices(get_provider(), [("1e300", "0.1"), (None, "0.05")])
+    with pytest.raises(OptionError, match="Free GiB per month has more than 6 decimal places"):
+        custom_provider("0.1", "1e-9")
+    with pytest.raises(OptionError, match="Monthly growth must be from -99% to 1000%, not 1100%"):
+        cost_for(1000, 10, get_provider(), growth=11)
+    with pytest.raises(OptionError, match="Months must be a whole number from 1 to 120"):
+        cost_for(1000, 10, get_provider(), months=121)
+

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,3 +91,49 @@ def test_uses_the_measured_variants_when_a_comparison_exists():
     assert not at.exception, at.exception
     labels = set(_metrics(at))
     assert {"original: per month", "float16: per month"} <= labels
+
+
+# --------------------------------------------------------------------------- hostile links
+
+
+BAD_LINKS = [
+    ({"growth": "abc"}, "monthly growth in %", "Monthly growth must be a rate such as 5% or 0.05, not 'abc%'"),
+    ({"growth": "1001"}, "monthly growth in %", "Monthly growth must be from -99% to 1000%, not 1001%"),
+    ({"growth": "inf"}, "monthly growth in %", "Monthly growth must be a finite rate"),
+    ({"growth": "-100"}, "monthly growth in %", "Monthly growth must be more than -100%"),
+    ({"downloads": "-1"}, "downloads per month", "Downloads per month cannot be negative (-1)"),
+    ({"downloads": "nan"}, "downloads per month", "Downloads per month must be a finite number, not 'nan'"),
+    ({"downloads": "abc"}, "downloads per month", "Downloads per month must be a number, not 'abc'"),
+    ({"downloads": "1e13"}, "downloads per month", "Downloads per month must be at most 1,000,000,000,000, not 1e13"),
+    ({"provider": "custom", "price": "1e308"}, "price per GiB", "Price per GiB must be at most 1,000"),
+    ({"provider": "custom", "price": "1e-400"}, "price per GiB", "Price per GiB has more than 6 decimal places"),
+    ({"provider": "custom", "free": "1e300"}, "free GiB per month", "Free GiB per month must be at most"),
+    ({"currency": "dollars"}, "currency symbol", "A currency symbol is 1 to 4 printable characters, not 7"),
+    ({"provider": "gcs", "tiers": "1e300:0.1;:0.05"}, "prices", "Tier end must be at most"),
+]
+
+
+@pytest.mark.parametrize(("params", "label", "message"), BAD_LINKS)
+def test_a_bad_link_value_is_named_and_the_default_shown(params, label, message):
+    at = _pricing({"sizes": "a=50MiB", **params})
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1, errors
+    assert errors[0].startswith(f"The link's {label} ("), errors[0]
+    assert message.replace("%", "%") in errors[0].replace("\\", ""), errors[0]
+    assert "bug" not in errors[0]
+    metrics = _metrics(at)
+    assert metrics["a: per month"].lstrip("$€").replace(",", "").replace(".", "").isdigit()  # priced, not "$0.00"
+    assert metrics["a: per month"] != "$0.00"
+
+
+def test_a_size_beyond_the_bound_is_a_message():
+    at = _pricing({"sizes": "a=1e308"})
+    assert any("is more than 1,125,899,906,842,624 bytes (1 PiB)" in e.value for e in at.error)
+
+
+def test_names_in_the_link_render_inert():
+    at = _pricing({"sizes": "![x](https://evil.example/t.png)=1MiB,=HYPERLINK(1)=2MiB", "downloads": "1000"})
+    labels = [m.label for m in at.metric]
+    assert labels[0].startswith("!\\[x\\](https:\\/\\/evil"), labels
+    table = at.dataframe[-1].value
+    assert list(table["variant"])[1] == "'=HYPERLINK(1)"  # the CSV download is never a formula

@@ -25,7 +25,8 @@ from shrinkray.measure.parity import VerdictSettings, compare_outputs
 from shrinkray.measure.sizes import Sizes
 from shrinkray.methods.palettize import FEW_LEVELS
 
-FAST = {"runs": 3, "warmup": 1, "latency_budget_s": 1, "culprit_budget_s": 5, "threads": [1], "brotli_quality": 5}
+FAST = {"runs": 3, "warmup": 1, "latency_budget_s": 1, "culprit_budget_s": 5, "threads": [1], "brotli_quality": 5,
+        "culprits": True}
 #: The original script's tolerances: the int8 and 8-level mlp fail them, float16 passes.
 ABSOLUTE = VerdictSettings(profile="absolute")
 

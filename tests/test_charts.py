@@ -24,7 +24,7 @@ from shrinkray.compare import ORIGINAL, CompareSettings, Comparison, compare
 from shrinkray.errors import MethodError
 from shrinkray.measure.parity import VerdictSettings
 
-FAST = {"runs": 5, "latency_budget_s": 2, "culprit_budget_s": 5, "brotli_quality": 5, "threads": [1]}
+FAST = {"runs": 5, "latency_budget_s": 2, "culprit_budget_s": 5, "brotli_quality": 5, "threads": [1], "culprits": True}
 BROKEN = "dynamic-int8"
 
 
@@ -48,7 +48,7 @@ def failing_compare(name: str, settings: CompareSettings) -> Comparison:
 def mlp() -> Comparison:
     methods = [("weights-int8", {}), ("float16", {}), ("palettize", {"levels": 2, "algorithm": "linear"}), (BROKEN, {})]
     # the absolute profile (max abs 0.06): weights-int8 and the 2-level palette fail, float16 passes
-    settings = CompareSettings(methods=methods, verdict=VerdictSettings(profile="absolute"), **FAST)
+    settings = CompareSettings(methods=methods, verdict=VerdictSettings(profile="absolute"), batches=[1, 8, 32], **FAST)
     return steady_timings(failing_compare("mlp", settings))
 
 

@@ -12,6 +12,7 @@ from helpers import SAMPLE_NAMES, sample_path
 
 from shrinkray import cli
 from shrinkray.measure.parity import RELATIVE_PROFILE
+from shrinkray.methods import all_methods
 
 FAST = ["--runs", "3", "--latency-budget", "1", "--brotli-quality", "5", "--culprit-budget", "3", "--quiet"]
 
@@ -26,7 +27,8 @@ def test_compare_every_sample(name, tmp_path, capsys):
     assert "Traceback" not in captured.err
     report = json.loads(out.read_text())
     keys = [v["key"] for v in report["variants"]]
-    assert keys == ["original", "dynamic-int8", "weights-int8", "palettize", "float16"]
+    assert keys == ["original", *(spec.name for spec in all_methods())]
+    assert keys == ["original", "dynamic-int8", "weights-int8", "weights-int4", "palettize", "float16"]
     # The original is measured as loaded: its bytes are the file's, for messy (opset 11, Constant-node
     # weights) as for every other sample.
     assert report["variants"][0]["sizes"]["raw"] == sample_path(name).stat().st_size

@@ -46,7 +46,9 @@ def progress_calls() -> list[tuple[str, float]]:
 @pytest.fixture(scope="module")
 def mlp_all(progress_calls) -> Comparison:
     return compare(
-        cached_sample("mlp"), settings(auto=True, verdict=ABSOLUTE), progress=lambda s, f: progress_calls.append((s, f))
+        cached_sample("mlp"),
+        settings(auto=True, verdict=ABSOLUTE, batches=[1, 8, 32]),
+        progress=lambda s, f: progress_calls.append((s, f)),
     )
 
 

@@ -29,11 +29,11 @@ from shrinkray.compare import ORIGINAL, CompareSettings, Comparison, compare
 from shrinkray.errors import MethodError, ShrinkRayError, WriteError
 from shrinkray.measure.parity import Check, VerdictSettings
 
-FAST = {"runs": 5, "latency_budget_s": 2, "culprit_budget_s": 5, "brotli_quality": 5, "threads": [1]}
+FAST = {"runs": 5, "latency_budget_s": 2, "culprit_budget_s": 5, "brotli_quality": 5, "threads": [1], "culprits": True}
 BROKEN = "dynamic-int8"
 SCHEMA_KEYS = {
     "schema_version", "generator", "name", "model", "settings", "input_note", "latency_note", "delivery",
-    "variants", "advice", "pareto", "recommended",
+    "variants", "advice", "pareto", "recommended", "timings",
 }  # fmt: skip
 VARIANT_KEYS = {
     "key", "is_original", "method", "options", "resolved_options", "ok", "error", "file", "sizes", "saving_vs_original",

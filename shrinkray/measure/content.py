@@ -16,9 +16,40 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 _WORDS = (
-    "the quick brown fox jumps over lazy dog invoice total 2024 model shrink ray studio receipt page "
-    "order number 4512 amount due date name address street city phone hello world data table chart"
-).split()
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "lazy",
+    "dog",
+    "invoice",
+    "total",
+    "2024",
+    "model",
+    "shrink",
+    "ray",
+    "studio",
+    "receipt",
+    "page",
+    "order",
+    "number",
+    "4512",
+    "amount",
+    "due",
+    "date",
+    "name",
+    "address",
+    "street",
+    "city",
+    "phone",
+    "hello",
+    "world",
+    "data",
+    "table",
+    "chart",
+)
 
 #: Image value conventions models are trained with (applied to RGB in [0, 1]).
 IMAGENET_MEAN = np.array([0.485, 0.456, 0.406])

@@ -336,10 +336,7 @@ def _image_values(sig: InputSignature, role: InputRole, shape: list[int], option
         height, width, channels = shape[1], shape[2], shape[3]
     rgb = content.rgb_images(count, height, width, seed=options.seed)
     low_high = options.ranges.get(sig.name)
-    if low_high:
-        values = _rescale(rgb, low_high)
-    else:
-        values = content.to_model_range(rgb, role.detail.split("|")[0])
+    values = _rescale(rgb, low_high) if low_high else content.to_model_range(rgb, role.detail.split("|")[0])
     return content.layout_channels(values, channels, role.channels_first)
 
 

@@ -134,7 +134,7 @@ def _order_statistic_rank(n: int, confidence: float = CONFIDENCE) -> int:
 
 def median_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float | None, float | None]:
     """(median, low, high): a distribution-free interval for the median; low/high are None below 6 values."""
-    x = np.sort(np.asarray(values, dtype=np.float64))
+    x = np.sort(np.asarray(values, dtype=np.float64))  # float16-safe: widened to float64 first
     if not len(x):
         raise ValueError("no values")
     median = float(np.median(x))

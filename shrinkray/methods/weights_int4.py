@@ -336,7 +336,7 @@ def _standard(enc: Encoded, ref: WeightRef, opset: int):
     if not codes.symmetric:
         stored["zero_point4"] = pack_flat(codes.zero_point)
     moved = enc.layout.moved_shape(ref.shape)
-    inverse = tuple(int(i) for i in np.argsort(enc.layout.perm))
+    inverse = tuple(int(i) for i in np.argsort(enc.layout.perm))  # float16-safe: an integer permutation
     def build(names: list[str], output: str, alloc: NameAllocator) -> list[onnx.NodeProto]:
         b = _Nodes(alloc, output, opset)
         q = b.unpack(names[0], (rows, blocks, size // 2), size, "q")
@@ -384,7 +384,7 @@ def _dequantize_linear(enc: Encoded, ref: WeightRef):
     codes = enc.codes
     lay = enc.layout
     moved = lay.moved_shape(ref.shape)
-    inverse = tuple(int(i) for i in np.argsort(lay.perm))
+    inverse = tuple(int(i) for i in np.argsort(lay.perm))  # float16-safe: an integer permutation
     k_axes = len(moved) - lay.split
     if k_axes != 1:
         return None  # DequantizeLinear blocks along one axis: flattened reductions (Conv) cannot be expressed

@@ -42,6 +42,15 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
+try:
+    from shrinkray.arrays import sortable  # float16-safe sorting (numpy 2.4.6 sorts float16 wrongly on some CPUs)
+except ImportError:  # an engine from before shrinkray.arrays
+
+    def sortable(a):
+        a = np.asarray(a)
+        return a.astype(np.float32) if a.dtype == np.float16 else a
+
+
 #: Boxes of the original and the variant match when their IoU reaches this (same class too).
 IOU_MATCH = 0.9
 #: Text encoder: per-sentence cosine of the mean-pooled, normalized embeddings.
@@ -166,12 +175,12 @@ _spec(
         **{
             f"transpose_{i}.tmp_0": f"class scores (sigmoids, 10 layout classes) along axis 2, one row per "
             f"anchor of stride {s}"
-            for i, s in zip((0, 2, 4, 6), (8, 16, 32, 64))
+            for i, s in zip((0, 2, 4, 6), (8, 16, 32, 64), strict=True)
         },
         **{
             f"transpose_{i}.tmp_0": f"box distributions of stride {s}: 4 sides x 8 bins of logits along axis 2 "
             f"(softmax per side, expectation x stride = distance in pixels)"
-            for i, s in zip((1, 3, 5, 7), (8, 16, 32, 64))
+            for i, s in zip((1, 3, 5, 7), (8, 16, 32, 64), strict=True)
         },
     },
 )
@@ -422,58 +431,75 @@ def iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     lt = np.maximum(a[:, None, :2], b[None, :, :2])
     rb = np.minimum(a[:, None, 2:], b[None, :, 2:])
     inter = np.prod(np.clip(rb - lt, 0, None), axis=2)
-    area = lambda x: np.prod(np.clip(x[:, 2:] - x[:, :2], 0, None), axis=1)
+
+    def area(x: np.ndarray) -> np.ndarray:
+        return np.prod(np.clip(x[:, 2:] - x[:, :2], 0, None), axis=1)
+
     return inter / (area(a)[:, None] + area(b)[None, :] - inter + 1e-9)
 
 
 def nms(boxes: np.ndarray, scores: np.ndarray, thr: float) -> list[int]:
-    order = list(np.argsort(-scores, kind="stable"))
+    order = list(np.argsort(sortable(-scores), kind="stable"))  # scores may be float16
     keep: list[int] = []
     while order:
         i = order.pop(0)
         keep.append(int(i))
         if order:
             ious = iou(boxes[i], boxes[order])[0]
-            order = [o for o, v in zip(order, ious) if v <= thr]
+            order = [o for o, v in zip(order, ious, strict=False) if v <= thr]
     return keep
 
 
 @dataclass(frozen=True)
 class Boxes:
-    """Detections: (x1, y1, x2, y2) rows with a class per row."""
+    """Detections: (x1, y1, x2, y2) rows with a class per row (and the score that kept each, for messages)."""
 
     xyxy: tuple
     classes: tuple
+    scores: tuple = ()
 
     @staticmethod
-    def of(xyxy, classes) -> Boxes:
+    def of(xyxy, classes, scores=()) -> Boxes:
         xyxy = np.asarray(xyxy, np.float64).reshape(-1, 4)
-        return Boxes(tuple(map(tuple, np.round(xyxy, 2))), tuple(int(c) for c in classes))
+        return Boxes(
+            tuple(map(tuple, np.round(xyxy, 2))),
+            tuple(int(c) for c in classes),
+            tuple(round(float(v), 3) for v in np.asarray(scores).ravel()),
+        )
 
     def __len__(self) -> int:
         return len(self.classes)
 
 
 def match_boxes(a: Boxes, b: Boxes, thr: float = IOU_MATCH) -> tuple[bool, str]:
-    """Same boxes: same count and a one-to-one matching (same class, IoU >= thr), greedy by IoU."""
-    if len(a) != len(b):
-        return False, f"{len(a)} vs {len(b)} boxes"
-    if not len(a):
+    """Same boxes: same count and a one-to-one matching (same class, IoU >= thr), greedy by IoU.
+    The message names the first box of ``a`` left without a partner: its class, score and best IoU."""
+    if not len(a) and not len(b):
         return True, "0 boxes"
-    m = iou(np.array(a.xyxy), np.array(b.xyxy))
-    same = np.array(a.classes)[:, None] == np.array(b.classes)[None, :]
-    m = np.where(same, m, 0.0)
+    m = np.zeros((len(a), len(b)))
+    if len(a) and len(b):
+        m = iou(np.array(a.xyxy), np.array(b.xyxy))
+        m = np.where(np.array(a.classes)[:, None] == np.array(b.classes)[None, :], m, 0.0)
     used_a, used_b, worst = set(), set(), 1.0
-    for flat in np.argsort(-m, axis=None):
+    for flat in np.argsort(-m, axis=None):  # float16-safe: IoU computed in float64
         i, j = divmod(int(flat), m.shape[1])
         if i in used_a or j in used_b or m[i, j] < thr:
             continue
         used_a.add(i)
         used_b.add(j)
         worst = min(worst, m[i, j])
-    if len(used_a) == len(a):
+    if len(used_a) == len(a) == len(b):
         return True, f"{len(a)} boxes, worst IoU {worst:.3f}"
-    return False, f"{len(a) - len(used_a)} of {len(a)} boxes unmatched at IoU {thr}"
+    head = f"{len(a)} vs {len(b)} boxes" if len(a) != len(b) else f"{len(a) - len(used_a)} of {len(a)} boxes unmatched"
+    lost_a = sorted(set(range(len(a))) - used_a)
+    if lost_a:
+        i = lost_a[0]
+        score = f" score {a.scores[i]}" if a.scores else ""
+        best = f"{m[i].max():.3f}" if len(b) else "-"
+        return False, f"{head}; lost: class {a.classes[i]}{score}, best IoU {best} (match needs {thr})"
+    j = min(set(range(len(b))) - used_b)
+    score = f" score {b.scores[j]}" if b.scores else ""
+    return False, f"{head}; new: class {b.classes[j]}{score}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -534,7 +560,7 @@ def _prep_ppocr_rec(path: Path) -> Prepared:
     ratios = [im.shape[1] / im.shape[0] for im in imgs]
     width = int(48 * max(320 / 48, *ratios))
     batch = np.zeros((len(imgs), 3, 48, width), np.float32)
-    for k, (im, r) in enumerate(zip(imgs, ratios)):
+    for k, (im, r) in enumerate(zip(imgs, ratios, strict=False)):
         rw = min(width, math.ceil(48 * r))
         x = _resize(im, rw, 48).astype(np.float32).transpose(2, 0, 1) / 255
         batch[k, :, :, :rw] = (x - 0.5) / 0.5
@@ -593,12 +619,14 @@ def _det_boxes(prob: np.ndarray, thresh=0.3, box_thresh=0.5, unclip=1.6) -> Boxe
         w, h = x1 - x0, y1 - y0
         if min(w, h) < 3:
             continue
-        if prob[y0:y1, x0:x1].mean() < box_thresh:
+        score = float(prob[y0:y1, x0:x1].mean())
+        if score < box_thresh:
             continue
         d = w * h * unclip / (2 * (w + h))
-        out.append((x0 - d, y0 - d, x1 + d, y1 + d))
-    out.sort()
-    return Boxes.of(out, [0] * len(out))
+        out.append((x0 - d, y0 - d, x1 + d, y1 + d, score))
+    out.sort()  # float16-safe: a list of tuples
+    rows = np.array(out, np.float64).reshape(-1, 5)
+    return Boxes.of(rows[:, :4], [0] * len(out), rows[:, 4])
 
 
 def _prep_ppocr_det(path: Path) -> Prepared:
@@ -705,7 +733,7 @@ def _yolox_boxes(out: np.ndarray, ratio: float, score_thr=0.1, nms_thr=0.45) -> 
     keep = scores > score_thr
     xyxy, scores = xyxy[keep], scores[keep]
     order = nms(xyxy, scores, nms_thr)
-    return Boxes.of(xyxy[order], [0] * len(order))
+    return Boxes.of(xyxy[order], [0] * len(order), scores[order])
 
 
 def _prep_ddddocr_det(path: Path) -> Prepared:
@@ -792,7 +820,7 @@ def _yolov8_boxes(out: np.ndarray, score_thr=0.25, nms_thr=0.45) -> Boxes:
         1,
     )
     order = nms(xyxy, best, nms_thr)
-    return Boxes.of(xyxy[order], label[order])
+    return Boxes.of(xyxy[order], label[order], best[order])
 
 
 def _prep_nudenet(path: Path) -> Prepared:
@@ -843,7 +871,7 @@ def _picodet_boxes(preds: list[np.ndarray], conf=0.5, iou_thr=0.5) -> Boxes:
         bbs.append(np.stack([cx[:n] - e[:n, 0], cy[:n] - e[:n, 1], cx[:n] + e[:n, 2], cy[:n] + e[:n, 3]], 1))
         scs.append(score[:n])
     bb, sc = np.concatenate(bbs), np.concatenate(scs)
-    boxes, classes = [], []
+    boxes, classes, scores = [], [], []
     for c in range(sc.shape[1]):
         m = sc[:, c] > conf
         if not m.any():
@@ -851,8 +879,9 @@ def _picodet_boxes(preds: list[np.ndarray], conf=0.5, iou_thr=0.5) -> Boxes:
         keep = nms(bb[m], sc[m, c], iou_thr)[:100]
         boxes.extend(bb[m][keep])
         classes.extend([c] * len(keep))
+        scores.extend(sc[m, c][keep])
     boxes = np.clip(np.array(boxes).reshape(-1, 4), 0, [w, h, w, h])
-    return Boxes.of(boxes, classes)
+    return Boxes.of(boxes, classes, scores)
 
 
 def layout_page(rng: np.random.Generator, with_table: bool) -> Image.Image:
@@ -895,7 +924,7 @@ def layout_page(rng: np.random.Generator, with_table: bool) -> Image.Image:
         "older",
         "sites",
     ]
-    for para in range(2):
+    for _para in range(2):
         for _ in range(6):
             n = int(rng.integers(9, 13))
             start = int(rng.integers(0, len(words) - n))
@@ -1002,7 +1031,10 @@ def _magika_files() -> list[tuple[str, bytes, str]]:
     import json as _json
 
     files: list[tuple[str, bytes, str]] = []
-    wheel = lambda key, member: member_file(key, member).read_bytes()
+
+    def wheel(key: str, member: str) -> bytes:
+        return member_file(key, member).read_bytes()
+
     files.append(("python source (stdlib json/__init__.py)", Path(_json.__file__).read_bytes(), "python"))
     files.append(("YAML config (rapidocr config.yaml)", wheel("ppocr-rec", "rapidocr_onnxruntime/config.yaml"), "yaml"))
     files.append(
@@ -1070,7 +1102,7 @@ def speech_clip(seconds: float, rng: np.random.Generator, sr: int = 16000) -> np
             for h in range(1, 30):
                 fh = h * f0
                 amp = np.zeros(dur)
-                for (a, b), bw in zip(zip(fa, fb), (90, 110, 150)):
+                for (a, b), bw in zip(zip(fa, fb, strict=False), (90, 110, 150), strict=False):
                     fc = a * (1 - mix) + b * mix
                     amp += np.exp(-0.5 * ((fh - fc) / bw) ** 2)
                 amp = amp / h**0.5 * (fh < sr / 2)
@@ -1116,7 +1148,7 @@ def _prep_silero(path: Path) -> Prepared:
         return [tuple(int(p > VAD_THRESHOLD) for p in stream(run, clip)) for clip in samples]
 
     def same(a: tuple, b: tuple) -> tuple[bool, str]:
-        flips = sum(x != y for x, y in zip(a, b))
+        flips = sum(x != y for x, y in zip(a, b, strict=False))
         return flips == 0, f"{flips} of {len(a)} frames flipped ({sum(a)} speech frames)"
 
     # --inputs: every chunk of the first clip as one batch, each with the state it really had
@@ -1397,26 +1429,38 @@ class Case:
     def decisions(self, model: onnx.ModelProto | str | os.PathLike) -> list[Any]:
         return self.prepared.decide(_runner(model), self.prepared.samples)
 
-    def check(self, variant: onnx.ModelProto | str | os.PathLike) -> TaskResult:
-        """The task check: does the variant make the same decision as the original on every sample?"""
-        got = self.decisions(variant)
+    def check(
+        self, variant: onnx.ModelProto | str | os.PathLike, iou_match: float | None = None, decisions=None
+    ) -> TaskResult:
+        """The task check: does the variant make the same decision as the original on every sample?
+
+        ``iou_match`` overrides IOU_MATCH for the box models; ``decisions`` reuses the variant's
+        decisions from an earlier call (``self.last``) instead of running it again."""
+        got = decisions if decisions is not None else self.decisions(variant)
+        self.last = got
+        same = self.prepared.same
+        if iou_match is not None and same is match_boxes:
+            same = lambda a, b: match_boxes(a, b, iou_match)  # noqa: E731
         agree, first = 0, ""
-        details = []
-        for label, a, b in zip(self.prepared.labels, self.reference, got):
-            ok, why = self.prepared.same(a, b)
+        for label, a, b in zip(self.prepared.labels, self.reference, got, strict=True):
+            ok, why = same(a, b)
             agree += ok
-            details.append(why)
             if not ok and not first:
                 first = f"{label}: {why}"
         total = len(self.reference)
         return TaskResult(agree == total, agree, total, first)
+
+    @property
+    def boxes(self) -> bool:
+        """True when the task check matches boxes (its IoU bar can be varied)."""
+        return self.prepared.same is match_boxes
 
     def accuracy(self) -> str:
         """How the ORIGINAL does against the known answers (shows the inputs are realistic)."""
         truth = self.prepared.truth
         if truth is None:
             return "-"
-        ok = sum(a == b for a, b in zip(self.reference, truth))
+        ok = sum(a == b for a, b in zip(self.reference, truth, strict=False))
         return f"{ok}/{len(truth)} right"
 
     def save_inputs(self, path: str | os.PathLike) -> Path:
@@ -1446,7 +1490,10 @@ def describe(key: str) -> dict[str, Any]:
     path = fetch(key)
     m = onnx.load(str(path), load_external_data=False)
     inits = {i.name for i in m.graph.initializer}
-    dt = lambda t: TensorProto.DataType.Name(t.tensor_type.elem_type).lower()
+
+    def dt(t) -> str:
+        return TensorProto.DataType.Name(t.tensor_type.elem_type).lower()
+
     kinds = spec.outputs
 
     def kind(name: str) -> str:
@@ -1495,7 +1542,7 @@ def main(argv: list[str] | None = None) -> int:
         for o in d["outputs"]:
             print(f"   out {o['name']} {o['shape']} {o['dtype']}: {o['is']}")
         print(f"   original on realistic inputs: {case.accuracy()}")
-        for label, dec in zip(case.prepared.labels, case.reference):
+        for label, dec in zip(case.prepared.labels, case.reference, strict=False):
             shown = (
                 dec
                 if not isinstance(dec, (np.ndarray, tuple)) or isinstance(dec, Boxes)

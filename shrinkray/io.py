@@ -444,26 +444,51 @@ def save(
     data files). With ``external_data`` left as None, models over 2 GB are
     written as ``NAME.onnx`` plus ``NAME.onnx.data`` in the same folder.
     """
-    path = check_output_path(path, protect=protect, overwrite=overwrite)
-    if path.parent and not path.parent.exists():
-        raise MissingModelError(f"The output folder {path.parent} does not exist", "Create it first")
-    use_external = needs_external_data(model) if external_data is None else external_data
-    data_name = path.name + ".data"
-    targets = [path]
-    if use_external:
-        targets.insert(0, check_output_path(path.parent / data_name, protect=protect, overwrite=overwrite))
-    with staged_outputs(targets) as temps:
-        tmp_model = temps[-1]
+    return save_all([(model, path)], protect=protect, overwrite=overwrite, external_data=external_data)[0]
+
+
+def save_all(
+    items: list[tuple[onnx.ModelProto, str | os.PathLike]],
+    *,
+    protect: list[str | os.PathLike] | None = None,
+    overwrite: bool = False,
+    external_data: bool | None = None,
+) -> list[Path]:
+    """Write several models (each with its ``.data`` file when needed) all or none, as :func:`save` does one.
+
+    Every target is checked before anything is written; the files appear
+    together once all are complete, and a failure (full disk, signal) leaves
+    every target as it was.
+    """
+    plans = []
+    targets: list[Path] = []
+    for model, raw in items:
+        path = check_output_path(raw, protect=protect, overwrite=overwrite)
+        if path.parent and not path.parent.exists():
+            raise MissingModelError(f"The output folder {path.parent} does not exist", "Create it first")
+        use_external = needs_external_data(model) if external_data is None else external_data
+        data_name = path.name + ".data"
         if use_external:
-            to_write = onnx.ModelProto()
-            to_write.CopyFrom(model)
-            external_data_helper.convert_model_to_external_data(
-                to_write, all_tensors_to_one_file=True, location=data_name, size_threshold=1024
-            )
-            onnx.save_model(to_write, str(tmp_model))  # writes data_name beside it, in the staging folder
-        else:
-            _write_synced(tmp_model, serialize(model))
-    return path
+            targets.append(check_output_path(path.parent / data_name, protect=protect, overwrite=overwrite))
+        targets.append(path)
+        plans.append((model, path, data_name, use_external))
+    resolved = [t.resolve() for t in targets]
+    if len(set(resolved)) < len(resolved):
+        raise OutputExistsError("Two outputs would be written to the same file", "Give every output its own name")
+    with staged_outputs(targets) as temps:
+        staged = dict(zip(targets, temps, strict=True))
+        for model, path, data_name, use_external in plans:
+            tmp_model = staged[path]
+            if use_external:
+                to_write = onnx.ModelProto()
+                to_write.CopyFrom(model)
+                external_data_helper.convert_model_to_external_data(
+                    to_write, all_tensors_to_one_file=True, location=data_name, size_threshold=1024
+                )
+                onnx.save_model(to_write, str(tmp_model))  # writes data_name beside it, in the staging folder
+            else:
+                _write_synced(tmp_model, serialize(model))
+    return [path for _, path, _, _ in plans]
 
 
 class Terminated(KeyboardInterrupt):

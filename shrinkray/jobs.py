@@ -16,7 +16,7 @@ from typing import Any
 import onnx
 
 from shrinkray.compare import CompareSettings, compare
-from shrinkray.io import LoadedModel, check_output_path, load, save
+from shrinkray.io import LoadedModel, check_output_path, load, save, save_all
 from shrinkray.methods import Variant
 from shrinkray.shrink import shrink
 
@@ -99,8 +99,8 @@ def save_variants(comparison, folder: Path, stem: str, protected: list[Path], ov
     for target in targets:
         check_output_path(target, protect=protected, overwrite=overwrite)
     folder.mkdir(parents=True, exist_ok=True)
-    written = []
-    for result, target in zip(results, targets, strict=True):
-        written.append(save(result.model, target, protect=protected, overwrite=overwrite))
-        result.file = str(written[-1])
+    written = save_all([(r.model, t) for r, t in zip(results, targets, strict=True)], protect=protected,
+                       overwrite=overwrite)  # all of them or none  # fmt: skip
+    for result, path in zip(results, written, strict=True):
+        result.file = str(path)
     return written

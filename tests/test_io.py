@@ -658,3 +658,26 @@ def test_reading_a_file_does_not_reserve_the_size_limit(tmp_path):
     done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr[-1500:]
     assert int(done.stdout) == path.stat().st_size
+
+
+def test_several_models_are_saved_all_or_none(tmp_path, monkeypatch):
+    from shrinkray.errors import WriteError
+
+    real = sio._write_synced
+    calls = []
+
+    def second_fails(path, data):
+        calls.append(path.name)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device", str(path))
+        real(path, data)
+
+    monkeypatch.setattr(sio, "_write_synced", second_fails)
+    with pytest.raises(WriteError, match=r"Could not write .*b\.onnx \(No space left on device\)"):
+        sio.save_all([(sample("mlp"), tmp_path / "a.onnx"), (sample("cnn"), tmp_path / "b.onnx")])
+    assert folder_listing(tmp_path) == set(), "a.onnx was not left alone"
+    monkeypatch.setattr(sio, "_write_synced", real)
+    written = sio.save_all([(sample("mlp"), tmp_path / "a.onnx"), (sample("cnn"), tmp_path / "b.onnx")])
+    assert [p.name for p in written] == ["a.onnx", "b.onnx"] and folder_listing(tmp_path) == {"a.onnx", "b.onnx"}
+    with pytest.raises(OutputExistsError, match="Two outputs would be written to the same file"):
+        sio.save_all([(sample("mlp"), tmp_path / "c.onnx"), (sample("cnn"), tmp_path / "c.onnx")])

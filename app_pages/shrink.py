@@ -28,7 +28,7 @@ with st.container(border=True):
         st.markdown(f"- **{spec.title}** (`{spec.name}`): {spec.summary}")
 
 chosen = st.multiselect(
-    "Methods to compare", [s.name for s in specs], default=[s.name for s in specs],
+    "Methods to compare", [s.name for s in specs], default=[s.name for s in specs if s.in_default_set],
     format_func=lambda n: next(s.title for s in specs if s.name == n),
 )  # fmt: skip
 methods = []

@@ -18,23 +18,21 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-
 from shrinkray import pricing
+from shrinkray.archive import scratch_folder
 from shrinkray.compare import CompareSettings
 from shrinkray.errors import MissingModelError, OptionError, ShrinkRayError
 from shrinkray.inspect import ModelSummary, inspect_model
-from shrinkray.io import check_output_path
+from shrinkray.io import Terminated, check_output_path, raise_terminated
+from shrinkray.jobs import compare_job, load_model_file, shrink_job
 from shrinkray.measure.content import IMAGE_RANGES
 from shrinkray.measure.inputs import InputOptions, is_sample_file, parse_dims, parse_ranges
 from shrinkray.measure.parity import DEFAULT_PROFILE, KINDS, MEASURES, PROFILES, build_verdict
 from shrinkray.measure.sizes import check_zstd_level
 from shrinkray.methods import Variant, all_methods, get_method
 from shrinkray.pricing import DELIVERIES, PricingChoice
-from shrinkray.jobs import compare_job, load_model_file, shrink_job
-from shrinkray.archive import scratch_folder
-from shrinkray.io import Terminated, raise_terminated
-from shrinkray.text_safety import terminal
 from shrinkray.sandbox import run_capped
+from shrinkray.text_safety import terminal
 from shrinkray.units import format_bytes, format_percent, text_table
 
 DEFAULT_MODEL = Path("artifacts/model.onnx")
@@ -210,7 +208,7 @@ def parse_method_list(text: str, shared: dict[str, Any]) -> list[tuple[str, dict
     """``all`` or ``m1,m2:key=value:key=value``; shared flags go to every method that has them."""
     chosen: list[tuple[str, dict[str, Any]]] = []
     items = [t.strip() for t in text.split(",") if t.strip()] if text and text != "all" else []
-    specs = [(spec.name, {}) for spec in all_methods()] if not items else []
+    specs = [(spec.name, {}) for spec in all_methods() if spec.in_default_set] if not items else []
     for item in items:
         name, *pairs = item.split(":")
         options: dict[str, Any] = {}

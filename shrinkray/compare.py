@@ -406,7 +406,7 @@ def compare(
     say = progress or (lambda _step, _fraction: None)
     source = loaded.model
     summary = inspect_model(loaded)
-    requested = settings.methods or [(spec.name, {}) for spec in all_methods()]
+    requested = settings.methods or [(spec.name, {}) for spec in all_methods() if spec.in_default_set]
     taken = {ORIGINAL}
     original = VariantResult(key=ORIGINAL, method=None, options={}, model=source)
     variants: list[VariantResult] = []

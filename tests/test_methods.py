@@ -36,7 +36,8 @@ from shrinkray.arrays import distinct_count
 from shrinkray.errors import MethodError, OptionError, ShrinkRayError
 from shrinkray.validate import open_session
 
-METHODS = [spec.name for spec in shrinkray.all_methods()]
+#: The methods of a plain compare (auto, a search over these, has its own tests: test_methods_auto.py).
+METHODS = [spec.name for spec in shrinkray.all_methods() if spec.in_default_set]
 WEIGHT_METHODS = ["weights-int8", "palettize", "float16"]  # rewrite stored tensors themselves
 FLOAT_DTYPES = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE}
 
@@ -171,6 +172,7 @@ def _tensor_map(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
 
 def test_registry_lists_the_four_methods():
     assert sorted(METHODS) == ["dynamic-int8", "float16", "palettize", "weights-int4", "weights-int8"]
+    assert sorted(spec.name for spec in shrinkray.all_methods()) == sorted([*METHODS, "auto"])
 
 
 # ------------------------------------------------------------------ every method x every model x ORT optimisation

@@ -1,6 +1,13 @@
 """The method registry. Importing this package registers every method."""
 
-from shrinkray.methods import dynamic_int8, float16, palettize, weights_int4, weights_int8  # noqa: F401 - registration
+from shrinkray.methods import (  # noqa: F401 - registration
+    auto,
+    dynamic_int8,
+    float16,
+    palettize,
+    weights_int4,
+    weights_int8,
+)
 from shrinkray.methods.base import (
     MethodOptions,
     MethodSpec,

@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import numpy as np
 import onnx
 
 from shrinkray.cores import usable_cores
@@ -163,6 +164,8 @@ class Variant:
     changes: list[TensorChange] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: Method-specific records for reports (auto: the per-tensor ``precision_map``).
+    details: dict[str, Any] = field(default_factory=dict)
     #: The optimized ONNX Runtime session validation opened (shrink(keep_session=True)); never pickled.
     session: Any = field(default=None, repr=False, compare=False)
 
@@ -188,6 +191,7 @@ class Variant:
             "changes": [_json_safe(dataclasses.asdict(c)) for c in self.changes],
             "warnings": list(self.warnings),
             "notes": list(self.notes),
+            **({"details": self.details} if self.details else {}),
         }
 
 
@@ -256,6 +260,14 @@ class MethodSpec:
     parity_hint: str = "Try float16, which is near-lossless."
     #: Advice on a choice of options (e.g. very few palette levels), or None when there is none.
     option_advice: Callable[[dict[str, Any]], str | None] | None = None
+    #: The float values the model will compute with after this method rewrites one tensor with its
+    #: default options (None: the method would leave it as it is). Lets the precision search (auto)
+    #: try a tensor's precision without building a model.
+    approximate: Callable[[np.ndarray, WeightRef], np.ndarray | None] | None = None
+    #: Bytes per value this method stores with its default options (the precision search's size model).
+    bytes_per_value: float = 0.0
+    #: Part of "all methods" (a plain compare): False for searches that run the model many times.
+    in_default_set: bool = True
 
     @property
     def traceable(self) -> bool:

@@ -66,6 +66,13 @@ class Float16Options(TensorSelection):
     )
 
 
+def approximate(values: np.ndarray, ref: WeightRef) -> np.ndarray | None:
+    """The values stored as float16 (None when some are beyond float16's range)."""
+    if values.size and float(np.max(np.abs(values))) > float(np.finfo(np.float16).max):
+        return None
+    return values.astype(np.float16).astype(values.dtype)
+
+
 def candidates(refs: list[WeightRef], options: Float16Options) -> list[WeightRef]:
     return [r for r in refs if options.selects(r) and r.dtype != onnx.TensorProto.FLOAT16]
 
@@ -172,6 +179,8 @@ register(
         apply=apply,
         candidates=candidates,
         position=5,
+        approximate=approximate,
+        bytes_per_value=2.0,
         parity_hint="Leave the tensors that move the outputs most in float32 (exclude them).",
     )
 )

@@ -408,6 +408,18 @@ def _int4_tensor(name: str, elem: int, values: np.ndarray) -> onnx.TensorProto:
 # --------------------------------------------------------------------------- apply
 
 
+def approximate(values: np.ndarray, ref: WeightRef) -> np.ndarray | None:
+    """The values the default encoding rebuilds (None when no 4-bit layout fits the tensor)."""
+    options = WeightsInt4Options()
+    if not layouts_for(ref):
+        return None
+    enc = encode_tensor(values, ref, options, choose_form(ref, options.form, options.block_size))
+    if enc is None:
+        return None
+    moved = enc.codes.decode().reshape(enc.layout.moved_shape(tuple(values.shape)))
+    return np.transpose(moved, np.argsort(enc.layout.perm))  # float16-safe: an integer permutation
+
+
 def candidates(refs: list[WeightRef], options: WeightsInt4Options) -> list[WeightRef]:
     return [r for r in refs if options.selects(r) and layouts_for(r)]
 
@@ -592,6 +604,8 @@ register(
         apply=apply,
         candidates=candidates,
         position=3,
+        approximate=approximate,
+        bytes_per_value=0.5625,  # 4 bits + a 16-bit scale per block of 32
         parity_hint="Try smaller blocks (block size 32), weights-int8, or leave the tensors that move the outputs "
         "most in higher precision (exclude them).",
     )

@@ -144,6 +144,12 @@ def best_codes(values: np.ndarray, ref: WeightRef, symmetric: bool, per_channel:
     return quantize_linear(values, symmetric=symmetric, axis=best_axis, ranges=best_ranges)
 
 
+def approximate(values: np.ndarray, ref: WeightRef) -> np.ndarray | None:
+    """The values the default encoding rebuilds (per-channel, asymmetric)."""
+    codes = best_codes(values, ref, symmetric=WeightsInt8Options.symmetric)
+    return None if codes is None else codes.decode(np.float32).reshape(values.shape)
+
+
 def candidates(refs: list[WeightRef], options: WeightsInt8Options) -> list[WeightRef]:
     return [r for r in refs if options.selects(r)]
 
@@ -201,6 +207,8 @@ register(
         apply=apply,
         candidates=candidates,
         position=2,
+        approximate=approximate,
+        bytes_per_value=1.0,
         parity_hint="Try per-channel granularity, or float16.",
     )
 )

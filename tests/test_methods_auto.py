@@ -1,0 +1,87 @@
+"""auto: per-tensor precision chosen by measured sensitivity, verified against the default verdict."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from helpers import sample_path
+from onnx import TensorProto, helper, numpy_helper
+
+import shrinkray
+from shrinkray.compare import CompareSettings, compare
+from shrinkray.methods.auto import Choice, assign
+
+pytestmark = pytest.mark.slow
+
+
+def sensitive_and_insensitive() -> onnx.ModelProto:
+    """``fine = x @ W_big - x @ W_base`` is a small difference of large products: any rounding of
+    W_big or W_base swamps it. ``plain = x @ W_plain`` is an ordinary layer."""
+    rng = np.random.default_rng(0)
+    base = rng.standard_normal((256, 256)).astype(np.float32)
+    big = base + 0.001 * rng.standard_normal((256, 256)).astype(np.float32)
+    plain = rng.standard_normal((256, 256)).astype(np.float32)
+    nodes = [
+        helper.make_node("MatMul", ["x", "W_big"], ["a"]),
+        helper.make_node("MatMul", ["x", "W_base"], ["b"]),
+        helper.make_node("Sub", ["a", "b"], ["fine"]),
+        helper.make_node("MatMul", ["x", "W_plain"], ["plain"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "mixed", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 256])],
+        [helper.make_tensor_value_info("fine", TensorProto.FLOAT, ["batch", 256]),
+         helper.make_tensor_value_info("plain", TensorProto.FLOAT, ["batch", 256])],
+        [numpy_helper.from_array(base, "W_base"), numpy_helper.from_array(big, "W_big"),
+         numpy_helper.from_array(plain, "W_plain")],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def test_a_sensitive_tensor_keeps_precision_and_an_insensitive_one_goes_to_4_bit():
+    variant = shrinkray.shrink(sensitive_and_insensitive(), "auto")
+    chosen = {row["tensor"]: row["precision"] for row in variant.details["precision_map"]}
+    assert chosen["W_plain"] == "int4"
+    assert chosen["W_big"] in ("float32", "float16") and chosen["W_base"] in ("float32", "float16")
+    severities = {row["tensor"]: row["severity"] for row in variant.details["precision_map"]}
+    assert severities["W_big"]["int8"] > 1 > severities["W_plain"]["int4"]  # measured, not assumed
+    changes = {c.name: c.encoding for c in variant.changes}
+    assert changes["W_plain"].startswith("int4:")
+
+
+def test_the_result_passes_the_default_verdict_and_is_smaller_than_8_bit():
+    model = shrinkray.load(sample_path("transformer"))
+    c = compare(model, CompareSettings(methods=[("auto", {}), ("weights-int8", {})], latency=False))
+    auto, int8 = c.get("auto"), c.get("weights-int8")
+    assert auto.ok and auto.parity.passed
+    assert auto.sizes.raw < int8.sizes.raw
+    assert auto.record["details"]["precision_map"]
+
+
+def test_auto_is_not_part_of_a_plain_compare():
+    from shrinkray.methods import all_methods
+
+    defaults = [s.name for s in all_methods() if s.in_default_set]
+    assert "auto" not in defaults and "weights-int8" in defaults
+
+
+def _choice(name: str, severity: dict[str, float]) -> Choice:
+    class Ref:
+        pass
+
+    ref = Ref()
+    ref.name, ref.shape = name, [100]
+    bytes_ = {"float32": 400.0, "float16": 200.0, "int8": 100.0, "int4": 56.25}
+    return Choice(ref, {k: v for k, v in bytes_.items() if k in severity}, severity)
+
+
+def test_assign_spends_the_error_budget_where_it_saves_most_bytes():
+    cheap = _choice("cheap", {"float32": 0.0, "float16": 0.0, "int8": 0.1, "int4": 0.2})
+    costly = _choice("costly", {"float32": 0.0, "float16": 0.01, "int8": 0.6, "int4": 2.0})
+    assign([cheap, costly], target=0.5)
+    assert cheap.level == "int4"  # 0.2^2 = 0.04 of the 0.25 budget
+    assert costly.level == "float16"  # int8 would add 0.36: over the budget
+    assign([cheap, costly], target=1.0)
+    assert (cheap.level, costly.level) == ("int4", "int8")

@@ -153,7 +153,10 @@ with friendly_errors("Setting the prices"):
     reference = ORIGINAL if ORIGINAL in sizes else labels[0]
     rate = Decimal(str(round(growth, 4))) / 100  # the widget's float, as typed (4 decimals of a percent)
     estimates = {k: pricing.cost_for(v, int(downloads), provider, growth=rate) for k, v in sizes.items()}
-    money = lambda amount: pricing.format_money(Decimal(amount), "USD").replace("$", currency)
+
+    def money(amount) -> str:
+        return pricing.format_money(Decimal(amount), "USD").replace("$", currency)
+
     st.markdown(f"#### Cost per variant at {int(downloads):,} downloads a month")
     cols = st.columns(min(len(labels), 5))
     for index, label in enumerate(labels):

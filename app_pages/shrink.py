@@ -1,5 +1,7 @@
 """Shrink page: choose methods and options, run them, and see what each one costs and saves."""
 
+import dataclasses
+
 import streamlit as st
 
 from app_ui.controls import friendly_errors, method_controls
@@ -70,7 +72,7 @@ with st.expander("Measurement settings"):
     sweep = c2.toggle("Throughput at batch 1, 8, 32", value=False,
                       help="Also time batches of 8 and 32 (when the batch axis is free); batch 1 only by default.")  # fmt: skip
 
-previous = st.session_state.get("last_settings")
+previous = comparison.settings if (comparison := latest_comparison(loaded)) else None  # this model's inputs only
 verdict = None
 with friendly_errors("Reading the parity settings"):
     verdict = build_verdict(
@@ -85,9 +87,23 @@ settings = CompareSettings(
     latency_budget_s=10.0, culprit_budget_s=30.0, culprits=culprits, auto=culprits,
     inputs=previous.inputs if previous else CompareSettings().inputs,
     inputs_path=previous.inputs_path if previous else None,
+    sample_files=previous.sample_files if previous else [], image_range=previous.image_range if previous else "auto",
 )  # fmt: skip
 
-if st.button("Shrink and measure", type="primary", disabled=not methods or verdict is None, icon=":material/compress:"):
+left, right = st.columns([1, 2])
+measure = left.button("Shrink and measure", type="primary", disabled=not methods or verdict is None,
+                      icon=":material/compress:")  # fmt: skip
+smallest = right.button(
+    "Smallest that passes", disabled=verdict is None, icon=":material/auto_awesome:",
+    help="Measures how far each tensor's precision moves the outputs, then gives every tensor the smallest of "
+    "float16, 8-bit or 4-bit that keeps the whole model within the parity verdict (shown beside 8-bit).",
+)  # fmt: skip
+if smallest:  # the search, beside plain 8-bit for scale (each with the options set above, if any)
+    options = dict(methods)
+    settings = dataclasses.replace(
+        settings, methods=[("auto", options.get("auto", {})), ("weights-int8", options.get("weights-int8", {}))]
+    )
+if measure or smallest:
     bar = st.progress(0.0, text="Starting")
     with friendly_errors("Shrinking and measuring"):
         run_comparison(loaded, settings, progress=lambda step, f: bar.progress(min(max(f, 0.0), 1.0), text=step))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from shrinkray import report
+from shrinkray import charts, report
 from shrinkray.advice import advise, latency_ratio
 from shrinkray.compare import Comparison, VariantResult
 from shrinkray.io import serialize
@@ -41,18 +41,24 @@ def variant_card(c: Comparison, result: VariantResult, advice_items) -> None:
         if parity is not None:
             verdict = "Pass" if parity.passed else "Fail"
             cols[3].metric("Parity", verdict, f"{parity.severity:.0%} of allowed error", delta_color="off",
+                           delta_arrow="off",
                            help=f"Decided by {md(parity.decided_by)}. {parity.verdict.profile.capitalize()} verdict "
                            f"on {parity.samples} input samples.")  # fmt: skip
         ratio = latency_ratio(c, result)
         if ratio is not None:
             first = result.latency[0]
             call = "too noisy to call" if first.too_noisy else f"{first.ratio or ratio:.2f}x original"
-            cols[4].metric("Latency", f"{first.median_ms:.2f} ms", call, delta_color="off",
+            cols[4].metric("Latency", f"{first.median_ms:.2f} ms", call, delta_color="off", delta_arrow="off",
                            help=f"median of {first.runs} runs, {first.threads} thread(s), batch {first.batch}; "
                            f"ratio to the original {first.call() or 'not measured'}")  # fmt: skip
         for item in advice_items:
             if item.variant == result.key:
                 st.markdown(f"{_ICONS.get(item.level, '')} {md(item.text)}")
+        precision = result.record.get("details", {}).get("precision_map")
+        if precision:
+            with st.expander("Precision per tensor"):
+                st.plotly_chart(charts.precision_chart(c, result.key), width="stretch", key=f"precision:{result.key}")
+                st.dataframe(report.precision_rows(precision), hide_index=True, width="stretch")
         if parity is not None:
             with st.expander("Parity per output"):
                 header, rows = report.output_table(result)

@@ -812,6 +812,35 @@ def weight_bytes_chart(summary: ModelSummary, top: int = 15) -> go.Figure:
 # ---------------------------------------------------------------- all
 
 
+PRECISION_COLORS = {"float32": "#888888", "float16": "#4C78A8", "int8": "#F58518", "int4": "#54A24B"}
+
+
+def precision_chart(c: Comparison, key: str) -> go.Figure:
+    """auto's choice: each tensor's bytes before and after, coloured by the precision it got."""
+    title = "Precision per tensor"
+    rows = c.get(key).record.get("details", {}).get("precision_map") or []
+    if not rows:
+        return empty_figure(title, "This variant did not choose precisions tensor by tensor.")
+    rows = sorted(rows, key=lambda r: -r["bytes_before"])
+    div, unit = byte_unit(max(r["bytes_before"] for r in rows))
+    fig = _figure(title, f"{_esc(key)}: bytes per tensor before (outline) and after (colour: the precision chosen)",
+                  height=max(HEIGHT, 120 + 22 * len(rows)))  # fmt: skip
+    names = [_esc(r["tensor"]) for r in rows]
+    fig.add_trace(go.Bar(name="float32 before", y=names, x=[r["bytes_before"] / div for r in rows], orientation="h",
+                         marker={"color": "rgba(0,0,0,0)", "line": {"color": "#888888", "width": 1}},
+                         hovertemplate="%{y}: %{x:.3g} " + unit + " before<extra></extra>"))  # fmt: skip
+    for level, color in PRECISION_COLORS.items():
+        picked = [r for r in rows if r["precision"] == level]
+        if picked:
+            fig.add_trace(go.Bar(name=level, y=[_esc(r["tensor"]) for r in picked],
+                                 x=[r["bytes_after"] / div for r in picked], orientation="h", marker={"color": color},
+                                 hovertemplate="%{y}: %{x:.3g} " + unit + f" as {level}<extra></extra>"))  # fmt: skip
+    fig.update_layout(barmode="overlay")
+    fig.update_xaxes(title_text=f"Size ({unit})")
+    fig.update_yaxes(autorange="reversed")
+    return fig
+
+
 def all_figures(c: Comparison) -> dict[str, go.Figure]:
     """Every chart of a comparison, in reading order (used by the HTML report).
 
@@ -833,6 +862,9 @@ def all_figures(c: Comparison) -> dict[str, go.Figure]:
             continue
         if any(_plottable(o) for o in result.parity.outputs):
             figures[f"parity_scatter:{result.key}"] = parity_scatter_chart(c, result.key)
+    for result in c.variants:
+        if result.ok and result.record.get("details", {}).get("precision_map"):
+            figures[f"precision:{result.key}"] = precision_chart(c, result.key)
     return figures
 
 
@@ -846,6 +878,7 @@ __all__ = [
     "op_histogram_chart",
     "pareto_chart",
     "parity_error_chart",
+    "precision_chart",
     "parity_scatter_chart",
     "size_chart",
     "throughput_chart",

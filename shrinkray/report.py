@@ -227,6 +227,28 @@ def output_table(r: VariantResult) -> tuple[list[str], list[list[str]]]:
     return OUTPUT_HEADER, rows
 
 
+PRECISION_HEADER = ["Tensor", "Shape", "Precision", "Bytes before", "Bytes after", "Severity at int8", "at int4"]
+
+
+def precision_table(precision_map: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """auto's choice per tensor with its bytes and the measured severities (1.0 = the verdict's limit)."""
+    rows = []
+    for row in precision_map:
+        sev = row.get("severity", {})
+        rows.append(
+            [
+                row["tensor"], "x".join(map(str, row["shape"])), row["precision"], f"{row['bytes_before']:,}",
+                f"{row['bytes_after']:,}", _num(sev.get("int8"), ".3g"), _num(sev.get("int4"), ".3g"),
+            ]
+        )  # fmt: skip
+    return PRECISION_HEADER, rows
+
+
+def precision_rows(precision_map: list[dict[str, Any]]) -> list[dict[str, str]]:
+    header, rows = precision_table(precision_map)
+    return [dict(zip(header, row, strict=True)) for row in rows]
+
+
 def summary_table(c: Comparison, delivery: str = DELIVERY) -> tuple[list[str], list[list[str]]]:
     """Header and one row of display strings per result (original first), shared by text, Markdown and HTML."""
     setting = _base_latency(c)
@@ -376,6 +398,12 @@ def _md_variant(c: Comparison, r: VariantResult) -> list[str]:
         lines += ["Warnings:", "", *[f"- {_md(w)}" for w in r.warnings], ""]
     if r.notes:
         lines += ["Notes:", "", *[f"- {_md(n)}" for n in r.notes], ""]
+    precision = r.record.get("details", {}).get("precision_map")
+    if precision:
+        header, rows = precision_table(precision)
+        lines += ["Precision per tensor (chosen by auto):", ""]
+        lines += _md_table(header, [[_md_code(row[0]), *(_md(v) for v in row[1:])] for row in rows], escape=False)
+        lines.append("")
     if r.culprits:
         lines += ["Tensors that move the outputs most when rewritten alone:", ""]
         lines += _md_table(
@@ -615,6 +643,10 @@ def _html_variant(r: VariantResult) -> str:
         )
     if r.notes:
         parts.append("<p><strong>Notes</strong></p><ul>" + "".join(f"<li>{_h(n)}</li>" for n in r.notes) + "</ul>")
+    precision = r.record.get("details", {}).get("precision_map")
+    if precision:
+        parts.append("<p><strong>Precision per tensor (chosen by auto)</strong></p>")
+        parts.append(_html_table(*precision_table(precision)))
     if r.culprits:
         rows = [
             [x.tensor, _num(x.max_abs_error, ".3g"), _num(x.mean_abs_error, ".3g"),

@@ -8,6 +8,7 @@ offline; :func:`write_reports` writes atomically and never into a model file.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import html
@@ -27,8 +28,8 @@ from shrinkray.advice import Advice, advise, latency_ratio, pareto, recommended
 from shrinkray.compare import ORIGINAL, Comparison, VariantResult
 from shrinkray.errors import OptionError
 from shrinkray.io import same_file, write_outputs
-from shrinkray.text_safety import csv_cell, markdown_code, markdown_text
 from shrinkray.measure.parity import PROFILES, Criterion, VerdictSettings
+from shrinkray.text_safety import csv_cell, markdown_code, markdown_text
 from shrinkray.units import format_bytes, text_table
 
 SCHEMA_VERSION = 1
@@ -723,10 +724,8 @@ def to_html(c: Comparison, delivery: str = DELIVERY) -> str:
 
 def _is_model_path(path: Path) -> bool:
     names = [path.name.lower()]
-    try:
+    with contextlib.suppress(OSError):
         names.append(path.resolve().name.lower())
-    except OSError:
-        pass
     return any(name.endswith(MODEL_SUFFIXES) for name in names)
 
 

@@ -3,6 +3,7 @@
 import dataclasses
 import re
 import shutil
+import uuid
 from pathlib import Path
 
 import streamlit as st
@@ -73,21 +74,26 @@ with st.form("inputs"):
 if submitted:
     with friendly_errors("Re-measuring"):
         lines = lambda text: [ln.strip() for ln in text.splitlines() if ln.strip()]
-        inputs = InputOptions(dims=parse_dims(lines(dims_text)), ranges=parse_ranges(lines(ranges_text)), seed=int(seed))
+        try:
+            dims, ranges = parse_dims(lines(dims_text)), parse_ranges(lines(ranges_text))
+        except OptionError as exc:  # the engine words these for the command line (--dim, --range)
+            problem = exc.problem.replace("--dim ", "Dimension ").replace("--range ", "Value range ")
+            raise OptionError(problem, re.sub(r"--(dim|range) ", "", exc.hint)) from None
+        inputs = InputOptions(dims=dims, ranges=ranges, seed=int(seed))
         npz_files = [u for u in uploads or [] if u.name.lower().endswith(".npz")]
         sample_uploads = [u for u in uploads or [] if is_sample_file(u.name)]
         if npz_files and sample_uploads or len(npz_files) > 1:
             raise OptionError("Upload either one .npz file or images / WAV files, not both", "Remove the extra files")
         path, sample_paths = None, []
-        folder = workspace() / "samples"
-        shutil.rmtree(folder, ignore_errors=True)
+        folder = workspace() / f"samples-{uuid.uuid4().hex[:12]}"  # the shown results keep theirs until this works
         folder.mkdir(parents=True)
         if npz_files:
             path = folder / "inputs.npz"
             path.write_bytes(npz_files[0].getvalue())
         for index, upload in enumerate(sample_uploads):
             stem = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(upload.name).stem)[:60]
-            target = folder / f"{index:02d}-{stem}{Path(upload.name).suffix.lower()}"
+            target = folder / f"{index:02d}" / f"{stem}{Path(upload.name).suffix.lower()}"  # shown by the user's name
+            target.parent.mkdir()
             target.write_bytes(upload.getvalue())
             sample_paths.append(str(target))
         settings = dataclasses.replace(
@@ -97,5 +103,8 @@ if submitted:
         bar = st.progress(0.0, text="Starting")
         run_comparison(loaded, settings, progress=lambda step, f: bar.progress(min(max(f, 0.0), 1.0), text=step))
         st.session_state["last_settings"] = settings
+        for old in workspace().glob("samples-*"):
+            if old != folder:
+                shutil.rmtree(old, ignore_errors=True)
         bar.empty()
         st.rerun()

@@ -194,3 +194,105 @@ def test_screenshots_are_written():
     fresh = {p.name for p in SHOTS.glob("*.png") if p.stat().st_mtime >= STARTED}
     assert {"1_model_empty.png", "2_model_loaded.png", "3_shrink_results.png", "4_compare.png"} <= fresh, fresh
     shutil.rmtree(SHOTS / "__pycache__", ignore_errors=True)
+
+
+def _png_file(path: Path, color: tuple[int, int, int]) -> Path:
+    from PIL import Image, ImageDraw
+
+    img = Image.new("RGB", (96, 80), color)
+    ImageDraw.Draw(img).ellipse((20, 14, 76, 66), fill=(255 - color[0], 255 - color[1], 255 - color[2]))
+    img.save(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def still_app_url():
+    """`streamlit run` without its file watcher: an edit to the sources during the run (other work in the
+    same checkout) would reload shrinkray modules, and objects already in the session (the loaded model)
+    would no longer pickle for the capped worker. A deployed app never sees its sources change."""
+    _require_browser()
+    port = _free_port()
+    SHOTS.mkdir(exist_ok=True)
+    log = open(SHOTS / "streamlit_samples.log", "w")  # noqa: SIM115 - closed below (in the ignored folder)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.headless", "true",
+         "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as response:
+                if response.status == 200:
+                    break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        proc.terminate()
+        pytest.fail("streamlit did not start within 60 s")
+    yield url
+    proc.terminate()
+    proc.wait(timeout=20)
+    log.close()
+
+
+def test_real_samples_and_parity_settings_in_a_real_browser(page, still_app_url, tmp_path):
+    """A fresh session: Shrink cnn with the default settings, re-measure on two uploaded PNGs on Compare,
+    then the parity settings and the per-output table on Shrink; nothing leaves localhost."""
+    app_url = still_app_url
+    pg = page.context.new_page()
+    requests: list[str] = []
+    errors: list[str] = []
+    pg.on("request", lambda request: requests.append(request.url))
+    pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    pg.goto(app_url)
+    pg.wait_for_selector("text=Load an ONNX model", timeout=60_000)
+    pg.locator("input[type=file]").set_input_files(str(ROOT / "sample_models" / "cnn.onnx"))
+    pg.wait_for_selector("text=Weight tensors", timeout=60_000)
+
+    pg.get_by_role("link", name="Shrink").click()
+    pg.wait_for_selector("text=Shrink and measure", timeout=30_000)
+    started = time.perf_counter()
+    pg.get_by_role("button", name="Shrink and measure").click()
+    pg.locator("h3", has_text="weights-int8").first.wait_for(timeout=300_000)
+    first_card_s = time.perf_counter() - started
+    print(f"\n'Shrink and measure' to the first variant card (cnn, default settings): {first_card_s:.1f} s")
+    pg.wait_for_selector("text=Reports", timeout=60_000)
+    _no_traceback(pg)
+
+    pg.get_by_role("link", name="Compare").click()
+    pg.wait_for_selector("text=Inputs used for parity", timeout=60_000)
+    pngs = [_png_file(tmp_path / "red.png", (200, 30, 30)), _png_file(tmp_path / "sky.png", (40, 120, 230))]
+    pg.locator("input[type=file]").set_input_files([str(p) for p in pngs])
+    pg.wait_for_selector("text=sky.png", timeout=30_000)  # both listed in the uploader before submitting
+    pg.get_by_role("button", name="Re-measure with these inputs").click()
+    note = pg.get_by_text("Real samples (2)", exact=False).first
+    failed = pg.locator("[data-testid=stAlertContentError]").first
+    note.or_(failed).wait_for(timeout=300_000)
+    assert not failed.is_visible(), failed.inner_text()
+    assert "red.png, sky.png" in note.inner_text()
+    pg.wait_for_function("document.querySelectorAll('[data-testid=stImage] img').length >= 2", timeout=30_000)
+    note.scroll_into_view_if_needed()
+    path = SHOTS / "7_compare_real_samples.png"
+    pg.wait_for_timeout(1500)
+    pg.screenshot(path=str(path), full_page=True)
+    _no_traceback(pg)
+
+    pg.get_by_role("link", name="Shrink").click()
+    pg.wait_for_selector("text=Shrink and measure", timeout=30_000)
+    pg.get_by_text("Measurement settings").click()
+    pg.wait_for_selector("text=Parity verdict", timeout=30_000)
+    pg.wait_for_selector("[data-testid=stDataFrame], [data-testid=stDataFrameResizable]", timeout=30_000)
+    assert "Real samples (2)" in pg.inner_text("body")  # the cards show the re-measured comparison
+    _shot(pg, "8_shrink_measurement_settings")
+    pg.get_by_text("Parity per output").first.click()
+    pg.wait_for_timeout(1000)
+    pg.get_by_text("Parity per output").first.scroll_into_view_if_needed()
+    _shot(pg, "9_parity_per_output")
+    _no_traceback(pg)
+
+    elsewhere = [u for u in requests if not u.startswith((app_url, "data:", "blob:"))]
+    assert not elsewhere, elsewhere
+    assert not errors, errors
+    pg.close()

@@ -4,7 +4,8 @@ import streamlit as st
 
 from app_ui.controls import sidebar_model_badge
 
-st.set_page_config(page_title="Shrink Ray Studio", page_icon=":material/compress:", layout="wide")
+# An emoji icon is drawn inline; a :material/...: page icon makes the browser fetch it from fonts.gstatic.com.
+st.set_page_config(page_title="Shrink Ray Studio", page_icon="🗜️", layout="wide")
 
 pages = [
     st.Page("app_pages/model.py", title="Model", icon=":material/upload_file:", default=True),

@@ -21,6 +21,11 @@ IMAGE_RANGE_LABELS = {
     "-1-1": "-1 to 1", "0-255": "0 to 255",
 }  # fmt: skip
 
+
+def _lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
 st.title("Compare")
 st.write("Size, speed and accuracy of every variant side by side. The same charts are in the HTML report.")
 
@@ -73,9 +78,8 @@ with st.form("inputs"):
 
 if submitted:
     with friendly_errors("Re-measuring"):
-        lines = lambda text: [ln.strip() for ln in text.splitlines() if ln.strip()]
         try:
-            dims, ranges = parse_dims(lines(dims_text)), parse_ranges(lines(ranges_text))
+            dims, ranges = parse_dims(_lines(dims_text)), parse_ranges(_lines(ranges_text))
         except OptionError as exc:  # the engine words these for the command line (--dim, --range)
             problem = exc.problem.replace("--dim ", "Dimension ").replace("--range ", "Value range ")
             raise OptionError(problem, re.sub(r"--(dim|range) ", "", exc.hint)) from None

@@ -388,7 +388,7 @@ def _auto_variant(
                 parity=parity,
                 record=variant.summary(),
                 warnings=list(variant.warnings),
-                notes=list(variant.notes) + [f"Left in float: {', '.join(ranked[:count])} (found by --auto)"],
+                notes=list(variant.notes) + [f"Left in float: {', '.join(ranked[:count])} (found by the automatic fix)"],
             )
             return auto
     return None

@@ -176,7 +176,7 @@ def test_auto_adds_a_passing_exclude_variant(mlp_all):
     assert int8_auto.options["exclude"] == culprits[:count]
     assert count < len(culprits)  # something is still quantized
     assert 0 < int8_auto.record["tensors_changed"] == len(culprits) - count
-    assert any("found by --auto" in n for n in int8_auto.notes)
+    assert any("found by the automatic fix" in n for n in int8_auto.notes)
     # measured like any other variant
     assert int8_auto.sizes is not None
     assert int8_auto.sizes.raw == len(serialize(int8_auto.model))

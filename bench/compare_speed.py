@@ -1,0 +1,189 @@
+"""Issue 12 targets: `shrinkray compare MODEL` (default methods) wall time and peak memory.
+
+Targets (2-core machine): the generated ~100 MB transformer in <= 60 s with peak RSS <= 4x the file;
+a ~3 MB CNN in <= 15 s. Each run is ``/usr/bin/time -v shrinkray compare MODEL --timings --json ...``;
+the CLI does the work in a worker subprocess, so peak memory is measured two ways:
+
+* ``tree peak``: the sum of VmRSS over the whole process tree, sampled every 50 ms from /proc;
+* ``max single``: /usr/bin/time's "Maximum resident set size" (the largest single process).
+
+Before each run it waits (up to 5 minutes) until the 1-minute load average is < 2.5 and records the
+load average at the start and end. The phase breakdown (shrink, sizes, parity, culprits, latency)
+comes from ``--timings`` (also in the JSON report). Results: bench/out/compare_speed.json.
+
+    python bench/compare_speed.py                 # both models, once each
+    python bench/compare_speed.py --repeat 2 --models cnn
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import run as bench_run  # noqa: E402  (the ~100 MB transformer generator)
+
+OUT = Path(__file__).resolve().parent / "out"
+
+
+def build_cnn(seed: int = 7) -> onnx.ModelProto:
+    """A ~2.9 MB float32 image classifier: 4 strided 3x3 convs (3->32->64->128->256), a 1x1 conv, GAP, Gemm 1000."""
+    rng = np.random.default_rng(seed)
+    inits, nodes = [], []
+
+    def w(name, shape, fan_in):
+        arr = rng.normal(0, np.sqrt(2.0 / fan_in), shape).astype(np.float32)
+        arr *= rng.lognormal(0, 0.3, (shape[0],) + (1,) * (len(shape) - 1)).astype(np.float32)  # channel spread
+        inits.append(numpy_helper.from_array(arr, name))
+        return name
+
+    def b(name, n):
+        inits.append(numpy_helper.from_array(rng.normal(0, 0.01, n).astype(np.float32), name))
+        return name
+
+    x, c_in = "image", 3
+    for i, (c_out, k, s) in enumerate([(32, 3, 2), (64, 3, 2), (128, 3, 2), (256, 3, 2), (256, 1, 1)]):
+        y = f"conv{i}"
+        nodes.append(helper.make_node("Conv", [x, w(f"w{i}", (c_out, c_in, k, k), c_in * k * k), b(f"b{i}", c_out)], [y],
+                                      kernel_shape=[k, k], strides=[s, s], pads=[k // 2] * 4))
+        nodes.append(helper.make_node("Relu", [y], [y + "_r"]))
+        x, c_in = y + "_r", c_out
+    nodes.append(helper.make_node("GlobalAveragePool", [x], ["gap"]))
+    nodes.append(helper.make_node("Flatten", ["gap"], ["flat"]))
+    fc = rng.normal(0, np.sqrt(1.0 / 256), (256, 1000)).astype(np.float32)
+    inits.append(numpy_helper.from_array(fc, "fc_w"))
+    nodes.append(helper.make_node("Gemm", ["flat", "fc_w", b("fc_b", 1000)], ["logits"]))
+    nodes.append(helper.make_node("Softmax", ["logits"], ["probs"], axis=1))
+    graph = helper.make_graph(
+        nodes, "cnn3mb", [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["N", 3, 224, 224])],
+        [helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["N", 1000])], inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="shrinkray-bench")
+    model.ir_version = 9
+    onnx.checker.check_model(model)
+    return model
+
+
+def cnn_path() -> Path:
+    path = OUT / "compare_speed_cnn3mb.onnx"
+    if not path.exists():
+        OUT.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(build_cnn().SerializeToString())
+    return path
+
+
+def wait_load(limit: float = 2.5, patience: float = 300.0) -> float:
+    start = time.time()
+    while os.getloadavg()[0] >= limit and time.time() - start < patience:
+        time.sleep(5)
+    return round(os.getloadavg()[0], 2)
+
+
+def _tree_rss(root: int) -> int:
+    """Sum of VmRSS (bytes) over ``root`` and all its descendants."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+                parents[int(entry)] = int(stat[stat.rindex(")") + 2:].split()[1])
+            except (OSError, ValueError):
+                pass
+    tree, frontier = {root}, [root]
+    while frontier:
+        p = frontier.pop()
+        for child, parent in parents.items():
+            if parent == p and child not in tree:
+                tree.add(child)
+                frontier.append(child)
+    total = 0
+    for pid in tree:
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) * 1024
+        except OSError:
+            pass
+    return total
+
+
+def run_once(model: Path, tag: str) -> dict:
+    exe = shutil.which("shrinkray") or "shrinkray"
+    report = OUT / f"compare_speed_{tag}.json"
+    cmd = ["/usr/bin/time", "-v", exe, "compare", str(model), "--timings", "--json", str(report)]
+    load_start = wait_load()
+    peak = [0]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], _tree_rss(proc.pid))
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    out, err = proc.communicate()
+    wall = time.perf_counter() - t0
+    done.set()
+    thread.join()
+    m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", err)
+    timings = {}
+    try:
+        timings = json.loads(report.read_text()).get("timings", {})
+    except (OSError, ValueError):
+        pass
+    size = model.stat().st_size
+    row = {
+        "model": model.name, "file_mb": round(size / 1e6, 2), "rc": proc.returncode, "wall_s": round(wall, 1),
+        "tree_peak_mb": round(peak[0] / 1e6, 1), "tree_peak_x_file": round(peak[0] / size, 2),
+        "max_single_mb": round(int(m.group(1)) * 1024 / 1e6, 1) if m else None,
+        "load_start": load_start, "load_end": round(os.getloadavg()[0], 2),
+        "timings": {k: round(v, 1) for k, v in timings.items()},
+        "timings_text": "\n".join(line for line in out.splitlines() if re.search(r"shrink|sizes|parity|culprit|latency|total", line, re.I))[-1500:],
+        "command": " ".join(["shrinkray", "compare", str(model), "--timings", "--json", str(report)]),
+    }
+    if proc.returncode:
+        row["stderr_tail"] = err[-1500:]
+    if row["max_single_mb"]:
+        row["max_single_x_file"] = round(row["max_single_mb"] * 1e6 / size, 2)
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default="transformer,cnn")
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--json", default=str(OUT / "compare_speed.json"))
+    args = ap.parse_args(argv)
+    out = Path(args.json)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    rows = json.loads(out.read_text()) if out.exists() else []
+    paths = {"transformer": bench_run.generated_model, "cnn": cnn_path}
+    for rep in range(args.repeat):
+        for key in [k.strip() for k in args.models.split(",") if k.strip()]:
+            row = run_once(paths[key](), f"{key}_{time.strftime('%Y%m%d-%H%M%S')}")
+            row["key"], row["date"] = key, time.strftime("%Y-%m-%d %H:%M")
+            rows.append(row)
+            print(json.dumps({k: v for k, v in row.items() if k != "timings_text"}), flush=True)
+            print(row["timings_text"], flush=True)
+            out.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

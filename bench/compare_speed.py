@@ -18,6 +18,7 @@ comes from ``--timings`` (also in the JSON report). Results: bench/out/compare_s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -143,10 +144,8 @@ def run_once(model: Path, tag: str) -> dict:
     thread.join()
     m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", err)
     timings = {}
-    try:
+    with contextlib.suppress(OSError, ValueError):
         timings = json.loads(report.read_text()).get("timings", {})
-    except (OSError, ValueError):
-        pass
     size = model.stat().st_size
     row = {
         "model": model.name, "file_mb": round(size / 1e6, 2), "rc": proc.returncode, "wall_s": round(wall, 1),
@@ -174,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     rows = json.loads(out.read_text()) if out.exists() else []
     paths = {"transformer": bench_run.generated_model, "cnn": cnn_path}
-    for rep in range(args.repeat):
+    for _ in range(args.repeat):
         for key in [k.strip() for k in args.models.split(",") if k.strip()]:
             row = run_once(paths[key](), f"{key}_{time.strftime('%Y%m%d-%H%M%S')}")
             row["key"], row["date"] = key, time.strftime("%Y-%m-%d %H:%M")

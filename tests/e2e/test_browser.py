@@ -56,12 +56,15 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def app_url():
+    """`streamlit run` as deployed: no file watcher (an edit to the sources during the run, e.g. other work in
+    the same checkout, would reload shrinkray modules, and objects already in a session would no longer
+    pickle for the capped worker)."""
     _require_browser()
     port = _free_port()
     log = open(SHOTS.parent / "streamlit.log", "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-         "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+         "--server.headless", "true", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
@@ -205,42 +208,9 @@ def _png_file(path: Path, color: tuple[int, int, int]) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def still_app_url():
-    """`streamlit run` without its file watcher: an edit to the sources during the run (other work in the
-    same checkout) would reload shrinkray modules, and objects already in the session (the loaded model)
-    would no longer pickle for the capped worker. A deployed app never sees its sources change."""
-    _require_browser()
-    port = _free_port()
-    SHOTS.mkdir(exist_ok=True)
-    log = open(SHOTS / "streamlit_samples.log", "w")  # noqa: SIM115 - closed below (in the ignored folder)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.headless", "true",
-         "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as response:
-                if response.status == 200:
-                    break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        proc.terminate()
-        pytest.fail("streamlit did not start within 60 s")
-    yield url
-    proc.terminate()
-    proc.wait(timeout=20)
-    log.close()
-
-
-def test_real_samples_and_parity_settings_in_a_real_browser(page, still_app_url, tmp_path):
+def test_real_samples_and_parity_settings_in_a_real_browser(page, app_url, tmp_path):
     """A fresh session: Shrink cnn with the default settings, re-measure on two uploaded PNGs on Compare,
     then the parity settings and the per-output table on Shrink; nothing leaves localhost."""
-    app_url = still_app_url
     pg = page.context.new_page()
     requests: list[str] = []
     errors: list[str] = []

@@ -492,7 +492,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "interval is within ±this share of it (default 0.03 = ±3%%)")  # fmt: skip
     p.add_argument("--threads", help="thread counts to time, e.g. 1,2 (default: 1 and all cores)")
     p.add_argument("--batches", help="batch sizes to time, e.g. 1,8,32 for throughput (default 1, or the model's fixed batch)")
-    p.add_argument("--latency-budget", type=float, default=20.0, help="seconds per timing setting (default 20)")
+    p.add_argument("--latency-budget", type=float, default=5.0, help="seconds per timing setting (default 5; "
+                   "timing stops earlier once every ratio is known within --latency-target)")  # fmt: skip
     p.add_argument("--no-latency", action="store_true", help="skip latency measurement")
     p.add_argument("--brotli-quality", default="auto", help="0-11 or auto (the best of 11, 10, 9, 6 whose predicted "
                    "time fits 10 s on the usable cores; default auto); a server sends gzip -9 when that is smaller")  # fmt: skip

@@ -35,7 +35,7 @@ from typing import Any
 import onnx
 from onnx import helper
 
-from shrinkray.graph import WeightRef, find_weights
+from shrinkray.graph import WeightRef, constants_to_initializers, find_weights
 from shrinkray.methods.base import MethodSpec, TensorSelection, Variant, get_method, option, register
 
 #: Precisions from the most to the least bytes, and the method that makes each.
@@ -173,6 +173,7 @@ def apply(model: onnx.ModelProto, options: AutoOptions) -> Variant:
     from shrinkray.validate import open_session
 
     deadline = time.monotonic() + options.budget
+    constants_to_initializers(model, options.min_elements)  # Constant-node weights (older exporters) count too
     refs = [r for r in candidates(find_weights(model), options) if r.kind == "initializer" and not r.scope]
     skipped = len(candidates(find_weights(model), options)) - len(refs)
     if not refs:
@@ -210,7 +211,7 @@ def apply(model: onnx.ModelProto, options: AutoOptions) -> Variant:
         + f" (search: {'; '.join(tries)})"
     )
     if skipped:
-        variant.notes.append(f"{skipped} tensor(s) in subgraphs or Constant nodes were left as they are")
+        variant.notes.append(f"{skipped} tensor(s) in subgraphs were left as they are")
     variant.details["precision_map"] = precision_map(choices)
     return variant
 

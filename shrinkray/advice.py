@@ -53,14 +53,26 @@ def latency_ratio(comparison: Comparison, result: VariantResult) -> float | None
     return mine.median_ms / base.median_ms
 
 
+def is_slower(comparison: Comparison, result: VariantResult) -> bool:
+    """Slower by more than SLOWER_RATIO, and sure of it: when timing ended too noisy to call, only if
+    even the low end of the ratio's 95% interval is beyond the bar."""
+    ratio = latency_ratio(comparison, result)
+    if ratio is None or ratio <= SLOWER_RATIO:
+        return False
+    base = comparison.original.latency[0]
+    mine = result.latency_at(base.threads, base.batch)
+    if mine is not None and mine.settled is False and mine.ratio_low is not None:
+        return mine.ratio_low > SLOWER_RATIO
+    return True
+
+
 def recommended(comparison: Comparison, delivery: str = "brotli") -> VariantResult | None:
     """The smallest delivered file among variants that pass parity and are not slower."""
     best = None
     for result in comparison.variants:
         if not result.ok or result.parity is None or not result.parity.passed or not result.record.get("tensors_changed"):
             continue
-        ratio = latency_ratio(comparison, result)
-        if ratio is not None and ratio > SLOWER_RATIO:
+        if is_slower(comparison, result):
             continue
         size = _size(result, delivery)
         if size is None or size >= (_size(comparison.original, delivery) or 0):
@@ -131,7 +143,7 @@ def advise(comparison: Comparison, delivery: str = "brotli") -> list[Advice]:
                        f"({format_bytes(size)} vs {format_bytes(original_size)}).", key)
             )  # fmt: skip
         ratio = latency_ratio(comparison, result)
-        if ratio is not None and ratio > SLOWER_RATIO:
+        if is_slower(comparison, result):
             notes.append(
                 Advice("bad", f"{key} runs {ratio:.2f}x slower than the original on this CPU "
                        "(median latency); prefer weights-int8 or float16, which keep float compute.", key)
@@ -180,4 +192,4 @@ def _parity_hint(result: VariantResult) -> str:
     return get_method(result.method).parity_hint if result.method else ""
 
 
-__all__ = ["ORIGINAL", "Advice", "ParetoPoint", "advise", "latency_ratio", "pareto", "recommended"]
+__all__ = ["ORIGINAL", "Advice", "ParetoPoint", "advise", "is_slower", "latency_ratio", "pareto", "recommended"]

@@ -358,3 +358,19 @@ def test_best_trade_off_sentence_numbers(summary):
 
 def test_no_variants_no_headline(summary):
     assert advise(hand_made(summary, [])) == []
+
+
+def test_a_ratio_too_noisy_to_call_is_not_called_slower(steady):
+    """Timing that ended too noisy: 'slower' only when even the interval's low end is beyond the bar."""
+    cmp = steady
+    slow_down(cmp, "float16", 1.5)
+    base = cmp.original.latency[0]
+    stats = cmp.get("float16").latency_at(base.threads, base.batch)
+    noisy = dataclasses.replace(stats, ratio=1.5, ratio_low=0.9, ratio_high=2.1, settled=False)
+    cmp.get("float16").latency = [noisy if s is stats else s for s in cmp.get("float16").latency]
+    assert not any("slower" in n.text for n in by_variant(advise(cmp), "float16"))
+    assert recommended(cmp).key == "float16"
+    sure = dataclasses.replace(noisy, ratio_low=1.3)
+    cmp.get("float16").latency = [sure if s is noisy else s for s in cmp.get("float16").latency]
+    assert any("1.50x slower" in n.text for n in by_variant(advise(cmp), "float16"))
+    assert recommended(cmp) is None

@@ -79,11 +79,12 @@ def _overridable(model: onnx.ModelProto, names: list[str]) -> onnx.ModelProto:
     return copy
 
 
-def _severities(model: onnx.ModelProto, refs: list[WeightRef], lowest: str, deadline: float) -> tuple[list[Choice], Any]:
-    from shrinkray.compare import CompareSettings, _parity, _session_outputs, parity_inputs
+def _severities(
+    model: onnx.ModelProto, refs: list[WeightRef], lowest: str, deadline: float, settings: Any
+) -> tuple[list[Choice], Any]:
+    from shrinkray.compare import _parity, _session_outputs, parity_inputs
     from shrinkray.validate import open_session
 
-    settings = CompareSettings()
     probe = _overridable(model, [r.name for r in refs])
     session = open_session(probe)
     inputs = parity_inputs(probe, settings, session=session)
@@ -158,34 +159,38 @@ def _build(model: onnx.ModelProto, choices: list[Choice], options: AutoOptions) 
         names = [glob.escape(c.ref.name) for c in choices if c.level == level]
         if not names:
             continue
-        step = shrink(current, METHOD_OF[level], include=names, min_elements=options.min_elements)
+        step = shrink(current, METHOD_OF[level], include=names, min_elements=options.min_elements, keep_session=True)
         for change in step.changes:
             change.encoding = f"{level}: {change.encoding}"
         variant.changes += step.changes
         variant.warnings += step.warnings
         current = step.model
+        variant.session = step.session  # the last step's session runs the finished mix
     variant.model = current
     return variant
 
 
 def apply(model: onnx.ModelProto, options: AutoOptions) -> Variant:
-    from shrinkray.compare import _parity, _session_outputs
+    from shrinkray.compare import CompareSettings, _parity, _session_outputs
     from shrinkray.validate import open_session
 
     deadline = time.monotonic() + options.budget
+    settings = CompareSettings()  # the default verdict and synthesized inputs, as a plain compare judges
     constants_to_initializers(model, options.min_elements)  # Constant-node weights (older exporters) count too
-    refs = [r for r in candidates(find_weights(model), options) if r.kind == "initializer" and not r.scope]
-    skipped = len(candidates(find_weights(model), options)) - len(refs)
+    selected = candidates(find_weights(model), options)
+    refs = [r for r in selected if r.kind == "initializer" and not r.scope]
+    skipped = len(selected) - len(refs)
     if not refs:
         variant = Variant(method="auto", options=options.as_dict(), model=model)
         variant.notes.append("No large float initializer in the main graph, so there is nothing to choose")
         return variant
-    choices, inputs = _severities(model, refs, options.lowest, deadline)
+    choices, inputs = _severities(model, refs, options.lowest, deadline, settings)
 
     def passes(label: str) -> Variant | None:
         built = _build(model, choices, options)
-        outputs = _session_outputs(open_session(built.model), inputs.samples, built.model)
-        parity = _parity(inputs.reference, outputs, inputs, _settings())
+        outputs = _session_outputs(built.session or open_session(built.model), inputs.samples, built.model)
+        built.session = None
+        parity = _parity(inputs.reference, outputs, inputs, settings)
         tries.append(f"{label}: {'passes' if parity.passed else 'fails'} ({parity.severity:.0%} of allowed)")
         return built if parity.passed else None
 
@@ -214,12 +219,6 @@ def apply(model: onnx.ModelProto, options: AutoOptions) -> Variant:
         variant.notes.append(f"{skipped} tensor(s) in subgraphs were left as they are")
     variant.details["precision_map"] = precision_map(choices)
     return variant
-
-
-def _settings():
-    from shrinkray.compare import CompareSettings
-
-    return CompareSettings()
 
 
 def precision_map(choices: list[Choice]) -> list[dict[str, Any]]:

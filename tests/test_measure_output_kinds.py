@@ -117,6 +117,36 @@ def test_log_softmax_and_pass_through_ops():
     assert "LogSoftmax" in got.why
 
 
+def _softmax_values(shape, axis, seed=0):
+    logits = np.random.default_rng(seed).normal(size=shape)
+    e = np.exp(logits - logits.max(axis=axis, keepdims=True))
+    return (e / e.sum(axis=axis, keepdims=True)).astype(np.float32)
+
+
+def test_softmax_then_transpose_finds_the_class_axis_from_the_values():
+    # CTC recognizers: Softmax over classes, then Transpose to [time, batch, classes] -> classes moved
+    nodes = [
+        helper.make_node("Softmax", ["x"], ["sm"], axis=1),  # [batch, classes=6, time=9]
+        helper.make_node("Transpose", ["sm"], ["out"], perm=[2, 0, 1]),  # [time, batch, classes]
+    ]
+    model = graph_model(nodes, {"out": [9, 2, 6]})
+    values = np.transpose(_softmax_values((2, 6, 9), axis=1), (2, 0, 1))
+    got = classify_output("out", values, model)
+    assert (got.kind, got.axis) == ("scores", -1)
+
+
+def test_log_softmax_then_reshape_finds_the_class_axis():
+    nodes = [
+        helper.make_node("LogSoftmax", ["x"], ["ls"], axis=-1),
+        helper.make_node("Reshape", ["ls", "shape"], ["out"]),
+    ]
+    model = graph_model(nodes, {"out": [4, 7]})
+    values = np.log(_softmax_values((4, 7), axis=-1))
+    assert classify_output("out", values, model).axis == -1
+    # values normalized along no axis (a slice of the classes): not judged as scores on a guessed axis
+    assert classify_output("out", values[:, :3].copy(), model).kind != "scores"
+
+
 def test_softmax_over_a_single_entry_is_not_scores():
     model = graph_model([helper.make_node("Softmax", ["x"], ["out"], axis=-1)], {"out": [2, 1]})
     assert kind_of(model, "out", (2, 1)).kind == "continuous"

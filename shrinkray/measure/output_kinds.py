@@ -77,6 +77,53 @@ def _softmax_axis(node: onnx.NodeProto, rank: int, model: onnx.ModelProto) -> in
     return axis
 
 
+#: Pass-through ops that keep every axis where it was (the Softmax axis attribute still holds after them).
+_KEEPS_AXES = {"Identity", "Cast", "CastLike", "Slice"}
+
+
+def _moved(name: str, source: onnx.NodeProto, producers: dict[str, onnx.NodeProto]) -> bool:
+    """Whether an op between ``source`` and output ``name`` may move axes (Transpose, Reshape, ...)."""
+    while name in producers:
+        node = producers[name]
+        if node is source:
+            return False
+        if node.op_type not in _KEEPS_AXES:
+            return True
+        name = node.input[0]
+    return True
+
+
+def _sums_to_one(arr: np.ndarray, axis: int, log: bool) -> bool:
+    """Whether ``arr`` is normalized along ``axis`` (probabilities summing to 1, or their logarithms)."""
+    values = np.asarray(arr, dtype=np.float64)
+    if not np.isfinite(values).all():
+        return False
+    if log:
+        top = values.max(axis=axis, keepdims=True)
+        total = np.log(np.exp(values - top).sum(axis=axis)) + np.squeeze(top, axis=axis)
+        return bool(np.allclose(total, 0.0, atol=1e-3))
+    return bool(np.allclose(values.sum(axis=axis), 1.0, atol=1e-3))
+
+
+def _class_axis(arr: np.ndarray, op: str, attr_axis: int, moved: bool) -> int | None:
+    """The class axis of an output computed by Softmax / LogSoftmax, as a negative index.
+
+    The op's own axis holds while only casts and slices follow it. After a Transpose or Reshape it can sit
+    anywhere, so the axis along which the output is normalized is found from the values (the only one
+    where every position sums to 1); None when no single axis is.
+    """
+    rank = arr.ndim
+    if not moved and -rank <= attr_axis < 0 and arr.shape[attr_axis] >= 2:
+        return attr_axis
+    log = op == "LogSoftmax"
+    candidates = [a - rank for a in range(rank) if arr.shape[a] >= 2 and _sums_to_one(arr, a, log)]
+    if len(candidates) == 1:
+        return candidates[0]
+    if attr_axis in candidates:
+        return attr_axis
+    return None
+
+
 def classify_output(
     name: str, value: np.ndarray, model: onnx.ModelProto, producers: dict[str, onnx.NodeProto] | None = None
 ) -> OutputKind:
@@ -90,8 +137,8 @@ def classify_output(
     source = _source_op(name, producers)
     op = source.op_type if source is not None else ""
     if op in ("Softmax", "LogSoftmax") and rank >= 1:
-        axis = _softmax_axis(source, rank, model)
-        if -rank <= axis < 0 and arr.shape[axis] >= 2:
+        axis = _class_axis(arr, op, _softmax_axis(source, rank, model), _moved(name, source, producers))
+        if axis is not None:
             return OutputKind("scores", axis, f"computed by {op} over axis {axis + rank}: class scores")
     if op == "Sigmoid":
         return OutputKind("continuous", why="computed by Sigmoid: independent probabilities, judged as values")

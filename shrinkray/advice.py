@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from shrinkray.compare import ORIGINAL, Comparison, VariantResult
 from shrinkray.methods import get_method
+from shrinkray.results import ORIGINAL, Comparison, VariantResult
 from shrinkray.units import format_bytes, format_percent
 
 #: A variant this much slower than the original (median, batch 1, 1 thread) is called slower.

@@ -21,10 +21,10 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from shrinkray.advice import pareto, recommended
-from shrinkray.compare import ORIGINAL, Comparison, VariantResult
 from shrinkray.inspect import ModelSummary
 from shrinkray.measure.latency import LatencyStats
 from shrinkray.measure.parity import OutputParity
+from shrinkray.results import ORIGINAL, Comparison, VariantResult
 from shrinkray.text_safety import plotly_label
 from shrinkray.units import format_bytes
 

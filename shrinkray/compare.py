@@ -17,9 +17,9 @@ import numpy as np
 import onnx
 
 from shrinkray.errors import OptionError, RuntimeUnsupportedError, ShrinkRayError
-from shrinkray.inspect import ModelSummary, inspect_model
+from shrinkray.inspect import inspect_model
 from shrinkray.io import LoadedModel, serialize, tensor_payload_bytes
-from shrinkray.limits import Limits, check_memory
+from shrinkray.limits import check_memory
 from shrinkray.measure.inputs import (
     InputOptions,
     first_axis_dynamic,
@@ -29,103 +29,17 @@ from shrinkray.measure.inputs import (
     signature,
     synthesize,
 )
-from shrinkray.measure.latency import DEFAULT_WARMUP, TARGET, LatencyStats, default_threads, measure_latency
+from shrinkray.measure.latency import measure_latency
 from shrinkray.measure.output_kinds import classify_outputs
-from shrinkray.measure.parity import OutputKind, Parity, VerdictSettings, compare_outputs
-from shrinkray.measure.sizes import Sizes, measure_many
+from shrinkray.measure.parity import OutputKind, Parity, compare_outputs
+from shrinkray.measure.sizes import measure_many
 from shrinkray.memory import release_free_memory
 from shrinkray.methods import all_methods, get_method
+from shrinkray.results import ORIGINAL, CompareSettings, Comparison, Culprit, VariantResult
 from shrinkray.shrink import shrink
 from shrinkray.validate import explain_runtime_error, open_session
 
-ORIGINAL = "original"
-
 Progress = Callable[[str, float], None]
-
-
-@dataclass
-class CompareSettings:
-    """Everything that shapes a comparison; defaults are what the CLI uses."""
-
-    methods: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # empty: all methods
-    verdict: VerdictSettings = field(default_factory=VerdictSettings)
-    runs: int | None = None  # None: adaptive (until every ratio is known within ±latency_target, or the budget)
-    warmup: int = DEFAULT_WARMUP
-    threads: list[int] = field(default_factory=default_threads)
-    batches: list[int] | None = None  # None: batch 1 when the batch axis is free, else the fixed size; sweep: [1, 8, 32]
-    latency_budget_s: float | None = 5.0  # per (threads, batch) setting; adaptive timing often stops sooner
-    latency_target: float = TARGET  # half-width of the ratio's 95% interval at which timing stops (0.03 = ±3%)
-    latency: bool = True
-    brotli_quality: int | str = "auto"
-    zstd_level: int | None = None
-    inputs: InputOptions = field(default_factory=InputOptions)
-    inputs_path: str | None = None  # an .npz / .npy file
-    sample_files: list[str] = field(default_factory=list)  # images or WAV files, one sample each
-    image_range: str = "auto"  # value range images are mapped to: auto (from the graph) or content.IMAGE_RANGES
-    parity_batch: int = 4  # input samples for parity (one batch when the batch axis is free)
-    probe_budget_s: float = 20.0  # trying other free dimensions when the original rejects the inputs
-    parity_budget_s: float = field(default_factory=lambda: Limits.from_env().max_run_seconds)
-    culprits: bool = False  # search the tensors behind a failing variant (auto turns it on)
-    culprit_budget_s: float = 60.0
-    auto: bool = False
-
-
-@dataclass
-class Culprit:
-    """A tensor whose rewriting alone moves the outputs this much."""
-
-    tensor: str
-    max_abs_error: float
-    mean_abs_error: float
-    worst_cosine: float | None
-    passes_alone: bool
-    severity: float = 0.0  # share of the allowed error used (1.0 = at the limit)
-
-
-@dataclass
-class VariantResult:
-    key: str
-    method: str | None
-    options: dict[str, Any]
-    model: onnx.ModelProto | None = field(default=None, repr=False)
-    sizes: Sizes | None = None
-    parity: Parity | None = None
-    latency: list[LatencyStats] = field(default_factory=list)
-    record: dict[str, Any] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    culprits: list[Culprit] = field(default_factory=list)
-    error: str | None = None
-    file: str | None = None  # where the variant was written (compare --save-dir)
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-    def latency_at(self, threads: int, batch: int) -> LatencyStats | None:
-        return next((s for s in self.latency if s.threads == threads and s.batch == batch), None)
-
-
-@dataclass
-class Comparison:
-    name: str
-    summary: ModelSummary
-    settings: CompareSettings
-    original: VariantResult
-    variants: list[VariantResult]
-    input_note: str = ""
-    latency_note: str = ""
-    timings: dict[str, float] = field(default_factory=dict)  # seconds per phase: shrink, sizes, parity, culprits, latency
-
-    @property
-    def all(self) -> list[VariantResult]:
-        return [self.original, *self.variants]
-
-    def get(self, key: str) -> VariantResult:
-        for result in self.all:
-            if result.key == key:
-                return result
-        raise KeyError(key)
 
 
 def _label(method: str, options: dict[str, Any], taken: set[str]) -> str:

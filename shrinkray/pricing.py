@@ -47,7 +47,7 @@ from shrinkray.errors import OptionError
 from shrinkray.units import format_bytes, text_table
 
 if TYPE_CHECKING:
-    from shrinkray.compare import Comparison
+    from shrinkray.results import Comparison
 
 #: Bytes in the unit every provider bills egress by.
 GIB = 2**30

@@ -25,10 +25,10 @@ import numpy as np
 
 from shrinkray import pricing as _pricing
 from shrinkray.advice import Advice, advise, latency_ratio, pareto, recommended
-from shrinkray.compare import ORIGINAL, Comparison, VariantResult
 from shrinkray.errors import OptionError
 from shrinkray.io import same_file, write_outputs
 from shrinkray.measure.parity import PROFILES, Criterion, VerdictSettings
+from shrinkray.results import ORIGINAL, Comparison, VariantResult
 from shrinkray.text_safety import csv_cell, markdown_code, markdown_text
 from shrinkray.units import format_bytes, text_table
 

@@ -7,21 +7,33 @@ turns the common ones into one actionable sentence.
 
 from __future__ import annotations
 
+import functools
 import re
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import onnx
-import onnxruntime as ort
 
 from shrinkray.errors import InvalidModelError, RuntimeUnsupportedError
 from shrinkray.io import needs_external_data, save
 from shrinkray.memory import release_free_memory
 
+if TYPE_CHECKING:
+    import onnxruntime as ort
+
 #: ONNX Runtime logs errors of failed runs itself (coloured lines on stderr) before raising them: the
 #: exception carries the same text, which explain_runtime_error words. Only fatal lines are let through.
 ORT_LOG_SEVERITY = 4
-ort.set_default_logger_severity(ORT_LOG_SEVERITY)
+
+
+@functools.cache
+def _runtime():
+    """ONNX Runtime, imported when a session is first opened (readers of results never need it)."""
+    import onnxruntime
+
+    onnxruntime.set_default_logger_severity(ORT_LOG_SEVERITY)
+    return onnxruntime
 
 #: ONNX Runtime 1.31 reads models up to this IR version.
 ORT_MAX_IR_VERSION = 13
@@ -179,6 +191,7 @@ def explain_runtime_error(
 
 
 def session_options(optimized: bool = True, threads: int = 1) -> ort.SessionOptions:
+    ort = _runtime()
     opts = ort.SessionOptions()
     opts.graph_optimization_level = (
         ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimized else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
@@ -193,6 +206,7 @@ def open_session(
     model: onnx.ModelProto, *, optimized: bool = True, threads: int = 1, serialized: bytes | None = None
 ) -> ort.InferenceSession:
     """Open a CPU session from memory (or a temp file for models over 2 GB)."""
+    ort = _runtime()
     opts = session_options(optimized, threads)
     try:
         if needs_external_data(model):

@@ -1,19 +1,35 @@
-"""Measurements of a model and its variants: download sizes, inputs, parity and latency."""
+"""Measurements of a model and its variants: download sizes, inputs, parity and latency.
 
-from shrinkray.measure.inputs import InputOptions, load_inputs, synthesize
-from shrinkray.measure.latency import LatencyStats, measure_latency
-from shrinkray.measure.parity import Parity, compare_outputs
-from shrinkray.measure.sizes import Sizes, measure_many, measure_sizes
+Names are imported on first use (PEP 562), so ``import shrinkray.measure.parity``
+does not load the input synthesizer (onnx, Pillow) or anything else it does not need.
+"""
 
-__all__ = [
-    "InputOptions",
-    "LatencyStats",
-    "Parity",
-    "Sizes",
-    "compare_outputs",
-    "load_inputs",
-    "measure_latency",
-    "measure_many",
-    "measure_sizes",
-    "synthesize",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_WHERE = {
+    "InputOptions": "inputs",
+    "load_inputs": "inputs",
+    "synthesize": "inputs",
+    "LatencyStats": "latency",
+    "measure_latency": "latency",
+    "Parity": "parity",
+    "compare_outputs": "parity",
+    "Sizes": "sizes",
+    "measure_many": "sizes",
+    "measure_sizes": "sizes",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(importlib.import_module(f"shrinkray.measure.{_WHERE[name]}"), name)
+    raise AttributeError(f"module 'shrinkray.measure' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_WHERE])

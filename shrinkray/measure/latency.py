@@ -31,13 +31,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import onnx
 
 from shrinkray.cores import usable_cores
-from shrinkray.validate import open_session
+
+if TYPE_CHECKING:
+    import onnx
 
 #: Rounds of the old fixed measurement (``runs=DEFAULT_RUNS``), kept for comparisons with it.
 DEFAULT_RUNS = 50
@@ -287,6 +288,8 @@ def measure_latency(
     even with a tiny budget, so every model gets a median). Ratios are taken
     against ``reference`` (default: the first model).
     """
+    from shrinkray.validate import open_session  # here: reading LatencyStats needs no ONNX Runtime
+
     sessions = {}
     session_ms = {}
     for key, model in models.items():

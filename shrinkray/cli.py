@@ -352,7 +352,7 @@ def _add_pricing_flags(parser: argparse.ArgumentParser, delivery_help: str, purp
     group.add_argument("--price-per-gb", "--price-per-gib", dest="price_per_gib", metavar="X",
                        help="a flat price per GiB (2^30 bytes) instead of a provider, e.g. 0.12")  # fmt: skip
     group.add_argument("--delivery", choices=DELIVERIES, help=delivery_help)
-    group.add_argument("--growth", metavar="RATE", help="downloads grow by this much each month: 5%% or 0.05 (default 0)")
+    group.add_argument("--growth", metavar="RATE", help="downloads grow by this many percent each month: 5 or 5%% (default 0; 0.05 is 0.05%%)")
 
 
 def pricing_choice(args: argparse.Namespace) -> PricingChoice | None:

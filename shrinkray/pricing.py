@@ -1034,32 +1034,38 @@ def parse_downloads(text: str) -> Decimal:
 
 
 def parse_growth(text: str) -> Decimal:
-    """Monthly growth as ``5%`` or ``0.05``; a bare number above 1 is refused as ambiguous."""
+    """Monthly growth, always in percent: ``5`` and ``5%`` both mean 5% a month (``0.05`` is 0.05%).
+
+    One rule for every front end: the app's "Growth per month (%)" field, its links and the CLI's
+    ``--growth`` all read a bare number as a percentage. Returns the rate as a fraction (5% -> 0.05).
+    """
     raw = str(text).strip()
-    percent = raw.endswith("%")
+    number = raw.removesuffix("%").strip()
     try:
-        value = Decimal(raw.rstrip("%").strip())
+        value = Decimal(number)
     except InvalidOperation:
         raise OptionError(
-            f"Monthly growth must be a rate such as 5% or 0.05, not '{_shown(text)}'", "e.g. 5%"
+            f"Monthly growth must be a percentage such as 5 or 5%, not '{_shown(text)}'", "e.g. 5 (for 5% a month)"
         ) from None
     if not value.is_finite():
-        raise OptionError(f"Monthly growth must be a finite rate, not '{_shown(text)}'", "e.g. 5%")
-    if percent:  # out-of-range values are refused before dividing, which would round what was typed
-        if value > MAX_GROWTH * 100:
-            raise OptionError(
-                f"Monthly growth must be from {_GROWTH_RANGE}, not {_shown(raw)}",
-                "e.g. 5%",
-            )
-        if value <= -100:
-            raise OptionError(f"Monthly growth must be more than -100%, not {_shown(raw)}", "e.g. 5%")
-        value /= 100
-    elif abs(value) > 1:
+        raise OptionError(f"Monthly growth must be a finite percentage, not '{_shown(text)}'", "e.g. 5%")
+    # out-of-range values are refused before dividing, which would round what was typed
+    if value > MAX_GROWTH * 100:
+        raise OptionError(f"Monthly growth must be from {_GROWTH_RANGE}, not {_shown(number)}%", "e.g. 5%")
+    if value <= -100:
+        raise OptionError(f"Monthly growth must be more than -100%, not {_shown(number)}%", "e.g. 5%")
+    exponent = value.normalize().as_tuple().exponent
+    if isinstance(exponent, int) and exponent < -(MAX_PLACES - 2):
         raise OptionError(
-            f"A growth of {_shown(raw)} would mean {value * 100:g}% more downloads every month",
-            f"Write {_shown(raw)}% for {_shown(raw)} percent, or a fraction such as 0.05",
+            f"Monthly growth has more than {MAX_PLACES - 2} decimal places of a percent ({_shown(raw)})", "e.g. 5.25"
         )
-    return _growth(value, raw=raw)
+    return _growth(value / 100, raw=raw)
+
+
+def format_growth(rate: Decimal | float) -> str:
+    """A growth rate (fraction) as the percentage :func:`parse_growth` reads back: 0.05 -> ``5``."""
+    text = f"{(Decimal(str(rate)) * 100).normalize():f}"
+    return "0" if text in ("-0", "") else text
 
 
 def parse_price(text: str) -> Decimal:
@@ -1111,6 +1117,12 @@ def format_price(price: Decimal, currency: str = "USD") -> str:
     return f"${text}" if currency == "USD" else f"{text} {currency}"
 
 
+def format_amount(amount: Decimal | float | int, symbol: str = "$") -> str:
+    """Money under a user's currency label (only the label changes, never the number): ``€1,234.50``,
+    ``-€3.10``, ``<€0.01``. The app's Pricing page and its links show every amount this way."""
+    return format_money(Decimal(str(amount)), "USD").replace("$", symbol, 1)
+
+
 def format_gib(value: Decimal) -> str:
     """GiB with up to 4 decimals, trailing zeros dropped: ``4,882.8125``, ``1,024``, ``0.0488``."""
     rounded = Decimal(value).quantize(Decimal("0.0001"), rounding=ROUND_HALF_UP)
@@ -1156,6 +1168,8 @@ __all__ = [
     "custom_provider",
     "default_provider_id",
     "estimates_for_comparison",
+    "format_amount",
+    "format_growth",
     "format_money",
     "get_provider",
     "load_providers",

@@ -218,10 +218,13 @@ def test_parse_downloads_and_growth():
     for bad in ["-5", "abc", "nan", "1,5"]:
         with pytest.raises(OptionError):
             parse_downloads(bad)
-    assert parse_growth("5%") == parse_growth("0.05") == D("0.05")
-    assert parse_growth("-10%") == D("-0.1")
+    # One rule for the CLI, the app and its links: a bare number is a percentage.
+    assert parse_growth("5%") == parse_growth("5") == parse_growth(" 5 % ") == D("0.05")
+    assert parse_growth("0.05") == D("0.0005")
+    assert parse_growth("-10%") == parse_growth("-10") == D("-0.1")
     assert parse_growth("150%") == D("1.5")
-    for bad in ["5", "-100%", "-2", "abc", "inf%"]:
+    assert parse_growth("1000") == D("10")
+    for bad in ["-100%", "-100", "1001", "abc", "inf%", "5%%", "0.12345"]:
         with pytest.raises(OptionError):
             parse_growth(bad)
 
@@ -668,7 +671,7 @@ def test_cli_list_providers(capsys):
         (["--size", "1MiB", "--downloads", "5", "--provider", "s3", "--price-per-gb", "1"], "Error: Both --provider"),
         (["--size", "1MiB", "--downloads", "5", "--price-per-gb", "-1"], "Error: Price per GiB cannot be negative"),
         (["--size", "1MiB", "--downloads", "5", "--free-gib", "10"], "Error: --free-gib only applies"),
-        (["--size", "1MiB", "--downloads", "5", "--growth", "5"], "Error: A growth of 5 would mean 500%"),
+        (["--size", "1MiB", "--downloads", "5", "--growth", "5x"], "Error: Monthly growth must be a percentage such as 5 or 5%, not '5x'."),
         (["--size", "1MiB"], "Error: --downloads is required."),
         (["--downloads", "5"], "Error: Nothing to price."),
         (["missing.onnx", "--downloads", "5"], "Error: Missing missing.onnx."),
@@ -687,7 +690,7 @@ def test_cli_list_providers(capsys):
          "Error: Free GiB per month must be at most 1,000,000,000,"),
         (["--size", "1MiB", "--downloads", "5", "--growth", "100000%"], "Error: Monthly growth must be from -99% to 1000%, not 100000%."),
         (["--size", "1MiB", "--downloads", "5", "--growth=-100%"], "Error: Monthly growth must be more than -100%"),
-        (["--size", "1MiB", "--downloads", "5", "--growth", "inf%"], "Error: Monthly growth must be a finite rate"),
+        (["--size", "1MiB", "--downloads", "5", "--growth", "inf%"], "Error: Monthly growth must be a finite percentage"),
         (["--size", "1MiB,2MiB", "--downloads", "5", "--break-even", "1e300"], "Error: --break-even must be at most"),
     ],
 )

@@ -35,6 +35,7 @@ from shrinkray.limits import Limits
 from shrinkray.units import format_bytes
 
 Progress = Callable[[str, float], None]
+Partial = Callable[[Any], None]
 
 #: Out-of-memory texts of ONNX Runtime, numpy and the C++ runtime, so a failed allocation
 #: under the cap reads as "needs more memory", not as a broken model.
@@ -90,19 +91,27 @@ def _worker_main() -> None:
     request = _receive(source)
     if request is None:
         return
-    _, (fn, args, kwargs, memory_bytes, wants_progress) = request
+    _, (fn, args, kwargs, memory_bytes, wants_progress, wants_partial) = request
     _limit_memory(memory_bytes)
+    lock = threading.Lock()  # the engine may report from its compression threads
+
+    def send(message: tuple[str, Any]) -> None:
+        with lock:
+            _send(sink, message)
+
     if wants_progress:
-        kwargs = {**kwargs, "progress": lambda step, fraction: _send(sink, ("progress", (step, fraction)))}
+        kwargs = {**kwargs, "progress": lambda step, fraction: send(("progress", (step, fraction)))}
+    if wants_partial:
+        kwargs = {**kwargs, "on_partial": lambda snapshot: send(("partial", snapshot))}
     try:
-        _send(sink, ("result", fn(*args, **kwargs)))
+        send(("result", fn(*args, **kwargs)))
     except MemoryError:
-        _send(sink, ("memory", ""))
+        send(("memory", ""))
     except ShrinkRayError as exc:
-        _send(sink, ("memory", str(exc)) if _is_memory(str(exc)) else ("error", exc))
+        send(("memory", str(exc)) if _is_memory(str(exc)) else ("error", exc))
     except BaseException as exc:  # noqa: BLE001 - everything the worker raises goes back to the caller
         text = f"{type(exc).__name__}: {exc}"
-        _send(sink, ("memory" if _is_memory(text) else "crash", text))
+        send(("memory" if _is_memory(text) else "crash", text))
 
 
 def _reader(stream: BinaryIO, messages: queue.Queue) -> None:
@@ -131,6 +140,7 @@ def run_capped(
     what: str = "This run",
     limits: Limits | None = None,
     progress: Progress | None = None,
+    partial: Partial | None = None,
     cancel: threading.Event | None = None,
     **kwargs: Any,
 ) -> Any:
@@ -138,7 +148,9 @@ def run_capped(
 
     ``fn`` must be importable (a module-level function) and its arguments and
     result picklable. With ``progress``, ``fn`` is called with a ``progress``
-    keyword whose calls reach the caller's callback. Errors the engine raises
+    keyword whose calls reach the caller's callback; with ``partial``, ``fn``
+    is called with an ``on_partial`` keyword whose (picklable) snapshots reach
+    ``partial`` as they come, so a page can draw results before the end. Errors the engine raises
     in the worker are raised here as they were; running out of memory or time
     raises :class:`LimitExceededError` naming the limit and its setting; a
     worker that dies without an answer raises :class:`WorkerCrashed`. Setting
@@ -146,7 +158,10 @@ def run_capped(
     Inside a worker, calls run in place (the worker is already capped).
     """
     if os.environ.get(WORKER_ENV) == "1":
-        return fn(*args, **({**kwargs, "progress": progress} if progress else kwargs))
+        extra = {"progress": progress} if progress else {}
+        if partial:
+            extra["on_partial"] = partial
+        return fn(*args, **kwargs, **extra)
     limits = limits or Limits.from_env()
     env = {**os.environ, WORKER_ENV: "1", "MALLOC_ARENA_MAX": "2"}
     process = subprocess.Popen(
@@ -156,7 +171,8 @@ def run_capped(
     messages: queue.Queue = queue.Queue()
     started = time.monotonic()
     try:
-        _send(process.stdin, ("call", (fn, args, kwargs, int(limits.max_job_memory_bytes), progress is not None)))
+        _send(process.stdin, ("call", (fn, args, kwargs, int(limits.max_job_memory_bytes), progress is not None,
+                                     partial is not None)))
         process.stdin.close()
     except (BrokenPipeError, OSError):
         pass  # the worker died at start; the reader below reports it
@@ -184,6 +200,9 @@ def run_capped(
             if kind == "progress":
                 if progress is not None:
                     progress(*payload)
+            elif kind == "partial":
+                if partial is not None:
+                    partial(payload)
             elif kind == "result":
                 return payload
             elif kind == "error":

@@ -1,0 +1,226 @@
+"""Runs: a comparison as a kept, addressable job (the run store and the job queue together).
+
+:meth:`Runs.start` keeps the model in a new run's folder and queues the
+work; the worker (:func:`compare_run`, in a capped child process) loads it
+from there, sends a snapshot after each measured step, writes each variant
+model into the run's folder and returns the comparison without models.
+:meth:`Runs.view` is what a page polls; :meth:`Runs.comparison` what it shows
+once the run is done, by whoever holds the id.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import shutil
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from shrinkray.io import LoadedModel, load, save, tensor_payload_bytes
+from shrinkray.runqueue import DONE, FINISHED, JobHooks, JobStatus, LocalQueue, RunQueue, estimate_job_memory
+from shrinkray.runstore import RunNotFound, RunRecord, RunStore, safe_file_name
+
+#: Progress is written to the store at most this often (the queue's own status is live).
+PROGRESS_EVERY_S = 1.0
+
+
+def _compare_supports(name: str) -> bool:
+    from shrinkray.compare import compare
+
+    return name in inspect.signature(compare).parameters
+
+
+def _settings_support(field_name: str) -> bool:
+    from shrinkray.compare import CompareSettings
+
+    return any(f.name == field_name for f in dataclasses.fields(CompareSettings))
+
+
+def compare_run(model_path: str, name: str, settings: Any, run_folder: str, progress=None, on_partial=None):
+    """The work of one run, in the capped worker: compare, write each variant into the run's folder.
+
+    Returns the comparison with every model dropped and each variant's
+    ``file`` relative to the run's folder (``variants/NAME.onnx``).
+    """
+    from shrinkray.compare import compare
+
+    folder = Path(run_folder)
+    variants = folder / "variants"
+    variants.mkdir(exist_ok=True)
+    loaded = load(model_path)
+    loaded.name = name
+    kwargs: dict[str, Any] = {"progress": progress}
+    if on_partial is not None and _compare_supports("on_partial"):
+        kwargs["on_partial"] = on_partial
+    if _settings_support("variants_dir"):
+        settings = dataclasses.replace(settings, variants_dir=str(variants))
+    comparison = compare(loaded, settings, **kwargs)
+    taken: set[str] = set()
+    for result in comparison.variants:
+        if result.model is not None:
+            stem = safe_file_name(result.key)
+            while stem in taken:
+                stem += "_"
+            taken.add(stem)
+            target = variants / f"{stem}.onnx"
+            save(result.model, target, overwrite=True)
+            result.file = str(target)
+        if result.file:
+            path = Path(result.file)
+            path = path if path.is_absolute() else variants / path
+            result.file = str(path.resolve().relative_to(folder.resolve()))
+        result.model = None
+    comparison.original.model = None
+    return comparison
+
+
+@dataclass(frozen=True)
+class RunView:
+    """What a page shows about one run: the record, and where it is in this server's queue."""
+
+    record: RunRecord
+    job: JobStatus | None
+
+    @property
+    def status(self) -> str:
+        if self.job is not None and not self.job.finished:
+            return self.job.state
+        return self.record.status
+
+    @property
+    def live(self) -> bool:
+        return self.status in ("queued", "running")
+
+    @property
+    def step(self) -> str:
+        return self.job.step if self.job is not None and not self.job.finished else self.record.step
+
+    @property
+    def fraction(self) -> float:
+        return self.job.fraction if self.job is not None and not self.job.finished else float(self.record.fraction)
+
+    @property
+    def position(self) -> int:
+        return self.job.position if self.job is not None and self.job.state == "queued" else 0
+
+
+class Runs:
+    """Start, follow, cancel and reopen runs."""
+
+    def __init__(self, store: RunStore | None = None, queue: RunQueue | None = None) -> None:
+        self.store = store or RunStore()
+        self.queue = queue or LocalQueue()
+
+    def start(self, loaded: LoadedModel, settings: Any, what: str = "Shrinking and measuring") -> str:
+        """Keep the model and the inputs in a new run, queue its work, and return the run's id at once."""
+        store = self.store
+        run_id = store.create(model_name=loaded.name, model_sha256=loaded.sha256, model_bytes=loaded.file_bytes,
+                              settings=None)  # fmt: skip
+        folder = store.folder(run_id)
+        try:
+            save(loaded.model, folder / "model.onnx", overwrite=True)
+            settings = self._keep_inputs(settings, folder)
+            store.set_settings(run_id, settings)
+        except BaseException as exc:
+            store.fail(run_id, "failed", error=str(exc), problem=str(exc))
+            raise
+        methods = len(getattr(settings, "methods", []) or []) or 4
+        memory = estimate_job_memory(tensor_payload_bytes(loaded.model), methods)
+        self.queue.submit(
+            compare_run, str(folder / "model.onnx"), loaded.name, settings, str(folder),
+            memory_bytes=memory, what=what, hooks=self._hooks(run_id), job_id=run_id,
+        )  # fmt: skip
+        return run_id
+
+    def _keep_inputs(self, settings: Any, folder: Path) -> Any:
+        """Uploaded parity inputs copied into the run, so the run can be measured and shown again later."""
+        inputs_path = getattr(settings, "inputs_path", None)
+        sample_files = list(getattr(settings, "sample_files", []) or [])
+        if not inputs_path and not sample_files:
+            return settings
+        target = folder / "inputs"
+        target.mkdir(exist_ok=True)
+        changes: dict[str, Any] = {}
+        if inputs_path:
+            source = Path(inputs_path)
+            copy = target / safe_file_name(source.name)
+            shutil.copyfile(source, copy)
+            changes["inputs_path"] = str(copy)
+        kept = []
+        for index, path in enumerate(sample_files):
+            source = Path(path)
+            copy = target / f"{index:02d}" / safe_file_name(source.name)  # the user's file name, shown on the page
+            copy.parent.mkdir(exist_ok=True)
+            shutil.copyfile(source, copy)
+            kept.append(str(copy))
+        if sample_files:
+            changes["sample_files"] = kept
+        return dataclasses.replace(settings, **changes)
+
+    def _hooks(self, run_id: str) -> JobHooks:
+        store = self.store
+        last = [0.0]
+        lock = threading.Lock()
+
+        def progress(step: str, fraction: float) -> None:
+            now = time.monotonic()
+            with lock:
+                if now - last[0] < PROGRESS_EVERY_S:
+                    return
+                last[0] = now
+            store.update(run_id, step=str(step)[:300], fraction=float(fraction))
+
+        def failed(status: JobStatus) -> None:
+            store.fail(run_id, status.state, error=status.error, problem=status.problem, hint=status.hint,
+                       setting=status.setting)  # fmt: skip
+
+        return JobHooks(
+            started=lambda: store.update(run_id, status="running", step="Starting", fraction=0.0),
+            progress=progress,
+            partial=lambda snapshot: store.set_snapshot(run_id, snapshot),
+            done=lambda comparison: store.finish(run_id, comparison),
+            failed=failed,
+        )
+
+    def view(self, run_id: str) -> RunView:
+        """The run's record and its live queue status; :class:`RunNotFound` (with a message) otherwise."""
+        job = self.queue.status(run_id)
+        record = self.store.get(run_id)
+        if job is not None and job.finished and record.live:
+            record = self.store.get(run_id)  # the outcome was being written: read it again
+        return RunView(record, job)
+
+    def cancel(self, run_id: str) -> bool:
+        """Stop a queued or running run. A live record no queue knows (its process is gone) is marked cancelled."""
+        if self.queue.cancel(run_id):
+            return True
+        record = self.store.get(run_id)
+        if record.live and self.queue.status(run_id) is None:
+            self.store.fail(run_id, "cancelled", error="The run was cancelled", problem="The run was cancelled")
+            return True
+        return False
+
+    def comparison(self, run_id: str):
+        """The finished comparison, each variant's ``file`` the absolute path of its model in the run's folder."""
+        record = self.store.get(run_id)
+        if record.status != DONE:
+            raise RunNotFound("This run has not finished", "Wait for it, or start it again")
+        return absolute_files(record.result, record.folder)
+
+
+def absolute_files(comparison: Any, folder: Path) -> Any:
+    """A copy of ``comparison`` whose variants' files are absolute paths under ``folder`` (missing ones None)."""
+    if comparison is None:
+        return None
+    variants = []
+    for result in comparison.variants:
+        path = (folder / result.file).resolve() if result.file else None
+        inside = path is not None and folder.resolve() in path.parents and path.is_file()
+        variants.append(dataclasses.replace(result, file=str(path) if inside else None))
+    return dataclasses.replace(comparison, variants=variants)
+
+
+__all__ = ["FINISHED", "RunNotFound", "RunView", "Runs", "absolute_files", "compare_run"]

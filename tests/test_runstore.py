@@ -1,0 +1,144 @@
+"""The run store: records and files by unguessable id, atomic files, limits and cleanup, clear messages."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from shrinkray.runstore import RunNotFound, RunStore, atomic_write, is_run_id, new_run_id
+
+
+@pytest.fixture
+def store(tmp_path):
+    return RunStore(tmp_path / "runs", max_bytes=10_000, max_age_s=3600)
+
+
+def _done(store: RunStore, payload: bytes = b"x" * 3000, name: str = "m") -> str:
+    run_id = store.create(model_name=name, model_sha256="ab", model_bytes=len(payload), settings={"levels": 16})
+    store.write_file(run_id, "variants/a.onnx", payload)
+    store.finish(run_id, {"result": name})
+    return run_id
+
+
+def test_ids_are_unguessable_and_checked_before_any_lookup(store):
+    ids = {new_run_id() for _ in range(200)}
+    assert len(ids) == 200 and all(is_run_id(i) and len(i) == 22 for i in ids)
+    for bad in ["", "x", "../../etc/passwd", "a" * 23, "a" * 21 + "/", None, 5]:
+        assert not is_run_id(bad)
+    with pytest.raises(RunNotFound, match="not valid"):
+        store.get("../../etc/passwd")
+    with pytest.raises(RunNotFound, match="No run with this id"):
+        store.get(new_run_id())
+
+
+def test_a_run_keeps_its_settings_status_snapshot_and_result(store):
+    run_id = store.create(model_name="mlp", model_sha256="cafe", model_bytes=123, settings={"levels": 16})
+    record = store.get(run_id)
+    assert (record.status, record.model_name, record.model_sha256, record.settings) == ("queued", "mlp", "cafe",
+                                                                                        {"levels": 16})  # fmt: skip
+    assert record.live and record.folder.is_dir() and record.result is None
+    store.update(run_id, status="running", step="Checking parity", fraction=0.4)
+    store.set_snapshot(run_id, {"variants": 1})
+    record = store.get(run_id)
+    assert (record.status, record.step, record.fraction, record.snapshot) == ("running", "Checking parity", 0.4,
+                                                                              {"variants": 1})  # fmt: skip
+    store.finish(run_id, {"variants": 4})
+    store.set_snapshot(run_id, {"variants": 2})  # a late snapshot never overwrites the end
+    record = store.get(run_id)
+    assert (record.status, record.result, record.snapshot, record.fraction) == ("done", {"variants": 4}, None, 1.0)
+    with pytest.raises(ValueError):
+        store.update(run_id, status="exploded")
+    with pytest.raises(ValueError):
+        store.update(run_id, bytes=0)
+
+
+def test_files_are_written_whole_or_not_at_all(store, monkeypatch):
+    run_id = store.create(model_name="m")
+    path = store.write_file(run_id, "variants/a.onnx", b"complete")
+    assert path.read_bytes() == b"complete"
+
+    def broken_replace(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(OSError):
+        store.write_file(run_id, "variants/b.onnx", b"half")
+    monkeypatch.undo()
+    names = sorted(p.name for p in (store.folder(run_id) / "variants").iterdir())
+    assert names == ["a.onnx"]  # no b.onnx, no temporary file
+    with pytest.raises(RunNotFound):
+        store.file_path(run_id, "../../runs.sqlite3")
+    with pytest.raises(RunNotFound, match="no longer kept"):
+        store.file_path(run_id, "variants/b.onnx")
+
+
+def test_a_failed_or_killed_run_leaves_no_partial_files_and_says_so(store):
+    run_id = store.create(model_name="m")
+    folder = store.folder(run_id)
+    atomic_write(folder / "model.onnx", b"model")
+    (folder / "variants" / ".shrinkray-stage-1").mkdir(parents=True)  # a writer killed with SIGKILL
+    (folder / "variants" / ".shrinkray-stage-1" / "v.onnx").write_bytes(b"half")
+    (folder / "variants" / "done.onnx").write_bytes(b"whole but the run did not finish")
+    (folder / ".tmp-abc").write_bytes(b"half")
+    store.fail(run_id, "cancelled", error="Shrinking and measuring was cancelled", problem="cancelled")
+    record = store.get(run_id)
+    assert record.status == "cancelled" and record.error == "Shrinking and measuring was cancelled"
+    assert sorted(p.name for p in folder.iterdir()) == ["model.onnx"]
+
+
+def test_recover_marks_runs_of_a_gone_process_failed(store):
+    live = store.create(model_name="m")
+    store.update(live, status="running")
+    queued = store.create(model_name="m")
+    finished = _done(store)
+    assert sorted(store.recover()) == sorted([live, queued])
+    for run_id in (live, queued):
+        record = store.get(run_id)
+        assert record.status == "failed" and "server restarted" in record.error
+    assert store.get(finished).status == "done"
+
+
+def test_old_runs_expire_with_a_message(store):
+    old = _done(store)
+    assert store.cleanup(now=time.time() + 3599) == []
+    assert store.cleanup(now=time.time() + 3601) == [old]
+    assert not store.folder(old).exists()
+    with pytest.raises(RunNotFound, match=r"removed on .* \(runs are kept 0.0416667 days\)"):
+        store.get(old)
+
+
+def test_the_size_limit_removes_the_oldest_finished_runs_never_live_ones(store):
+    live = store.create(model_name="live")
+    store.write_file(live, "model.onnx", b"y" * 4000)
+    first = _done(store, b"x" * 2500, name="first")
+    second = _done(store, b"x" * 2500, name="second")
+    third = _done(store, b"x" * 2500, name="third")  # 4,000 live + 3 x 2,500+ > 10,000: the oldest finished goes
+    assert not store.exists(first) and store.exists(second) and store.exists(third) and store.exists(live)
+    assert store.total_bytes() <= store.max_bytes
+    with pytest.raises(RunNotFound, match="space for kept runs"):
+        store.get(first)
+    huge = store.create(model_name="huge")
+    store.write_file(huge, "variants/a.onnx", b"z" * 20_000)
+    store.finish(huge, {})
+    with pytest.raises(RunNotFound, match="larger than the space"):
+        store.get(huge)
+
+
+def test_an_expired_run_is_removed_when_asked_for(tmp_path):
+    store = RunStore(tmp_path, max_bytes=10**9, max_age_s=0.001)
+    run_id = _done(store)
+    time.sleep(0.01)  # past the age limit (the assertion is about the message, not the time)
+    with pytest.raises(RunNotFound, match="removed"):
+        store.get(run_id)
+
+
+def test_the_root_comes_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("SHRINKRAY_RUNS_DIR", str(tmp_path / "elsewhere"))
+    monkeypatch.setenv("SHRINKRAY_RUNS_MAX_BYTES", "2GiB")
+    monkeypatch.setenv("SHRINKRAY_RUNS_MAX_AGE_DAYS", "1.5")
+    store = RunStore()
+    assert store.root == tmp_path / "elsewhere" and (tmp_path / "elsewhere" / "runs.sqlite3").is_file()
+    assert (store.max_bytes, store.max_age_s) == (2 * 2**30, 1.5 * 86400)
+    assert oct(store.runs_dir.stat().st_mode & 0o777) == "0o700"

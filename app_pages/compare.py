@@ -54,6 +54,12 @@ with friendly_errors("Drawing the charts"):
         left.plotly_chart(charts.parity_error_chart(comparison, output=output), width="stretch")
         right.plotly_chart(charts.parity_scatter_chart(comparison, variant, output=output), width="stretch")
 
+# In your browser (app_ui/browser_panel.py): the models run in this browser with ONNX Runtime Web.
+with friendly_errors("Running in your browser"):
+    from app_ui import browser_panel
+
+    browser_panel.render(loaded, comparison)
+
 st.markdown("#### Inputs used for parity")
 st.caption(md(comparison.input_note))
 shown = [p for p in comparison.settings.sample_files if Path(p).suffix.lower() != ".wav" and Path(p).is_file()]

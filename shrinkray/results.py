@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from shrinkray.measure.browser import BrowserRun
 from shrinkray.measure.latency import DEFAULT_WARMUP, TARGET, LatencyStats, default_threads
 from shrinkray.measure.parity import Parity, VerdictSettings
 from shrinkray.measure.sizes import Sizes
@@ -119,6 +120,7 @@ class Comparison:
     latency_note: str = ""
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase: shrink, sizes, parity, culprits, latency
     input_files: list[str] = field(default_factory=list)  # the user's model files: reports never land on these
+    browser: list[BrowserRun] = field(default_factory=list)  # runs in the user's browser (ONNX Runtime Web), if any
 
     @property
     def all(self) -> list[VariantResult]:

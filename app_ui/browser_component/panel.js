@@ -1,0 +1,226 @@
+// "In your browser": download each model from the app's own server, open it in ONNX Runtime Web, run the
+// server's parity inputs, time every step and send it all back to the Python session.
+// Plain ES module, no build step. Talks to Streamlit with the component messages (componentReady,
+// setFrameHeight, setComponentValue); every file it loads comes from this app's server.
+
+const runButton = document.getElementById("run");
+const backendSelect = document.getElementById("backend");
+const statusLine = document.getElementById("status");
+const logList = document.getElementById("log");
+const where = document.getElementById("where");
+
+let args = null;
+let running = false;
+const finished = new Set(); // run ids this page already sent back
+const started = new Set(); // run ids started here (a re-render must not start one twice)
+
+function send(type, data) {
+  window.parent.postMessage({ isStreamlitMessage: true, type, ...data }, "*");
+}
+
+function resize() {
+  send("streamlit:setFrameHeight", { height: Math.ceil(document.documentElement.scrollHeight) + 4 });
+}
+
+function status(text, cls = "muted") {
+  statusLine.textContent = text;
+  statusLine.className = cls;
+  resize();
+}
+
+function logLine(text, cls = "") {
+  const li = document.createElement("li");
+  li.textContent = text;
+  if (cls) li.className = cls;
+  logList.appendChild(li);
+  resize();
+  return li;
+}
+
+// The app's root URL: this page is served at <root>/component/<name>/index.html.
+function appUrl(path) {
+  return new URL("../../" + path, window.location.href).href;
+}
+
+function bytesFromBase64(text) {
+  const binary = atob(text);
+  const out = new Uint8Array(binary.length);
+  for (let i = 0; i < binary.length; i++) out[i] = binary.charCodeAt(i);
+  return out;
+}
+
+function base64FromBytes(bytes) {
+  let binary = "";
+  const chunk = 0x8000;
+  for (let i = 0; i < bytes.length; i += chunk) {
+    binary += String.fromCharCode.apply(null, bytes.subarray(i, i + chunk));
+  }
+  return btoa(binary);
+}
+
+const ARRAYS = {
+  float32: Float32Array, float64: Float64Array, float16: Uint16Array, int8: Int8Array, uint8: Uint8Array,
+  int16: Int16Array, uint16: Uint16Array, int32: Int32Array, uint32: Uint32Array, int64: BigInt64Array,
+  uint64: BigUint64Array, bool: Uint8Array,
+};
+
+function toTensor(ort, t) {
+  if (t.type === "string") return new ort.Tensor("string", t.data, t.dims);
+  const bytes = bytesFromBase64(t.data);
+  const Kind = ARRAYS[t.type];
+  if (!Kind) throw new Error(`input ${t.name} has type ${t.type}, which this page cannot build`);
+  return new ort.Tensor(t.type, new Kind(bytes.buffer, 0, bytes.byteLength / Kind.BYTES_PER_ELEMENT), t.dims);
+}
+
+function fromTensor(name, tensor) {
+  if (tensor.type === "string") return { name, type: "string", dims: Array.from(tensor.dims), data: Array.from(tensor.data) };
+  const data = tensor.data;
+  const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  return { name, type: tensor.type, dims: Array.from(tensor.dims), data: base64FromBytes(bytes) };
+}
+
+function median(values) {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+function errorText(exc) {
+  const text = (exc && (exc.message || String(exc))) || "unknown error";
+  return text.length > 600 ? text.slice(0, 600) + "…" : text;
+}
+
+async function download(url) {
+  const started = performance.now();
+  const response = await fetch(url, { cache: "no-store" });
+  if (!response.ok) throw new Error(`the server answered ${response.status} ${response.statusText}`);
+  const body = new Uint8Array(await response.arrayBuffer());
+  const ended = performance.now();
+  const entries = performance.getEntriesByName(url);
+  const entry = entries.length ? entries[entries.length - 1] : null;
+  return {
+    body,
+    transferMs: entry ? entry.responseEnd - entry.startTime : ended - started,
+    transferBytes: entry && entry.encodedBodySize ? entry.encodedBodySize : body.byteLength,
+    modelBytes: body.byteLength,
+    contentEncoding: response.headers.get("content-encoding") || "",
+  };
+}
+
+async function runModel(ort, model, inputs, backend, runs, budgetMs) {
+  const result = { key: model.key, backend };
+  let stage = "download";
+  let session = null;
+  try {
+    const got = await download(appUrl(model.path));
+    Object.assign(result, { transferMs: got.transferMs, transferBytes: got.transferBytes,
+                            modelBytes: got.modelBytes, contentEncoding: got.contentEncoding });
+    stage = "session";
+    let t0 = performance.now();
+    session = await ort.InferenceSession.create(got.body, { executionProviders: [backend] });
+    result.sessionMs = performance.now() - t0;
+    stage = "run";
+    const feeds = (tensors) => Object.fromEntries(tensors.map((t) => [t.name, toTensor(ort, t)]));
+    // Speed on the input the server's latency timed (like with like), outputs on the parity samples.
+    const timing = feeds(inputs.timing);
+    t0 = performance.now();
+    await session.run(timing);
+    result.firstRunMs = performance.now() - t0;
+    const times = [];
+    const until = performance.now() + budgetMs;
+    while (times.length < runs && (times.length < 3 || performance.now() < until)) {
+      t0 = performance.now();
+      await session.run(timing);
+      times.push(performance.now() - t0);
+    }
+    const outputs = [];
+    for (const sample of inputs.samples) outputs.push(await session.run(feeds(sample)));
+    result.medianMs = times.length ? median(times) : null;
+    result.runs = times.length;
+    stage = "outputs";
+    result.outputs = outputs.map((o) => session.outputNames.map((name) => fromTensor(name, o[name])));
+  } catch (exc) {
+    result.error = errorText(exc);
+    result.stage = stage;
+  } finally {
+    if (session) {
+      try { await session.release(); } catch (exc) { /* released or never created */ }
+    }
+  }
+  return result;
+}
+
+async function start() {
+  if (running || !args) return;
+  running = true;
+  runButton.disabled = true;
+  logList.textContent = "";
+  const runId = args.runId;
+  started.add(runId);
+  const backend = backendSelect.value;
+  try {
+    status("Loading ONNX Runtime Web…");
+    const module = backend === "webgpu" ? "./ort/ort.webgpu.min.mjs" : "./ort/ort.wasm.min.mjs";
+    const ort = await import(module);
+    ort.env.wasm.wasmPaths = new URL("./ort/", window.location.href).href; // absolute: see design.md
+    if (!self.crossOriginIsolated) ort.env.wasm.numThreads = 1; // threads need COOP/COEP headers
+    status("Downloading the inputs…");
+    const response = await fetch(appUrl(args.inputsPath), { cache: "no-store" });
+    if (!response.ok) throw new Error(`the inputs could not be downloaded (${response.status}); run the panel again`);
+    const inputs = await response.json();
+    const results = [];
+    for (const [index, model] of args.models.entries()) {
+      status(`Running ${model.key} (${index + 1} of ${args.models.length})…`);
+      const line = logLine(`${model.key}: running…`, "muted");
+      const result = await runModel(ort, model, inputs, backend, args.runs, args.budgetMs);
+      if (result.error) {
+        line.textContent = `${model.key}: failed (${result.stage}): ${result.error}`;
+        line.className = "bad";
+      } else {
+        line.textContent = `${model.key}: session ${result.sessionMs.toFixed(0)} ms, first run ` +
+          `${result.firstRunMs.toFixed(1)} ms, median ${result.medianMs === null ? "-" : result.medianMs.toFixed(1)} ms`;
+        line.className = "ok";
+      }
+      results.push(result);
+    }
+    const version = (ort.env.versions && ort.env.versions.web) || args.version;
+    const threads = ort.env.wasm.numThreads || 1;
+    const userAgent = navigator.userAgent;
+    for (const r of results) Object.assign(r, { userAgent, threads, runtime: `onnxruntime-web ${version}` });
+    finished.add(runId);
+    status(`Done: ${results.length} models in ONNX Runtime Web ${version} (${backend}, ${threads} thread${threads > 1 ? "s" : ""}). Results below.`, "ok");
+    send("streamlit:setComponentValue", { value: { runId, results, at: Date.now() }, dataType: "json" });
+  } catch (exc) {
+    status(`ONNX Runtime Web could not start in this browser: ${errorText(exc)}`, "bad");
+    send("streamlit:setComponentValue", { value: { runId, fatal: errorText(exc), results: [], at: Date.now() }, dataType: "json" });
+  } finally {
+    running = false;
+    runButton.disabled = false;
+  }
+}
+
+function render(newArgs) {
+  const changed = !args || args.runId !== newArgs.runId;
+  args = newArgs;
+  if (backendSelect.options.length === 1 && navigator.gpu && args.webgpuFiles) {
+    backendSelect.add(new Option("WebGPU", "webgpu"));
+  }
+  where.textContent = `ONNX Runtime Web ${args.version}, served by this app`;
+  if (!running) {
+    runButton.disabled = false;
+    runButton.textContent = args.done || finished.has(args.runId) ? "Run again" : "Run in this browser";
+    if (changed) {
+      logList.textContent = "";
+      status(args.done ? "Results below (measured in this browser)." :
+        `${args.models.length} models to download and run: press the button.`);
+    }
+  }
+  if (args.autoStart && !args.done && !started.has(args.runId) && !running) start();
+  resize();
+}
+
+window.addEventListener("message", (event) => {
+  if (event.data && event.data.type === "streamlit:render") render(event.data.args);
+});
+runButton.addEventListener("click", start);
+send("streamlit:componentReady", { apiVersion: 1 });

@@ -1,0 +1,230 @@
+"""The Compare page's "In your browser" panel: the original and every variant run in the visitor's own
+browser with ONNX Runtime Web, served by this app (never a CDN), on the inputs the server's parity used.
+
+The engine prepares the inputs and judges the outputs (:mod:`shrinkray.measure.browser`); this module
+only publishes the model files where the page can fetch them (Streamlit's static serving, one
+unguessable folder per session, removed with the session), shows the component and the results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import shutil
+import time
+import weakref
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+import streamlit.components.v1 as components
+
+from shrinkray.compare import Comparison
+from shrinkray.io import LoadedModel, serialize
+from shrinkray.measure.browser import DEFAULT_RUNS, BrowserInputs, BrowserRun, judge_all
+from shrinkray.units import format_bytes
+
+COMPONENT_DIR = Path(__file__).resolve().parent / "browser_component"
+RUNTIME_DIR = COMPONENT_DIR / "ort"
+#: Streamlit serves ``static/`` beside the main script at ``app/static/`` (``[server] enableStaticServing``).
+STATIC_DIR = Path(__file__).resolve().parents[1] / "static"
+RUNS_DIR = STATIC_DIR / "browser-runs"
+#: Folders of sessions that ended without cleaning up (a killed server) are removed after this.
+STALE_S = 6 * 3600
+#: Streamlit's static serving refuses larger files (MAX_APP_STATIC_FILE_SIZE in Streamlit 1.67).
+MAX_STATIC_BYTES = 200 * 2**20
+#: Time the page spends on the timed runs of one model, after at least 3 runs.
+BUDGET_MS = 3000
+SERVED_BY = (
+    "this app's server (Streamlit static files): compressed with gzip on the fly when the browser accepts it; "
+    "it cannot send a precompressed brotli or gzip file"
+)
+WEBGPU_FILES = ("ort.webgpu.min.mjs", "ort-wasm-simd-threaded.asyncify.mjs", "ort-wasm-simd-threaded.asyncify.wasm")
+
+_component = components.declare_component("in_browser", path=str(COMPONENT_DIR))
+
+
+def runtime_version() -> str:
+    """The shipped ONNX Runtime Web version (written by tools/fetch_ort_web.py)."""
+    try:
+        return str(json.loads((RUNTIME_DIR / "VERSION.json").read_text())["version"])
+    except (OSError, ValueError, KeyError):
+        return "unknown"
+
+
+def _sweep_stale() -> None:
+    for folder in RUNS_DIR.glob("*"):
+        try:
+            if folder.is_dir() and time.time() - folder.stat().st_mtime > STALE_S:
+                shutil.rmtree(folder, ignore_errors=True)
+        except OSError:
+            continue
+
+
+def _session_folder() -> tuple[Path, str]:
+    """This session's unguessable folder under static/ and its URL path; removed when the session ends."""
+    holder = st.session_state.get("_browser_folder")
+    if holder is None or not Path(holder.path).is_dir():
+        RUNS_DIR.mkdir(parents=True, exist_ok=True)
+        _sweep_stale()
+
+        class _Folder:
+            def __init__(self) -> None:
+                self.token = secrets.token_urlsafe(24)
+                self.path = str(RUNS_DIR / self.token)
+                Path(self.path).mkdir()
+                weakref.finalize(self, shutil.rmtree, self.path, True)
+
+        holder = _Folder()
+        st.session_state["_browser_folder"] = holder
+    return Path(holder.path), f"app/static/{RUNS_DIR.name}/{holder.token}"
+
+
+def _comparison_id() -> str:
+    return hashlib.sha256(repr(st.session_state.get("latest")).encode()).hexdigest()[:16]
+
+
+def _prepare(loaded: LoadedModel, comparison: Comparison) -> BrowserInputs:
+    from shrinkray.measure.browser import prepare
+    from shrinkray.sandbox import run_capped
+
+    return run_capped(prepare, loaded.model, comparison.settings, what="Preparing the inputs for the browser")
+
+
+def _model_bytes(result, loaded: LoadedModel | None) -> bytes | None:
+    """The file the page downloads: the model in memory, else the variant's file (a stored run), else the
+    loaded model itself for the original; None for a variant that failed."""
+    if result.model is not None:
+        return serialize(result.model)
+    if result.file and Path(result.file).is_file():
+        return Path(result.file).read_bytes()
+    return serialize(loaded.model) if loaded is not None else None
+
+
+def _publish(loaded: LoadedModel, comparison: Comparison, inputs: BrowserInputs, run_id: str) -> dict[str, Any]:
+    """Write every runnable model and the inputs into this session's folder (replacing the last ones)."""
+    folder, url = _session_folder()
+    for old in folder.iterdir():
+        old.unlink(missing_ok=True)
+    models, skipped = [], []
+    for index, result in enumerate(comparison.all):
+        blob = _model_bytes(result, loaded if index == 0 else None)
+        if blob is None:
+            continue
+        if len(blob) > MAX_STATIC_BYTES:
+            skipped.append(f"{result.key} ({format_bytes(len(blob))})")
+            continue
+        name = f"{run_id}-{index}.onnx"
+        (folder / name).write_bytes(blob)
+        models.append({"key": result.key, "path": f"{url}/{name}"})
+    (folder / f"{run_id}-inputs.json").write_text(json.dumps(inputs.payload()))
+    return {"models": models, "inputsPath": f"{url}/{run_id}-inputs.json", "skipped": skipped}
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else (f"{value:,.0f} ms" if value >= 100 else f"{value:.1f} ms")
+
+
+def _table(comparison: Comparison, runs: list[BrowserRun]) -> pd.DataFrame:
+    rows = []
+    for run in runs:
+        try:
+            server = comparison.get(run.key)
+        except KeyError:
+            continue
+        stats = server.latency_at(1, run.batch) if run.batch is not None else None
+        if run.ok:
+            verdict = "passes" if run.parity and run.parity.passed else f"fails: {run.parity.decided_by}" if run.parity else "-"
+        else:
+            verdict = f"did not run ({run.stage})"
+        received = "-" if run.transfer_bytes is None else f"{format_bytes(run.transfer_bytes)} as {run.content_encoding or 'identity'}"
+        rows.append({
+            "model": run.key, "download": _ms(run.transfer_ms), "received": received,
+            "session": _ms(run.session_ms), "first run": _ms(run.first_run_ms),
+            "median": f"{_ms(run.median_ms)} ({run.runs} runs)" if run.median_ms is not None else "-",
+            "server median (1 thread)": _ms(stats.median_ms) if stats else "-",
+            "parity in the browser": verdict,
+            "parity on the server": "-" if server.parity is None else ("passes" if server.parity.passed else "fails"),
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _store(comparison: Comparison, runs: list[BrowserRun]) -> None:
+    """Keep the runs with the comparison, so the reports and charts carry them."""
+    st.session_state.setdefault("browser_runs", {})[_comparison_id()] = runs
+    if hasattr(comparison, "browser"):
+        comparison.browser = runs
+
+
+def stored_runs(comparison: Comparison) -> list[BrowserRun]:
+    """The browser runs of the current comparison, if the panel measured them."""
+    found = getattr(comparison, "browser", None)
+    return list(found) if found else list(st.session_state.get("browser_runs", {}).get(_comparison_id(), []))
+
+
+def render(loaded: LoadedModel, comparison: Comparison) -> None:
+    """The panel: a button, the component that runs the models, then the table, chart and advice."""
+    from shrinkray import charts
+
+    version = runtime_version()
+    st.markdown("#### In your browser")
+    st.write(
+        f"Every number above comes from ONNX Runtime on this server's CPU. Here this page downloads the original and "
+        f"each variant from this app, opens it in **ONNX Runtime Web {version}** (WebAssembly, shipped with the app: "
+        "nothing is fetched from elsewhere) and runs the same inputs as the parity check. The browser's outputs are "
+        "judged against the server original's with the same verdict."
+    )
+    if not st.get_option("server.enableStaticServing"):
+        st.warning("This app's server does not serve model files to the page: set `enableStaticServing = true` under "
+                   "`[server]` in `.streamlit/config.toml` and restart the app.")  # fmt: skip
+        return
+    cid = _comparison_id()
+    state = st.session_state.setdefault("browser_panel", {})
+    armed = state.get(cid)
+    if armed is None:
+        if st.button("Run the original and variants in this browser", icon=":material/language:"):
+            with st.spinner("Preparing the parity inputs for the browser"):
+                inputs = _prepare(loaded, comparison)
+            if inputs.note != comparison.input_note:
+                st.warning("The inputs rebuilt for the browser differ from the ones the comparison used "
+                           "(an uploaded sample may be gone): re-measure on this page first.")  # fmt: skip
+                return
+            run_id = secrets.token_hex(6)
+            state[cid] = armed = {"runId": run_id, "inputs": inputs, **_publish(loaded, comparison, inputs, run_id)}
+        else:
+            return
+    runs = stored_runs(comparison)
+    value = _component(
+        runId=armed["runId"], models=armed["models"], inputsPath=armed["inputsPath"], runs=DEFAULT_RUNS,
+        budgetMs=BUDGET_MS, version=version, webgpuFiles=all((RUNTIME_DIR / f).is_file() for f in WEBGPU_FILES),
+        autoStart=True, done=bool(runs), key="in_browser_panel", default=None,
+    )  # fmt: skip
+    if armed["skipped"]:
+        st.caption("Not run in the browser (over the 200 MB a static file may have here): " + ", ".join(armed["skipped"]))
+    if isinstance(value, dict) and value.get("runId") == armed["runId"] and value.get("at") != armed.get("judged"):
+        armed["judged"] = value.get("at")
+        if value.get("fatal"):
+            st.error(f"ONNX Runtime Web could not start in this browser: {value['fatal']}. Try another browser.")
+            return
+        runs = judge_all(armed["inputs"], list(value.get("results") or []), served_by=SERVED_BY)
+        _store(comparison, runs)
+    if not runs:
+        return
+    first = runs[0]
+    threads = f"{first.threads} thread{'s' if (first.threads or 1) > 1 else ''}" if first.threads else "threads unknown"
+    st.caption(f"Measured in: {first.user_agent} · {first.runtime} ({first.backend}, {threads}) · timed on the "
+               f"server's latency input (batch {first.batch}), median of up to {DEFAULT_RUNS} runs after the first")  # fmt: skip
+    st.table(_table(comparison, runs).set_index("model"))
+    for line in browser_advice(comparison, runs):
+        (st.error if line.startswith("!") else st.info)(line.lstrip("! "))
+    if hasattr(charts, "browser_chart"):
+        st.plotly_chart(charts.browser_chart(comparison, runs), width="stretch")
+
+
+def browser_advice(comparison: Comparison, runs: list[BrowserRun]) -> list[str]:
+    """Plain sentences about the browser runs ("!" first: a problem)."""
+    from shrinkray.measure.browser import advice_lines
+
+    return advice_lines(comparison, runs)

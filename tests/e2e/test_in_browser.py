@@ -1,0 +1,131 @@
+"""The Compare page's "In your browser" panel in a real Chromium: every bundled sample's original and its
+weights-int8 / float16 / palettize variants run in ONNX Runtime Web (served by the app), the browser's
+outputs pass the server's verdict, a model with an operator ONNX Runtime Web lacks gets the plain message,
+and no request leaves localhost. One browser walks every sample (the suite's time budget)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from shrinkray.methods import all_methods
+from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS, ROOT, SHOTS, _no_traceback, _require_browser, app_url
+
+__all__ = ["app_url"]  # the fixture: this module gets its own `streamlit run`
+
+WANTED = ("weights-int8", "float16", "palettize")
+SAMPLES = sorted(p for p in (ROOT / "sample_models").glob("*.onnx"))
+TIMINGS: list[str] = []
+
+
+def _unsupported_op_model(path: Path) -> Path:
+    """A model ONNX Runtime 1.31 (server) runs and ONNX Runtime Web 1.30 cannot load: com.microsoft
+    ScaledSiLU (measured: "com.microsoft:ScaledSiLU(-1) is not a registered function/op")."""
+    weight = numpy_helper.from_array(np.random.default_rng(0).normal(0, 0.05, (128, 256)).astype(np.float32), "w")
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"]),
+        helper.make_node("ScaledSiLU", ["h"], ["y"], domain="com.microsoft", alpha=1.0),
+    ]
+    graph = helper.make_graph(
+        nodes, "scaled_silu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 128])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 256])], [weight],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+def _shrink(pg, sample: Path, latency: bool) -> None:
+    pg.get_by_role("link", name="Model").click()
+    pg.wait_for_selector("text=Load an ONNX model", timeout=30_000)
+    pg.locator("input[type=file]").set_input_files(str(sample))
+    pg.locator("[data-testid='stSidebar']").get_by_text(sample.stem, exact=True).wait_for(timeout=60_000)
+    pg.get_by_role("link", name="Shrink").click()
+    pg.wait_for_selector("text=Shrink and measure", timeout=30_000)
+    for spec in all_methods():  # settings may persist across models: remove what is there, add what is not
+        remove = pg.get_by_role("button", name=f"Remove {spec.title}")
+        if spec.name not in WANTED and remove.count():
+            remove.click()
+            pg.wait_for_timeout(300)
+    chips = pg.locator("[data-testid=stMultiSelect]").first.inner_text()
+    assert all(next(s.title for s in all_methods() if s.name == name) in chips for name in WANTED), chips
+    if not pg.get_by_text("Measure latency").is_visible():
+        pg.get_by_text("Measurement settings").click()
+    toggle = pg.get_by_label("Measure latency")
+    if toggle.is_checked() != latency:
+        pg.get_by_text("Measure latency").click()
+        pg.wait_for_timeout(300)
+    pg.get_by_role("button", name="Shrink and measure").click()
+    pg.wait_for_selector("text=Reports", timeout=240_000)
+
+
+def _run_in_browser(pg, expected: int) -> str:
+    pg.get_by_role("link", name="Compare").click()
+    pg.wait_for_selector("text=In your browser", timeout=60_000)
+    started = time.perf_counter()
+    pg.get_by_role("button", name="Run the original and variants in this browser").click()
+    table = pg.locator("[data-testid=stTable]").first
+    failed = pg.locator("[data-testid=stAlertContentError]").first
+    pg.get_by_text("Measured in:").or_(failed).first.wait_for(timeout=180_000)
+    TIMINGS.append(f"{time.perf_counter() - started:.1f} s")
+    table.wait_for(timeout=30_000)
+    frame = pg.frame_locator("iframe[title*='in_browser']")
+    assert f"Done: {expected} models" in frame.locator("#status").inner_text()
+    return pg.inner_text("body")
+
+
+def test_every_sample_runs_in_onnx_runtime_web(app_url, tmp_path):  # noqa: F811 - the fixture imported above
+    from playwright.sync_api import sync_playwright
+
+    _require_browser()
+    SHOTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1440, "height": 2400})
+        pg = context.new_page()
+        requests: list[str] = []
+        errors: list[str] = []
+        context.on("request", lambda request: requests.append(request.url))  # the component's frame too
+        pg.on("pageerror", lambda exc: errors.append(str(exc)))
+        pg.goto(app_url)
+        pg.wait_for_selector("text=Load an ONNX model", timeout=60_000)
+        for index, sample in enumerate(SAMPLES):
+            _shrink(pg, sample, latency=index == 0)  # server latency once (the chart), not nine times
+            body = _run_in_browser(pg, expected=1 + len(WANTED))
+            runs = pg.frame_locator("iframe[title*='in_browser']").locator("#log li")
+            assert runs.count() == 1 + len(WANTED)
+            texts = [runs.nth(i).inner_text() for i in range(runs.count())]
+            assert all("failed" not in t for t in texts), (sample.name, texts)
+            table = pg.locator("[data-testid=stTable]").first.inner_text()
+            assert "fails" not in table and "did not run" not in table, (sample.name, table)
+            assert table.count("passes") >= 2 * (1 + len(WANTED)), (sample.name, table)
+            assert "ONNX Runtime Web" in body and "as gzip" in table
+            if index == 0:
+                pg.get_by_text("In your browser").first.scroll_into_view_if_needed()
+                pg.wait_for_timeout(1500)
+                pg.screenshot(path=str(SHOTS / "10_in_your_browser.png"), full_page=True)
+            _no_traceback(pg)
+
+        unsupported = _unsupported_op_model(tmp_path / "scaled_silu.onnx")
+        _shrink(pg, unsupported, latency=False)
+        body = _run_in_browser(pg, expected=1 + len(WANTED))
+        assert "runs on the server but not in onnxruntime-web 1.30.0" in body, body
+        assert "ScaledSiLU" in body and "does not run in onnxruntime-web 1.30.0 (wasm) either" in body
+        pg.get_by_text("In your browser").first.scroll_into_view_if_needed()
+        pg.wait_for_timeout(1000)
+        pg.screenshot(path=str(SHOTS / "11_in_your_browser_unsupported_op.png"), full_page=True)
+        _no_traceback(pg)
+        browser.close()
+    print("\nPanel button to results, per sample: " + ", ".join(TIMINGS))
+    elsewhere = [u for u in requests if not u.startswith((app_url, "data:", "blob:"))]
+    assert not elsewhere, elsewhere
+    assert not errors, errors
+
+
+pytestmark = pytest.mark.e2e

@@ -1,0 +1,157 @@
+"""The in-browser runs' engine side: tensors to and from JavaScript, and judging the browser's outputs."""
+
+from __future__ import annotations
+
+import base64
+
+import numpy as np
+import pytest
+
+from shrinkray.measure.browser import (
+    BrowserInputError,
+    BrowserInputs,
+    BrowserRun,
+    advice_lines,
+    decode_tensor,
+    encode_tensor,
+    judge,
+    judge_all,
+)
+from shrinkray.measure.parity import OutputKind, VerdictSettings
+
+DTYPES = ["float32", "float64", "float16", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "bool"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_every_dtype_round_trips_exactly(dtype):
+    rng = np.random.default_rng(1)
+    value = (rng.normal(0, 100, (2, 3, 4)) if dtype.startswith("float") else rng.integers(0, 100, (2, 3, 4))).astype(dtype)
+    encoded = encode_tensor("x", value)
+    assert encoded["name"] == "x" and encoded["dims"] == [2, 3, 4]
+    back = decode_tensor(encoded)
+    assert back.dtype == value.dtype and back.shape == value.shape
+    assert np.array_equal(back, value)
+
+
+def test_bytes_are_little_endian_as_javascript_typed_arrays_read_them():
+    encoded = encode_tensor("x", np.array([1], dtype=">i4"))  # a big-endian array still travels little-endian
+    assert base64.b64decode(encoded["data"]) == b"\x01\x00\x00\x00" and encoded["type"] == "int32"
+
+
+def test_scalars_empty_tensors_and_strings():
+    assert decode_tensor(encode_tensor("s", np.array(3.5, np.float32))).shape == ()
+    assert decode_tensor(encode_tensor("e", np.zeros((0, 4), np.float32))).shape == (0, 4)
+    words = np.array([["a", "bé"], ["c", ""]], dtype=object)
+    encoded = encode_tensor("w", words)
+    assert encoded["type"] == "string" and encoded["data"] == ["a", "bé", "c", ""]
+    assert np.array_equal(decode_tensor(encoded), words)
+
+
+def test_tensors_that_do_not_add_up_are_refused():
+    good = encode_tensor("x", np.ones((2, 2), np.float32))
+    with pytest.raises(BrowserInputError, match="bytes for shape"):
+        decode_tensor({**good, "dims": [3, 2]})
+    with pytest.raises(BrowserInputError, match="not a known tensor type"):
+        decode_tensor({**good, "type": "complex64"})
+    with pytest.raises(BrowserInputError, match="negative"):
+        decode_tensor({**good, "dims": [-1, 4]})
+    with pytest.raises(BrowserInputError, match="ONNX Runtime Web cannot take"):
+        encode_tensor("c", np.ones(2, np.complex64))
+
+
+def _inputs(samples: int = 1) -> BrowserInputs:
+    rng = np.random.default_rng(0)
+    feeds = [{"x": rng.normal(size=(4, 8)).astype(np.float32)} for _ in range(samples)]
+    one = {"emb": rng.normal(size=(4, 16)).astype(np.float32), "label": np.arange(4, dtype=np.int64)}
+    reference = one if samples == 1 else {k: np.stack([v] * samples) for k, v in one.items()}
+    kinds = {"emb": OutputKind("embedding"), "label": OutputKind("exact")}
+    return BrowserInputs(feeds, reference, kinds, "note", 4 if samples == 1 else samples, VerdictSettings())
+
+
+def _page_result(key: str, outputs: list[dict[str, np.ndarray]], **extra) -> dict:
+    return {
+        "key": key, "userAgent": "Chromium/1", "threads": 1, "backend": "wasm", "runtime": "onnxruntime-web 1.30.0",
+        "transferMs": 12.5, "transferBytes": 1000, "modelBytes": 4000, "contentEncoding": "gzip", "sessionMs": 40.0,
+        "firstRunMs": 3.0, "medianMs": 1.5, "runs": 10,
+        "outputs": [[encode_tensor(n, v) for n, v in o.items()] for o in outputs], **extra,
+    }  # fmt: skip
+
+
+def test_outputs_equal_to_the_servers_pass_and_timings_are_kept():
+    inputs = _inputs()
+    run = judge(inputs, _page_result("original", [inputs.reference]))
+    assert run.ok and run.passed is True
+    assert (run.transfer_bytes, run.model_bytes, run.content_encoding, run.threads) == (1000, 4000, "gzip", 1)
+    assert (run.session_ms, run.first_run_ms, run.median_ms, run.runs) == (40.0, 3.0, 1.5, 10)
+    assert run.as_dict()["parity"]["passed"] is True
+
+
+def test_outputs_judged_with_the_same_verdict_fail_when_they_move():
+    inputs = _inputs()
+    moved = {"emb": -inputs.reference["emb"], "label": inputs.reference["label"]}
+    run = judge(inputs, _page_result("weights-int8", [moved]))
+    assert run.ok and run.passed is False
+    assert "emb (embedding): row cosine" in run.parity.decided_by
+    changed = {"emb": inputs.reference["emb"], "label": inputs.reference["label"] + 1}
+    assert judge(inputs, _page_result("x", [changed])).parity.decided_by.startswith("label (exact)")
+
+
+def test_several_runs_are_stacked_like_the_servers_parity():
+    inputs = _inputs(samples=3)
+    per_run = [{k: v[i] for k, v in inputs.reference.items()} for i in range(3)]
+    run = judge(inputs, _page_result("original", per_run))
+    assert run.passed is True and run.parity.samples == 3
+    short = judge(inputs, _page_result("original", per_run[:2]))
+    assert not short.ok and short.stage == "outputs" and "2 runs' outputs for 3 inputs" in short.error
+
+
+def test_a_model_that_failed_in_the_browser_keeps_its_error_and_gets_the_plain_advice():
+    inputs = _inputs()
+    error = "Can't create a session. ERROR_MESSAGE: com.microsoft:ScaledSiLU(-1) is not a registered function/op"
+    failed = _page_result("float16", [], error=error, stage="session")
+    runs = judge_all(inputs, [_page_result("original", [inputs.reference]), failed], served_by="this app")
+    assert runs[1].error == error and runs[1].parity is None and runs[1].passed is None
+    assert runs[1].problem() == f"float16 did not load in onnxruntime-web 1.30.0 (wasm): {error}"
+
+    class _Result:
+        def __init__(self, key: str, ok: bool = True):
+            self.key, self.ok, self.parity = key, ok, None
+
+    class _Comparison:
+        variants = [_Result("float16")]
+
+    lines = advice_lines(_Comparison(), runs)
+    assert lines[0].startswith("! float16 runs on the server but not in onnxruntime-web 1.30.0 (wasm)")
+    assert "ScaledSiLU" in lines[0] and lines[-1] == "Files were sent by this app."
+
+
+def test_unreadable_outputs_are_a_failure_not_a_crash():
+    inputs = _inputs()
+    bad = _page_result("original", [inputs.reference])
+    bad["outputs"][0][0]["data"] = "not base64!"
+    run = judge(inputs, bad)
+    assert not run.ok and run.stage == "outputs" and "could not be read" in run.error
+
+
+def test_prepare_rebuilds_the_comparisons_inputs_and_the_servers_timing_input(load_sample):
+    from shrinkray.compare import CompareSettings, parity_inputs
+    from shrinkray.measure.browser import prepare
+
+    model = load_sample("transformer")
+    first, second = prepare(model, CompareSettings()), prepare(model, CompareSettings())
+    expected = parity_inputs(model, CompareSettings())
+    assert first.note == second.note == expected.note
+    for a, b in zip(first.samples, expected.samples, strict=True):
+        assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+    assert all(np.array_equal(first.reference[k], expected.reference[k]) for k in expected.reference)
+    assert first.timing_batch == 1 and all(v.shape[0] == 1 for v in first.timing.values())
+    payload = first.payload()
+    assert len(payload["samples"]) == len(first.samples) and {t["name"] for t in payload["timing"]} == set(first.timing)
+
+
+def test_browser_run_as_dict_is_json_ready():
+    import json
+
+    run = BrowserRun(key="original", error="boom", stage="run")
+    data = json.loads(json.dumps(run.as_dict()))
+    assert data["error"] == "boom" and data["parity"] is None and data["passed"] is None

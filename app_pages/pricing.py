@@ -1,13 +1,19 @@
-"""Pricing page: what the shrinking is worth in CDN egress, as a shareable what-if."""
+"""Pricing page: what the shrinking is worth in CDN egress, as a shareable what-if.
 
+The page only draws: the link is read and written by ``shrinkray.links`` (bounded like the CLI's flags),
+money by ``shrinkray.pricing``, each variant's standing by ``shrinkray.advice``. The address is replaced
+(``history.replaceState``), never pushed, so Back leaves the page in one press.
+"""
+
+import json
 from decimal import Decimal
 
 import pandas as pd
 import streamlit as st
 
-from app_ui.controls import app_message, friendly_errors
+from app_ui.controls import friendly_errors
 from app_ui.state import current_model, latest_comparison
-from shrinkray import charts, pricing
+from shrinkray import advice, charts, links, pricing
 from shrinkray.compare import ORIGINAL
 from shrinkray.errors import ShrinkRayError
 from shrinkray.text_safety import csv_cell
@@ -18,132 +24,164 @@ st.title("Pricing")
 st.write(
     "Model files are downloaded again and again, and egress is billed per GiB (2^30 bytes). "
     "Set the downloads and the provider to see what each variant costs a month and a year. "
-    "Every setting is kept in the page address: copy the link to share this what-if."
+    "The page address holds every setting and the sizes priced: copy it to share this what-if."
 )
 
-qp = st.query_params
 providers = pricing.load_providers()
-CUSTOM = "custom"
+CUSTOM = pricing.CUSTOM
 provider_ids = [*providers, CUSTOM]
 DOWNLOAD_STEPS = [10**k * m for k in range(2, 9) for m in (1, 2, 5)] + [10**9]
+LABELS = {"provider": "provider", "downloads": "downloads per month", "delivery": "delivery", "growth":
+          "monthly growth in %", "currency": "currency symbol", "price": "price per GiB", "tiers": "prices",
+          "sizes": "sizes", "run": "run", "v": "link version"}  # fmt: skip
+ss = st.session_state
+
+# ---------------------------------------------------------------- the link, read once per browser session
+
+if "pricing:link" not in ss:
+    link, problems = links.decode_pricing({k: st.query_params.get_all(k) for k in st.query_params}, providers)
+    ss["pricing:link"] = link
+    ss["pricing:problems"] = problems
+    # Sizes measured elsewhere (raw/gzip/brotli differ) are priced as they came; typed ones stay editable.
+    ss["pricing:shared_sizes"] = link.sizes if link.sizes and not links.is_typed(link.sizes) else None
+    ss["pricing:shared_run"] = link.run
+    ss["pricing:shared_marks"] = link.marks
+link: links.PricingLink = ss["pricing:link"]
+for problem in ss["pricing:problems"]:
+    if problem.param == "run":
+        continue  # the run restorer (app_ui/runs.py) says what is wrong with a run id, for every page
+    st.error(md(problem.sentence(LABELS.get(problem.param, problem.param))), icon=":material/link_off:")
 
 
-def _param(name: str, default: str) -> str:
-    value = qp.get(name)
-    return value if isinstance(value, str) and value != "" else default
+def _seed(key: str, value) -> None:
+    """A widget's start value, from the link (or the last value on this page) when the widget has none yet."""
+    if key not in ss:
+        ss[key] = value
 
 
-def _from_link(name: str, default: str, parse, label: str):
-    """The link's value, parsed (and bounded) by the engine exactly as the CLI parses its flags; a value the
-    engine refuses is named in a message and the default is shown instead (never a traceback or a silent 0)."""
-    try:
-        return parse(_param(name, default))
-    except ShrinkRayError as exc:
-        st.error(md(f"The link's {label} ({name}={_param(name, default)}) was not used: {app_message(exc)} "
-                    f"Showing {default} instead."), icon=":material/link_off:")  # fmt: skip
-        return parse(default)
-
-
-start_provider = _param("provider", pricing.default_provider_id())
-if start_provider not in provider_ids:
-    st.warning(md(f"Unknown provider '{start_provider}' in the link; showing {pricing.default_provider_id()}."))
-    start_provider = pricing.default_provider_id()
-start_downloads = int(_from_link("downloads", "100000", pricing.parse_downloads, "downloads per month"))
-start_delivery = _param("delivery", "brotli")
-start_delivery = start_delivery if start_delivery in ("raw", "gzip", "brotli") else "brotli"
-start_growth = float(_from_link("growth", "0", lambda v: pricing.parse_growth(f"{v}%"), "monthly growth in %") * 100)
-start_currency = _from_link("currency", "$", pricing.parse_currency_symbol, "currency symbol")
-start_price = _from_link("price", "0.12", pricing.parse_price, "price per GiB")
-start_free = _from_link("free", "0", pricing.parse_free_gib, "free GiB per month")
-
-# ---------------------------------------------------------------- what is served
+# ---------------------------------------------------------------- inputs
 
 loaded = current_model()
 comparison = latest_comparison(loaded)
 left, right = st.columns([3, 2], gap="large")
 with left:
+    _seed("pricing:provider", link.provider)
     provider_id = st.selectbox(
-        "Provider", provider_ids, index=provider_ids.index(start_provider),
+        "Provider", provider_ids, key="pricing:provider",
         format_func=lambda pid: providers[pid].name if pid in providers else "Custom flat price",
     )  # fmt: skip
     c1, c2 = st.columns(2)
-    if "downloads" not in st.session_state:
-        st.session_state["downloads"] = start_downloads
-        st.session_state["downloads_preset"] = min(DOWNLOAD_STEPS, key=lambda v: abs(v - start_downloads))
+    _seed("pricing:downloads", int(link.downloads))
+    _seed("pricing:downloads_preset", min(DOWNLOAD_STEPS, key=lambda v: abs(v - int(link.downloads))))
 
     def _from_slider() -> None:
-        st.session_state["downloads"] = st.session_state["downloads_preset"]
+        ss["pricing:downloads"] = ss["pricing:downloads_preset"]
 
     st.select_slider(
-        "Downloads per month", options=DOWNLOAD_STEPS, key="downloads_preset", on_change=_from_slider,
+        "Downloads per month", options=DOWNLOAD_STEPS, key="pricing:downloads_preset", on_change=_from_slider,
         format_func=lambda v: f"{v:,}",
     )  # fmt: skip
-    downloads = c1.number_input(
-        "…or exactly", min_value=0, max_value=int(pricing.MAX_DOWNLOADS), step=1000, key="downloads",
+    downloads = int(c1.number_input(
+        "…or exactly", min_value=0, max_value=int(pricing.MAX_DOWNLOADS), step=1000, key="pricing:downloads",
         help="The slider sets round numbers; type any count here.",
-    )  # fmt: skip
+    ))  # fmt: skip
+    _seed("pricing:growth", float(link.growth * 100))
     growth = c2.number_input("Growth per month (%)", min_value=float(pricing.MIN_GROWTH * 100),
-                             max_value=float(pricing.MAX_GROWTH * 100), value=start_growth, step=1.0)  # fmt: skip
+                             max_value=float(pricing.MAX_GROWTH * 100), step=1.0, key="pricing:growth",
+                             help="5 means 5% more downloads every month (the CLI's --growth reads 5 the same way).")  # fmt: skip
 with right:
+    _seed("pricing:delivery", link.delivery)
     delivery = st.radio(
-        "Delivery", ["raw", "gzip", "brotli"], index=["raw", "gzip", "brotli"].index(start_delivery),
-        horizontal=True, help="How the CDN serves the file: the measured raw, gzip -9 or brotli size.",
+        "Delivery", list(pricing.DELIVERIES), horizontal=True, key="pricing:delivery",
+        help="How the CDN serves the file: the measured raw, gzip -9 or brotli size.",
     )  # fmt: skip
-    currency = st.text_input(
-        "Currency symbol", value=start_currency, max_chars=4,
+    _seed("pricing:currency", link.currency)
+    currency_text = st.text_input(
+        "Currency symbol", max_chars=4, key="pricing:currency",
         help="Only the label changes: preset prices are list prices in US dollars.",
     )  # fmt: skip
+    try:
+        currency = pricing.parse_currency_symbol(currency_text)
+    except ShrinkRayError:
+        currency = links.DEFAULT_CURRENCY
+        st.caption(f"A currency symbol is 1 to 4 characters; showing {currency}.")
 
 with friendly_errors("Setting the prices"):
-    base = pricing.custom_provider(start_price, start_free) if provider_id == CUSTOM else providers[provider_id]
-    tiers_text = _param("tiers", "") if provider_id == _param("provider", "") else ""
-    try:
-        start = pricing.with_prices(base, pricing.decode_tiers(tiers_text), start_free) if tiers_text else base
-    except ShrinkRayError as exc:
-        st.error(md(f"The link's prices (tiers={tiers_text}) were not used: {app_message(exc)} "
-                    f"Showing {base.name}'s prices instead."), icon=":material/link_off:")  # fmt: skip
-        start = base
+    base = (pricing.custom_provider(link.price if link.price is not None else links.DEFAULT_PRICE)
+            if provider_id == CUSTOM else providers[provider_id])  # fmt: skip
+    start = links.provider_for(link, providers) if provider_id == link.provider else base
     st.markdown("**Prices per GiB** (edit to try other prices; leave the last tier's end empty)")
-    table = pd.DataFrame(
-        [{"up to GiB in the month": None if t.up_to_gib is None else float(t.up_to_gib),
-          "price per GiB": float(t.price_per_gib)} for t in start.tiers]
-    )  # fmt: skip
-    edited = st.data_editor(table, num_rows="dynamic", hide_index=True, key=f"tiers:{provider_id}", width="stretch")
-    free = st.number_input("Free GiB per month", min_value=0.0, max_value=float(pricing.MAX_FREE_GIB),
-                           value=float(start.free_gib_per_month), step=10.0)  # fmt: skip
+    table_key = f"pricing:tiers:{provider_id}"
+    if table_key not in ss:  # the editor's starting table must stay the same while its edits apply to it
+        ss[f"{table_key}:start"] = [
+            {"up to GiB in the month": None if t.up_to_gib is None else float(t.up_to_gib),
+             "price per GiB": float(t.price_per_gib)} for t in start.tiers
+        ]  # fmt: skip
+        ss[f"pricing:free:{provider_id}"] = float(start.free_gib_per_month)
+    edited = st.data_editor(pd.DataFrame(ss[f"{table_key}:start"]), num_rows="dynamic", hide_index=True,
+                            key=table_key, width="stretch")  # fmt: skip
+    free = st.number_input("Free GiB per month", min_value=0.0, max_value=float(pricing.MAX_FREE_GIB), step=10.0,
+                           key=f"pricing:free:{provider_id}")  # fmt: skip
     rows = [(r["up to GiB in the month"], r["price per GiB"]) for r in edited.to_dict("records")
             if r["price per GiB"] is not None and r["price per GiB"] == r["price per GiB"]]  # fmt: skip
     provider = pricing.with_prices(base, rows, free)
     if base.source_url:
         st.caption(f"Source: {base.source_url} (checked {base.checked}). {base.notes}")
 
+    # ------------------------------------------------------------ what is priced
+    run_id = ss.get("run_id")
+    shared = ss.get("pricing:shared_sizes")
+    standing: dict[str, advice.Standing] = {}
+    measured: links.Sizes | None = None
     if comparison is not None:
-        sizes = {r.key: r.sizes.get(delivery) for r in comparison.all if r.sizes is not None}
+        standing = advice.standing(comparison, delivery)
+        best = [k for k, s in standing.items() if s.recommended]
+        # The original first, then the recommended variant, then the others as measured.
+        order = [ORIGINAL, *best, *[r.key for r in comparison.variants if r.key not in best]]
+        measured = links.comparison_sizes(comparison, order)
+    if shared and measured is not None and (shared == measured or ss.get("pricing:use_measured")):
+        shared = None
+    if shared:
+        sizes_all, source_run = shared, ss.get("pricing:shared_run")
+        st.caption(md("Sizes: the measured raw / gzip -9 / brotli sizes from the shared link" +
+                      (f" (run {source_run})." if source_run else ".")))  # fmt: skip
+        if measured is not None and st.button("Price my own measured variants instead", icon=":material/swap_horiz:"):
+            ss["pricing:use_measured"] = True
+            st.rerun()
+    elif measured is not None:
+        sizes_all, source_run = measured, run_id
         st.caption(md(f"Sizes: the measured {delivery} sizes of {comparison.name} and its variants (from Shrink)."))
     else:
+        source_run = None
+        typed = link.sizes if link.sizes and links.is_typed(link.sizes) else None
+        _seed("pricing:sizes_text", links.sizes_text(links.served(typed, "raw")) if typed else links.EXAMPLE_SIZES_TEXT)
         sizes_text = st.text_input(
-            "Sizes to price (no measured model yet): LABEL=SIZE, comma-separated",
-            value=_param("sizes", "original=50MiB,shrunk=13MiB"),
+            "Sizes to price (no measured model yet): LABEL=SIZE, comma-separated", key="pricing:sizes_text",
             help="Sizes take units: 52428800, 50MiB, 1.5GB (GB = 10^9 bytes, GiB = 2^30). The first is the reference.",
         )  # fmt: skip
-        sizes = {}
-        for item in [t.strip() for t in sizes_text.split(",") if t.strip()]:
-            label, sep, size = item.rpartition("=")
-            sizes[label.strip() if sep else f"file {len(sizes) + 1}"] = pricing.parse_size(size if sep else item)
+        sizes_all = links.same_sizes(links.parse_sizes_text(sizes_text))
+    sizes = links.served(sizes_all, delivery)
+    notes = links.standing_marks(standing) if standing and not shared else (ss.get("pricing:shared_marks") or {}) if shared else {}
 
-    # Reflect every input in the address so the what-if can be shared.
-    params = {"provider": provider_id, "downloads": str(int(downloads)), "delivery": delivery,
-              "growth": f"{growth:g}", "currency": currency}  # fmt: skip
-    if provider.tiers != base.tiers or provider.free_gib_per_month != base.free_gib_per_month:
-        params["tiers"] = pricing.encode_tiers(provider)
-        params["free"] = f"{provider.free_gib_per_month.normalize():f}"
-    if comparison is None:
-        params["sizes"] = sizes_text
-    for key, value in params.items():
-        if qp.get(key) != value:
-            qp[key] = value
-    for key in [k for k in qp if k not in params]:
-        del qp[key]
+    # ------------------------------------------------------------ the address: replaced, never pushed
+    edits = links.edited_tiers(base, provider)
+    now = links.PricingLink(
+        provider=provider_id, downloads=downloads, delivery=delivery,
+        growth=Decimal(str(round(growth, 4))) / 100, currency=currency,
+        price=base.tiers[0].price_per_gib if provider_id == CUSTOM else None,
+        tiers=edits[0] if edits else None, free=edits[1] if edits else None,
+        sizes=None if not (shared or measured is not None) and sizes_all == links.same_sizes(
+            links.parse_sizes_text(links.EXAMPLE_SIZES_TEXT)) else sizes_all,
+        run=source_run, marks=notes or None,
+    )  # fmt: skip
+    ss["pricing:link"] = now
+    query = links.encode_pricing(now)
+    script = json.dumps("?" + query).replace("<", "\\u003c")
+    st.html(
+        f"<script>(() => {{ const q = {script}; if (window.location.search !== q) "
+        "window.history.replaceState(window.history.state, '', window.location.pathname + q); })();</script>",
+        unsafe_allow_javascript=True, width="content",
+    )  # fmt: skip
 
     # ------------------------------------------------------------ results
     if not sizes:
@@ -151,42 +189,59 @@ with friendly_errors("Setting the prices"):
         st.stop()
     labels = list(sizes)
     reference = ORIGINAL if ORIGINAL in sizes else labels[0]
-    rate = Decimal(str(round(growth, 4))) / 100  # the widget's float, as typed (4 decimals of a percent)
-    estimates = {k: pricing.cost_for(v, int(downloads), provider, growth=rate) for k, v in sizes.items()}
+    rate = now.growth
+    estimates = {k: pricing.cost_for(v, downloads, provider, growth=rate) for k, v in sizes.items()}
 
     def money(amount) -> str:
-        return pricing.format_money(Decimal(amount), "USD").replace("$", currency)
+        return pricing.format_amount(amount, currency)
 
-    st.markdown(f"#### Cost per variant at {int(downloads):,} downloads a month")
+    st.markdown(f"#### Cost per variant at {downloads:,} downloads a month")
     cols = st.columns(min(len(labels), 5))
     for index, label in enumerate(labels):
         est, base_est = estimates[label], estimates[reference]
-        saving_year = base_est.yearly - est.yearly
+        mark = notes.get(label, "")
+        shippable = not any(w in mark for w in ("fails", "slower", "not measured"))
+        change_month, change_year = est.monthly - base_est.monthly, est.yearly - base_est.yearly
         with cols[index % len(cols)]:
-            st.metric(f"{md(label)}: per month", money(est.monthly),
-                      None if label == reference else f"saves {money(base_est.monthly - est.monthly)}",
-                      delta_color="normal", help=f"{format_bytes(sizes[label])} served {delivery}")  # fmt: skip
-            st.metric(f"{md(label)}: per year", money(est.yearly),
-                      None if label == reference else f"saves {money(saving_year)}", delta_color="normal")  # fmt: skip
+            title = md(label) + (f" ({mark})" if mark else "")
+            delta = None if label == reference or abs(change_month) < Decimal("0.005") else (
+                f"-{money(-change_month)} a month" if change_month < 0 else f"+{money(change_month)} a month")  # fmt: skip
+            st.metric(f"{title}: per month", money(est.monthly), delta,
+                      delta_color="inverse" if shippable else "off",
+                      help=f"{format_bytes(sizes[label])} ({sizes[label]:,} bytes) served {delivery}"
+                      + ("" if shippable else ". Not for shipping as it is: see the Shrink page."))  # fmt: skip
+            year_delta = None if delta is None else (
+                f"-{money(-change_year)} a year" if change_year < 0 else f"+{money(change_year)} a year")  # fmt: skip
+            st.metric(f"{title}: per year", money(est.yearly), year_delta,
+                      delta_color="inverse" if shippable else "off")  # fmt: skip
 
     grid = pricing.log_downloads_grid(100, 10**9)
-    curves = pricing.cost_curve(sizes, provider, grid)
+    curves = pricing.cost_curve({(f"{k} ({notes[k]})" if notes.get(k) else k): v for k, v in sizes.items()},
+                                provider, grid)  # fmt: skip
     st.plotly_chart(
         charts.cost_curve_chart(curves, grid, current_downloads=float(downloads) or None, currency_symbol=currency,
                                 provider_name=provider.name, delivery=delivery),
-        width="stretch",
+        width="stretch", theme="streamlit",
     )  # fmt: skip
     frame = pd.DataFrame(
-        [{"variant": csv_cell(k), f"bytes served ({delivery})": sizes[k], "GiB per month": float(e.gib_per_month),
+        [{"variant": csv_cell(k), "standing": notes.get(k, "reference" if k == reference else ""),
+          f"bytes served ({delivery})": sizes[k], "GiB per month": float(e.gib_per_month),
           f"cost per month ({currency})": round(float(e.monthly), 2), f"cost per year ({currency})": round(float(e.yearly), 2),
           f"per 1M downloads ({currency})": None if e.per_million_downloads is None else round(float(e.per_million_downloads), 2),
           f"saving per year ({currency})": round(float(estimates[reference].yearly - e.yearly), 2)}
          for k, e in estimates.items()]
     )  # fmt: skip
-    st.dataframe(frame, hide_index=True, width="stretch")
+    money_format = st.column_config.NumberColumn(format="localized")
+    st.dataframe(frame, hide_index=True, width="stretch",
+                 column_config={c: money_format for c in frame.columns if c not in ("variant", "standing")})  # fmt: skip
     st.download_button("Download the table (CSV)", frame.to_csv(index=False), "egress-costs.csv", "text/csv",
                        icon=":material/table:")  # fmt: skip
     st.caption(
         "Per month = the first month; per year = 12 months with the growth rate applied month by month, each "
         "month priced on its own tiers after the free allowance. " + pricing.UNIT_NOTE + "."
     )
+    with st.expander("Share this what-if", icon=":material/link:"):
+        base_url = (st.context.url or "").split("?", 1)[0]
+        st.code(f"{base_url}?{query}", language=None, wrap_lines=True)
+        st.caption("The link holds the settings above and the sizes priced, so it shows the same money in any "
+                   "browser" + (", and opens the run it came from while that run is kept." if source_run else "."))  # fmt: skip

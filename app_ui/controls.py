@@ -29,9 +29,66 @@ APP_HINTS = {
 }
 
 
+def _names(value: Any) -> str:
+    return ", ".join(str(v) for v in value) if isinstance(value, (list, tuple)) else str(value)
+
+
+def _method_title(name: str | None) -> str:
+    from shrinkray.methods import get_method
+
+    try:
+        return get_method(name).title if name else "the method"
+    except Exception:  # noqa: BLE001 - an unknown name is shown as it is
+        return str(name)
+
+
+#: How the app words the engine's advice hints (``shrinkray.advice.Hint``): as the app's own controls,
+#: never as command-line flags. One entry per ``shrinkray.advice.HINT_SETTINGS``. Plain text: the caller
+#: escapes it for Markdown once, with the rest of the advice.
+APP_ADVICE = {
+    "exclude": lambda h: f"The tensors that move the outputs most are {_names(h.value)}: on the Shrink page, "
+    f'add them to "Exclude" under "Options: {_method_title(h.method)}" to leave them in float',
+    "auto": lambda h: 'or press "Smallest that passes" on the Shrink page, which chooses a precision per tensor',
+    "methods": lambda h: f"prefer {_names(h.value)} (they keep float compute): pick them under "
+    '"Methods to compare" on the Shrink page',
+    "verdict": lambda h: 'or loosen the parity criteria knowingly: "Parity verdict" and "Extra criteria" under '
+    '"Measurement settings" on the Shrink page',
+    "min_elements": lambda h: 'to shrink small tensors too, lower "Min elements" in the method\'s options on the '
+    "Shrink page, or keep the original",
+    "culprits": lambda h: 'to find the tensors that hurt, turn on "When a variant fails, find the tensors that '
+    'hurt" under "Measurement settings" on the Shrink page and run again',
+}
+
+
+def advice_text(item) -> str:
+    """One piece of the engine's advice in the app's words (its hints name the app's controls)."""
+    return item.worded(APP_ADVICE)
+
+
 def app_message(exc: ShrinkRayError) -> str:
     hint = APP_HINTS.get(getattr(exc, "setting", ""), exc.hint)
-    return without_server_paths(f"{exc.problem}. {hint}." if hint else f"{exc.problem}.")
+    return app_words(without_server_paths(f"{exc.problem}. {hint}." if hint else f"{exc.problem}."))
+
+
+def _option_labels() -> dict[str, str]:
+    from shrinkray.methods import all_methods
+
+    return {f.name.replace("_", "-"): _label(f.name) for spec in all_methods()
+            for f in dataclasses.fields(spec.options_type)}  # fmt: skip
+
+
+def app_words(text: str) -> str:
+    """Engine text in the app's words: a method option named as its command-line flag (``--form``,
+    ``--exclude``) becomes the control's label in quotes ("Form", "Exclude"), as the Shrink page shows it."""
+    import re
+
+    labels = _option_labels()
+
+    def word(match: re.Match[str]) -> str:
+        label = labels.get(match.group(1))
+        return f'"{label}"' if label else match.group(0)
+
+    return re.sub(r"(?<![\w-])--([a-z][a-z0-9-]*)", word, text)
 
 
 def without_server_paths(text: str) -> str:

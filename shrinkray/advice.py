@@ -7,7 +7,7 @@ trade-off, and :func:`pareto` marks the size-vs-error frontier.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from shrinkray.methods import get_method
@@ -18,14 +18,86 @@ from shrinkray.units import format_bytes, format_percent
 SLOWER_RATIO = 1.10
 
 
-@dataclass
-class Advice:
-    level: str  # "good", "info", "warning", "bad"
+@dataclass(frozen=True)
+class Hint:
+    """What to try next, as data: which setting, which value, and a neutral sentence (no front end's words).
+
+    ``setting`` is one of :data:`HINT_SETTINGS` (or ``""`` for a sentence that names no setting); each front
+    end words it its own way: the CLI as flags (``shrinkray.cli.CLI_ADVICE``), the app as its controls
+    (``app_ui.controls.APP_ADVICE``). ``value`` is what to set it to (tensor names, method names...).
+    """
+
+    setting: str
     text: str
-    variant: str | None = None
+    value: Any = None
+    method: str | None = None  # the method whose option it is, when it is one
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+#: Settings a hint can name: the method's tensors to leave out, the search for the smallest mix that passes,
+#: other methods, the parity criteria, the smallest tensor rewritten, and the search for damaging tensors.
+HINT_SETTINGS = ("exclude", "auto", "methods", "verdict", "min_elements", "culprits")
+
+
+@dataclass
+class Advice:
+    level: str  # "good", "info", "warning", "bad"
+    text: str  # the whole advice, hints included, in neutral words (reports)
+    variant: str | None = None
+    hints: list[Hint] = field(default_factory=list)
+    problem: str = ""  # the advice without its hints ("" when it has none): front ends add their own wording
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"level": self.level, "text": self.text, "variant": self.variant,
+                "hints": [h.as_dict() for h in self.hints]}  # fmt: skip
+
+    def worded(self, words: dict[str, Any]) -> str:
+        """The advice with each hint in a front end's words: ``words[setting](hint) -> str``; a hint whose
+        setting has no entry keeps its neutral sentence."""
+        if not self.hints:
+            return self.text
+        parts = [self.problem or self.text]
+        for hint in self.hints:
+            word = words.get(hint.setting)
+            parts.append(_sentence(word(hint) if word else hint.text))
+        return " ".join(parts)
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    return text[:1].upper() + text[1:] + ("" if text.endswith((".", "!", "?")) else ".")
+
+
+def _advice(level: str, problem: str, variant: str | None = None, hints: list[Hint] | None = None) -> Advice:
+    """Advice whose neutral text is the problem followed by each hint's sentence."""
+    hints = [h for h in hints or [] if h.text]
+    text = " ".join([problem, *(_sentence(h.text) for h in hints)]) if hints else problem
+    return Advice(level, text, variant, hints, problem if hints else "")
+
+
+@dataclass(frozen=True)
+class Standing:
+    """How one variant stands for shipping, for pages that rank variants (Pricing)."""
+
+    key: str
+    recommended: bool = False
+    fails_parity: bool = False
+    parity_unknown: bool = False
+    slower: float | None = None  # the latency ratio, when the variant is surely slower
+
+    @property
+    def shippable(self) -> bool:
+        return not (self.fails_parity or self.parity_unknown or self.slower)
+
+    def label(self) -> str:
+        """``recommended``, ``fails parity``, ``2.70x slower``... joined; "" for a plain passing variant."""
+        parts = ["recommended"] if self.recommended else []
+        parts += ["fails parity"] if self.fails_parity else []
+        parts += ["parity not measured"] if self.parity_unknown else []
+        parts += [f"{self.slower:.2f}x slower"] if self.slower else []
+        return ", ".join(parts)
 
 
 @dataclass
@@ -117,11 +189,13 @@ def advise(comparison: Comparison, delivery: str = "brotli") -> list[Advice]:
     weight_methods = [r for r in comparison.variants if r.ok and r.method and get_method(r.method).traceable]
     if weight_methods and all(not r.record.get("tensors_changed") for r in weight_methods):
         notes.append(
-            Advice(
+            _advice(
                 "warning",
                 f"This model has no float weight tensors large enough to shrink ({format_bytes(summary.weight_bytes)} "
                 f"of weights, {format_percent(summary.weight_share)} of the file), so the weight methods change "
-                "nothing. Lower the minimum tensor size (min elements) if small tensors matter, or keep the original.",
+                "nothing.",
+                hints=[Hint("min_elements", "lower the minimum tensor size (min elements) if small tensors matter, "
+                            "or keep the original", value=1024)],
             )
         )
     original_size = _size(comparison.original, delivery)
@@ -145,14 +219,14 @@ def advise(comparison: Comparison, delivery: str = "brotli") -> list[Advice]:
         ratio = latency_ratio(comparison, result)
         if is_slower(comparison, result):
             notes.append(
-                Advice("bad", f"{key} runs {ratio:.2f}x slower than the original on this CPU "
-                       "(median latency); prefer weights-int8 or float16, which keep float compute.", key)
+                _advice("bad", f"{key} runs {ratio:.2f}x slower than the original on this CPU (median latency).", key,
+                        [Hint("methods", "prefer weights-int8 or float16, which keep float compute",
+                              value=["weights-int8", "float16"])])
             )  # fmt: skip
         if result.parity is not None and not result.parity.passed:
             failing = [o for o in result.parity.outputs if not o.passed]
             reason = "; ".join(f"{o.name} ({o.kind}): {o.reason}" for o in failing[:2])
-            hint = _parity_hint(result)
-            notes.append(Advice("bad", f"{key} fails parity ({reason}). {hint}", key))
+            notes.append(_advice("bad", f"{key} fails parity ({reason}).", key, _parity_hints(result)))
         spec = get_method(result.method) if result.method else None
         option_note = spec.option_advice(result.options) if spec and spec.option_advice else None
         if option_note:
@@ -180,16 +254,43 @@ def advise(comparison: Comparison, delivery: str = "brotli") -> list[Advice]:
             ),
         )
     elif comparison.variants:
-        notes.insert(0, Advice("warning", "No variant is both smaller and within the parity criteria: keep the "
-                               "original, or loosen the criteria knowingly."))  # fmt: skip
+        notes.insert(0, _advice("warning", "No variant is both smaller and within the parity criteria: keep the "
+                                "original.", hints=[Hint("verdict", "or loosen the parity criteria knowingly")]))  # fmt: skip
     return notes
 
 
-def _parity_hint(result: VariantResult) -> str:
+def _parity_hints(result: VariantResult) -> list[Hint]:
+    """What to try for a variant that fails parity: leave the tensors that hurt in float (when the search found
+    them) or the method's own advice, and the per-tensor search for the smallest mix that passes."""
+    spec = get_method(result.method) if result.method else None
     if result.culprits:
         top = [c.tensor for c in result.culprits[:3]]
-        return f"The tensors that move the outputs most: {', '.join(top)}; leave them in float (exclude them)."
-    return get_method(result.method).parity_hint if result.method else ""
+        return [
+            Hint("exclude", f"the tensors that move the outputs most are {', '.join(top)}: leave them in float "
+                 "(exclude them)", value=top, method=result.method),
+            Hint("auto", "or let the search for the smallest mix that passes choose a precision per tensor"),
+        ]
+    hints = [Hint("", spec.parity_hint)] if spec is not None and spec.parity_hint else []
+    if spec is not None and spec.traceable:
+        hints.append(Hint("culprits", "to find the tensors that hurt, search for them (slower)", method=result.method))
+    return hints
 
 
-__all__ = ["ORIGINAL", "Advice", "ParetoPoint", "advise", "is_slower", "latency_ratio", "pareto", "recommended"]
+def standing(comparison: Comparison, delivery: str = "brotli") -> dict[str, Standing]:
+    """Each variant's standing (recommended, fails parity, surely slower); the original is not included."""
+    best = recommended(comparison, delivery)
+    out = {}
+    for result in comparison.variants:
+        slower = latency_ratio(comparison, result) if result.ok and is_slower(comparison, result) else None
+        out[result.key] = Standing(
+            key=result.key,
+            recommended=best is not None and result.key == best.key,
+            fails_parity=not result.ok or (result.parity is not None and not result.parity.passed),
+            parity_unknown=result.ok and result.parity is None,
+            slower=slower,
+        )
+    return out
+
+
+__all__ = ["HINT_SETTINGS", "ORIGINAL", "Advice", "Hint", "ParetoPoint", "Standing", "advise", "is_slower", "latency_ratio",
+           "pareto", "recommended", "standing"]

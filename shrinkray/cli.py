@@ -11,6 +11,7 @@ import argparse
 import dataclasses
 import json
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -324,6 +325,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if result.file:
             _status(args, f"Wrote {result.file}")
     print(terminal(report.to_text(comparison, pricing=choice)))
+    next_steps = advice_lines(comparison)
+    if next_steps:
+        print("\nWhat to try next:\n" + terminal("\n".join(next_steps)))
     if args.timings:
         print(report.timings_text(comparison))
     written = report.write_reports(
@@ -549,6 +553,31 @@ CLI_HINTS = {
     "inputs": "Set free dimensions with --dim NAME=VALUE (unnamed ones as INPUT:AXIS=VALUE), value ranges with "
     "--range NAME=LOW:HIGH, or give real inputs with --inputs (an .npz file, or images / WAV files)",
 }
+
+
+def _quoted(names: Any) -> str:
+    items = names if isinstance(names, (list, tuple)) else [names]
+    return shlex.quote(",".join(str(n) for n in items))
+
+
+#: How the command line words the engine's advice hints (``shrinkray.advice.Hint``): as flags.
+CLI_ADVICE = {
+    "exclude": lambda h: f"The tensors that move the outputs most are {', '.join(map(str, h.value))}: leave them "
+    f"in float with --exclude {_quoted(h.value)}" + (f" (-m {h.method})" if h.method else ""),
+    "auto": lambda h: "or try -m auto (compare --methods auto), which chooses a precision per tensor",
+    "methods": lambda h: f"prefer --methods {','.join(h.value)} (they keep float compute)",
+    "verdict": lambda h: "or loosen the parity criteria knowingly (--verdict, --tolerance, --abs-tol / --mean-tol)",
+    "min_elements": lambda h: f"lower --min-elements (e.g. --min-elements {h.value}) if small tensors matter, or "
+    "keep the original",
+    "culprits": lambda h: "to find the tensors that hurt, rerun with --culprits (or --auto)",
+}
+
+
+def advice_lines(comparison: Any, delivery: str = "brotli") -> list[str]:
+    """The advice that has hints, worded as flags: what to run next."""
+    from shrinkray.advice import advise
+
+    return [f"- {a.worded(CLI_ADVICE)}" for a in advise(comparison, delivery) if a.hints]
 
 
 def cli_message(exc: ShrinkRayError) -> str:

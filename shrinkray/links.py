@@ -43,6 +43,7 @@ DEFAULT_PRICE = Decimal("0.12")
 #: What the Pricing page prices before anything is measured or typed.
 EXAMPLE_SIZES_TEXT = "original=50MiB,shrunk=13MiB"
 _RUN_ID = re.compile(r"[A-Za-z0-9_-]{8,128}")
+_MARK = re.compile(r"(recommended|fails parity|parity not measured|[0-9]{1,6}\.[0-9]{2}x slower)")
 _SAFE = "/:,;=~!*()$@'"  # kept readable in the address; everything else is percent-encoded
 
 #: Sizes priced: label -> bytes served for each delivery (raw, gzip, brotli).
@@ -77,6 +78,7 @@ class PricingLink:
     free: Decimal | None = None  # free GiB a month with edited prices
     sizes: Sizes | None = None
     run: str | None = None
+    marks: dict[str, str] | None = None  # label -> its standing ("recommended", "fails parity", "2.70x slower")
 
 
 def _short(text: str, limit: int = 60) -> str:
@@ -84,7 +86,10 @@ def _short(text: str, limit: int = 60) -> str:
 
 
 def _message(exc: ShrinkRayError) -> str:
-    return f"{exc.problem}. {exc.hint}." if exc.hint else f"{exc.problem}."
+    hint = exc.hint
+    if hint.startswith("e.g. "):
+        hint = "For example " + hint.removeprefix("e.g. ")
+    return f"{exc.problem}. {hint}." if hint else f"{exc.problem}."
 
 
 # ---------------------------------------------------------------- sizes
@@ -137,9 +142,47 @@ def encode_sizes(sizes: Sizes) -> str:
     items = []
     for label, per in sizes.items():
         values = [int(per[d]) for d in pricing.DELIVERIES]
-        text = str(values[0]) if len(set(values)) == 1 else "/".join(map(str, values))
+        text = size_text(values[0]) if len(set(values)) == 1 else "/".join(map(str, values))
         items.append(f"{_escape_label(label)}={text}")
     return ",".join(items)
+
+
+def size_text(size: int) -> str:
+    """Bytes as typed sizes read them, exactly: ``50MiB`` when whole in a binary unit, else ``52428801``."""
+    for unit, factor in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if size >= factor and size % factor == 0:
+            return f"{size // factor}{unit}"
+    return str(size)
+
+
+def sizes_text(sizes: Mapping[str, int]) -> str:
+    """Typed sizes as the Pricing page's text field shows them (what :func:`parse_sizes_text` reads back)."""
+    return ",".join(f"{_escape_label(label)}={size_text(size)}" for label, size in sizes.items())
+
+
+def is_typed(sizes: Sizes) -> bool:
+    """True when every file is served with the same bytes whatever the delivery (sizes typed, not measured)."""
+    return all(len(set(per.values())) == 1 for per in sizes.values())
+
+
+def standing_marks(standing: Mapping[str, Any]) -> dict[str, str]:
+    """Label -> a variant's standing in words (objects with ``label()``, e.g. ``shrinkray.advice.Standing``)."""
+    return {key: text for key, s in standing.items() if (text := s.label())}
+
+
+def _encode_marks(marks: Mapping[str, str]) -> str:
+    return ",".join(f"{_escape_label(k).replace('~', '%7E')}~{v.replace(', ', '+')}" for k, v in marks.items())
+
+
+def _parse_marks(text: str) -> dict[str, str]:
+    marks: dict[str, str] = {}
+    for item in (part for part in str(text).split(",") if part.strip()):
+        label, sep, value = item.rpartition("~")
+        words = value.replace("+", ", ").split(", ")
+        if not sep or not label or not all(_MARK.fullmatch(w) for w in words):
+            raise OptionError(f"'{_short(item)}' is not a variant's standing", "Open the link exactly as it was shared")
+        marks[unquote(label)] = ", ".join(words)
+    return marks
 
 
 def same_sizes(sizes: Mapping[str, int]) -> Sizes:
@@ -186,6 +229,8 @@ def encode_pricing(link: PricingLink) -> str:
         params["sizes"] = encode_sizes(link.sizes)
     if link.run:
         params["run"] = link.run
+    if link.marks:
+        params["marks"] = _encode_marks(link.marks)
     return urlencode(params, quote_via=quote, safe=_SAFE)
 
 
@@ -268,6 +313,7 @@ def decode_pricing(
         return raw.strip()
 
     link.run = take("run", run_id, "no run")
+    link.marks = take("marks", _parse_marks, "no marks")
     return link, problems
 
 
@@ -308,8 +354,12 @@ __all__ = [
     "edited_tiers",
     "encode_pricing",
     "encode_sizes",
+    "is_typed",
     "parse_sizes_text",
     "provider_for",
     "same_sizes",
     "served",
+    "size_text",
+    "sizes_text",
+    "standing_marks",
 ]

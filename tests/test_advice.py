@@ -101,8 +101,12 @@ def test_failing_parity_is_bad_and_names_culprits(steady):
     assert "(needs <= 0.06)" in text
     top = [c.tensor for c in steady.get("weights-int8").culprits[:3]]
     assert top
-    assert "The tensors that move the outputs most: " + ", ".join(top) + "; leave them in float" in text
+    assert "The tensors that move the outputs most are " + ", ".join(top) + ": leave them in float" in text
     assert "--" not in text
+    hints = {h.setting: h for h in bad[0].hints}
+    assert hints["exclude"].value == top and hints["exclude"].method == "weights-int8"
+    assert "auto" in hints
+    assert bad[0].problem and bad[0].text.startswith(bad[0].problem)
 
 
 def test_advice_names_no_cli_flags(steady):
@@ -119,6 +123,31 @@ def test_failing_without_culprits_gets_method_hint(steady):
     assert "per-channel granularity" in int8
     pal = next(n.text for n in by_variant(notes, "palettize levels=8") if "fails parity" in n.text)
     assert "Try more levels" in pal
+    hints = next(n for n in by_variant(notes, "weights-int8") if "fails parity" in n.text).hints
+    assert [h.setting for h in hints] == ["", "culprits"]  # the method's sentence, then the search for culprits
+
+
+def test_hints_are_worded_by_each_front_end(steady):
+    """The CLI words hints as flags, the app as its controls; neither leaks into the other."""
+    from app_ui.controls import APP_ADVICE
+    from shrinkray.advice import HINT_SETTINGS
+    from shrinkray.cli import CLI_ADVICE
+
+    assert set(CLI_ADVICE) == set(APP_ADVICE) == set(HINT_SETTINGS)
+    cmp = steady
+    cmp.get("palettize levels=8").culprits = []
+    notes = advise(cmp)
+    hinted = [n for n in notes if n.hints]
+    assert {h.setting for n in hinted for h in n.hints} >= {"exclude", "auto", "culprits"}
+    for note in hinted:
+        app, cli = note.worded(APP_ADVICE), note.worded(CLI_ADVICE)
+        assert "--" not in app, app
+        if any(h.setting for h in note.hints):
+            assert "--" in cli or " -m " in cli, cli
+    int8 = next(n for n in hinted if n.variant == "weights-int8")
+    top = steady.get("weights-int8").culprits[0].tensor
+    assert f"--exclude {top}" in int8.worded(CLI_ADVICE).replace("'", "")
+    assert '"Exclude"' in int8.worded(APP_ADVICE) and "Shrink page" in int8.worded(APP_ADVICE)
 
 
 def test_few_palettize_levels_warning(steady):
@@ -210,7 +239,7 @@ def test_latency_ratio_none_without_latency(tree_cmp, mlp_cmp):
 def test_advice_json_ready(steady):
     data = [n.as_dict() for n in advise(steady)]
     assert json.loads(json.dumps(data)) == data
-    assert all(set(d) == {"level", "text", "variant"} for d in data)
+    assert all(set(d) == {"level", "text", "variant", "hints"} for d in data)
     assert all(d["level"] in {"good", "info", "warning", "bad"} for d in data)
 
 

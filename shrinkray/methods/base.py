@@ -205,7 +205,7 @@ def warn_if_damaged(variant: Variant, change: TensorChange) -> None:
     if change.relative_rms_error > DAMAGE_THRESHOLD:
         variant.warnings.append(
             f"Tensor '{change.name}' moved a lot: its RMS error is {change.relative_rms_error:.0%} "
-            f"of its RMS value ({change.encoding}); outputs may change. Exclude it (--exclude) "
+            f"of its RMS value ({change.encoding}); outputs may change. Leave it in float (exclude it) "
             "or use more levels / another method"
         )
 

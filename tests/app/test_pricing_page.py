@@ -27,6 +27,14 @@ def _metrics(at: AppTest) -> dict[str, str]:
     return {m.label: m.value for m in at.metric}
 
 
+def _link(at: AppTest) -> dict[str, str]:
+    """The query of the shared link the page shows (the same text it writes into the address bar)."""
+    from urllib.parse import parse_qs
+
+    query = at.code[-1].value.split("?", 1)[1]
+    return {k: v[-1] for k, v in parse_qs(query, keep_blank_values=True).items()}
+
+
 def test_worked_example_from_a_link():
     at = _pricing({"provider": "custom", "price": "0.12", "downloads": "100000", "sizes": "model=52428800"})
     metrics = _metrics(at)
@@ -42,7 +50,8 @@ def test_every_input_is_written_back_to_the_link_and_reopens_the_same():
     first = _pricing(params)
     numbers = _metrics(first)
     assert numbers["original: per month"].startswith("€")
-    link = {k: first.query_params[k] for k in first.query_params}
+    link = _link(first)
+    assert link["v"] == "1"
     for key, value in params.items():
         assert link[key] == value, (key, link)
     assert all(isinstance(v, str) for v in link.values()), link
@@ -54,7 +63,7 @@ def test_edited_prices_travel_in_the_link():
     at = _pricing({"provider": "gcs", "downloads": "100000", "sizes": "a=1GiB", "tiers": "1024:0.2;:0.1", "free": "0"})
     # 100,000 GiB: 1,024 at 0.2 + 98,976 at 0.1
     assert _metrics(at)["a: per month"] == "$10,102.40"
-    assert at.query_params["tiers"] == "1024:0.2;:0.1"
+    assert _link(at)["tiers"] == "1024:0.2;:0.1"
 
 
 def test_zero_egress_provider_costs_nothing():
@@ -62,9 +71,9 @@ def test_zero_egress_provider_costs_nothing():
     assert _metrics(at)["a: per month"] == "$0.00"
 
 
-def test_unknown_provider_in_a_link_falls_back_with_a_warning():
+def test_unknown_provider_in_a_link_falls_back_with_a_message():
     at = _pricing({"provider": "nosuchcdn", "downloads": "1000", "sizes": "a=1MiB"})
-    assert any("Unknown provider 'nosuchcdn'" in w.value for w in at.warning)
+    assert any("Unknown provider 'nosuchcdn'" in e.value for e in at.error)
     assert "a: per month" in _metrics(at)
 
 
@@ -72,34 +81,52 @@ def test_bad_sizes_give_a_message_not_a_traceback():
     at = _pricing({"provider": "gcs", "downloads": "1000", "sizes": "a=lots"})
     assert not at.exception
     assert any("is not a size" in e.value for e in at.error)
+    assert "original: per month" in _metrics(at)  # the example sizes instead
 
 
-def test_uses_the_measured_variants_when_a_comparison_exists():
+def test_uses_the_measured_variants_and_the_link_reproduces_them_elsewhere():
     import shrinkray
     from app_ui.state import settings_key
     from shrinkray.compare import CompareSettings, compare
 
     loaded = shrinkray.load(ROOT / "sample_models" / "mlp.onnx")
-    settings = CompareSettings(methods=[("float16", {})], latency=False, brotli_quality=5)
+    methods = [("palettize", {"levels": 2}), ("float16", {})]
+    settings = CompareSettings(methods=methods, latency=False, brotli_quality=5)
     result = compare(loaded, settings)
+    assert not result.get("palettize levels=2").parity.passed
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.session_state["model"] = loaded
     at.session_state["comparisons"] = {(loaded.sha256, settings_key(settings)): result}
     at.session_state["latest"] = (loaded.sha256, settings_key(settings))
+    at.session_state["run_id"] = "AbCdEfGhIjKlMnOpQrSt_-"
     at.run()
     at.switch_page("app_pages/pricing.py").run()
     assert not at.exception, at.exception
-    labels = set(_metrics(at))
-    assert {"original: per month", "float16: per month"} <= labels
+    labels = [m.label for m in at.metric]
+    # The original, then the recommended variant, then the others; a failing variant is marked, never green.
+    assert labels[::2] == ["original: per month", "float16 (recommended): per month",
+                           "palettize levels=2 (fails parity): per month"]  # fmt: skip
+    colors = {m.label: m.proto.color for m in at.metric if m.proto.delta}
+    assert colors["palettize levels=2 (fails parity): per month"] == 2  # grey, not the green of a saving
+    assert colors["float16 (recommended): per month"] == 1  # green: it saves money and can ship
+    link = _link(at)
+    assert link["run"] == "AbCdEfGhIjKlMnOpQrSt_-"
+    measured = result.get("float16").sizes
+    assert f"float16={measured.raw}/{measured.gzip}/{measured.brotli}" in link["sizes"]
+    # A fresh session (a colleague's browser) with only the link: the same money, from the sizes it carries
+    # (this run was never kept in the store, so the run id is left out here).
+    again = _pricing({k: v for k, v in link.items() if k != "run"})
+    assert _metrics(again) == _metrics(at)
+    assert not again.error, [e.value for e in again.error]
 
 
 # --------------------------------------------------------------------------- hostile links
 
 
 BAD_LINKS = [
-    ({"growth": "abc"}, "monthly growth in %", "Monthly growth must be a rate such as 5% or 0.05, not 'abc%'"),
+    ({"growth": "abc"}, "monthly growth in %", "Monthly growth must be a percentage such as 5 or 5%, not 'abc'"),
     ({"growth": "1001"}, "monthly growth in %", "Monthly growth must be from -99% to 1000%, not 1001%"),
-    ({"growth": "inf"}, "monthly growth in %", "Monthly growth must be a finite rate"),
+    ({"growth": "inf"}, "monthly growth in %", "Monthly growth must be a finite percentage"),
     ({"growth": "-100"}, "monthly growth in %", "Monthly growth must be more than -100%"),
     ({"downloads": "-1"}, "downloads per month", "Downloads per month cannot be negative (-1)"),
     ({"downloads": "nan"}, "downloads per month", "Downloads per month must be a finite number, not 'nan'"),
@@ -107,7 +134,9 @@ BAD_LINKS = [
     ({"downloads": "1e13"}, "downloads per month", "Downloads per month must be at most 1,000,000,000,000, not 1e13"),
     ({"provider": "custom", "price": "1e308"}, "price per GiB", "Price per GiB must be at most 1,000"),
     ({"provider": "custom", "price": "1e-400"}, "price per GiB", "Price per GiB has more than 6 decimal places"),
-    ({"provider": "custom", "free": "1e300"}, "free GiB per month", "Free GiB per month must be at most"),
+    ({"provider": "gcs", "tiers": ":0.1", "free": "1e300"}, "prices", "Free GiB per month must be at most"),
+    ({"sizes": "a=lots"}, "sizes", "a: 'lots' is not a size"),
+    ({"provider": "nosuchcdn"}, "provider", "Unknown provider 'nosuchcdn'"),
     ({"currency": "dollars"}, "currency symbol", "A currency symbol is 1 to 4 printable characters, not 7"),
     ({"provider": "gcs", "tiers": "1e300:0.1;:0.05"}, "prices", "Tier end must be at most"),
 ]
@@ -122,8 +151,9 @@ def test_a_bad_link_value_is_named_and_the_default_shown(params, label, message)
     assert message.replace("%", "%") in errors[0].replace("\\", ""), errors[0]
     assert "bug" not in errors[0]
     metrics = _metrics(at)
-    assert metrics["a: per month"].lstrip("$€").replace(",", "").replace(".", "").isdigit()  # priced, not "$0.00"
-    assert metrics["a: per month"] != "$0.00"
+    shown = "original: per month" if "sizes" in params else "a: per month"  # bad sizes: the example's instead
+    assert metrics[shown].lstrip("$€").replace(",", "").replace(".", "").isdigit()  # priced, not "$0.00"
+    assert metrics[shown] != "$0.00"
 
 
 def test_a_size_beyond_the_bound_is_a_message():

@@ -1,8 +1,9 @@
-"""Shrink Ray Studio: the Streamlit entry point (navigation and the sidebar)."""
+"""Shrink Ray Studio: the Streamlit entry point (navigation, the sidebar, and the run named in the address)."""
 
 import streamlit as st
 
 from app_ui.controls import sidebar_model_badge
+from app_ui.runs import keep_method_settings, open_run_from_address, show_run_problem
 
 # An emoji icon is drawn inline; a :material/...: page icon makes the browser fetch it from fonts.gstatic.com.
 st.set_page_config(page_title="Shrink Ray Studio", page_icon="🗜️", layout="wide")
@@ -14,5 +15,8 @@ pages = [
     st.Page("app_pages/pricing.py", title="Pricing", icon=":material/payments:"),
 ]
 navigation = st.navigation(pages)
+keep_method_settings()  # the Shrink page's method options survive a visit to another page
+open_run_from_address()  # ?run=<id>: that run's model and results, after a reload or from a shared link
 sidebar_model_badge()
+show_run_problem()  # a bad or expired run link: one message above the page
 navigation.run()

@@ -9,7 +9,8 @@ from pathlib import Path
 import streamlit as st
 
 from app_ui.controls import friendly_errors
-from app_ui.state import current_model, latest_comparison, run_comparison, workspace
+from app_ui.runs import follow_run, start_run
+from app_ui.state import current_model, latest_comparison, workspace
 from shrinkray import charts
 from shrinkray.errors import OptionError
 from shrinkray.measure.content import IMAGE_RANGES
@@ -30,6 +31,9 @@ st.title("Compare")
 st.write("Size, speed and accuracy of every variant side by side. The same charts are in the HTML report.")
 
 loaded = current_model()
+with friendly_errors("Following the run"):
+    if loaded is not None:
+        follow_run(cards=False)  # a re-measure under way: its progress; a failed one: why
 comparison = latest_comparison(loaded)
 if loaded is None or comparison is None:
     st.info("Run **Shrink** on a model first; its measurements appear here.", icon=":material/info:")
@@ -82,6 +86,7 @@ with st.form("inputs"):
                                accept_multiple_files=True)  # fmt: skip
     submitted = st.form_submit_button("Re-measure with these inputs", type="primary")
 
+started = False
 if submitted:
     with friendly_errors("Re-measuring"):
         try:
@@ -110,11 +115,11 @@ if submitted:
             comparison.settings, inputs=inputs, inputs_path=str(path) if path else None,
             sample_files=sample_paths, image_range=image_range,
         )  # fmt: skip
-        bar = st.progress(0.0, text="Starting")
-        run_comparison(loaded, settings, progress=lambda step, f: bar.progress(min(max(f, 0.0), 1.0), text=step))
+        start_run(loaded, settings, what="Re-measuring")  # queued; the run keeps its own copy of the samples
         st.session_state["last_settings"] = settings
         for old in workspace().glob("samples-*"):
             if old != folder:
                 shutil.rmtree(old, ignore_errors=True)
-        bar.empty()
-        st.rerun()
+        started = True
+    if started:
+        st.rerun()  # the page redraws with the run's progress at the top

@@ -6,7 +6,8 @@ import streamlit as st
 
 from app_ui.controls import friendly_errors, method_controls
 from app_ui.results import show_results
-from app_ui.state import current_model, latest_comparison, run_comparison
+from app_ui.runs import follow_run, start_run
+from app_ui.state import current_model, latest_comparison
 from shrinkray.compare import CompareSettings
 from shrinkray.measure.parity import KINDS, MEASURES, PROFILES, VerdictSettings, build_verdict
 from shrinkray.methods import all_methods
@@ -29,9 +30,10 @@ with st.container(border=True):
     for spec in specs:
         st.markdown(f"- **{spec.title}** (`{spec.name}`): {spec.summary}")
 
+# Every setting keeps its value for the whole browser session (persist_state), across page changes.
 chosen = st.multiselect(
     "Methods to compare", [s.name for s in specs], default=[s.name for s in specs if s.in_default_set],
-    format_func=lambda n: next(s.title for s in specs if s.name == n),
+    format_func=lambda n: next(s.title for s in specs if s.name == n), key="shrink.methods", persist_state="session",
 )  # fmt: skip
 methods = []
 for spec in specs:
@@ -46,11 +48,14 @@ with st.expander("Measurement settings"):
                                "absolute": "Absolute tolerances (max abs 0.06, mean abs 0.02, cosine 0.99)"}.get(p, p),
         help="Relative: class scores must keep their top-1 decisions, maps and boxes stay within a share of their "
         "own range, embeddings keep their cosine row by row. Absolute: the same error limits for every output.",
+        key="shrink.profile", persist_state="session",
     )  # fmt: skip
     st.caption("How each output is judged. Leave **auto** to let the tool decide from the graph, the name and the "
                "shape; add criteria such as `min_top1_agreement=0.995` or `max_relative_error=0.05`, comma-separated.")  # fmt: skip
+    kept_rows = st.session_state.setdefault("shrink.verdict_rows", {})  # a data editor's edits do not persist
     outputs_table = st.data_editor(
-        [{"Output": o.name, "Judge as": "auto", "Extra criteria": ""} for o in loaded.model.graph.output],
+        kept_rows.get(loaded.sha256)
+        or [{"Output": o.name, "Judge as": "auto", "Extra criteria": ""} for o in loaded.model.graph.output],
         column_config={
             "Output": st.column_config.TextColumn(disabled=True),
             "Judge as": st.column_config.SelectboxColumn(options=["auto", *KINDS], required=True),
@@ -58,19 +63,22 @@ with st.expander("Measurement settings"):
         },
         hide_index=True, width="stretch", key="verdict_outputs",
     )  # fmt: skip
+    kept_rows[loaded.sha256] = [dict(row) for row in outputs_table]  # the next visit starts from these
     c1, c2 = st.columns(2)
     runs = c1.number_input("Timed runs per model", min_value=0, max_value=500, value=0,
                            help="0: adaptive. Original and variants run interleaved until every variant's speed ratio "
                            "is known within ±3% (95% interval), or 10 s per setting. A number: exactly that many runs. "
-                           "Median and p90 are reported.")  # fmt: skip
-    latency = c2.toggle("Measure latency", value=True)
+                           "Median and p90 are reported.", key="shrink.runs", persist_state="session")  # fmt: skip
+    latency = c2.toggle("Measure latency", value=True, key="shrink.latency", persist_state="session")
     culprits = st.toggle(
         "When a variant fails, find the tensors that hurt and try leaving them in float (slower)", value=False,
         help="Rewrites the failing variant's tensors one at a time, ranks them by how far they move the outputs, "
         "and adds a variant that keeps the worst ones in float until parity passes.",
+        key="shrink.culprits", persist_state="session",
     )  # fmt: skip
     sweep = c2.toggle("Throughput at batch 1, 8, 32", value=False,
-                      help="Also time batches of 8 and 32 (when the batch axis is free); batch 1 only by default.")  # fmt: skip
+                      help="Also time batches of 8 and 32 (when the batch axis is free); batch 1 only by default.",
+                      key="shrink.sweep", persist_state="session")  # fmt: skip
 
 previous = comparison.settings if (comparison := latest_comparison(loaded)) else None  # this model's inputs only
 verdict = None
@@ -90,11 +98,15 @@ settings = CompareSettings(
     sample_files=previous.sample_files if previous else [], image_range=previous.image_range if previous else "auto",
 )  # fmt: skip
 
+from app_ui.runs import view as run_view  # noqa: E402 - the page reads top to bottom
+
+current = run_view()
+busy = current is not None and current.live  # one run at a time per session: cancel it to start another
 left, right = st.columns([1, 2])
-measure = left.button("Shrink and measure", type="primary", disabled=not methods or verdict is None,
-                      icon=":material/compress:")  # fmt: skip
+measure = left.button("Shrink and measure", type="primary", disabled=not methods or verdict is None or busy,
+                      icon=":material/compress:", help="A run is under way: wait for it or cancel it" if busy else None)  # fmt: skip
 smallest = right.button(
-    "Smallest that passes", disabled=verdict is None, icon=":material/auto_awesome:",
+    "Smallest that passes", disabled=verdict is None or busy, icon=":material/auto_awesome:",
     help="Measures how far each tensor's precision moves the outputs, then gives every tensor the smallest of "
     "float16, 8-bit or 4-bit that keeps the whole model within the parity verdict (shown beside 8-bit).",
 )  # fmt: skip
@@ -104,13 +116,18 @@ if smallest:  # the search, beside plain 8-bit for scale (each with the options 
         settings, methods=[("auto", options.get("auto", {})), ("weights-int8", options.get("weights-int8", {}))]
     )
 if measure or smallest:
-    bar = st.progress(0.0, text="Starting")
-    with friendly_errors("Shrinking and measuring"):
-        run_comparison(loaded, settings, progress=lambda step, f: bar.progress(min(max(f, 0.0), 1.0), text=step))
+    started = False
+    with friendly_errors("Starting the run"):
+        start_run(loaded, settings)  # queued: the page follows it below and stays responsive
         st.session_state["last_settings"] = settings
-    bar.empty()
+        started = True
+    if started:
+        st.rerun()  # redraw with the buttons disabled while it runs
 
-comparison = latest_comparison(loaded)
-if comparison is not None:
-    with friendly_errors("Showing the results"):
-        show_results(comparison)
+with friendly_errors("Following the run"):
+    current = follow_run()
+if current is None or not current.live:
+    comparison = latest_comparison(loaded)
+    if comparison is not None:
+        with friendly_errors("Showing the results"):
+            show_results(comparison)

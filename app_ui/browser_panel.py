@@ -23,7 +23,7 @@ import streamlit.components.v1 as components
 
 from shrinkray.compare import Comparison
 from shrinkray.io import LoadedModel, serialize
-from shrinkray.measure.browser import DEFAULT_RUNS, BrowserInputs, BrowserRun, judge_all
+from shrinkray.measure.browser import DEFAULT_RUNS, BrowserInputs, BrowserRun, delivery_line, judge_all, report_table
 from shrinkray.units import format_bytes
 
 COMPONENT_DIR = Path(__file__).resolve().parent / "browser_component"
@@ -123,34 +123,6 @@ def _publish(loaded: LoadedModel, comparison: Comparison, inputs: BrowserInputs,
     return {"models": models, "inputsPath": f"{url}/{run_id}-inputs.json", "skipped": skipped}
 
 
-def _ms(value: float | None) -> str:
-    return "-" if value is None else (f"{value:,.0f} ms" if value >= 100 else f"{value:.1f} ms")
-
-
-def _table(comparison: Comparison, runs: list[BrowserRun]) -> pd.DataFrame:
-    rows = []
-    for run in runs:
-        try:
-            server = comparison.get(run.key)
-        except KeyError:
-            continue
-        stats = server.latency_at(1, run.batch) if run.batch is not None else None
-        if run.ok:
-            verdict = "passes" if run.parity and run.parity.passed else f"fails: {run.parity.decided_by}" if run.parity else "-"
-        else:
-            verdict = f"did not run ({run.stage})"
-        received = "-" if run.transfer_bytes is None else f"{format_bytes(run.transfer_bytes)} as {run.content_encoding or 'identity'}"
-        rows.append({
-            "model": run.key, "download": _ms(run.transfer_ms), "received": received,
-            "session": _ms(run.session_ms), "first run": _ms(run.first_run_ms),
-            "median": f"{_ms(run.median_ms)} ({run.runs} runs)" if run.median_ms is not None else "-",
-            "server median (1 thread)": _ms(stats.median_ms) if stats else "-",
-            "parity in the browser": verdict,
-            "parity on the server": "-" if server.parity is None else ("passes" if server.parity.passed else "fails"),
-        })  # fmt: skip
-    return pd.DataFrame(rows)
-
-
 def _store(comparison: Comparison, runs: list[BrowserRun]) -> None:
     """Keep the runs with the comparison, so the reports and charts carry them."""
     st.session_state.setdefault("browser_runs", {})[_comparison_id()] = runs
@@ -214,11 +186,17 @@ def render(loaded: LoadedModel, comparison: Comparison) -> None:
         return
     first = runs[0]
     threads = f"{first.threads} thread{'s' if (first.threads or 1) > 1 else ''}" if first.threads else "threads unknown"
-    st.caption(f"Measured in: {first.user_agent} · {first.runtime} ({first.backend}, {threads}) · timed on the "
+    start = f" · runtime start {first.runtime_start_ms:,.0f} ms (once per page)" if first.runtime_start_ms else ""
+    st.caption(f"Measured in: {first.user_agent} · {first.runtime} ({first.backend}, {threads}){start} · timed on the "
                f"server's latency input (batch {first.batch}), median of up to {DEFAULT_RUNS} runs after the first")  # fmt: skip
-    st.table(_table(comparison, runs).set_index("model"))
+    header, rows = report_table(comparison, runs)
+    st.table(pd.DataFrame(rows, columns=header).set_index("model"))
     for line in browser_advice(comparison, runs):
-        (st.error if line.startswith("!") else st.info)(line.lstrip("! "))
+        (st.error if line.startswith("!") else st.caption)(line.lstrip("! "))
+    for run in runs:
+        line = delivery_line(run, comparison.get(run.key).sizes if run.key in {r.key for r in comparison.all} else None)
+        if line:
+            st.caption(line)
     if hasattr(charts, "browser_chart"):
         st.plotly_chart(charts.browser_chart(comparison, runs), width="stretch")
 

@@ -19,7 +19,24 @@ def _delta(value: int, base: int) -> str:
     return f"{(value - base) / base:+.1%}" if base else ""
 
 
-def variant_card(c: Comparison, result: VariantResult, advice_items) -> None:
+def _pending(column, label: str, what: str) -> None:
+    """A metric still being measured (partial results while a run goes on)."""
+    column.metric(label, "…", what, delta_color="off", delta_arrow="off")
+
+
+def _model_download(result: VariantResult):
+    """The variant's bytes: from memory, or (a kept run) read from its file when the button is pressed."""
+    if result.model is not None:
+        return serialize(result.model)
+    if result.file:
+        from pathlib import Path
+
+        path = Path(result.file)
+        return path.read_bytes
+    return None
+
+
+def variant_card(c: Comparison, result: VariantResult, advice_items, partial: bool = False) -> None:
     base = c.original.sizes
     with st.container(border=True):
         st.markdown(f"### {md(result.key)}")
@@ -33,18 +50,26 @@ def variant_card(c: Comparison, result: VariantResult, advice_items) -> None:
         )
         cols = st.columns(5)
         s = result.sizes
-        cols[0].metric("Raw", format_bytes(s.raw), _delta(s.raw, base.raw), delta_color="inverse")
-        cols[1].metric("gzip -9", format_bytes(s.gzip), _delta(s.gzip, base.gzip), delta_color="inverse")
-        cols[2].metric(f"brotli q{s.brotli_quality}", format_bytes(s.brotli), _delta(s.brotli, base.brotli),
-                       delta_color="inverse", help=f"Served: {s.method('brotli')}")  # fmt: skip
+        if s is None or base is None:
+            for column, label in zip(cols[:3], ("Raw", "gzip -9", "brotli"), strict=True):
+                _pending(column, label, "measuring…")
+        else:
+            cols[0].metric("Raw", format_bytes(s.raw), _delta(s.raw, base.raw), delta_color="inverse")
+            cols[1].metric("gzip -9", format_bytes(s.gzip), _delta(s.gzip, base.gzip), delta_color="inverse")
+            cols[2].metric(f"brotli q{s.brotli_quality}", format_bytes(s.brotli), _delta(s.brotli, base.brotli),
+                           delta_color="inverse", help=f"Served: {s.method('brotli')}")  # fmt: skip
         parity = result.parity
+        if parity is None and partial:
+            _pending(cols[3], "Parity", "measuring…")
         if parity is not None:
             verdict = "Pass" if parity.passed else "Fail"
             cols[3].metric("Parity", verdict, f"{parity.severity:.0%} of allowed error", delta_color="off",
                            delta_arrow="off",
                            help=f"Decided by {md(parity.decided_by)}. {parity.verdict.profile.capitalize()} verdict "
                            f"on {parity.samples} input samples.")  # fmt: skip
-        ratio = latency_ratio(c, result)
+        ratio = latency_ratio(c, result) if not partial or (result.latency and c.original.latency) else None
+        if ratio is None and partial and c.settings.latency:
+            _pending(cols[4], "Latency", "measuring…")
         if ratio is not None:
             first = result.latency[0]
             call = "too noisy to call" if first.too_noisy else f"{first.ratio or ratio:.2f}x original"
@@ -65,9 +90,12 @@ def variant_card(c: Comparison, result: VariantResult, advice_items) -> None:
                 st.dataframe([dict(zip(header, row, strict=True)) for row in rows], hide_index=True, width="stretch")
         for warning in result.warnings[:5]:
             st.warning(md(warning), icon=":material/warning:")
+        data = None if partial else _model_download(result)
+        if data is None:
+            return
         st.download_button(
             f"Download {md(c.name)}.{result.method}.onnx",
-            data=serialize(result.model),
+            data=data,
             file_name=f"{c.name}.{result.key.replace(' ', '_').replace('=', '-')}.onnx",
             mime="application/octet-stream",
             key=f"download:{result.key}",
@@ -89,7 +117,17 @@ def _without_server_paths(c: Comparison) -> Comparison:
     return dataclasses.replace(c, settings=settings)
 
 
-def show_results(c: Comparison) -> None:
+def show_results(c: Comparison, partial: bool = False) -> None:
+    """The headline advice, one card per variant and the reports. ``partial``: a snapshot of a run still
+    under way (cards with what is measured so far, "measuring…" for the rest; no advice, downloads or reports)."""
+    if partial:
+        base = c.original.sizes
+        if base is not None:
+            st.caption(f"Original: {format_bytes(base.raw)} raw · {format_bytes(base.gzip)} gzip -9 · "
+                       f"{format_bytes(base.brotli)} brotli q{base.brotli_quality}. Measuring the variants…")  # fmt: skip
+        for result in c.variants:
+            variant_card(c, result, [], partial=True)
+        return
     advice_items = advise(c)
     headline = advice_items[0] if advice_items else None
     if headline is not None and headline.level == "good":

@@ -53,8 +53,17 @@ def load_upload(name: str, data: bytes) -> LoadedModel:
     return load(data, name=stem)
 
 
-def set_model(loaded: LoadedModel, source: str) -> None:
-    """Make ``loaded`` the current model; results of other models stay cached in the session."""
+def set_model(loaded: LoadedModel, source: str, keep_run: bool = False) -> None:
+    """Make ``loaded`` the current model; results of other models stay cached in the session.
+
+    A newly loaded model leaves the current run (its address no longer names
+    it) unless it is that run's own model (``keep_run``, a run link being opened).
+    """
+    current = st.session_state.get("model")
+    if not keep_run and (current is None or current.sha256 != loaded.sha256):
+        from app_ui.runs import forget_run
+
+        forget_run()
     st.session_state["model"] = loaded
     st.session_state["model_source"] = source
 
@@ -106,9 +115,23 @@ def cached_comparison(loaded: LoadedModel, settings: CompareSettings) -> Compari
 
 
 def latest_comparison(loaded: LoadedModel | None) -> Comparison | None:
-    """The most recent comparison run for the current model, if any."""
+    """The most recent comparison for the current model: the session's run once it is done (kept in the run
+    store, so a reload or a run link shows it too), else one stored in this session."""
     if loaded is None:
         return None
+    from app_ui import runs
+
+    view = runs.view()
+    if view is not None and view.status == "done" and view.record.model_sha256 == loaded.sha256:
+        from shrinkray.errors import ShrinkRayError
+
+        try:
+            comparison = runs.comparison_of(view.record.id)
+        except ShrinkRayError:
+            comparison = None
+        if comparison is not None:
+            store_comparison(loaded, comparison.settings, comparison)
+            return comparison
     key = st.session_state.get("latest")
     if not key or key[0] != loaded.sha256:
         return None
@@ -156,8 +179,9 @@ def workspace() -> Path:
 
 
 def run_comparison(loaded: LoadedModel, settings: CompareSettings, progress) -> Comparison:
-    """Compare in a capped worker process (or reuse this session's earlier result for the same model and
-    settings): a model that builds huge tensors or loops is stopped there, and the server goes on."""
+    """Compare in a capped worker process, waiting for it (or reuse this session's earlier result for the same
+    model and settings). The pages queue runs instead (:func:`app_ui.runs.start_run`); this stays for callers
+    that need the answer in place."""
     from shrinkray.compare import compare
     from shrinkray.sandbox import run_capped
 

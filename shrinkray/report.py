@@ -27,6 +27,7 @@ from shrinkray import pricing as _pricing
 from shrinkray.advice import Advice, advise, latency_ratio, pareto, recommended
 from shrinkray.errors import OptionError
 from shrinkray.io import same_file, write_outputs
+from shrinkray.measure import browser
 from shrinkray.measure.parity import PROFILES, Criterion, VerdictSettings
 from shrinkray.results import ORIGINAL, Comparison, VariantResult
 from shrinkray.text_safety import csv_cell, markdown_code, markdown_text
@@ -153,6 +154,8 @@ def to_json(c: Comparison, delivery: str = DELIVERY, pricing: _pricing.PricingCh
     }
     if pricing is not None:
         data["cost"] = _pricing.cost_json(pricing, _pricing.comparison_costs(c, pricing))
+    if getattr(c, "browser", None):
+        data["browser"] = {"runs": [run.as_dict() for run in c.browser], "notes": browser.report_notes(c, c.browser)}
     return plain(data)
 
 
@@ -369,6 +372,10 @@ def to_markdown(c: Comparison, delivery: str = DELIVERY, pricing: _pricing.Prici
     lines += ["## Advice", ""]
     advice = advise(c, delivery)
     lines += [f"- **{_LEVEL_WORDS.get(a.level, a.level)}**: {_md(a.text)}" for a in advice] or ["- (none)"]
+    if getattr(c, "browser", None):  # runs in the user's browser (the app's Compare page)
+        header, rows = browser.report_table(c, c.browser)
+        lines += ["", "## In your browser", "", *_md_table(header, rows), ""]
+        lines += [f"- {_md(note)}" for note in browser.report_notes(c, c.browser)]
     lines += ["", "## Variants", ""]
     for r in c.variants:
         lines += _md_variant(c, r)
@@ -666,6 +673,15 @@ def _script_json(data: Any) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
+def _html_browser(c: Comparison) -> list[str]:
+    """The runs in the user's browser, when the app measured them."""
+    if not getattr(c, "browser", None):
+        return []
+    header, rows = browser.report_table(c, c.browser)
+    notes = "".join(f"<li>{_h(note)}</li>" for note in browser.report_notes(c, c.browser))
+    return ["<h2>In your browser</h2>", _html_table(header, rows, wrap_last=True), f"<ul>{notes}</ul>"]
+
+
 def to_html(c: Comparison, delivery: str = DELIVERY) -> str:
     """One self-contained page (plotly.js inlined once, no network access) with the table, advice and charts."""
     from plotly.offline import get_plotlyjs
@@ -705,6 +721,7 @@ def to_html(c: Comparison, delivery: str = DELIVERY) -> str:
         _html_table(header, rows),
         "<h2>Advice</h2>",
         _html_advice(advise(c, delivery)),
+        *_html_browser(c),
         "<h2>Charts</h2>",
         *figures,
         "<h2>Variants</h2>",

@@ -155,3 +155,40 @@ def test_browser_run_as_dict_is_json_ready():
     run = BrowserRun(key="original", error="boom", stage="run")
     data = json.loads(json.dumps(run.as_dict()))
     assert data["error"] == "boom" and data["parity"] is None and data["passed"] is None
+
+
+@pytest.mark.slow
+def test_browser_runs_travel_into_the_reports_and_the_chart(load_sample):
+    import json
+
+    from shrinkray import charts, report
+    from shrinkray.compare import CompareSettings, compare
+    from shrinkray.measure.browser import prepare
+
+    model = load_sample("mlp")
+    settings = CompareSettings(methods=[("float16", {})], latency=False)
+    comparison = compare(model, settings)
+    inputs = prepare(model, settings)
+    ua = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) HeadlessChrome/142.0.0.0 Safari/537.36"
+    results = [
+        _page_result("original", [inputs.reference], userAgent=ua),
+        _page_result("float16", [], userAgent=ua, error="com.microsoft:ScaledSiLU(-1) is not a registered function/op",
+                     stage="session"),
+    ]  # fmt: skip
+    comparison.browser = judge_all(inputs, results, served_by="this app's server")
+    data = json.loads(report.to_json_text(comparison))
+    assert [r["key"] for r in data["browser"]["runs"]] == ["original", "float16"]
+    assert data["browser"]["runs"][0]["passed"] is True and data["browser"]["runs"][1]["stage"] == "session"
+    notes = " ".join(data["browser"]["notes"])
+    assert "HeadlessChrome/142" in notes and "1 thread" in notes and "received 1000 B as gzip" in notes
+    assert "a host serving precompressed files would send" in notes
+    assert "float16 runs on the server but not in onnxruntime-web 1.30.0 (wasm)" in notes
+    markdown = report.to_markdown(comparison)
+    assert "## In your browser" in markdown and "did not run (session)" in markdown
+    html = report.to_html(comparison)
+    assert "<h2>In your browser</h2>" in html and 'data-chart="browser"' in html
+    figure = charts.browser_chart(comparison)
+    assert "HeadlessChrome 142" in figure.layout.title.subtitle.text and "float16" in figure.layout.title.subtitle.text
+    assert [list(t.x) for t in figure.data][:2] == [["original"], ["original"]]  # the failed model is not drawn
+    comparison.browser = []
+    assert "browser" not in report.to_json(comparison) and "In your browser" not in report.to_markdown(comparison)

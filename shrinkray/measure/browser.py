@@ -78,6 +78,7 @@ class BrowserRun:
     threads: int | None = None  # ONNX Runtime Web's WASM threads (1 without cross-origin isolation)
     backend: str = "wasm"  # "wasm" or "webgpu"
     runtime: str = RUNTIME  # e.g. "onnxruntime-web 1.30.0"
+    runtime_start_ms: float | None = None  # the runtime's own start (its WebAssembly fetched and compiled), once a page
     transfer_ms: float | None = None  # request start to the last byte of the model
     transfer_bytes: int | None = None  # bytes on the wire (the browser's encoded body size)
     model_bytes: int | None = None  # the model's own size once decoded
@@ -198,6 +199,7 @@ def judge(inputs: BrowserInputs, result: dict[str, Any]) -> BrowserRun:
         threads=int(result["threads"]) if isinstance(result.get("threads"), int) else None,
         backend=str(result.get("backend", "wasm")),
         runtime=str(result.get("runtime") or RUNTIME),
+        runtime_start_ms=number("runtimeStartMs"),
         transfer_ms=number("transferMs"),
         transfer_bytes=int(result["transferBytes"]) if isinstance(result.get("transferBytes"), int) else None,
         model_bytes=int(result["modelBytes"]) if isinstance(result.get("modelBytes"), int) else None,
@@ -292,3 +294,66 @@ def advice_lines(comparison, runs: list[BrowserRun]) -> list[str]:
     if runs and runs[0].served_by:
         lines.append(f"Files were sent by {runs[0].served_by}.")
     return lines
+
+
+def browser_name(user_agent: str) -> str:
+    """A short name for a user agent ("HeadlessChrome 142", "Firefox 140"), for chart labels."""
+    import re
+
+    for name in ("Edg", "OPR", "Firefox", "HeadlessChrome", "Chrome", "Version"):
+        found = re.search(rf"\b{name}/(\d+)", user_agent)
+        if found:
+            label = {"Edg": "Edge", "OPR": "Opera", "Version": "Safari"}.get(name, name)
+            return f"{label} {found.group(1)}"
+    return user_agent[:40] or "browser"
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else (f"{value:,.0f} ms" if value >= 100 else f"{value:.1f} ms")
+
+
+def report_table(comparison, runs: list[BrowserRun]) -> tuple[list[str], list[list[str]]]:
+    """The browser runs as a table for the reports and the app: one row per model, the server beside it."""
+    header = ["model", "received", "download", "session", "first run", "median", "server median (1 thread)",
+              "parity in the browser", "parity on the server"]  # fmt: skip
+    rows = []
+    for run in runs:
+        try:
+            server = comparison.get(run.key)
+        except KeyError:
+            continue
+        stats = server.latency_at(1, run.batch) if run.batch is not None else None
+        if not run.ok:
+            verdict = f"did not run ({run.stage}): {run.error}"
+        elif run.parity is None:
+            verdict = "-"
+        else:
+            verdict = "passes" if run.parity.passed else f"fails: {run.parity.decided_by}"
+        received = "-" if run.transfer_bytes is None else f"{_bytes(run.transfer_bytes)} as {run.content_encoding or 'identity'}"
+        rows.append([
+            run.key, received, _ms(run.transfer_ms), _ms(run.session_ms), _ms(run.first_run_ms),
+            f"{_ms(run.median_ms)} ({run.runs} runs)" if run.median_ms is not None else "-",
+            _ms(stats.median_ms) if stats else "-",
+            verdict, "-" if server.parity is None else ("passes" if server.parity.passed else "fails"),
+        ])  # fmt: skip
+    return header, rows
+
+
+def report_notes(comparison, runs: list[BrowserRun]) -> list[str]:
+    """Where the runs were measured, the delivery facts per model and the advice, as sentences."""
+    if not runs:
+        return []
+    first = runs[0]
+    threads = f"{first.threads} thread{'s' if (first.threads or 1) > 1 else ''}" if first.threads else "threads unknown"
+    start = f"; the runtime itself started in {_ms(first.runtime_start_ms)}" if first.runtime_start_ms is not None else ""
+    lines = [f"Measured in {first.user_agent or 'an unknown browser'} with {first.runtime} ({first.backend}, {threads}){start}; "
+             f"timed on the server's latency input (batch {first.batch}), median of the runs after the first."]  # fmt: skip
+    for run in runs:
+        try:
+            sizes = comparison.get(run.key).sizes
+        except KeyError:
+            sizes = None
+        line = delivery_line(run, sizes)
+        if line:
+            lines.append(line + ".")
+    return lines + [line.lstrip("! ") for line in advice_lines(comparison, runs)]

@@ -25,6 +25,14 @@ TIMEOUT = 240
 CLI_FLAG = re.compile(r"(?<![\w-])--[a-z]")
 
 
+def _finish(at: AppTest) -> AppTest:
+    """Runs are jobs off the page's script: wait for them to end, then redraw (what the page's poll does)."""
+    from app_ui.runs import wait_until_idle
+
+    assert wait_until_idle(600), "a run did not finish"
+    return at.run()
+
+
 def _png(color: tuple[int, int, int], size: tuple[int, int] = (48, 40)) -> bytes:
     from PIL import Image
 
@@ -71,7 +79,7 @@ def _run_shrink(at: AppTest) -> AppTest:
     when the page is left, so they are set on every visit)."""
     at.multiselect[0].set_value(["weights-int8"]).run()
     next(t for t in at.toggle if t.label == "Measure latency").set_value(False).run()
-    next(b for b in at.button if b.label == "Shrink and measure").click().run()
+    _finish(next(b for b in at.button if b.label == "Shrink and measure").click().run())
     assert not at.exception, at.exception
     assert not at.error, [e.value for e in at.error]
     return at
@@ -84,7 +92,7 @@ def _remeasure(at: AppTest, files: list[tuple[str, bytes, str]], image_values: s
     uploader.set_value(files)
     if image_values is not None:
         next(s for s in at.selectbox if s.label == "Image values").set_value(image_values)
-    next(b for b in at.button if b.label == "Re-measure with these inputs").click().run()
+    _finish(next(b for b in at.button if b.label == "Re-measure with these inputs").click().run())
     assert not at.exception, at.exception
     return at
 
@@ -201,7 +209,7 @@ def test_bad_dimensions_in_the_form_name_no_cli_flag(cnn_app):
     at = cnn_app
     at.switch_page("app_pages/compare.py").run()
     next(t for t in at.text_area if t.label.startswith("Dimensions")).input("batch=zero")
-    next(b for b in at.button if b.label == "Re-measure with these inputs").click().run()
+    _finish(next(b for b in at.button if b.label == "Re-measure with these inputs").click().run())
     assert not at.exception, at.exception
     assert len(at.error) == 1
     message = at.error[0].value

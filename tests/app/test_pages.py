@@ -16,6 +16,14 @@ APP = str(ROOT / "app.py")
 TIMEOUT = 240
 
 
+def _finish(at: AppTest) -> AppTest:
+    """Runs are jobs off the page's script: wait for them to end, then redraw (what the page's poll does)."""
+    from app_ui.runs import wait_until_idle
+
+    assert wait_until_idle(600), "a run did not finish"
+    return at.run()
+
+
 def _app() -> AppTest:
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     at.run()
@@ -110,7 +118,7 @@ def shrunk_app() -> AppTest:
     at.switch_page("app_pages/shrink.py").run()
     # Fast settings: fewer timed runs, no culprit search budget needed for the page test.
     next(n for n in at.number_input if n.label == "Timed runs per model").set_value(3).run()
-    next(b for b in at.button if b.label == "Shrink and measure").click().run()
+    _finish(next(b for b in at.button if b.label == "Shrink and measure").click().run())
     assert not at.exception, at.exception
     return at
 
@@ -157,7 +165,7 @@ def test_each_method_alone_runs_in_the_page():
         at.switch_page("app_pages/shrink.py").run()
         at.multiselect[0].set_value([spec.name]).run()
         at.toggle[-1].set_value(False).run()  # "Measure latency" off: this test is about the method
-        next(b for b in at.button if b.label == "Shrink and measure").click().run()
+        _finish(next(b for b in at.button if b.label == "Shrink and measure").click().run())
         assert not at.exception, (spec.name, at.exception)
         headings = [m.value for m in at.markdown if m.value.startswith("### ")]
         assert headings == [f"### {spec.name}"]

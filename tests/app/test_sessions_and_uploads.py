@@ -12,6 +12,14 @@ from streamlit.testing.v1 import AppTest
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _finish(at: AppTest) -> AppTest:
+    """Runs are jobs off the page's script: wait for them to end, then redraw (what the page's poll does)."""
+    from app_ui.runs import wait_until_idle
+
+    assert wait_until_idle(600), "a run did not finish"
+    return at.run()
+
+
 def _zip_with_external_data(tmp_path: Path) -> bytes:
     model = onnx.load(str(ROOT / "sample_models" / "mlp.onnx"))
     folder = tmp_path / "export"
@@ -86,7 +94,7 @@ def test_two_sessions_never_see_each_others_model_or_results():
     first.switch_page("app_pages/shrink.py").run()
     first.multiselect[0].set_value(["float16"]).run()
     first.toggle[-1].set_value(False).run()
-    next(b for b in first.button if b.label == "Shrink and measure").click().run()
+    _finish(next(b for b in first.button if b.label == "Shrink and measure").click().run())
     assert "comparisons" in first.session_state
     second.switch_page("app_pages/compare.py").run()
     assert "comparisons" not in second.session_state

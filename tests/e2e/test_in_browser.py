@@ -55,11 +55,11 @@ def _shrink(pg, sample: Path, latency: bool) -> None:
             pg.wait_for_timeout(300)
     chips = pg.locator("[data-testid=stMultiSelect]").first.inner_text()
     assert all(next(s.title for s in all_methods() if s.name == name) in chips for name in WANTED), chips
-    if not pg.get_by_text("Measure latency").is_visible():
-        pg.get_by_text("Measurement settings").click()
-    toggle = pg.get_by_label("Measure latency")
+    if not pg.get_by_text("Measure latency", exact=True).first.is_visible():
+        pg.get_by_text("Measurement settings", exact=True).first.click()
+    toggle = pg.get_by_label("Measure latency").first
     if toggle.is_checked() != latency:
-        pg.get_by_text("Measure latency").click()
+        pg.get_by_text("Measure latency", exact=True).first.click()
         pg.wait_for_timeout(300)
     pg.get_by_role("button", name="Shrink and measure").click()
     pg.wait_for_selector("text=Reports", timeout=240_000)

@@ -1,0 +1,206 @@
+"""Runs in the app: start one as a job, follow it while it runs, reopen it from its address.
+
+The page never does the heavy work: :func:`start_run` hands it to the
+server's job queue (:mod:`shrinkray.runs`) and puts the run's id in the
+address (``?run=…``); :func:`follow_run` polls the run once a second in a
+fragment (queue position, step, progress, Cancel, and the cards measured so
+far), and reruns the page when the run ends. :func:`open_run_from_address`
+(every page, from ``app.py``) restores a run's model and results from its id,
+so a reload, a new tab or a colleague's browser sees the same run. A session
+knows only the ids it started or was given.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from shrinkray.errors import ShrinkRayError
+from shrinkray.runs import Runs, RunView
+from shrinkray.runstore import RunNotFound
+from shrinkray.text_safety import streamlit_markdown as md
+
+#: Seconds between polls of a live run.
+POLL_S = 1.0
+
+
+@st.cache_resource(show_spinner=False)
+def runs_service() -> Runs:
+    """The server's one run store and job queue (shared by sessions; each sees only the ids it holds)."""
+    runs = Runs()
+    runs.store.recover()  # runs a previous server process left half-done are marked failed
+    return runs
+
+
+def run_id() -> str | None:
+    """The current session's run (the Pricing page puts it into its links)."""
+    return st.session_state.get("run_id")
+
+
+def _set_address(rid: str | None) -> None:
+    if rid is None:
+        if "run" in st.query_params:
+            del st.query_params["run"]
+    elif st.query_params.get("run") != rid:
+        st.query_params["run"] = rid
+
+
+def start_run(loaded, settings, what: str = "Shrinking and measuring") -> str:
+    """Queue a comparison of ``loaded`` and make it this session's run (its id goes into the address)."""
+    from app_ui.state import settings_key
+
+    key = (loaded.sha256, settings_key(settings))
+    earlier = st.session_state.setdefault("runs_by_settings", {}).get(key)
+    if earlier is not None:  # the same model and settings measured before in this session: show that run
+        try:
+            view = runs_service().view(earlier)
+            if view.status in ("done", "queued", "running"):
+                _make_current(earlier)
+                return earlier
+        except RunNotFound:
+            pass
+    rid = runs_service().start(loaded, settings, what=what)
+    st.session_state["runs_by_settings"][key] = rid
+    _make_current(rid)
+    return rid
+
+
+def _make_current(rid: str) -> None:
+    st.session_state["run_id"] = rid
+    st.session_state.setdefault("my_runs", []).append(rid)
+    _set_address(rid)
+
+
+def forget_run() -> None:
+    """A new model was loaded: its page shows no earlier run."""
+    st.session_state.pop("run_id", None)
+    _set_address(None)
+
+
+def view(rid: str | None = None) -> RunView | None:
+    rid = rid or run_id()
+    if rid is None:
+        return None
+    try:
+        return runs_service().view(rid)
+    except RunNotFound:
+        return None
+
+
+def comparison_of(rid: str):
+    """The finished run's comparison (variant files as absolute paths), cached in the session."""
+    cache = st.session_state.setdefault("run_results", {})
+    if rid not in cache:
+        cache[rid] = runs_service().comparison(rid)
+    return cache[rid]
+
+
+def open_run_from_address() -> None:
+    """Make the run named in the address this session's run, with its model; say so when it cannot be opened."""
+    from app_ui.state import set_model
+
+    wanted = st.query_params.get("run")
+    if wanted is None:
+        if run_id() is not None:
+            _set_address(run_id())  # the address keeps naming the run across page changes
+        return
+    if wanted == run_id():
+        return
+    try:
+        record = runs_service().view(wanted).record
+        if not record.model_path.is_file():
+            raise RunNotFound("This run's model is no longer kept", "Start a new run on the Shrink page")
+        current = st.session_state.get("model")
+        if current is None or current.sha256 != record.model_sha256:
+            from shrinkray.io import load
+
+            loaded = load(record.model_path)
+            loaded.name, loaded.path = record.model_name, None
+            set_model(loaded, f"From a run link: {record.model_name}", keep_run=True)
+    except ShrinkRayError as exc:
+        st.session_state["run_problem"] = f"This run link cannot be opened: {exc}"
+        _set_address(run_id())
+        return
+    st.session_state["run_id"] = wanted
+    st.session_state.setdefault("my_runs", []).append(wanted)
+
+
+def show_run_problem() -> None:
+    """The message for a bad run link (once)."""
+    problem = st.session_state.pop("run_problem", None)
+    if problem:
+        st.error(md(problem), icon=":material/link_off:")
+
+
+def _failure_text(v: RunView) -> str:
+    from app_ui.controls import app_message
+
+    r = v.record
+    if r.problem:
+        return app_message(ShrinkRayError(r.problem, r.hint, r.setting))
+    return r.error or "The run stopped without a message. Start it again."
+
+
+def follow_run(rid: str | None = None, cards: bool = True) -> RunView | None:
+    """While the run is queued or running: its position or progress, a Cancel button and the cards so far
+    (polled); when it failed or was cancelled: why. Returns the run's view (None when there is no run)."""
+    rid = rid or run_id()
+    if rid is None:
+        return None
+    v = view(rid)
+    if v is None:
+        return None
+    if v.live:
+        _live_panel(rid, cards)
+    elif v.status == "failed":
+        st.error(md(f"Shrinking and measuring failed: {_failure_text(v)}"), icon=":material/error:")
+    elif v.status == "cancelled":
+        st.info("This run was cancelled. Press **Shrink and measure** to start again.", icon=":material/cancel:")
+    return v
+
+
+@st.fragment(run_every=POLL_S)
+def _live_panel(rid: str, cards: bool) -> None:
+    from app_ui.results import show_results
+
+    v = view(rid)
+    if v is None or not v.live:
+        st.rerun()  # the run ended: redraw the whole page with its results
+        return
+    with st.container(border=True):
+        left, right = st.columns([5, 1], vertical_alignment="center")
+        if v.status == "queued":
+            job = v.job
+            waiting = f"position {v.position} of {job.queued}" if job is not None else "waiting"
+            why = f" (waiting for {job.waiting_for})" if job is not None and job.waiting_for else ""
+            left.markdown(f":material/hourglass_top: **Queued**, {waiting}{why}: runs start in order as workers "
+                          "free up.")  # fmt: skip
+        else:
+            left.progress(min(max(v.fraction, 0.0), 1.0), text=md(v.step or "Starting"))
+        if right.button("Cancel", key=f"cancel:{rid}", icon=":material/stop_circle:"):
+            runs_service().cancel(rid)
+            st.rerun()
+        left.caption("This run keeps going if you leave or reload the page: its address opens it again.")
+    if cards:
+        snapshot = v.record.snapshot
+        if snapshot is not None:
+            with st.container():
+                show_results(snapshot, partial=True)
+
+
+def keep_method_settings() -> None:
+    """Keep the Shrink page's method option widgets (``shrink:<method>:<option>``) across page changes.
+
+    Streamlit drops a widget's value when a run does not draw it; assigning
+    the value to itself makes it plain session state, which stays. (The
+    page's own widgets use ``persist_state="session"``; the method controls
+    are built elsewhere.)
+    """
+    for key in list(st.session_state.keys()):
+        if isinstance(key, str) and key.startswith("shrink:") and key.count(":") == 2:
+            st.session_state[key] = st.session_state[key]
+
+
+def wait_until_idle(timeout: float = 600) -> bool:
+    """Block until the server's queue has nothing waiting or running (tests)."""
+    queue = runs_service().queue
+    return queue.wait_idle(timeout) if hasattr(queue, "wait_idle") else True

@@ -234,7 +234,7 @@ def test_every_sample_shrinks(name):
 
 
 def test_embedding_tables_become_gather_block_quantized():
-    variant = _variant("transformer", "auto")
+    variant = shrinkray.shrink(cached_sample("transformer"), "weights-int4", outliers=0)  # its table has outliers
     emb = "embeddings.word_embeddings.weight"
     assert emb in {c.name for c in variant.changes}
     gathers = [n for n in variant.model.graph.node if n.op_type == "GatherBlockQuantized"]
@@ -275,3 +275,135 @@ def test_rescaled_blocks_keep_their_projection_and_the_codes_of_round_to_nearest
     blocks = x.reshape(16, 8, 32).astype(np.float64)
     decoded = res.decode().reshape(16, 8, 32)
     np.testing.assert_allclose((blocks * decoded).sum(-1), (blocks**2).sum(-1), rtol=1e-5)
+
+
+# --------------------------------------------------------------------------- outliers and activation-aware scales
+
+
+@st.composite
+def weight_with_outliers(draw):
+    """A MatMul or Gemm(transB) weight with a few planted outliers, and the block size."""
+    k, n = draw(st.integers(8, 200)), draw(st.integers(1, 6))
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    w = rng.standard_normal((k, n)).astype(np.float32) * np.float32(10.0 ** draw(st.integers(-4, 4)))
+    spots = draw(st.lists(st.integers(0, w.size - 1), max_size=3, unique=True))
+    w.reshape(-1)[spots] *= np.float32(draw(st.floats(20.0, 60.0)))
+    op = draw(st.sampled_from(["MatMul", "Gemm"]))
+    return (w.T.copy() if op == "Gemm" else w), op, draw(st.sampled_from(BLOCK_SIZES))
+
+
+def _ref_for(w: np.ndarray, op: str):
+    attrs = {"transB": 1} if op == "Gemm" else {}
+    node = helper.make_node(op, ["x", "w"], ["y"], **attrs)
+    graph = helper.make_graph([node], "g", [], [], [numpy_helper.from_array(w, "w")])
+    return next(r for r in find_weights(helper.make_model(graph)) if r.name == "w")
+
+
+@pytest.mark.fuzz
+@PROPERTY
+@given(weight_with_outliers())
+def test_outliers_are_exact_and_every_other_value_within_half_a_step_along_the_reduction_axis(case):
+    from shrinkray.blockquant import find_outliers
+    from shrinkray.methods.weights_int4 import WeightsInt4Options, encode_tensor
+
+    w, op, block = case
+    ref = _ref_for(w, op)
+    enc = encode_tensor(w, ref, WeightsInt4Options(block_size=block, rounding="rtn"), "standard")
+    x2d = enc.layout.to_2d(w).astype(np.float64)
+    assert x2d.shape[1] == (w.shape[0] if op == "MatMul" else w.shape[1])  # blocks along K
+    decoded = enc.decode().astype(np.float64)
+    found = find_outliers(x2d.astype(np.float32))
+    np.testing.assert_array_equal(enc.outliers if enc.outliers is not None else [], found)
+    kept = np.zeros(x2d.size, bool)
+    kept[found] = True
+    np.testing.assert_array_equal(decoded.reshape(-1)[kept], x2d.reshape(-1)[kept])
+    step = _per_value_scale(enc.codes).astype(np.float64).reshape(-1)
+    err = np.abs(decoded - x2d).reshape(-1)
+    assert (err[~kept] <= step[~kept] / 2 * (1 + 1e-5) + 1e-30).all()
+
+
+@pytest.mark.fuzz
+@PROPERTY
+@given(blocks_input(), st.integers(0, 2**16))
+def test_activation_aware_scales_never_raise_the_activation_weighted_error(case, seed):
+    from shrinkray.blockquant import channel_scales
+
+    x, block, _ = case
+    busy = np.random.default_rng(seed).lognormal(0.0, 2.0, x.shape[1])
+    s = channel_scales(x, busy, block, "rescaled")
+    assert s.shape == (x.shape[1],) and np.all(s > 0)
+
+    def weighted(scales):
+        decoded = quantize_blocks(x * scales[None, :], block, search="rescaled").decode() / scales[None, :]
+        return float((np.square(x.astype(np.float64) - decoded) * busy[None, :]).sum())
+
+    assert weighted(s) <= weighted(np.ones_like(s)) * (1 + 1e-6) + 1e-30
+
+
+def test_find_outliers_takes_nothing_from_a_gaussian_and_gives_up_on_a_heavy_tail():
+    from shrinkray.blockquant import find_outliers
+
+    rng = np.random.default_rng(0)
+    assert find_outliers(rng.standard_normal((256, 512)).astype(np.float32)).size == 0
+    heavy = rng.standard_normal((64, 512)).astype(np.float32)
+    heavy.reshape(-1)[::50] = 100.0  # 2% of the values 7 RMS out: the tensor is like that, not exceptions
+    assert find_outliers(heavy, max_share=1.0).size == len(range(0, heavy.size, 50))
+    assert find_outliers(heavy).size == 0
+    planted = rng.standard_normal((64, 512)).astype(np.float32)
+    planted[3, 7] = 40.0
+    np.testing.assert_array_equal(find_outliers(planted), [3 * 512 + 7])
+
+
+def _busy_channel_mlp(opset: int = 17) -> tuple[onnx.ModelProto, np.ndarray]:
+    """LayerNorm (one channel's gain x8, as in real transformers) -> MatMul: that channel dominates."""
+    rng = np.random.default_rng(1)
+    d, n = 128, 96
+    gamma = np.ones(d, np.float32)
+    gamma[5] = 8.0
+    w = (rng.standard_normal((d, n)) / np.sqrt(d)).astype(np.float32)
+    w[17, 3] = 2.5  # one outlier weight
+    nodes = [
+        helper.make_node("LayerNormalization", ["x", "gamma", "beta"], ["h"], axis=-1),
+        helper.make_node("MatMul", ["h", "w"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "busy", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", d])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", n])],
+        [numpy_helper.from_array(gamma, "gamma"), numpy_helper.from_array(np.zeros(d, np.float32), "beta"),
+         numpy_helper.from_array(w, "w")],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model, w
+
+
+@pytest.mark.parametrize("optimized", [True, False], ids=["ort-optimized", "ort-unoptimized"])
+def test_activation_aware_matmulnbits_and_outlier_standard_forms_are_valid_and_closer(optimized):
+    model, w = _busy_channel_mlp()
+    x = np.random.default_rng(2).standard_normal((64, w.shape[0])).astype(np.float32)
+    want = open_session(model).run(None, {"x": x})[0]
+
+    def err(variant):
+        got = open_session(variant.model, optimized=optimized).run(None, {"x": x})[0]
+        return float(np.sqrt(np.mean((got - want) ** 2)))
+
+    plain = shrinkray.shrink(model, "weights-int4", min_elements=1, outliers=0, activation_aware=False)
+    aware = shrinkray.shrink(model, "weights-int4", min_elements=1, outliers=0)
+    both = shrinkray.shrink(model, "weights-int4", min_elements=1)
+    ops = [n.op_type for n in aware.model.graph.node]
+    assert "MatMulNBits" in ops and "Mul" in ops and ops.index("Mul") < ops.index("MatMulNBits")
+    assert "ScatterND" in {n.op_type for n in both.model.graph.node}  # the outlier needs the standard form
+    for v in (plain, aware, both):
+        onnx.checker.check_model(v.model)
+    assert err(aware) < err(plain)
+    assert err(both) < err(aware)
+
+
+def test_outliers_need_opset_11_and_are_skipped_below():
+    model, w = _busy_channel_mlp(opset=17)
+    model.opset_import[0].version = 10
+    del model.graph.node[0]  # LayerNormalization needs 17: feed the MatMul directly
+    model.graph.node[0].input[0] = "x"
+    variant = shrinkray.shrink(model, "weights-int4", min_elements=1, activation_aware=False)
+    assert "ScatterND" not in {n.op_type for n in variant.model.graph.node}
+    onnx.checker.check_model(variant.model)

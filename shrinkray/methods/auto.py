@@ -79,31 +79,50 @@ def _overridable(model: onnx.ModelProto, names: list[str]) -> onnx.ModelProto:
     return copy
 
 
-def _severities(
-    model: onnx.ModelProto, refs: list[WeightRef], lowest: str, deadline: float, settings: Any
-) -> tuple[list[Choice], Any]:
-    from shrinkray.compare import _parity, _session_outputs, parity_inputs
-    from shrinkray.validate import open_session
+def _run(session, samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every sample through ``session``; several samples are stacked on a new first axis (as compare does)."""
+    import numpy as np
 
-    probe = _overridable(model, [r.name for r in refs])
-    session = open_session(probe)
-    inputs = parity_inputs(probe, settings, session=session)
+    names = [o.name for o in session.get_outputs()]
+    runs = [session.run(None, feeds) for feeds in samples]
+    if len(runs) == 1:
+        return dict(zip(names, runs[0], strict=True))
+    return {name: np.stack([np.asarray(r[i]) for r in runs]) for i, name in enumerate(names)}
+
+
+def _judge(inputs, outputs: dict[str, Any], settings: Any):
+    """The default verdict on ``outputs`` against the original's (the public parity function compare uses)."""
+    from shrinkray.measure.parity import compare_outputs
+
+    return compare_outputs(inputs.reference, outputs, inputs.kinds, settings.verdict, samples=inputs.count)
+
+
+def _choices(refs: list[WeightRef], lowest: str) -> list[Choice]:
+    """Every tensor with the bytes each precision would take (severities are measured later, if needed)."""
     levels = LEVELS[1 : LEVELS.index(lowest) + 1]
-    choices = []
-    for ref in refs:
+    return [
+        Choice(ref, {"float32": ref.elements * 4.0, **{lv: ref.elements * get_method(METHOD_OF[lv]).bytes_per_value
+                                                      for lv in levels}}, {"float32": 0.0})  # fmt: skip
+        for ref in refs
+    ]
+
+
+def _measure(choices: list[Choice], session, inputs, settings: Any, deadline: float) -> None:
+    """Each tensor alone at each precision: its severity under the verdict (one inference per try).
+
+    A precision whose approximation cannot be made (or that the deadline cut off) is dropped from the
+    tensor's options."""
+    for choice in choices:
+        ref = choice.ref
         values = ref.array()
-        choice = Choice(ref, {"float32": values.size * 4.0}, {"float32": 0.0})
-        for level in levels:
+        for level in [lv for lv in LEVELS[1:] if lv in choice.bytes]:
             spec = get_method(METHOD_OF[level])
             approx = spec.approximate(values, ref) if time.monotonic() < deadline else None
             if approx is None:
+                del choice.bytes[level]
                 continue
             feeds = [{**sample, ref.name: approx.astype(values.dtype)} for sample in inputs.samples]
-            outputs = _session_outputs(session, feeds, probe)
-            choice.severity[level] = sensitivity(_parity(inputs.reference, outputs, inputs, settings))
-            choice.bytes[level] = values.size * spec.bytes_per_value
-        choices.append(choice)
-    return choices, inputs
+            choice.severity[level] = sensitivity(_judge(inputs, _run(session, feeds), settings))
 
 
 #: What one tensor's change is scored by when the verdict itself is not graded: a decision kept on
@@ -128,13 +147,13 @@ def assign(choices: list[Choice], target: float) -> None:
     """Greedy: the move saving most bytes per added squared severity, while the quadrature sum <= target^2."""
     for c in choices:
         c.level = "float32"
-    total = 0.0
+    total = 0.0  # squared severities of the moves taken so far
     while True:
         best, best_gain = None, 0.0
         for c in choices:
             now = LEVELS.index(c.level)
             for level in LEVELS[now + 1 :]:
-                if level not in c.severity:
+                if level not in c.severity or level not in c.bytes:
                     continue
                 added = c.severity[level] ** 2 - c.severity[c.level] ** 2
                 if total + added > target**2:
@@ -170,8 +189,13 @@ def _build(model: onnx.ModelProto, choices: list[Choice], options: AutoOptions) 
     return variant
 
 
+def _predicted_bytes(choices: list[Choice]) -> float:
+    return sum(c.bytes.get(c.level, c.bytes["float32"]) for c in choices)
+
+
 def apply(model: onnx.ModelProto, options: AutoOptions) -> Variant:
-    from shrinkray.compare import CompareSettings, _parity, _session_outputs
+    from shrinkray.compare import parity_inputs
+    from shrinkray.results import CompareSettings
     from shrinkray.validate import open_session
 
     deadline = time.monotonic() + options.budget
@@ -184,32 +208,67 @@ def apply(model: onnx.ModelProto, options: AutoOptions) -> Variant:
         variant = Variant(method="auto", options=options.as_dict(), model=model)
         variant.notes.append("No large float initializer in the main graph, so there is nothing to choose")
         return variant
-    choices, inputs = _severities(model, refs, options.lowest, deadline, settings)
-
-    def passes(label: str) -> Variant | None:
-        built = _build(model, choices, options)
-        outputs = _session_outputs(built.session or open_session(built.model), inputs.samples, built.model)
-        built.session = None
-        parity = _parity(inputs.reference, outputs, inputs, settings)
-        tries.append(f"{label}: {'passes' if parity.passed else 'fails'} ({parity.severity:.0%} of allowed)")
-        return built if parity.passed else None
-
+    probe = _overridable(model, [r.name for r in refs])
+    session = open_session(probe)
+    inputs = parity_inputs(probe, settings, session=session)
+    choices = _choices(refs, options.lowest)
     tries: list[str] = []
-    for c in choices:  # the smallest mix first: every tensor at the lowest precision it can take
-        c.level = next((lv for lv in reversed(LEVELS) if lv in c.severity), "float32")
-    variant = passes(f"all at the lowest precision ({options.lowest})")
-    target = options.target
-    while variant is None and time.monotonic() < deadline and target > 1e-3:
-        assign(choices, target)
-        if all(c.level == "float32" for c in choices):
-            break
-        variant = passes(f"target {target:.3g}")
-        target /= 2
-    if variant is None:  # no mix passed within the budget: the safe, uniform choice
+    tried: set[tuple[str, ...]] = set()
+    best: tuple[float, Variant, dict[str, str]] | None = None  # (predicted bytes, variant, levels)
+
+    def attempt(label: str) -> bool:
+        """Build the current mix, judge it whole; keep it when it passes and is the smallest so far."""
+        nonlocal best
+        key = tuple(c.level for c in choices)
+        if key in tried:
+            return False
+        tried.add(key)
+        built = _build(model, choices, options)
+        done = {c.name for c in built.changes}
+        for c in choices:  # a tensor the method could not take stays as it was
+            if c.level != "float32" and c.ref.name not in done:
+                c.level = "float32"
+        outputs = _run(built.session or open_session(built.model), inputs.samples)
+        built.session = None
+        parity = _judge(inputs, outputs, settings)
+        tries.append(f"{label}: {'passes' if parity.passed else 'fails'} ({parity.severity:.0%} of allowed)")
+        size = _predicted_bytes(choices)
+        if parity.passed and (best is None or size < best[0]):
+            best = (size, built, {c.ref.name: c.level for c in choices})
+        return parity.passed
+
+    def uniform(level: str) -> None:
         for c in choices:
-            c.level = "int8" if "int8" in c.severity else "float32"
+            c.level = level if level in c.bytes else "float32"
+
+    # The smallest mix first: every tensor at the lowest precision. When it passes nothing is smaller,
+    # and no tensor needs measuring (most of a search's time).
+    uniform(options.lowest)
+    if not attempt(f"all at the lowest precision ({options.lowest})"):
+        _measure(choices, session, inputs, settings, deadline)
+        target = options.target
+        while best is None and time.monotonic() < deadline and target > 1e-3:
+            assign(choices, target)
+            if all(c.level == "float32" for c in choices):
+                break
+            attempt(f"target {target:.3g}")
+            target /= 2
+        # Never larger than a single method that passes: a uniform precision predicted smaller than the
+        # mix found (or any, when none passed) is tried too, smallest first.
+        for level in sorted(LEVELS[1 : LEVELS.index(options.lowest)], key=lambda lv: -LEVELS.index(lv)):
+            uniform(level)
+            if time.monotonic() < deadline and (best is None or _predicted_bytes(choices) < best[0]):
+                attempt(f"all {level}")
+    del session
+    if best is None:  # no mix passed within the budget: the safe, uniform choice
+        uniform("int8")
         variant = _build(model, choices, options)
+        variant.session = None
         tries.append("fell back to 8-bit everywhere")
+    else:
+        _, variant, levels = best
+        for c in choices:
+            c.level = levels[c.ref.name]
     counts = {level: sum(c.level == level for c in choices) for level in LEVELS}
     variant.notes.append(
         "Precision per tensor: " + ", ".join(f"{n} {level}" for level, n in counts.items() if n)
@@ -222,14 +281,15 @@ def apply(model: onnx.ModelProto, options: AutoOptions) -> Variant:
 
 
 def precision_map(choices: list[Choice]) -> list[dict[str, Any]]:
-    """Every candidate tensor: the precision chosen, its bytes and the severity each precision measured."""
+    """Every candidate tensor: the precision chosen, its bytes and the severity each precision measured
+    (none when the first, smallest mix passed and nothing needed measuring)."""
     return [
         {
             "tensor": c.ref.name,
             "shape": list(c.ref.shape),
             "precision": c.level,
             "bytes_before": int(c.bytes["float32"]),
-            "bytes_after": int(c.bytes[c.level]),
+            "bytes_after": int(c.bytes.get(c.level, c.bytes["float32"])),
             "severity": {k: (round(v, 6) if math.isfinite(v) else None) for k, v in c.severity.items()},
         }
         for c in choices

@@ -33,7 +33,16 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from shrinkray.blockquant import BLOCK_SIZES, BlockCodes, minmax_scales, quantize_blocks, scale_unit
+from shrinkray.blockquant import (
+    BLOCK_SIZES,
+    OUTLIER_Z,
+    BlockCodes,
+    channel_scales,
+    find_outliers,
+    minmax_scales,
+    quantize_blocks,
+    scale_unit,
+)
 from shrinkray.errors import MethodError
 from shrinkray.graph import FLOAT_TYPES, Consumer, GraphEditor, NameAllocator, WeightRef, find_weights
 from shrinkray.methods.base import (
@@ -80,6 +89,17 @@ class WeightsInt4Options(TensorSelection):
         "contrib (ONNX Runtime's MatMulNBits / GatherBlockQuantized: weights stay 4-bit in memory), "
         "dequantize-linear (opset 21 DequantizeLinear with block_size), auto (the fastest measured per op)",
         choices=FORMS,
+    )
+    outliers: float = option(
+        OUTLIER_Z,
+        "Values at least this many times their row's RMS are kept exactly beside the blocks (one such value "
+        "stretches its block's scale); those tensors take the standard form; 0 turns it off",
+        min=0.0,
+    )
+    activation_aware: bool = option(
+        True,
+        "Measure each MatMul/Gemm input channel's activation on synthesized inputs and give busy channels a "
+        "finer grid (AWQ-style scales, undone in the decode); off: data-free",
     )
 
 
@@ -171,6 +191,19 @@ class Encoded:
     unit: float  # scales are stored as float16 multiples of this power of two (standard form), else 1
     stats: ErrorStats
     form: str  # "standard", "matmulnbits", "gather", "gather16" (float16 scales) or "dequantize-linear"
+    outliers: np.ndarray | None = None  # flat indices into [rows, length] kept exactly
+    outlier_values: np.ndarray | None = None  # their float32 values
+    inv_scale: np.ndarray | None = None  # 1 / activation-aware scale per position along the reduction axis
+
+    def decode(self) -> np.ndarray:
+        """The float32 ``[rows, length]`` values the graph rebuilds."""
+        values = self.codes.decode()
+        if self.inv_scale is not None:
+            values = values * self.inv_scale[None, :]
+        if self.outliers is not None and self.outliers.size:
+            values = values.copy()
+            values.reshape(-1)[self.outliers] = self.outlier_values
+        return values
 
 
 def _contrib_kind(ref: WeightRef) -> str | None:
@@ -205,9 +238,17 @@ def choose_form(ref: WeightRef, form: str, block_size: int) -> str:
     return kind or "standard"
 
 
-def encode_tensor(values: np.ndarray, ref: WeightRef, options: WeightsInt4Options, form: str) -> Encoded | None:
+def encode_tensor(
+    values: np.ndarray, ref: WeightRef, options: WeightsInt4Options, form: str, importance: np.ndarray | None = None,
+    outliers_ok: bool = True,
+) -> Encoded | None:
     """Block codes along the best layout for this tensor, or None when it holds inf/NaN (or values float32
-    cannot hold)."""
+    cannot hold).
+
+    Outliers (``options.outliers``) are kept aside exactly, which needs the standard form (a contrib op
+    rebuilds nothing but the blocks). ``importance`` (mean squared activation per input channel of a
+    MatMul/Gemm weight) gives activation-aware scales along the reduction axis.
+    """
     if values.size and not fits_float32(np.array([np.min(values), np.max(values)], dtype=np.float64)):
         return None
     layouts = layouts_for(ref)
@@ -218,11 +259,26 @@ def encode_tensor(values: np.ndarray, ref: WeightRef, options: WeightsInt4Option
     best: Encoded | None = None
     for layout in layouts:
         x2d = layout.to_2d(values).astype(np.float32, copy=False)
+        this_form, original = form, x2d
+        idx = np.zeros(0, dtype=np.int64)
+        if outliers_ok and form != "dequantize-linear":
+            idx = find_outliers(x2d, options.outliers)
+        if idx.size:
+            this_form = "standard"
+            x2d = x2d.copy()
+            x2d.reshape(-1)[idx] = 0.0
+        s = None
+        if importance is not None and layout.reason in ("MatMul", "Gemm") and importance.size == x2d.shape[1]:
+            s = channel_scales(x2d, importance, options.block_size, options.rounding)
+            if np.all(s == 1.0):
+                s = None
+            else:
+                x2d = x2d * s[None, :]
         blocks_view = _padded_view(x2d, options.block_size)
-        if form == "standard":
+        if this_form == "standard":
             unit = scale_unit(blocks_view, options.symmetric)
             scale_dtype = np.float16
-        elif form == "gather" and _float16_scales_fit(blocks_view, options.symmetric):
+        elif this_form == "gather" and _float16_scales_fit(blocks_view, options.symmetric):
             unit, scale_dtype = 1.0, np.float16  # GatherBlockQuantized takes float16 scales (then a Cast)
         else:
             unit, scale_dtype = 1.0, np.float32
@@ -230,11 +286,16 @@ def encode_tensor(values: np.ndarray, ref: WeightRef, options: WeightsInt4Option
             x2d, options.block_size, symmetric=options.symmetric, search=options.rounding, scale_dtype=scale_dtype,
             unit=unit,
         )  # fmt: skip
-        if scale_dtype == np.float16 and form == "gather":
-            form = "gather16"
-        stats = _stats(codes, x2d, ref.dtype)
-        if best is None or stats.rms < best.stats.rms:
-            best = Encoded(layout, codes, unit, stats, form)
+        if scale_dtype == np.float16 and this_form == "gather":
+            this_form = "gather16"
+        enc = Encoded(layout, codes, unit, ErrorStats(0.0, 0.0, 0.0), this_form)
+        if idx.size:
+            enc.outliers, enc.outlier_values = idx, original.reshape(-1)[idx].astype(np.float32)
+        if s is not None:
+            enc.inv_scale = (1.0 / s).astype(np.float32)
+        enc.stats = _stats(enc, original, ref.dtype)
+        if best is None or enc.stats.rms < best.stats.rms:
+            best = enc
     return best
 
 
@@ -258,12 +319,12 @@ def _padded_view(x2d: np.ndarray, block_size: int) -> np.ndarray:
     return padded.reshape(rows, blocks, block_size)
 
 
-def _stats(codes: BlockCodes, x2d: np.ndarray, dtype: int) -> ErrorStats:
-    if dtype == onnx.TensorProto.FLOAT:
-        return codes.error_against(x2d)
+def _stats(enc: Encoded, x2d: np.ndarray, dtype: int) -> ErrorStats:
+    if dtype == onnx.TensorProto.FLOAT and enc.outliers is None and enc.inv_scale is None:
+        return enc.codes.error_against(x2d)
     from shrinkray.quant import error_stats
 
-    decoded = codes.decode().astype(FLOAT_TYPES[dtype])  # the final Cast to the tensor's own type
+    decoded = enc.decode().astype(FLOAT_TYPES[dtype])  # the final Cast to the tensor's own type
     return error_stats(x2d.astype(FLOAT_TYPES[dtype]), decoded)
 
 
@@ -335,6 +396,12 @@ def _standard(enc: Encoded, ref: WeightRef, opset: int):
     stored: dict[str, np.ndarray] = {"q4": codes.packed_codes(), "scale": scale16}
     if not codes.symmetric:
         stored["zero_point4"] = pack_flat(codes.zero_point)
+    if enc.inv_scale is not None:
+        stored["inv_scale"] = enc.inv_scale.reshape(1, -1)
+    if enc.outliers is not None and enc.outliers.size:
+        stored["outlier_at"] = enc.outliers.astype(np.int32).reshape(-1, 1)
+        stored["outlier"] = enc.outlier_values
+    tags = list(stored)
     moved = enc.layout.moved_shape(ref.shape)
     inverse = tuple(int(i) for i in np.argsort(enc.layout.perm))  # float16-safe: an integer permutation
     def build(names: list[str], output: str, alloc: NameAllocator) -> list[onnx.NodeProto]:
@@ -343,7 +410,7 @@ def _standard(enc: Encoded, ref: WeightRef, opset: int):
         if codes.symmetric:
             centred = b.add("Sub", [q, b.const("eight", np.float32(8))], "centred")
         else:
-            zp = b.unpack(names[2], (math.ceil(rows * blocks / 2),), rows * blocks, "zp")
+            zp = b.unpack(names[tags.index("zero_point4")], (math.ceil(rows * blocks / 2),), rows * blocks, "zp")
             zp = b.add("Reshape", [zp, b.const("zp_shape", np.array([rows, blocks, 1], np.int64))], "zp_blocks")
             centred = b.add("Sub", [q, zp], "centred")
         scale = b.add("Cast", [names[1]], "scale_f", to=onnx.TensorProto.FLOAT)
@@ -355,6 +422,14 @@ def _standard(enc: Encoded, ref: WeightRef, opset: int):
             out = alloc.new(f"{b.prefix}/unpadded")
             b.nodes.append(b.slice(values, codes.length, 1, out))
             values = out
+        if "inv_scale" in tags:  # activation-aware scales undone along the reduction axis
+            values = b.add("Mul", [values, names[tags.index("inv_scale")]], "unscaled")
+        if "outlier" in tags:  # the values kept exactly, written over their (zeroed) places
+            flat = b.add("Reshape", [values, b.const("flat", np.array([-1], np.int64))], "flat")
+            at = b.add("Cast", [names[tags.index("outlier_at")]], "outlier_at64", to=onnx.TensorProto.INT64)
+            flat = b.add("ScatterND", [flat, at, names[tags.index("outlier")]], "with_outliers")
+            values = b.add("Reshape", [flat, b.const("rows2d", np.array([rows, codes.length], np.int64))],
+                           "rows_exact")  # fmt: skip
         final_needs_cast = ref.dtype != onnx.TensorProto.FLOAT
         needs_transpose = inverse != tuple(range(len(inverse)))
         shaped_out = None if (needs_transpose or final_needs_cast) else output
@@ -416,7 +491,7 @@ def approximate(values: np.ndarray, ref: WeightRef) -> np.ndarray | None:
     enc = encode_tensor(values, ref, options, choose_form(ref, options.form, options.block_size))
     if enc is None:
         return None
-    moved = enc.codes.decode().reshape(enc.layout.moved_shape(tuple(values.shape)))
+    moved = enc.decode().reshape(enc.layout.moved_shape(tuple(values.shape)))
     return np.transpose(moved, np.argsort(enc.layout.perm))  # float16-safe: an integer permutation
 
 
@@ -439,9 +514,18 @@ def apply(model: onnx.ModelProto, options: WeightsInt4Options) -> Variant:
     variant = Variant(method="weights-int4", options=options.as_dict(), model=model)
     refs = candidates(find_weights(model), options)
     forms = {r.name + "\0" + r.scope: choose_form(r, options.form, options.block_size) for r in refs}
+    outliers_ok = opset >= 11  # ScatterND puts them back
+    importance: dict[str, np.ndarray] = {}
+    if options.activation_aware and options.form != "dequantize-linear" and refs:
+        from shrinkray.activations import input_channel_power
+
+        importance, note = input_channel_power(model, refs)
+        if note:
+            variant.notes.append(note)
 
     def encode(ref: WeightRef) -> Encoded | None:
-        return encode_tensor(ref.array(), ref, options, forms[ref.name + "\0" + ref.scope])
+        return encode_tensor(ref.array(), ref, options, forms[ref.name + "\0" + ref.scope],
+                             importance.get(ref.name) if not ref.scope else None, outliers_ok)  # fmt: skip
 
     editor = GraphEditor(model)
     contrib_edits: list[Callable[[], None]] = []
@@ -481,19 +565,23 @@ def apply(model: onnx.ModelProto, options: WeightsInt4Options) -> Variant:
     return variant
 
 
-def _insert_after(model: onnx.ModelProto, casts: list) -> None:
-    """Put each (consumer, cast) cast node right after its consumer's node, one rebuild per graph."""
+def _insert_after(model: onnx.ModelProto, extra: list) -> None:
+    """Put each ``(consumer, node, after)`` node right after (or before) its consumer's node, one rebuild
+    per graph."""
     from shrinkray.graph import iter_graphs
 
-    wanted = {c.node.output[0]: cast for c, cast in casts}
+    wanted = {c.node.output[0]: (node, after) for c, node, after in extra}
     for _, graph in reversed(list(iter_graphs(model.graph))):  # innermost first, as GraphEditor does
         if not any(o in wanted for n in graph.node for o in n.output[:1]):
             continue
         nodes = []
         for n in graph.node:
+            add, after = wanted.get(n.output[0], (None, True)) if n.output else (None, True)
+            if add is not None and not after:
+                nodes.append(add)
             nodes.append(n)
-            if n.output and n.output[0] in wanted:
-                nodes.append(wanted[n.output[0]])
+            if add is not None and after:
+                nodes.append(add)
         graph.ClearField("node")
         graph.node.extend(nodes)
 
@@ -522,7 +610,9 @@ def _rewrite(ref, enc, opset, editor, contrib_edits, skipped_dq) -> tuple[int | 
         stored["q4"] = stored["q4"].reshape(codes.rows, -1)
     if not codes.symmetric:
         stored["zero_points"] = codes.packed_zero_points()
-    names = editor.replace(ref, stored, lambda names, output, alloc: [])
+    if enc.inv_scale is not None:  # undone on the activations: x @ (W / s) = (x / s) @ W
+        stored["inv_scale"] = enc.inv_scale
+    names = dict(zip(stored, editor.replace(ref, stored, lambda names, output, alloc: []), strict=True))
     contrib_edits.append(lambda: _to_contrib(ref, enc, names, op, editor.names))
     return _nbytes(stored.values()), f"{desc}, float{16 if half else 32} block scales ({op})"
 
@@ -536,11 +626,12 @@ def _nbytes(arrays) -> int:
     return total
 
 
-def _to_contrib(ref: WeightRef, enc: Encoded, names: list[str], op: str, alloc: NameAllocator):
+def _to_contrib(ref: WeightRef, enc: Encoded, names: dict[str, str], op: str, alloc: NameAllocator):
     """Turn the weight's consumer (MatMul / Gemm / Gather) into the com.microsoft op, in place.
 
-    Returns a Cast node to place right after it when the op's output is float16 (float16 scales) while the
-    Gather gave float32, else None.
+    Returns ``(consumer, node, after)``: a node to place right after the consumer (a Cast when the op's
+    output is float16 while the Gather gave float32) or right before it (the Mul of the activations by
+    the activation-aware scales), or None.
     """
     node = ref.consumers[0].node
     codes = enc.codes
@@ -550,11 +641,16 @@ def _to_contrib(ref: WeightRef, enc: Encoded, names: list[str], op: str, alloc: 
         half = alloc.new(f"{outputs[0]}__f16")
         cast = helper.make_node("Cast", [half], [outputs[0]], name=alloc.new(f"{half}_cast"), to=ref.dtype)
         outputs[0] = half
-    q, scales = names[0], names[1]
-    zero = names[2] if len(names) > 2 else ""
+    q, scales = names["q4"], names["scales"]
+    zero = names.get("zero_points", "")
     if op == "MatMulNBits":
         bias = node.input[2] if node.op_type == "Gemm" and len(node.input) > 2 else ""
-        inputs = [node.input[0], q, scales, zero, "", bias]
+        act = node.input[0]
+        if "inv_scale" in names:
+            scaled = alloc.new(f"{act}__awq")
+            cast = helper.make_node("Mul", [act, names["inv_scale"]], [scaled], name=scaled)
+            act = scaled
+        inputs = [act, q, scales, zero, "", bias]
         while not inputs[-1]:
             inputs.pop()
         attrs = {"K": codes.length, "N": codes.rows, "bits": 4, "block_size": codes.block_size}
@@ -563,7 +659,9 @@ def _to_contrib(ref: WeightRef, enc: Encoded, names: list[str], op: str, alloc: 
         attrs = {"bits": 4, "block_size": codes.block_size, "gather_axis": 0, "quantize_axis": 1}
     new = helper.make_node(op, inputs, outputs, name=node.name, domain=MS_DOMAIN, **attrs)
     node.CopyFrom(new)
-    return (ref.consumers[0], cast) if cast is not None else None
+    if cast is None:
+        return None
+    return (ref.consumers[0], cast, cast.op_type == "Cast")
 
 
 class _Int4(np.ndarray):

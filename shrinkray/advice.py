@@ -138,13 +138,19 @@ def is_slower(comparison: Comparison, result: VariantResult) -> bool:
     return True
 
 
+def _fails_in_browser(comparison: Comparison, key: str) -> bool:
+    """The variant ran in the user's browser (the app's panel) and did not load, run or pass parity there."""
+    run = next((r for r in getattr(comparison, "browser", None) or [] if r.key == key), None)
+    return run is not None and (not run.ok or run.passed is False)
+
+
 def recommended(comparison: Comparison, delivery: str = "brotli") -> VariantResult | None:
     """The smallest delivered file among variants that pass parity and are not slower."""
     best = None
     for result in comparison.variants:
         if not result.ok or result.parity is None or not result.parity.passed or not result.record.get("tensors_changed"):
             continue
-        if is_slower(comparison, result):
+        if is_slower(comparison, result) or _fails_in_browser(comparison, result.key):
             continue
         size = _size(result, delivery)
         if size is None or size >= (_size(comparison.original, delivery) or 0):
@@ -256,6 +262,10 @@ def advise(comparison: Comparison, delivery: str = "brotli") -> list[Advice]:
     elif comparison.variants:
         notes.insert(0, _advice("warning", "No variant is both smaller and within the parity criteria: keep the "
                                 "original.", hints=[Hint("verdict", "or loosen the parity criteria knowingly")]))  # fmt: skip
+    if getattr(comparison, "browser", None):  # runs in the user's browser: "runs on the server but not in ..."
+        from shrinkray.measure.browser import advice_lines
+
+        notes += [Advice("bad", line[2:]) for line in advice_lines(comparison, comparison.browser) if line.startswith("! ")]
     return notes
 
 

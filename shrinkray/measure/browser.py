@@ -356,4 +356,4 @@ def report_notes(comparison, runs: list[BrowserRun]) -> list[str]:
         line = delivery_line(run, sizes)
         if line:
             lines.append(line + ".")
-    return lines + [line.lstrip("! ") for line in advice_lines(comparison, runs)]
+    return lines + [line for line in advice_lines(comparison, runs) if not line.startswith("!")]  # problems: advise()

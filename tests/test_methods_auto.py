@@ -51,13 +51,40 @@ def test_a_sensitive_tensor_keeps_precision_and_an_insensitive_one_goes_to_4_bit
     assert changes["W_plain"].startswith("int4:")
 
 
-def test_the_result_passes_the_default_verdict_and_is_smaller_than_8_bit():
+def test_the_result_passes_the_default_verdict_and_is_never_larger_than_a_single_method_that_passes():
     model = shrinkray.load(sample_path("transformer"))
-    c = compare(model, CompareSettings(methods=[("auto", {}), ("weights-int8", {})], latency=False))
+    singles = [("weights-int8", {}), ("weights-int4", {}), ("float16", {})]
+    c = compare(model, CompareSettings(methods=[("auto", {}), *singles], latency=False))
     auto, int8 = c.get("auto"), c.get("weights-int8")
     assert auto.ok and auto.parity.passed
     assert auto.sizes.raw < int8.sizes.raw
+    for name, _ in singles:
+        single = c.get(name)
+        if single.ok and single.parity.passed:
+            assert auto.sizes.raw <= single.sizes.raw, name
     assert auto.record["details"]["precision_map"]
+
+
+def only_insensitive() -> onnx.ModelProto:
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((256, 256)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W_plain"], ["hidden"])], "plain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 256])],
+        [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, ["batch", 256])],  # an embedding: cosine
+        [numpy_helper.from_array(w, "W_plain")],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def test_when_the_smallest_mix_passes_nothing_is_measured():
+    variant = shrinkray.shrink(only_insensitive(), "auto")
+    (row,) = variant.details["precision_map"]
+    assert row["precision"] == "int4"
+    assert row["severity"] == {"float32": 0.0}  # no per-tensor inference was needed
+    assert any("all at the lowest precision (int4): passes" in n for n in variant.notes)
 
 
 def test_auto_is_not_part_of_a_plain_compare():

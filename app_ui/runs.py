@@ -151,8 +151,14 @@ def follow_run(rid: str | None = None, cards: bool = True) -> RunView | None:
         return None
     if v.live:
         _live_panel(rid, cards)
-    elif v.status == "failed":
-        st.error(md(f"Shrinking and measuring failed: {_failure_text(v)}"), icon=":material/error:")
+        return v
+    told = st.session_state.setdefault("runs_told", set())  # a run's failure is said once, not on every rerun
+    if rid in told:
+        return v
+    if v.status in ("failed", "cancelled"):
+        told.add(rid)
+    if v.status == "failed":
+        st.error(md(f"{v.record.kind or 'Shrinking and measuring'} failed: {_failure_text(v)}"), icon=":material/error:")
     elif v.status == "cancelled":
         st.info("This run was cancelled. Press **Shrink and measure** to start again.", icon=":material/cancel:")
     return v

@@ -118,7 +118,7 @@ class Runs:
         """Keep the model and the inputs in a new run, queue its work, and return the run's id at once."""
         store = self.store
         run_id = store.create(model_name=loaded.name, model_sha256=loaded.sha256, model_bytes=loaded.file_bytes,
-                              settings=None)  # fmt: skip
+                              settings=None, kind=what)  # fmt: skip
         folder = store.folder(run_id)
         try:
             save(loaded.model, folder / "model.onnx", overwrite=True)

@@ -135,7 +135,7 @@ class RunRecord:
     model_name: str
     model_sha256: str
     model_bytes: int
-    kind: str
+    kind: str  # what the run does, as messages name it ("Shrinking and measuring", "Re-measuring")
     bytes: int
     folder: Path
     _settings: bytes | None
@@ -225,7 +225,7 @@ class RunStore:
     # ------------------------------------------------------------------ making and finding runs
 
     def create(self, *, model_name: str, model_sha256: str = "", model_bytes: int = 0, settings: Any = None,
-               kind: str = "compare") -> str:  # fmt: skip
+               kind: str = "Shrinking and measuring") -> str:  # fmt: skip
         """A new queued run with its own folder; returns its id. Cleans up old runs first."""
         self.cleanup()
         run_id = new_run_id()

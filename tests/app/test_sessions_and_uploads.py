@@ -16,6 +16,8 @@ def _finish(at: AppTest) -> AppTest:
     """Runs are jobs off the page's script: wait for them to end, then redraw (what the page's poll does)."""
     from app_ui.runs import wait_until_idle
 
+    if at.error:  # refused before any run started: the message is the answer
+        return at
     assert wait_until_idle(600), "a run did not finish"
     return at.run()
 

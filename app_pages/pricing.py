@@ -196,24 +196,29 @@ with friendly_errors("Setting the prices"):
         return pricing.format_amount(amount, currency)
 
     st.markdown(f"#### Cost per variant at {downloads:,} downloads a month")
-    cols = st.columns(min(len(labels), 5))
-    for index, label in enumerate(labels):
-        est, base_est = estimates[label], estimates[reference]
-        mark = notes.get(label, "")
-        shippable = not any(w in mark for w in ("fails", "slower", "not measured"))
-        change_month, change_year = est.monthly - base_est.monthly, est.yearly - base_est.yearly
-        with cols[index % len(cols)]:
-            title = md(label) + (f" ({mark})" if mark else "")
-            delta = None if label == reference or abs(change_month) < Decimal("0.005") else (
-                f"-{money(-change_month)} a month" if change_month < 0 else f"+{money(change_month)} a month")  # fmt: skip
-            st.metric(f"{title}: per month", money(est.monthly), delta,
-                      delta_color="inverse" if shippable else "off",
-                      help=f"{format_bytes(sizes[label])} ({sizes[label]:,} bytes) served {delivery}"
-                      + ("" if shippable else ". Not for shipping as it is: see the Shrink page."))  # fmt: skip
-            year_delta = None if delta is None else (
-                f"-{money(-change_year)} a year" if change_year < 0 else f"+{money(change_year)} a year")  # fmt: skip
-            st.metric(f"{title}: per year", money(est.yearly), year_delta,
-                      delta_color="inverse" if shippable else "off")  # fmt: skip
+    per_row = 3
+    for start_index in range(0, len(labels), per_row):
+        row = st.columns(per_row)
+        for column, label in zip(row, labels[start_index:start_index + per_row], strict=False):
+            est, base_est = estimates[label], estimates[reference]
+            mark = notes.get(label, "")
+            shippable = not any(w in mark for w in ("fails", "slower", "not measured"))
+            change_month, change_year = est.monthly - base_est.monthly, est.yearly - base_est.yearly
+            with column.container(border=True):
+                st.markdown(f"**{md(label)}**" + (" (reference)" if label == reference else ""))
+                for word in [w for w in mark.split(", ") if w]:
+                    st.badge(word, color="green" if word == "recommended" else "red" if "fails" in word else "orange",
+                             icon=":material/thumb_up:" if word == "recommended" else ":material/warning:")  # fmt: skip
+                month, year = st.columns(2)
+                same = label == reference or abs(change_month) < Decimal("0.005")
+                month.metric("per month", money(est.monthly),
+                             None if same else f"{'-' if change_month < 0 else '+'}{money(abs(change_month))}",
+                             delta_color="inverse" if shippable else "off",
+                             help=f"{format_bytes(sizes[label])} ({sizes[label]:,} bytes) served {delivery}"
+                             + ("" if shippable else ". Not for shipping as it is: see the Shrink page."))  # fmt: skip
+                year.metric("per year", money(est.yearly),
+                            None if same else f"{'-' if change_year < 0 else '+'}{money(abs(change_year))}",
+                            delta_color="inverse" if shippable else "off")  # fmt: skip
 
     grid = pricing.log_downloads_grid(100, 10**9)
     curves = pricing.cost_curve({(f"{k} ({notes[k]})" if notes.get(k) else k): v for k, v in sizes.items()},

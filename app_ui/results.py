@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app_ui.controls import advice_text, app_words
 from shrinkray import charts, report
 from shrinkray.advice import advise, latency_ratio
 from shrinkray.compare import Comparison, VariantResult
@@ -15,8 +16,22 @@ _ICONS = {"good": ":material/thumb_up:", "info": ":material/info:", "warning": "
           "bad": ":material/block:"}  # fmt: skip
 
 
-def _delta(value: int, base: int) -> str:
-    return f"{(value - base) / base:+.1%}" if base else ""
+#: Changes smaller than this share are shown without an arrow or colour (rounding, not a change).
+MEANINGFUL = 0.0005
+
+
+def _delta(value: int, base: int) -> str | None:
+    """The size change as a signed percentage, or None (no arrow, no colour) when there is no real change."""
+    if not base or abs(value - base) / base < MEANINGFUL:
+        return None
+    return f"{(value - base) / base:+.1%}"
+
+
+def _latency_delta(ratio: float, settled: bool) -> str | None:
+    """Time change as "+35% time" (red, up) or "-20% time" (green, down); None when it is within the noise."""
+    if not settled or abs(ratio - 1) < 0.05:
+        return None
+    return f"{ratio - 1:+.0%} time"
 
 
 def _pending(column, label: str, what: str) -> None:
@@ -41,7 +56,7 @@ def variant_card(c: Comparison, result: VariantResult, advice_items, partial: bo
     with st.container(border=True):
         st.markdown(f"### {md(result.key)}")
         if not result.ok:
-            st.error(md(result.error), icon=":material/error:")
+            st.error(md(app_words(result.error or "")), icon=":material/error:")
             return
         changed = result.record.get("tensors_changed", 0)
         st.caption(
@@ -72,13 +87,15 @@ def variant_card(c: Comparison, result: VariantResult, advice_items, partial: bo
             _pending(cols[4], "Latency", "measuring…")
         if ratio is not None:
             first = result.latency[0]
-            call = "too noisy to call" if first.too_noisy else f"{first.ratio or ratio:.2f}x original"
-            cols[4].metric("Latency", f"{first.median_ms:.2f} ms", call, delta_color="off", delta_arrow="off",
-                           help=f"median of {first.runs} runs, {first.threads} thread(s), batch {first.batch}; "
+            shown = first.ratio or ratio
+            cols[4].metric("Latency", f"{first.median_ms:.2f} ms", _latency_delta(shown, not first.too_noisy),
+                           delta_color="inverse",
+                           help=f"{'Too noisy to call. ' if first.too_noisy else ''}{shown:.2f}x the original's time: "
+                           f"median of {first.runs} runs, {first.threads} thread(s), batch {first.batch}; "
                            f"ratio to the original {first.call() or 'not measured'}")  # fmt: skip
         for item in advice_items:
             if item.variant == result.key:
-                st.markdown(f"{_ICONS.get(item.level, '')} {md(item.text)}")
+                st.markdown(f"{_ICONS.get(item.level, '')} {md(advice_text(item))}")
         precision = result.record.get("details", {}).get("precision_map")
         if precision:
             with st.expander("Precision per tensor"):
@@ -89,7 +106,7 @@ def variant_card(c: Comparison, result: VariantResult, advice_items, partial: bo
                 header, rows = report.output_table(result)
                 st.dataframe([dict(zip(header, row, strict=True)) for row in rows], hide_index=True, width="stretch")
         for warning in result.warnings[:5]:
-            st.warning(md(warning), icon=":material/warning:")
+            st.warning(md(app_words(warning)), icon=":material/warning:")
         data = None if partial else _model_download(result)
         if data is None:
             return
@@ -131,12 +148,12 @@ def show_results(c: Comparison, partial: bool = False) -> None:
     advice_items = advise(c)
     headline = advice_items[0] if advice_items else None
     if headline is not None and headline.level == "good":
-        st.success(md(headline.text), icon=":material/thumb_up:")
+        st.success(md(advice_text(headline)), icon=":material/thumb_up:")
     elif headline is not None:
-        st.warning(md(headline.text), icon=":material/warning:")
+        st.warning(md(advice_text(headline)), icon=":material/warning:")
     for item in advice_items[1:]:
         if item.variant is None:
-            st.info(md(item.text), icon=_ICONS.get(item.level))
+            st.info(md(advice_text(item)), icon=_ICONS.get(item.level))
     base = c.original.sizes
     notes = " ".join(f"{n}." for n in (c.input_note, c.latency_note) if n)
     st.caption(

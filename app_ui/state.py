@@ -31,26 +31,11 @@ def load_sample(name: str) -> LoadedModel:
 
 
 def load_upload(name: str, data: bytes) -> LoadedModel:
-    """An uploaded .onnx (parsed in memory) or .zip (model + external data, unpacked safely).
+    """An uploaded .onnx (parsed in memory) or .zip (model + external data, unpacked safely into this
+    session's private folder and removed once the model is in memory): the engine's one loader."""
+    from shrinkray.archive import load_any
 
-    A zip is unpacked into this session's private folder; the folder is
-    emptied once the model is in memory, so nothing of it outlives the load.
-    """
-    import shutil
-
-    from shrinkray.archive import is_zip, load_zip
-
-    if name.lower().endswith(".zip") or is_zip(data):
-        folder = workspace() / "unpacked"
-        try:
-            loaded = load_zip(data, folder)
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
-        loaded.name = Path(name).name.removesuffix(".zip") or loaded.name
-        loaded.path = None  # the unpacked copy is gone; the model lives in memory
-        return loaded
-    stem = Path(name).name.removesuffix(".onnx") or "upload"
-    return load(data, name=stem)
+    return load_any(data, name=name, workdir=workspace())
 
 
 def set_model(loaded: LoadedModel, source: str, keep_run: bool = False) -> None:

@@ -554,3 +554,45 @@ def load_zip(
 def _zip_reason(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return text[:160]
+
+
+def load_any(
+    source: bytes | str | os.PathLike,
+    *,
+    name: str | None = None,
+    workdir: str | os.PathLike | None = None,
+    limits: Limits | None = None,
+) -> LoadedModel:
+    """One loader for every front end: an .onnx file or a .zip (a model with its external data), as a path
+    or as bytes (an upload). The CLI and the app both call this.
+
+    A zip is unpacked below ``workdir`` (a folder the caller owns; a private temporary folder when None)
+    and the unpacked copy is removed as soon as the model is in memory. ``name`` names the model (an
+    upload's file name; ``.onnx``/``.zip`` is dropped). A zip loaded from a path keeps that path (the file
+    never to be written over); a model from bytes has none.
+    """
+    is_bytes = isinstance(source, (bytes, bytearray, memoryview))
+    path = None if is_bytes else Path(source)
+    label = Path(name).name if name else (path.name if path is not None else "")
+    zipped = label.lower().endswith(".zip") or (is_zip(source) if is_bytes or path.is_file() else False)
+    stem = label.removesuffix(".zip").removesuffix(".onnx")
+    if not zipped:
+        loaded = load(bytes(source), name=stem or "upload", limits=limits) if is_bytes else load(path, limits=limits)
+        if stem and not is_bytes:
+            loaded.name = stem
+        return loaded
+    with contextlib.ExitStack() as stack:
+        folder = Path(workdir) if workdir is not None else stack.enter_context(scratch_folder())
+        unpack = Path(tempfile.mkdtemp(prefix="unpacked-", dir=_made(folder)))
+        try:
+            loaded = load_zip(source if is_bytes else path, unpack, limits)
+        finally:
+            shutil.rmtree(unpack, ignore_errors=True)
+    loaded.name = stem or loaded.name
+    loaded.path = path  # the archive (protected from writes), or None: the unpacked copy is gone
+    return loaded
+
+
+def _made(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder

@@ -41,7 +41,13 @@ TITLE_SIZE = 21
 HEIGHT = 470
 TOLERANCE_COLOR = "#C0392B"
 RECOMMENDED_COLOR = "#F5B700"
-FRONTIER_COLOR = "#555555"
+FRONTIER_COLOR = "#888888"
+#: Secondary text and lines: a mid grey that reads on the light and the dark theme alike.
+MUTED_COLOR = "#8a8a8a"
+#: Behind labels drawn over data: a translucent grey, so the theme's text colour stays readable in both themes.
+LABEL_BACKGROUND = "rgba(128,128,128,0.16)"
+#: Subtitles are wrapped at this many characters: plotly never wraps titles, and a half-width chart clipped them.
+SUBTITLE_CHARS = 64
 #: Errors whose largest and smallest positive values differ by this factor get a log axis.
 LOG_SPAN = 100.0
 
@@ -88,7 +94,8 @@ def _figure(
     ``rows``/``cols`` > 1 make a grid of panels titled ``panel_titles``.
     """
     extra = [n for n in notes if n]
-    sub = " · ".join([subtitle, *extra]) if extra else subtitle
+    sub = wrap_subtitle(" · ".join([subtitle, *extra]) if extra else subtitle)
+    extra_lines = sub.count("<br>")
     if rows > 1 or cols > 1:
         fig = make_subplots(
             rows=rows, cols=cols, subplot_titles=panel_titles,
@@ -103,7 +110,7 @@ def _figure(
         font={"size": FONT_SIZE},
         title={
             "text": title,
-            "subtitle": {"text": sub, "font": {"size": FONT_SIZE - 1, "color": "#555555"}},
+            "subtitle": {"text": sub, "font": {"size": FONT_SIZE - 1, "color": MUTED_COLOR}},
             "font": {"size": TITLE_SIZE},
             "x": 0.01,
             "xanchor": "left",
@@ -118,9 +125,34 @@ def _figure(
             "title": {"text": ""},
         },
         hoverlabel={"font_size": FONT_SIZE - 1},
-        margin={"t": 125 if panel_titles else 100, "l": 70, "r": 30, "b": 90},
+        margin={"t": (125 if panel_titles else 100) + 19 * extra_lines, "l": 70, "r": 30, "b": 90},
     )
+    if extra_lines:
+        fig.update_layout(height=height + 19 * extra_lines)
     return fig
+
+
+def wrap_subtitle(text: str, width: int = SUBTITLE_CHARS) -> str:
+    """Break a subtitle into lines of at most ``width`` characters at spaces (``<br>``; escaped text has no
+    spaces inside its entities, so a break never splits one)."""
+    lines: list[str] = []
+    for paragraph in text.split("<br>"):
+        line = ""
+        for word in paragraph.split(" "):
+            if line and len(_visible(line)) + 1 + len(_visible(word)) > width:
+                lines.append(line)
+                line = word
+            else:
+                line = f"{line} {word}" if line else word
+        lines.append(line)
+    return "<br>".join(lines)
+
+
+def _visible(text: str) -> str:
+    """Text as shown: an entity such as ``&lt;`` counts as one character."""
+    import re
+
+    return re.sub(r"&[#a-zA-Z0-9]+;", "x", text)
 
 
 def empty_figure(title: str, message: str, subtitle: str = "") -> go.Figure:
@@ -128,7 +160,7 @@ def empty_figure(title: str, message: str, subtitle: str = "") -> go.Figure:
     fig = _figure(title, subtitle, height=320)
     fig.add_annotation(
         text=message, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
-        font={"size": FONT_SIZE + 2, "color": "#555555"}, align="center",
+        font={"size": FONT_SIZE + 2, "color": MUTED_COLOR}, align="center",
     )  # fmt: skip
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
@@ -296,7 +328,7 @@ def latency_chart(c: Comparison, threads: int | None = None) -> go.Figure:
                     "arrayminus": [0.0],
                     "thickness": 2,
                     "width": 6,
-                    "color": "#333333",
+                    "color": MUTED_COLOR,
                 },
                 marker_color=colors[result.key],
                 customdata=[[s.p90_ms, s.mean_ms, s.runs, s.throughput, ratio, s.session_ms]],
@@ -504,7 +536,7 @@ def parity_error_chart(c: Comparison, output: str | None = None) -> go.Figure:
             fig.add_annotation(
                 text="no samples: " + "; ".join(missing), x=1, y=1, xref=f"x{suffix} domain",
                 yref=f"y{suffix} domain", xanchor="right", yanchor="bottom", showarrow=False,
-                font={"size": FONT_SIZE - 3, "color": "#555555"},
+                font={"size": FONT_SIZE - 3, "color": MUTED_COLOR},
             )  # fmt: skip
     if limits:
         fig.add_trace(
@@ -517,7 +549,7 @@ def parity_error_chart(c: Comparison, output: str | None = None) -> go.Figure:
     if all_zero:
         fig.add_annotation(
             text="Every variant reproduces the original exactly (error 0).", x=0.5, y=0.5, xref="paper",
-            yref="paper", showarrow=False, font={"size": FONT_SIZE + 1}, bgcolor="rgba(255,255,255,0.9)",
+            yref="paper", showarrow=False, font={"size": FONT_SIZE + 1}, bgcolor=LABEL_BACKGROUND,
         )  # fmt: skip
     fig.update_xaxes(title_text="|variant - original| (output units)")
     fig.update_yaxes(autorange="reversed")
@@ -569,7 +601,7 @@ def parity_scatter_chart(c: Comparison, variant_key: str, output: str | None = N
                 x=[low - pad, high + pad],
                 y=[low - pad, high + pad],
                 mode="lines",
-                line={"color": "#333333", "dash": "dash", "width": 1.5},
+                line={"color": MUTED_COLOR, "dash": "dash", "width": 1.5},
                 hoverinfo="skip",
             ),
             **where,
@@ -707,14 +739,14 @@ def pareto_chart(c: Comparison, delivery: str = "brotli") -> go.Figure:
             fig.add_annotation(
                 x=size / div, y=math.log10(y) if use_log else y, ax=-30, ay=-40, showarrow=True, arrowhead=0,
                 text="same size and error:<br>" + "<br>".join(_esc(k) for k in keys), align="right", xanchor="right",
-                font={"size": FONT_SIZE - 2}, bgcolor="rgba(255,255,255,0.85)",
+                font={"size": FONT_SIZE - 2}, bgcolor=LABEL_BACKGROUND,
             )  # fmt: skip
     if best is not None:
         star = by_key[best.key]
         fig.add_annotation(
             x=star.size / div, y=math.log10(plotted(star.error)) if use_log else plotted(star.error),
             text=f"<b>Recommended: {_esc(best.key)}</b>", showarrow=True, arrowhead=2, ax=45, ay=-50,
-            font={"size": FONT_SIZE}, bgcolor="rgba(255,255,255,0.9)", bordercolor=RECOMMENDED_COLOR,
+            font={"size": FONT_SIZE}, bgcolor=LABEL_BACKGROUND, bordercolor=RECOMMENDED_COLOR,
         )  # fmt: skip
     if abs_tol > 0:
         fig.add_hline(y=abs_tol, line={"color": TOLERANCE_COLOR, "dash": "dash", "width": 2})

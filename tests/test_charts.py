@@ -68,7 +68,18 @@ def names(fig: go.Figure) -> list[str]:
 
 
 def subtitle(fig: go.Figure) -> str:
-    return fig.layout.title.subtitle.text or ""
+    """The subtitle as read (its line breaks, which keep it inside half-width charts, as spaces)."""
+    return (fig.layout.title.subtitle.text or "").replace("<br>", " ")
+
+
+def test_long_subtitles_wrap_instead_of_being_clipped():
+    text = "Median of 5 runs (whisker: p90), 1 thread, ONNX Runtime CPU, interleaved; lower is better · a &lt;b&gt; c"
+    wrapped = charts.wrap_subtitle(text, 40)
+    assert wrapped.replace("<br>", " ") == text
+    assert all(len(line) <= 40 + 6 for line in wrapped.split("<br>"))  # "&lt;" counts as one character
+    assert "&lt;" in wrapped and "&l<br>" not in wrapped
+    fig = charts._figure("T", text)
+    assert fig.layout.margin.t > 100 and fig.layout.height > charts.HEIGHT  # room for the extra lines
 
 
 def annotations(fig: go.Figure) -> str:

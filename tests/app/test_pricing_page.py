@@ -23,8 +23,20 @@ def _pricing(params: dict[str, str]) -> AppTest:
     return at
 
 
+def _cards(at: AppTest) -> list[str]:
+    """The variant cards' titles, in order (the label as shown, Markdown-escaped)."""
+    import re
+
+    titles = [m.value for m in at.main.markdown if re.fullmatch(r"\*\*.+\*\*( \(reference\))?", m.value)]
+    return [re.sub(r"^\*\*(.+)\*\*.*$", r"\1", t) for t in titles]
+
+
 def _metrics(at: AppTest) -> dict[str, str]:
-    return {m.label: m.value for m in at.metric}
+    """"LABEL: per month" -> money, for every card (each card: a per-month and a per-year metric)."""
+    values = [m for m in at.metric if m.label in ("per month", "per year")]
+    cards = [card for card in _cards(at) for _ in (0, 1)]
+    assert len(cards) == len(values), (cards, [m.label for m in values])
+    return {f"{card.replace(chr(92), '')}: {m.label}": m.value for card, m in zip(cards, values, strict=True)}
 
 
 def _link(at: AppTest) -> dict[str, str]:
@@ -102,13 +114,13 @@ def test_uses_the_measured_variants_and_the_link_reproduces_them_elsewhere():
     at.run()
     at.switch_page("app_pages/pricing.py").run()
     assert not at.exception, at.exception
-    labels = [m.label for m in at.metric]
     # The original, then the recommended variant, then the others; a failing variant is marked, never green.
-    assert labels[::2] == ["original: per month", "float16 (recommended): per month",
-                           "palettize levels=2 (fails parity): per month"]  # fmt: skip
-    colors = {m.label: m.proto.color for m in at.metric if m.proto.delta}
-    assert colors["palettize levels=2 (fails parity): per month"] == 2  # grey, not the green of a saving
-    assert colors["float16 (recommended): per month"] == 1  # green: it saves money and can ship
+    assert _cards(at) == ["original", "float16", "palettize levels=2"]
+    badges = [m.value for m in at.main.markdown if "-badge[" in m.value]
+    assert [b.split(" ", 1)[1].rstrip("]") for b in badges] == ["recommended", "fails parity"], badges
+    assert badges[0].startswith(":green-badge[") and badges[1].startswith(":red-badge["), badges
+    month = [m for m in at.metric if m.label == "per month"]
+    assert [m.proto.color for m in month[1:]] == [1, 2]  # float16 green (saves, can ship); palettize grey
     link = _link(at)
     assert link["run"] == "AbCdEfGhIjKlMnOpQrSt_-"
     measured = result.get("float16").sizes
@@ -163,7 +175,7 @@ def test_a_size_beyond_the_bound_is_a_message():
 
 def test_names_in_the_link_render_inert():
     at = _pricing({"sizes": "![x](https://evil.example/t.png)=1MiB,=HYPERLINK(1)=2MiB", "downloads": "1000"})
-    labels = [m.label for m in at.metric]
+    labels = _cards(at)
     assert labels[0].startswith("!\\[x\\](https:\\/\\/evil"), labels
     table = at.dataframe[-1].value
     assert list(table["variant"])[1] == "'=HYPERLINK(1)"  # the CSV download is never a formula

@@ -12,6 +12,8 @@ knows only the ids it started or was given.
 
 from __future__ import annotations
 
+import json
+
 import streamlit as st
 
 from shrinkray.errors import ShrinkRayError
@@ -37,11 +39,18 @@ def run_id() -> str | None:
 
 
 def _set_address(rid: str | None) -> None:
-    if rid is None:
-        if "run" in st.query_params:
-            del st.query_params["run"]
-    elif st.query_params.get("run") != rid:
-        st.query_params["run"] = rid
+    """Name the run in the address (``?run=…``), replacing the history entry, never pushing one: Back
+    leaves the page in one press. (``st.query_params`` would push an entry per change.) Other
+    parameters (the Pricing page's) stay."""
+    st.session_state["address_run"] = rid
+    value = json.dumps(rid or "")
+    st.html(
+        "<script>(() => { const u = new URL(window.location.href); const id = " + value + ";"
+        " if ((u.searchParams.get('run') || '') === id) return;"
+        " if (id) u.searchParams.set('run', id); else u.searchParams.delete('run');"
+        " window.history.replaceState(window.history.state, '', u.pathname + u.search + u.hash); })();</script>",
+        unsafe_allow_javascript=True, width="content",
+    )  # fmt: skip
 
 
 def start_run(loaded, settings, what: str = "Shrinking and measuring") -> str:
@@ -99,11 +108,11 @@ def open_run_from_address() -> None:
     from app_ui.state import set_model
 
     wanted = st.query_params.get("run")
-    if wanted is None:
-        if run_id() is not None:
-            _set_address(run_id())  # the address keeps naming the run across page changes
-        return
-    if wanted == run_id():
+    if wanted is None or wanted == run_id() or wanted in st.session_state.get("my_runs", []):
+        # no run named, this one, or an earlier run of this session (an address the page has since replaced):
+        # the address keeps naming the session's current run, across page changes too
+        if run_id() is not None or wanted is not None:
+            _set_address(run_id())
         return
     try:
         record = runs_service().view(wanted).record

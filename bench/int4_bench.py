@@ -94,6 +94,8 @@ def measure(key: str, args) -> list[dict]:
         t = time.perf_counter()
         variants["ORT MatMulNBits b32 RTN"] = (ort_rtn(model), time.perf_counter() - t)
     for label, opts in OURS:
+        if args.variants and not any(v in label for v in args.variants.split(",")):
+            continue
         t = time.perf_counter()
         v = shrinkray.shrink(model, "weights-int4", **opts)
         variants[label] = (v.model, time.perf_counter() - t)
@@ -163,6 +165,7 @@ def main() -> None:
     parser.add_argument("--models", default="synthetic,minilm")
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--json", default="")
+    parser.add_argument("--variants", default="", help="only our variants whose label contains one of these")
     args = parser.parse_args()
     rows = []
     for key in args.models.split(","):

@@ -4,6 +4,8 @@ Users try variants by hand; this searches for them. Each large float tensor
 can stay float32 or become float16, 8-bit or 4-bit (the methods' own encodings,
 through their ``approximate`` and ``bytes_per_value`` in the registry):
 
+0. **The smallest mix first.** Every tensor at the lowest precision is built and
+   judged; when it passes nothing is smaller and nothing needs measuring.
 1. **Sensitivity.** One ONNX Runtime session of the original in which every
    candidate tensor is an overridable input; for each tensor and precision the
    tensor alone is replaced by its approximation and the outputs are judged by
@@ -15,9 +17,12 @@ through their ``approximate`` and ``bytes_per_value`` in the registry):
    quadrature) stays within ``target`` squared.
 3. **Verification.** The methods build the mixed model (4-bit, then 8-bit,
    then float16 tensors, each by name) and the whole model is judged again; if
-   it fails, the target halves and the assignment is redone, within ``budget``
-   seconds. The very first try is every tensor at the lowest precision (the
-   smallest file there is); without a passing mix it falls back to all 8-bit.
+   it fails, the target halves and the assignment is redone; after a pass, two
+   bisection steps between the failing and the passing target look for a
+   smaller mix that still passes. Uniform 8-bit and float16 are tried too when
+   predicted smaller than the mix found, so the result is never larger than a
+   single method that passes. All within ``budget`` seconds; without a passing
+   mix it falls back to all 8-bit.
 
 The result is an ordinary variant: every rewritten tensor's change records
 its precision, and ``precision_map`` lists every candidate with its
@@ -189,6 +194,10 @@ def _build(model: onnx.ModelProto, choices: list[Choice], options: AutoOptions) 
     return variant
 
 
+#: Verification builds between the last failing and the first passing target (each a whole build + run).
+BISECT_STEPS = 2
+
+
 def _predicted_bytes(choices: list[Choice]) -> float:
     return sum(c.bytes.get(c.level, c.bytes["float32"]) for c in choices)
 
@@ -246,13 +255,26 @@ def apply(model: onnx.ModelProto, options: AutoOptions) -> Variant:
     uniform(options.lowest)
     if not attempt(f"all at the lowest precision ({options.lowest})"):
         _measure(choices, session, inputs, settings, deadline)
-        target = options.target
+        target, failed = options.target, None
         while best is None and time.monotonic() < deadline and target > 1e-3:
             assign(choices, target)
             if all(c.level == "float32" for c in choices):
                 break
-            attempt(f"target {target:.3g}")
-            target /= 2
+            if not attempt(f"target {target:.3g}"):
+                failed = target
+                target /= 2
+        # Halving overshoots: between the last target that failed and the one that passed, a larger
+        # target may still pass with a smaller mix (two geometric bisection steps, time permitting).
+        passed = target
+        for _ in range(BISECT_STEPS if best is not None and failed is not None else 0):
+            middle = math.sqrt(passed * failed)
+            assign(choices, middle)
+            if time.monotonic() >= deadline or _predicted_bytes(choices) >= best[0]:
+                break
+            if attempt(f"target {middle:.3g}"):
+                passed = middle
+            else:
+                failed = middle
         # Never larger than a single method that passes: a uniform precision predicted smaller than the
         # mix found (or any, when none passed) is tried too, smallest first.
         for level in sorted(LEVELS[1 : LEVELS.index(options.lowest)], key=lambda lv: -LEVELS.index(lv)):

@@ -7,9 +7,14 @@ for a method that fails: that variant carries its error and the others go on.
 
 from __future__ import annotations
 
+import copy
+import re
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +23,7 @@ import onnx
 
 from shrinkray.errors import OptionError, RuntimeUnsupportedError, ShrinkRayError
 from shrinkray.inspect import inspect_model
-from shrinkray.io import LoadedModel, serialize, tensor_payload_bytes
+from shrinkray.io import LoadedModel, needs_external_data, save, serialize, tensor_payload_bytes, write_bytes_atomic
 from shrinkray.limits import check_memory
 from shrinkray.measure.inputs import (
     InputOptions,
@@ -29,10 +34,10 @@ from shrinkray.measure.inputs import (
     signature,
     synthesize,
 )
-from shrinkray.measure.latency import measure_latency
+from shrinkray.measure.latency import time_pairwise
 from shrinkray.measure.output_kinds import classify_outputs
 from shrinkray.measure.parity import OutputKind, Parity, compare_outputs
-from shrinkray.measure.sizes import measure_many
+from shrinkray.measure.sizes import BackgroundSizes
 from shrinkray.memory import release_free_memory
 from shrinkray.methods import all_methods, get_method
 from shrinkray.results import ORIGINAL, CompareSettings, Comparison, Culprit, VariantResult
@@ -273,9 +278,11 @@ def find_culprits(
     return found
 
 
-def _measure_parity(result: VariantResult, inputs: ParityInputs, settings: CompareSettings, session=None) -> None:
+def _measure_parity(result: VariantResult, inputs: ParityInputs, settings: CompareSettings, session=None,
+                    model: onnx.ModelProto | None = None) -> None:  # fmt: skip
+    model = model if model is not None else result.model
     try:
-        outputs = _session_outputs(session or open_session(result.model), inputs.samples, result.model)
+        outputs = _session_outputs(session or open_session(model), inputs.samples, model)
         result.parity = _parity(inputs.reference, outputs, inputs, settings)
     except ShrinkRayError as exc:
         result.error = f"Could not run the variant: {exc}"
@@ -287,8 +294,8 @@ def _auto_variant(
     inputs: ParityInputs,
     settings: CompareSettings,
     taken: set[str],
-) -> VariantResult | None:
-    """Exclude the worst tensors (1, 2, 4, ...) until parity passes."""
+) -> tuple[VariantResult, onnx.ModelProto] | None:
+    """Exclude the worst tensors (1, 2, 4, ...) until parity passes; the result and its model."""
     ranked = [c.tensor for c in result.culprits]
     changed = int(result.record.get("tensors_changed", 0))
     counts = sorted({min(2**k, len(ranked)) for k in range(len(ranked).bit_length() + 1)}) if ranked else []
@@ -307,89 +314,166 @@ def _auto_variant(
                 key=_label(result.method, {"auto-exclude": count}, taken),
                 method=result.method,
                 options=options,
-                model=variant.model,
                 parity=parity,
                 record=variant.summary(),
                 warnings=list(variant.warnings),
                 notes=list(variant.notes) + [f"Left in float: {', '.join(ranked[:count])} (found by the automatic fix)"],
             )
-            return auto
+            return auto, variant.model
     return None
+
+
+Snapshot = Callable[[Comparison], None]
 
 
 def compare(
     loaded: LoadedModel | onnx.ModelProto,
     settings: CompareSettings | None = None,
     progress: Progress | None = None,
+    on_partial: Snapshot | None = None,
 ) -> Comparison:
-    """Shrink with every requested method and measure everything against the original."""
-    settings = settings or CompareSettings()
-    if isinstance(loaded, onnx.ModelProto):
-        loaded = LoadedModel(model=loaded, name=loaded.graph.name or "model", file_bytes=loaded.ByteSize())
-    say = progress or (lambda _step, _fraction: None)
-    source = loaded.model
-    summary = inspect_model(loaded)
-    requested = settings.methods or [(spec.name, {}) for spec in all_methods() if spec.in_default_set]
-    taken = {ORIGINAL}
-    original = VariantResult(key=ORIGINAL, method=None, options={}, model=source)
-    variants: list[VariantResult] = []
-    for method, _ in requested:
-        get_method(method)  # unknown names fail before any work
-    check_memory(tensor_payload_bytes(source), variants=len(requested))
-    timings: dict[str, float] = {}
-    lap = time.perf_counter()
-    say("Running the original on its inputs", 0.02)
-    inputs = parity_inputs(source, settings)
-    input_note = inputs.note
-    original.parity = _parity(inputs.reference, inputs.reference, inputs, settings)
-    lap = _lap(timings, "parity", lap)
-    parity_spent = 0.0
-    for index, (method, options) in enumerate(requested):
-        say(f"Shrinking: {method}", 0.05 + 0.4 * index / max(len(requested), 1))
-        result = VariantResult(key=_label(method, options, taken), method=method, options=dict(options))
-        variants.append(result)
+    """Shrink with every requested method and measure everything against the original.
+
+    A short pipeline (:class:`ComparePipeline`): the original's inputs and outputs, then per
+    variant shrink, sizes (compressed in background threads) and parity, then culprits (on
+    request) and latency. ``on_partial(snapshot)`` receives the whole comparison so far, small
+    and picklable (no models), after the original is measured, when a variant's sizes are known,
+    after its parity (never before its sizes), and after latency.
+    """
+    pipeline = ComparePipeline(loaded, settings, progress, on_partial)
+    with pipeline:
+        pipeline.measure_original()
+        for method, options in pipeline.requested:
+            pipeline.add_variant(method, options)
+        pipeline.find_culprits()
+        pipeline.wait_for_sizes()
+        pipeline.measure_latency()
+        return pipeline.result()
+
+
+class ComparePipeline:
+    """The steps of one comparison, run in order by :func:`compare` (or one by one by a caller).
+
+    Memory: a variant's model is checked, written to a file (``settings.variants_dir``, else a
+    private temporary folder), measured for parity in the session its validation opened, and
+    with ``variants_dir`` dropped; sizes are read from the files in background threads and
+    latency opens two sessions at a time (original and one variant) from them. So a worker
+    holds the original and one variant, never every variant.
+    """
+
+    def __init__(self, loaded: LoadedModel | onnx.ModelProto, settings: CompareSettings | None = None,
+                 progress: Progress | None = None, on_partial: Snapshot | None = None) -> None:  # fmt: skip
+        self.settings = settings = settings or CompareSettings()
+        if isinstance(loaded, onnx.ModelProto):
+            loaded = LoadedModel(model=loaded, name=loaded.graph.name or "model", file_bytes=loaded.ByteSize())
+        self.loaded = loaded
+        self.say = progress or (lambda _step, _fraction: None)
+        self.on_partial = on_partial
+        self.source = loaded.model
+        self.requested = settings.methods or [(spec.name, {}) for spec in all_methods() if spec.in_default_set]
+        for method, _ in self.requested:
+            get_method(method)  # unknown names fail before any work
+        # with variants_dir one variant is held at a time; otherwise the result keeps every model
+        check_memory(tensor_payload_bytes(self.source), variants=1 if settings.variants_dir else len(self.requested))
+        self.summary = inspect_model(loaded)
+        self.keep_models = settings.variants_dir is None
+        self.original = VariantResult(key=ORIGINAL, method=None, options={}, model=self.source if self.keep_models else None)
+        self.variants: list[VariantResult] = []
+        self.taken = {ORIGINAL}
+        self.timings: dict[str, float] = {}
+        self.input_note = ""
+        self.latency_note = ""
+        self.inputs: ParityInputs | None = None
+        self.files: dict[str, list[Path]] = {}  # key -> the files holding that model (sizes and latency read them)
+        self._scratch = Path(tempfile.mkdtemp(prefix="shrinkray-compare-"))
+        self._stem = Path(loaded.name).stem if loaded.name.lower().endswith(".onnx") else loaded.name
+        self._shown_sizes: set[str] = set()
+        self._shown_parity: set[str] = {ORIGINAL}
+        self._parity_spent = 0.0
+        upper = self.loaded.file_bytes or tensor_payload_bytes(self.source)
+        self.sizes = BackgroundSizes.planned([upper] * (1 + len(self.requested)), settings.brotli_quality,
+                                             settings.zstd_level)  # fmt: skip
+
+    def __enter__(self) -> ComparePipeline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sizes.close()
+        shutil.rmtree(self._scratch, ignore_errors=True)
+        release_free_memory()  # serialized blobs, sessions and temporaries: the app process lives on
+
+    # ------------------------------------------------------------ steps
+
+    def measure_original(self) -> None:
+        """Inputs the original accepts and its outputs on them; its sizes start in the background."""
+        lap = time.perf_counter()
+        self.say("Running the original on its inputs", 0.02)
+        self.inputs = parity_inputs(self.source, self.settings)
+        self.input_note = self.inputs.note
+        self.original.parity = _parity(self.inputs.reference, self.inputs.reference, self.inputs, self.settings)
+        lap = _lap(self.timings, "parity", lap)
+        self.files[ORIGINAL] = _write_model(self.source, self._scratch / "original.onnx", atomic=False)
+        self.sizes.submit(ORIGINAL, self.files[ORIGINAL])
+        _lap(self.timings, "sizes", lap)
+        self._emit()
+        self._flush()
+
+    def add_variant(self, method: str, options: dict[str, Any]) -> VariantResult:
+        """Shrink (checked, in one ONNX Runtime session), write, start its sizes, judge parity in that session."""
+        assert self.inputs is not None, "measure_original() first"
+        index = len(self.variants)
+        count = max(len(self.requested), 1)
+        self.say(f"Shrinking: {method}", 0.05 + 0.4 * index / count)
+        lap = time.perf_counter()
+        result = VariantResult(key=_label(method, options, self.taken), method=method, options=dict(options))
+        self.variants.append(result)
         try:
-            variant = shrink(loaded, method, keep_session=True, **options)
+            variant = shrink(self.loaded, method, keep_session=True, **options)
         except OptionError:
             raise
         except ShrinkRayError as exc:
             result.error = str(exc)
-            lap = _lap(timings, "shrink", lap)
-            continue
-        result.model = variant.model
+            _lap(self.timings, "shrink", lap)
+            self._emit()
+            return result
         result.record = variant.summary()
         result.warnings = list(variant.warnings)
         result.notes = list(variant.notes)
-        lap = _lap(timings, "shrink", lap)
+        self._store(result, variant.model)
+        lap = _lap(self.timings, "shrink", lap)
+        self._flush()
         # Parity right away, in the session validation opened: one session per variant, held briefly.
-        if parity_spent >= settings.parity_budget_s:
+        if self._parity_spent >= self.settings.parity_budget_s:
             result.notes.append(
-                f"Parity not measured: the {settings.parity_budget_s:.0f} s budget for parity runs was spent "
+                f"Parity not measured: the {self.settings.parity_budget_s:.0f} s budget for parity runs was spent "
                 "on the variants before it (raise it with SHRINKRAY_MAX_RUN_SECONDS)"
             )
         else:
-            say(f"Checking parity: {result.key}", 0.05 + 0.4 * (index + 0.5) / max(len(requested), 1))
-            _measure_parity(result, inputs, settings, variant.session)
+            self.say(f"Checking parity: {result.key}", 0.05 + 0.4 * (index + 0.5) / count)
+            _measure_parity(result, self.inputs, self.settings, variant.session, variant.model)
         variant.session = None
-        now = _lap(timings, "parity", lap)
-        parity_spent += now - lap
-        lap = now
+        variant.model = None
+        del variant
+        now = _lap(self.timings, "parity", lap)
+        self._parity_spent += now - lap
+        release_free_memory()
+        self._flush()
+        return result
 
-    say("Measuring sizes (gzip -9, brotli; a server sends the smaller)", 0.5)
-    blobs = {r.key: serialize(r.model) for r in [original, *variants] if r.model is not None}
-    sizes = measure_many(blobs, brotli_quality=settings.brotli_quality, zstd_level=settings.zstd_level)
-    for result in [original, *variants]:
-        result.sizes = sizes.get(result.key)
-    lap = _lap(timings, "sizes", lap)
-
-    if settings.culprits or settings.auto:
-        for result in variants:
+    def find_culprits(self) -> None:
+        """Only on request (``culprits`` or ``auto``): the tensors behind each failing variant."""
+        lap = time.perf_counter()
+        settings = self.settings
+        if not (settings.culprits or settings.auto):
+            return
+        assert self.inputs is not None
+        for result in self.variants:
             if result.ok and result.parity and not result.parity.passed and get_method(result.method).traceable:
                 changed = [c["name"] for c in sorted(result.record.get("changes", []),
                            key=lambda c: -(c.get("relative_rms_error") or 0))]  # fmt: skip
                 result.culprits = find_culprits(
-                    source, result.method, result.options, changed, inputs, settings,
-                    lambda step, f: say(step, 0.55 + 0.1 * f),
+                    self.source, result.method, result.options, changed, self.inputs, settings,
+                    lambda step, f: self.say(step, 0.55 + 0.1 * f),
                 )  # fmt: skip
                 if len(result.culprits) < len(changed):
                     result.notes.append(
@@ -397,34 +481,120 @@ def compare(
                         f"{settings.culprit_budget_s:.0f} s budget"
                     )
         if settings.auto:
-            for result in list(variants):
+            for result in list(self.variants):
                 if result.culprits:
-                    auto = _auto_variant(source, result, inputs, settings, taken)
-                    if auto is not None:
-                        variants.append(auto)
-                        auto.sizes = measure_many(
-                            {auto.key: serialize(auto.model)},
-                            brotli_quality=settings.brotli_quality,
-                            zstd_level=settings.zstd_level,
-                        )[auto.key]
+                    found = _auto_variant(self.source, result, self.inputs, settings, self.taken)
+                    if found is not None:
+                        auto, model = found
+                        self.variants.append(auto)
+                        self._store(auto, model)
+                        del model
+        _lap(self.timings, "culprits", lap)
+        self._flush()
 
-    lap = _lap(timings, "culprits", lap)
-    latency_note = ""
-    if settings.latency:
-        latency_note = _measure_all_latency(source, [original, *variants], settings, say, inputs.options)
-    _lap(timings, "latency", lap)
-    release_free_memory()  # serialized blobs, sessions and temporaries: the app process lives on
-    say("Done", 1.0)
-    return Comparison(
-        name=loaded.name,
-        summary=summary,
-        settings=settings,
-        original=original,
-        variants=variants,
-        input_note=input_note,
-        latency_note=latency_note,
-        timings=timings,
-    )
+    def wait_for_sizes(self) -> None:
+        """Every size known (each published as it lands)."""
+        lap = time.perf_counter()
+        self.say("Measuring sizes (gzip -9, brotli; a server sends the smaller)", 0.6)
+        while self.sizes.pending():
+            self.sizes.wait_any(timeout=1.0)
+            self._flush()
+        self._flush()
+        _lap(self.timings, "sizes", lap)
+
+    def measure_latency(self) -> None:
+        lap = time.perf_counter()
+        if self.settings.latency:
+            self.latency_note = _measure_all_latency(
+                self.source, [self.original, *self.variants], self.files, self.settings, self.say,
+                self.inputs.options if self.inputs else None,
+            )  # fmt: skip
+        _lap(self.timings, "latency", lap)
+        self.say("Done", 1.0)
+        self._emit()
+
+    def result(self) -> Comparison:
+        return self._comparison(lambda result: result)
+
+    # ------------------------------------------------------------ helpers
+
+    def _store(self, result: VariantResult, model: onnx.ModelProto) -> None:
+        """Write a checked model (to ``variants_dir``: the user's copy), start its sizes, keep or drop it."""
+        if self.settings.variants_dir is not None:
+            folder = Path(self.settings.variants_dir)
+            folder.mkdir(parents=True, exist_ok=True)
+            files = _write_model(model, folder / variant_file_name(self._stem, result.key), atomic=True)
+            result.file = str(files[0])
+        else:
+            files = _write_model(model, self._scratch / f"variant-{len(self.files)}.onnx", atomic=False)
+        self.files[result.key] = files
+        self.sizes.submit(result.key, files)
+        result.model = model if self.keep_models else None
+
+    def _flush(self) -> None:
+        """Publish what became known: sizes first, then the parity of variants whose sizes are shown."""
+        for key, sizes in self.sizes.finished().items():
+            self._get(key).sizes = sizes
+        for result in self.all:
+            if result.sizes is not None and result.key not in self._shown_sizes:
+                self._shown_sizes.add(result.key)
+                self._emit()
+        for result in self.variants:
+            ready = result.parity is not None or result.error is not None
+            sized = result.key in self._shown_sizes or result.key not in self.files
+            if ready and sized and result.key not in self._shown_parity:
+                self._shown_parity.add(result.key)
+                self._emit()
+
+    def _emit(self) -> None:
+        if self.on_partial is None:
+            return
+        self.on_partial(self._comparison(self._view))
+
+    def _view(self, result: VariantResult) -> VariantResult:
+        """A copy without the model; parity hidden until the sizes were shown."""
+        view = copy.deepcopy(replace(result, model=None))
+        if result.key not in self._shown_sizes:
+            view.sizes = None
+        if result.key not in self._shown_parity:
+            view.parity = None
+        return view
+
+    def _comparison(self, view: Callable[[VariantResult], VariantResult]) -> Comparison:
+        return Comparison(
+            name=self.loaded.name,
+            summary=self.summary,
+            settings=self.settings,
+            original=view(self.original),
+            variants=[view(r) for r in self.variants],
+            input_note=self.input_note,
+            latency_note=self.latency_note,
+            timings=dict(self.timings),
+        )
+
+    @property
+    def all(self) -> list[VariantResult]:
+        return [self.original, *self.variants]
+
+    def _get(self, key: str) -> VariantResult:
+        return next(r for r in self.all if r.key == key)
+
+
+def variant_file_name(stem: str, key: str) -> str:
+    """``model.weights-int8.onnx``, ``model.palettize_levels-16.onnx``: safe on every file system."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", key.replace("=", "-")).strip("._") or "variant"
+    return f"{stem}.{slug}.onnx"
+
+
+def _write_model(model: onnx.ModelProto, path: Path, *, atomic: bool) -> list[Path]:
+    """Write a model (with a ``.data`` file when over 2 GB); returns the files written."""
+    if needs_external_data(model) or not atomic:
+        if needs_external_data(model):
+            written = save(model, path, overwrite=True, external_data=True)
+            return [written, written.with_name(written.name + ".data")]
+        path.write_bytes(serialize(model))
+        return [path]
+    return [write_bytes_atomic(path, serialize(model))]
 
 
 def _lap(timings: dict[str, float], phase: str, since: float) -> float:
@@ -434,15 +604,30 @@ def _lap(timings: dict[str, float], phase: str, since: float) -> float:
     return now
 
 
+def _open_file_session(files: list[Path], threads: int):
+    """A CPU session on a model file (external data beside it), and the milliseconds it took."""
+    import onnxruntime
+
+    from shrinkray.validate import session_options
+
+    try:
+        return onnxruntime.InferenceSession(str(files[0]), session_options(True, threads),
+                                            providers=["CPUExecutionProvider"])  # fmt: skip
+    except Exception as exc:  # noqa: BLE001 - ORT raises several unrelated exception types
+        raise explain_runtime_error(exc) from None
+
+
 def _measure_all_latency(
     source: onnx.ModelProto,
     results: list[VariantResult],
+    files: dict[str, list[Path]],
     settings: CompareSettings,
     say: Progress,
     options: InputOptions | None = None,
 ) -> str:
-    """Time every runnable model per (threads, batch), adaptively; a batch the model refuses skips larger ones."""
-    runnable = {r.key: r.model for r in results if r.ok and r.model is not None}
+    """Time every runnable variant against the original per (threads, batch), adaptively and pairwise
+    (two sessions alive at a time); a batch the model refuses skips larger ones."""
+    runnable = [r.key for r in results if r.ok and r.key in files and r.key != ORIGINAL]
     fixed_by_user = settings.inputs_path is not None or bool(settings.sample_files) or _batch_dim_fixed(source, settings)
     # batch 1 (or the model's fixed batch) unless a sweep such as [1, 8, 32] is asked for
     batches = [0] if fixed_by_user else settings.batches or ([1] if first_axis_dynamic(source) else [0])
@@ -450,6 +635,7 @@ def _measure_all_latency(
     noisy: list[str] = []
     combos = [(t, b) for t in settings.threads for b in batches]
     refused: dict[int, int] = {}  # threads -> smallest refused batch
+    by_key = {r.key: r for r in results}
     for index, (threads, batch) in enumerate(combos):
         if threads in refused and batch >= refused[threads]:
             continue
@@ -461,10 +647,16 @@ def _measure_all_latency(
         else:
             feeds = synthesize(source, options or settings.inputs, batch=batch or None).feeds
         try:
-            stats = measure_latency(
-                runnable, feeds, batch=_batch_of(feeds), threads=threads, runs=settings.runs,
-                warmup=settings.warmup, budget_s=settings.latency_budget_s, target=settings.latency_target,
-                reference=ORIGINAL if ORIGINAL in runnable else None,
+            start = time.perf_counter()
+            original = _open_file_session(files[ORIGINAL], threads)
+            opened_ms = (time.perf_counter() - start) * 1000
+            run_original = partial(original.run, None, feeds)
+            run_original()  # a batch the model refuses fails here, before any variant opens
+            openers = [(key, partial(_runner, files[key], threads, feeds)) for key in runnable]
+            stats = time_pairwise(
+                ORIGINAL, run_original, openers, batch=_batch_of(feeds), threads=threads,
+                session_ms={ORIGINAL: opened_ms}, runs=settings.runs, warmup=settings.warmup,
+                budget_s=settings.latency_budget_s, target=settings.latency_target,
             )  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - a batch size the model refuses is reported, not fatal
             if batch <= 1:
@@ -472,28 +664,33 @@ def _measure_all_latency(
             refused[threads] = batch
             notes.append(f"batch {batch} could not run ({str(exc).splitlines()[0][:100]}); larger batches skipped")
             continue
-        for result in results:
-            if result.key in stats:
-                result.latency.append(stats[result.key])
+        finally:
+            original = run_original = None
+        for key, stat in stats.items():
+            by_key[key].latency.append(stat)
         noisy += [f"{key} ({threads} thread{'s' if threads > 1 else ''}, batch {s.batch})"
                   for key, s in stats.items() if key != ORIGINAL and s.too_noisy]  # fmt: skip
     if settings.runs is None:
         budget = f"{settings.latency_budget_s:g} s" if settings.latency_budget_s is not None else "no time limit"
         text = (
-            f"ONNX Runtime CPU, original and variants interleaved in rounds after {settings.warmup} warm-up runs, "
-            f"until every variant's time ratio to the original is known within ±{settings.latency_target:.0%} "
-            f"(95% interval, distribution-free, over blocks of consecutive rounds; at least 1 s) or the budget is spent "
-            f"({budget} per setting); median and p90; threads {settings.threads}"
+            f"ONNX Runtime CPU, each variant timed against the original in interleaved rounds after {settings.warmup} "
+            f"warm-up runs, until its time ratio to the original is known within ±{settings.latency_target:.0%} "
+            f"(95% interval, distribution-free, over blocks of consecutive rounds) or the budget is spent "
+            f"({budget} per setting, shared by the variants); median and p90; threads {settings.threads}"
         )
     else:
         text = (
-            f"ONNX Runtime CPU, median and p90 of up to {settings.runs} interleaved runs after "
-            f"{settings.warmup} warm-up runs, threads {settings.threads}; ratios with 95% intervals"
+            f"ONNX Runtime CPU, median and p90 of up to {settings.runs} interleaved runs of each variant and the "
+            f"original after {settings.warmup} warm-up runs, threads {settings.threads}; ratios with 95% intervals"
         )
     if noisy:
         notes.insert(0, "too noisy to call (interval wider than "
                      f"±{settings.latency_target:.0%} when the budget ended): " + ", ".join(noisy))  # fmt: skip
     return text + ("; " + "; ".join(notes) if notes else "")
+
+
+def _runner(files: list[Path], threads: int, feeds: dict[str, np.ndarray]) -> Callable[[], Any]:
+    return partial(_open_file_session(files, threads).run, None, feeds)
 
 
 def _batch_of(feeds: dict[str, np.ndarray]) -> int:

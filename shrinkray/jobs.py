@@ -8,15 +8,17 @@ returns only what the caller shows (no models, unless asked).
 from __future__ import annotations
 
 import contextlib
-import re
+import dataclasses
+import functools
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import onnx
 
-from shrinkray.compare import CompareSettings, compare
-from shrinkray.io import LoadedModel, check_output_path, load, save, save_all
+from shrinkray.compare import CompareSettings, compare, variant_file_name
+from shrinkray.io import LoadedModel, check_output_path, load, save, save_all, write_outputs
 from shrinkray.methods import Variant
 from shrinkray.shrink import shrink
 
@@ -68,31 +70,62 @@ def shrink_job(model_path: Path, output: Path, method: str, options: dict[str, A
 
 
 def compare_job(model_path: Path, settings: CompareSettings, save_dir: Path | None, force: bool, scratch: str,
-                progress=None):  # fmt: skip
-    """Load, compare and (with --save-dir) write the variants, in the capped worker. The models are
-    dropped from the result: the reports need none of them, and sending them back costs memory."""
+                progress=None, on_partial=None):  # fmt: skip
+    """Load, compare and (with --save-dir) keep the variants, in the capped worker.
+
+    Each variant is written into the scratch folder as soon as it is checked and
+    dropped from memory (``CompareSettings.variants_dir``), so the worker holds the
+    original and one variant at a time; with ``save_dir`` the files are then moved
+    there all or none. The result carries no models.
+    """
     loaded = load_model_file(model_path, scratch)
-    comparison = compare(loaded, settings, progress=progress)
-    comparison.input_files = [str(p) for p in protected_files(model_path, loaded)]  # reports never land on these
+    protected = protected_files(model_path, loaded)
+    work = Path(scratch) / "variants"
+    own_dir = settings.variants_dir is None
+    run_settings = dataclasses.replace(settings, variants_dir=str(work)) if own_dir else settings
+    comparison = compare(loaded, run_settings, progress=progress, on_partial=on_partial)
+    del loaded  # the reports need none of the models
+    comparison.settings = settings
+    comparison.input_files = [str(p) for p in protected]  # reports never land on these
     if save_dir is not None:
-        for path in save_variants(comparison, save_dir, model_path.stem, protected_files(model_path, loaded), force):
+        for path in publish_variants(comparison, save_dir, model_path.stem, protected, force):
             if progress:
                 progress(f"Wrote {path}", 1.0)
+    elif own_dir:
+        for result in comparison.variants:
+            result.file = None  # the scratch copy goes with the scratch folder
     for result in comparison.all:
         result.model = None
     return comparison
 
 
-def variant_file_name(stem: str, key: str) -> str:
-    """``model.weights-int8.onnx``, ``model.palettize_levels-16.onnx``: safe on every file system."""
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", key.replace("=", "-")).strip("._") or "variant"
-    return f"{stem}.{slug}.onnx"
+def publish_variants(comparison, folder: Path, stem: str, protected: list[Path], overwrite: bool = False) -> list[Path]:
+    """Move the variants written during the comparison into ``folder`` (all or none); each result records its file."""
+    results = [r for r in comparison.variants if r.ok and r.file]
+    moves: dict[Path, Path] = {}
+    for result in results:
+        source = Path(result.file)
+        target = folder / variant_file_name(stem, result.key)
+        moves[source] = target
+        data = source.with_name(source.name + ".data")
+        if data.exists():  # the model names its data file: keep that name beside it
+            moves[data] = folder / data.name
+    for target in moves.values():
+        check_output_path(target, protect=protected, overwrite=overwrite)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_outputs({target: functools.partial(_copy, source) for source, target in moves.items()})
+    for result in results:
+        result.file = str(moves[Path(result.file)])
+    return [Path(r.file) for r in results]
+
+
+def _copy(source: Path, tmp: Path) -> None:
+    shutil.copyfile(source, tmp)
 
 
 def save_variants(comparison, folder: Path, stem: str, protected: list[Path], overwrite: bool = False) -> list[Path]:
-    """Write every usable variant into ``folder`` (checked models, atomically); each result records its file.
-
-    Every target is checked before the first is written, so a clash leaves nothing half done.
+    """Write every usable variant held in memory into ``folder`` (checked models, atomically); each result
+    records its file. Every target is checked before the first is written, so a clash leaves nothing half done.
     """
     results = [r for r in comparison.variants if r.ok and r.model is not None]
     targets = [folder / variant_file_name(stem, r.key) for r in results]

@@ -176,6 +176,27 @@ def time_models(
     keys = list(runners)
     reference = reference if reference is not None else keys[0]
     others = [k for k in keys if k != reference]
+    times, stopped_by = _rounds(runners, reference, others, runs=runs, warmup=warmup, budget_s=budget_s, target=target,
+                                min_rounds=min_rounds, min_s=min_s, on_round=on_round, timer=timer)  # fmt: skip
+    return _stats(times, reference, others, target, batch, threads, session_ms or {}, stopped_by)
+
+
+def _rounds(
+    runners: dict[str, Callable[[], Any]],
+    reference: str,
+    others: list[str],
+    *,
+    runs: int | None,
+    warmup: int,
+    budget_s: float | None,
+    target: float,
+    min_rounds: int,
+    min_s: float,
+    on_round: Callable[[int, int], None] | None,
+    timer: Callable[[], float],
+) -> tuple[dict[str, list[float]], str]:
+    """The interleaved rounds themselves: milliseconds per model, and why they stopped."""
+    keys = list(runners)
     for runner in runners.values():
         for _ in range(warmup):
             runner()
@@ -202,7 +223,61 @@ def time_models(
         if budget_s is not None and done >= BUDGET_MIN_ROUNDS and done < limit and timer() - started > budget_s:
             stopped_by = "budget"
             break
-    return _stats(times, reference, others, target, batch, threads, session_ms or {}, stopped_by)
+    return times, stopped_by
+
+
+def time_pairwise(
+    reference: str,
+    reference_runner: Callable[[], Any],
+    openers: Sequence[tuple[str, Callable[[], Callable[[], Any]]]],
+    *,
+    batch: int = 1,
+    threads: int = 1,
+    session_ms: dict[str, float] | None = None,
+    runs: int | None = None,
+    warmup: int = 0,
+    budget_s: float | None = None,
+    target: float = TARGET,
+    min_rounds: int = MIN_ROUNDS,
+    min_s: float = MIN_SECONDS,
+    timer: Callable[[], float] = time.perf_counter,
+) -> dict[str, LatencyStats]:
+    """Time each variant against the reference, one pair at a time, so only two sessions are alive.
+
+    ``openers`` give each variant's runner when called (its session opens then, and
+    is dropped after its pair is timed). ``budget_s`` is shared by all pairs: each
+    pair gets what is left divided by the pairs left, so a pair that settles early
+    leaves its time to the next. The reference's figures pool its runs from every pair.
+    """
+    session_ms = dict(session_ms or {})
+    out: dict[str, LatencyStats] = {}
+    pooled: list[float] = []
+    reasons: list[str] = []
+    spent = 0.0  # seconds of timing (session opens are not part of the budget)
+    for index, (key, opener) in enumerate(openers):
+        t0 = timer()
+        runner = opener()
+        session_ms[key] = (timer() - t0) * 1000.0
+        share = None if budget_s is None else max(0.0, budget_s - spent) / (len(openers) - index)
+        t0 = timer()
+        times, stopped_by = _rounds({reference: reference_runner, key: runner}, reference, [key], runs=runs,
+                                    warmup=warmup, budget_s=share, target=target, min_rounds=min_rounds,
+                                    min_s=min(min_s, share) if share is not None else min_s, on_round=None,
+                                    timer=timer)  # fmt: skip
+        spent += timer() - t0
+        del runner  # its session closes before the next one opens
+        out[key] = _stats(times, reference, [key], target, batch, threads, session_ms, stopped_by)[key]
+        pooled += times[reference]
+        reasons.append(stopped_by)
+    if not openers:
+        times, stopped_by = _rounds({reference: reference_runner}, reference, [], runs=runs, warmup=warmup,
+                                    budget_s=budget_s, target=target, min_rounds=min_rounds, min_s=min_s,
+                                    on_round=None, timer=timer)  # fmt: skip
+        return _stats(times, reference, [], target, batch, threads, session_ms, stopped_by)
+    stopped = next((r for r in reasons if r != "precision"), "precision")
+    original = _stats({reference: pooled}, reference, [], target, batch, threads, session_ms, stopped)[reference]
+    original.settled = all(s.settled for s in out.values())
+    return {reference: original, **out}
 
 
 def blocks(n: int) -> int:

@@ -30,8 +30,13 @@ from __future__ import annotations
 import gzip
 import heapq
 import math
-from concurrent.futures import ThreadPoolExecutor
+import os
+import threading
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import brotli
@@ -45,6 +50,8 @@ DELIVERIES = ("raw", "gzip", "brotli", "zstd")
 BUDGET_S = 4.0  # a person waits for this: q10-11 only where it is quick (files up to ~1 MB)
 #: Brotli qualities "auto" chooses from, best first; 9 is at most 2.5% smaller than 6 on weights for
 #: 3-10x its time, 10 and 11 are where the large gains are (bench figures in the module docstring).
+#: Not 5: 2.5x faster than 6 on a palettized 101 MB model, but it missed a 5 MiB block stored twice
+#: (a tied embedding written twice) that 4 and 6 find with the same window.
 BROTLI_LADDER = (11, 10, 9, 6)
 #: The quality "auto" falls back to when nothing better fits (fast: 4-50 MB/s).
 AUTO_LARGE_QUALITY = BROTLI_LADDER[-1]
@@ -298,3 +305,145 @@ def measure_many(
             zstd_encoding=None if zs is None else ("zstd" if zs <= gz else "gzip"),
         )
     return out
+
+
+# ---------------------------------------------------------------- files, compressed in the background
+
+#: Bytes read and fed to a compressor at a time: memory stays flat whatever the file's size. Feeding
+#: zlib and brotli in chunks gives byte-for-byte the output of one call on the whole file.
+CHUNK = 4 << 20
+
+
+def _chunks(source: bytes | Path) -> Iterator[bytes | memoryview]:
+    if isinstance(source, (bytes, bytearray)):
+        view = memoryview(source)
+        for start in range(0, len(view), CHUNK):
+            yield view[start:start + CHUNK]
+        return
+    with open(source, "rb") as fh:
+        while chunk := fh.read(CHUNK):
+            yield chunk
+
+
+def _length(source: bytes | Path) -> int:
+    return len(source) if isinstance(source, (bytes, bytearray)) else os.path.getsize(source)
+
+
+def gzip_stream_size(source: bytes | Path) -> int:
+    """``len(gzip.compress(data, 9, mtime=0))``, read in chunks: header 10 + raw deflate + trailer 8."""
+    deflate = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
+    total = 10 + 8
+    for chunk in _chunks(source):
+        total += len(deflate.compress(chunk))
+    return total + len(deflate.flush())
+
+
+def brotli_stream_size(source: bytes | Path, quality: int, lgwin: int | None = None) -> int:
+    """:func:`brotli_size` read in chunks (the same bytes as one call)."""
+    compressor = brotli.Compressor(quality=quality, lgwin=lgwin or brotli_window(_length(source)))
+    total = 0
+    for chunk in _chunks(source):
+        total += len(compressor.process(bytes(chunk)))
+    return total + len(compressor.finish())
+
+
+def zstd_stream_size(source: bytes | Path, level: int) -> int:
+    """:func:`zstd_size` read in chunks."""
+    zstandard = _zstandard()
+    if level <= 19:
+        compressor = zstandard.ZstdCompressor(level=level)
+    else:
+        params = zstandard.ZstdCompressionParameters.from_level(level, window_log=ZSTD_MAX_WINDOW_LOG)
+        compressor = zstandard.ZstdCompressor(compression_params=params)
+    stream = compressor.compressobj(size=_length(source))
+    total = 0
+    for chunk in _chunks(source):
+        total += len(stream.compress(bytes(chunk)))
+    return total + len(stream.flush())
+
+
+class BackgroundSizes:
+    """Sizes of files measured in threads while the caller goes on (compare's next variant, its parity).
+
+    The brotli quality (and zstd level) is planned once, before the files exist,
+    from an upper bound of their sizes (:func:`plan`), so every file of a
+    comparison is compressed alike. Files are read in chunks: a 100 MB model
+    costs a few MB of memory to measure, not a copy. A model with external
+    data is several files; its sizes are their sums (a server sends each).
+    """
+
+    def __init__(self, quality: int, zstd_level: int | None = None, workers: int | None = None) -> None:
+        self.quality = quality
+        self.zstd_level = zstd_level
+        if zstd_level is not None:
+            _zstandard()  # fail before any work
+        self._pool = ThreadPoolExecutor(max_workers=workers or usable_cores(), thread_name_prefix="sizes")
+        self._jobs: dict[str, list[tuple[str, Future[int]]]] = {}
+        self._raw: dict[str, tuple[int, int]] = {}  # key -> (raw bytes, brotli window)
+        self._taken: set[str] = set()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def planned(cls, upper_bounds: Sequence[int], brotli_quality: int | str = "auto",
+                zstd_level: int | str | None = None, *, budget_s: float = BUDGET_S,
+                workers: int | None = None) -> BackgroundSizes:  # fmt: skip
+        """A pool whose quality fits files of at most these sizes in ``budget_s`` (see :func:`plan`)."""
+        workers = workers or usable_cores()
+        quality, level = plan(list(upper_bounds), brotli_quality, zstd_level, budget_s=budget_s, workers=workers)
+        return cls(quality, level, workers)
+
+    def submit(self, key: str, files: Sequence[bytes | Path]) -> None:
+        """Start gzip, brotli (and zstd) of ``files`` (paths, or bytes that are not modified meanwhile)."""
+        sources = [f if isinstance(f, (bytes, bytearray)) else Path(f) for f in files]
+        raw = sum(_length(f) for f in sources)
+        lgwin = brotli_window(max((_length(f) for f in sources), default=0))
+        kinds: list[tuple[str, Callable[[bytes | Path], int]]] = [
+            ("gzip", gzip_stream_size), ("brotli", lambda f: brotli_stream_size(f, self.quality, lgwin))]
+        if self.zstd_level is not None:
+            kinds.append(("zstd", lambda f: zstd_stream_size(f, self.zstd_level)))
+        with self._lock:
+            self._raw[key] = (raw, lgwin)
+            self._jobs[key] = [(kind, self._pool.submit(_sum_of, fn, sources)) for kind, fn in kinds]
+
+    def pending(self) -> set[str]:
+        """Keys whose sizes are not known yet."""
+        with self._lock:
+            return {k for k, jobs in self._jobs.items() if not all(f.done() for _, f in jobs)}
+
+    def finished(self) -> dict[str, Sizes]:
+        """Sizes that became known since the last call (a compression error is raised here)."""
+        with self._lock:
+            ready = [k for k, jobs in self._jobs.items() if k not in self._taken and all(f.done() for _, f in jobs)]
+            self._taken.update(ready)
+        return {key: self._sizes(key) for key in ready}
+
+    def wait_any(self, timeout: float | None = None) -> None:
+        """Block until one more file is measured (or ``timeout``); returns at once when none is pending."""
+        with self._lock:
+            futures = [f for k, jobs in self._jobs.items() if k not in self._taken for _, f in jobs if not f.done()]
+        if futures:
+            wait(futures, timeout=timeout, return_when=FIRST_COMPLETED)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def _sizes(self, key: str) -> Sizes:
+        results = {kind: future.result() for kind, future in self._jobs[key]}
+        (raw, lgwin), gz, br, zs = self._raw[key], results["gzip"], results["brotli"], results.get("zstd")
+        return Sizes(
+            raw=raw,
+            gzip=gz,
+            brotli=min(br, gz),
+            brotli_quality=self.quality,
+            zstd=None if zs is None else min(zs, gz),
+            zstd_level=self.zstd_level if zs is not None else None,
+            brotli_window=lgwin,
+            brotli_encoded=br,
+            brotli_encoding="br" if br <= gz else "gzip",
+            zstd_encoded=zs,
+            zstd_encoding=None if zs is None else ("zstd" if zs <= gz else "gzip"),
+        )
+
+
+def _sum_of(fn: Callable[[bytes | Path], int], sources: list[bytes | Path]) -> int:
+    return sum(fn(source) for source in sources)

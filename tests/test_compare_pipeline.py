@@ -1,0 +1,164 @@
+"""compare as a pipeline: partial snapshots in order, variants written as they are checked, pairwise latency."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import onnx
+import onnxruntime as ort
+import pytest
+from helpers import sample_path
+
+import shrinkray
+from shrinkray.compare import ORIGINAL, CompareSettings, Comparison, compare, variant_file_name
+from shrinkray.jobs import compare_job
+from shrinkray.measure.sizes import measure_sizes
+
+METHODS = [("weights-int8", {}), ("palettize", {"levels": 16}), ("float16", {})]
+FAST = {"runs": 3, "warmup": 1, "threads": [1], "brotli_quality": 5}
+
+
+def _compare(tmp_path=None, **settings) -> tuple[Comparison, list[Comparison]]:
+    snapshots: list[Comparison] = []
+    base = {"methods": METHODS, **FAST, **settings}
+    if tmp_path is not None:
+        base["variants_dir"] = str(tmp_path)
+    result = compare(shrinkray.load(sample_path("mlp")), CompareSettings(**base), on_partial=snapshots.append)
+    return result, snapshots
+
+
+def test_snapshots_show_each_variants_sizes_before_its_parity():
+    result, snapshots = _compare(latency=False)
+    keys = [v.key for v in result.variants]
+    for key in keys:
+        states = [(s.get(key).sizes is not None, s.get(key).parity is not None)
+                  for s in snapshots if key in {v.key for v in s.variants}]  # fmt: skip
+        first_sized = states.index((True, False))  # sizes known, parity not yet shown
+        assert all(not parity for _, parity in states[:first_sized])
+        assert states[-1] == (True, True)
+        assert (False, True) not in states  # parity is never shown before the sizes
+    # the first snapshot comes after the original is measured, before any variant
+    assert snapshots[0].variants == [] and snapshots[0].original.parity is not None
+    # variants appear in order and a snapshot never loses one
+    seen = [[v.key for v in s.variants] for s in snapshots]
+    assert all(keys[: len(k)] == k for k in seen)
+    assert seen == sorted(seen, key=len)
+
+
+def test_snapshots_pickle_small_and_without_models():
+    result, snapshots = _compare()
+    assert result.get("float16").model is not None  # the caller's result keeps the models (no variants_dir)
+    for snapshot in snapshots:
+        assert all(r.model is None for r in snapshot.all)
+        data = pickle.dumps(snapshot)
+        assert b"ModelProto" not in data and len(data) < 200_000
+    last = pickle.loads(pickle.dumps(snapshots[-1]))
+    assert all(r.latency for r in last.all)  # the last one comes after latency
+    assert [r.key for r in last.all] == [r.key for r in result.all]
+    assert last.get("float16").sizes == result.get("float16").sizes
+    assert last.get("float16").parity.passed == result.get("float16").parity.passed
+
+
+def test_snapshots_are_not_changed_by_later_steps():
+    _, snapshots = _compare(latency=False)
+    first_full = next(s for s in snapshots if s.variants and s.variants[0].parity is not None)
+    before = pickle.dumps(first_full)
+    assert pickle.dumps(first_full) == before
+    assert first_full.variants[0].latency == []
+
+
+def test_variants_dir_gets_every_checked_variant_and_no_model_is_kept(tmp_path):
+    result, snapshots = _compare(tmp_path, latency=False)
+    assert all(r.model is None for r in result.all)
+    for variant in result.variants:
+        path = Path(variant.file)
+        assert path.parent == tmp_path
+        assert path.name == variant_file_name("mlp", variant.key)
+        model = onnx.load(str(path))
+        onnx.checker.check_model(model)
+        ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        # sizes are those of the file written
+        assert variant.sizes == measure_sizes(path.read_bytes(), brotli_quality=5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(Path(v.file).name for v in result.variants)
+    # a variant's file exists by the time its sizes are published
+    for snapshot in snapshots:
+        for variant in snapshot.variants:
+            if variant.sizes is not None:
+                assert Path(variant.file).exists()
+
+
+def test_original_sizes_are_its_serialized_bytes():
+    result, _ = _compare(latency=False)
+    assert result.original.sizes == measure_sizes(shrinkray.load(sample_path("mlp")).model.SerializeToString(),
+                                                  brotli_quality=5)  # fmt: skip
+
+
+def test_latency_opens_two_sessions_at_a_time(monkeypatch):
+    alive = {"now": 0, "most": 0, "opened": 0}
+    real = ort.InferenceSession
+
+    class Counted(real):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            alive["opened"] += 1
+            alive["now"] += 1
+            alive["most"] = max(alive["most"], alive["now"])
+
+        def __del__(self):
+            alive["now"] -= 1
+
+    monkeypatch.setattr(ort, "InferenceSession", Counted)
+    result, _ = _compare(threads=[1, 2])
+    assert all(len(r.latency) == 2 for r in result.all)
+    # parity inputs (1) + one validation session per variant + per thread setting: original + each variant
+    assert alive["opened"] == 1 + len(METHODS) + 2 * (1 + len(METHODS))
+    assert alive["most"] <= 2
+    for variant in result.variants:
+        for stats in variant.latency:
+            assert stats.ratio is not None and stats.ratio > 0 and stats.runs == 3
+    assert result.original.latency[0].runs == 3 * len(METHODS)  # its runs pooled from every pair
+
+
+def test_compare_job_moves_variants_into_save_dir_and_returns_no_models(tmp_path):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    out = tmp_path / "out"
+    settings = CompareSettings(methods=METHODS, latency=False, brotli_quality=5)
+    comparison = compare_job(sample_path("mlp"), settings, out, False, str(scratch))
+    assert comparison.settings.variants_dir is None  # the reports show the caller's settings
+    assert all(r.model is None for r in comparison.all)
+    names = sorted(p.name for p in out.iterdir())
+    assert names == sorted(variant_file_name("mlp", k) for k, _ in [("weights-int8", 0), ("palettize levels=16", 0),
+                                                                     ("float16", 0)])  # fmt: skip
+    for variant in comparison.variants:
+        assert Path(variant.file).parent == out
+        onnx.checker.check_model(onnx.load(variant.file))
+
+
+def test_compare_job_without_save_dir_reports_no_files(tmp_path):
+    comparison = compare_job(sample_path("mlp"), CompareSettings(methods=METHODS[:1], latency=False), None, False,
+                             str(tmp_path))  # fmt: skip
+    assert comparison.variants[0].file is None
+    assert comparison.variants[0].sizes is not None and comparison.variants[0].parity is not None
+
+
+def test_save_dir_clash_leaves_nothing_written(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / variant_file_name("mlp", "float16")).write_bytes(b"mine")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    with pytest.raises(shrinkray.ShrinkRayError):
+        compare_job(sample_path("mlp"), CompareSettings(methods=METHODS, latency=False), out, False, str(scratch))
+    assert sorted(p.name for p in out.iterdir()) == [variant_file_name("mlp", "float16")]
+    assert (out / variant_file_name("mlp", "float16")).read_bytes() == b"mine"
+
+
+def test_a_failing_method_is_published_with_its_error():
+    snapshots: list[Comparison] = []
+    settings = CompareSettings(methods=[("weights-int8", {"include": ["no-such-tensor*"]}), ("float16", {})],
+                               latency=False, brotli_quality=5)  # fmt: skip
+    result = compare(shrinkray.load(sample_path("mlp")), settings, on_partial=snapshots.append)
+    assert result.original.key == ORIGINAL
+    assert [v.key for v in snapshots[-1].variants] == [v.key for v in result.variants]

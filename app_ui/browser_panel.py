@@ -182,6 +182,7 @@ def render(loaded: LoadedModel, comparison: Comparison) -> None:
             return
         runs = judge_all(armed["inputs"], list(value.get("results") or []), served_by=SERVED_BY)
         _store(comparison, runs)
+        st.rerun()  # the charts and advice above the panel take the browser's results into account
     if not runs:
         return
     first = runs[0]

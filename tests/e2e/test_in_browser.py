@@ -21,6 +21,7 @@ __all__ = ["app_url"]  # the fixture: this module gets its own `streamlit run`
 WANTED = ("weights-int8", "float16", "palettize")
 SAMPLES = sorted(p for p in (ROOT / "sample_models").glob("*.onnx"))
 TIMINGS: list[str] = []
+MEASURED: list[str] = []
 
 
 def _unsupported_op_model(path: Path) -> Path:
@@ -65,7 +66,7 @@ def _shrink(pg, sample: Path, latency: bool) -> None:
     pg.wait_for_selector("text=Reports", timeout=240_000)
 
 
-def _run_in_browser(pg, expected: int) -> str:
+def _run_in_browser(pg, expected: int, problems: bool = False) -> str:
     pg.get_by_role("link", name="Compare").click()
     pg.wait_for_selector("text=In your browser", timeout=60_000)
     started = time.perf_counter()
@@ -74,10 +75,20 @@ def _run_in_browser(pg, expected: int) -> str:
     failed = pg.locator("[data-testid=stAlertContentError]").first
     pg.get_by_text("Measured in:").or_(failed).first.wait_for(timeout=180_000)
     TIMINGS.append(f"{time.perf_counter() - started:.1f} s")
+    if failed.is_visible() and not problems:
+        pg.screenshot(path=str(SHOTS / "in_browser_failure.png"))
+        raise AssertionError(failed.inner_text())
     table.wait_for(timeout=30_000)
     frame = pg.frame_locator("iframe[title*='in_browser']")
     assert f"Done: {expected} models" in frame.locator("#status").inner_text()
     return pg.inner_text("body")
+
+
+def _shot_panel(pg, name: str) -> None:
+    """The panel at the top of the viewport (the app scrolls inside its own container, not the page)."""
+    pg.get_by_role("heading", name="In your browser").first.evaluate("e => e.scrollIntoView({block: 'start'})")
+    pg.wait_for_timeout(1500)  # plotly draws after the page
+    pg.screenshot(path=str(SHOTS / f"{name}.png"))
 
 
 def test_every_sample_runs_in_onnx_runtime_web(app_url, tmp_path):  # noqa: F811 - the fixture imported above
@@ -102,27 +113,28 @@ def test_every_sample_runs_in_onnx_runtime_web(app_url, tmp_path):  # noqa: F811
             assert runs.count() == 1 + len(WANTED)
             texts = [runs.nth(i).inner_text() for i in range(runs.count())]
             assert all("failed" not in t for t in texts), (sample.name, texts)
+            MEASURED.append(f"{sample.stem}: " + "; ".join(texts))
             table = pg.locator("[data-testid=stTable]").first.inner_text()
             assert "fails" not in table and "did not run" not in table, (sample.name, table)
             assert table.count("passes") >= 2 * (1 + len(WANTED)), (sample.name, table)
             assert "ONNX Runtime Web" in body and "as gzip" in table
             if index == 0:
-                pg.get_by_text("In your browser").first.scroll_into_view_if_needed()
-                pg.wait_for_timeout(1500)
-                pg.screenshot(path=str(SHOTS / "10_in_your_browser.png"), full_page=True)
+                _shot_panel(pg, "10_in_your_browser")
             _no_traceback(pg)
 
         unsupported = _unsupported_op_model(tmp_path / "scaled_silu.onnx")
         _shrink(pg, unsupported, latency=False)
-        body = _run_in_browser(pg, expected=1 + len(WANTED))
+        body = _run_in_browser(pg, expected=1 + len(WANTED), problems=True)
         assert "runs on the server but not in onnxruntime-web 1.30.0" in body, body
         assert "ScaledSiLU" in body and "does not run in onnxruntime-web 1.30.0 (wasm) either" in body
-        pg.get_by_text("In your browser").first.scroll_into_view_if_needed()
-        pg.wait_for_timeout(1000)
-        pg.screenshot(path=str(SHOTS / "11_in_your_browser_unsupported_op.png"), full_page=True)
+        _shot_panel(pg, "11_in_your_browser_unsupported_op")
         _no_traceback(pg)
+        pg.get_by_role("link", name="Pricing").click()  # every page has been visited: none fetched from elsewhere
+        pg.wait_for_selector("text=Cost per variant", timeout=60_000)
+        pg.wait_for_timeout(1000)
         browser.close()
     print("\nPanel button to results, per sample: " + ", ".join(TIMINGS))
+    print("\n".join(MEASURED))
     elsewhere = [u for u in requests if not u.startswith((app_url, "data:", "blob:"))]
     assert not elsewhere, elsewhere
     assert not errors, errors

@@ -357,3 +357,55 @@ def test_quiet_timing_still_takes_the_minimum_time():
     clock, runners = synthetic({"original": 1.0, "variant": 1.25}, jitter=0.002)
     v = time_models(runners, budget_s=0.2, timer=clock)["variant"]
     assert v.stopped_by == "precision" and 0.2 <= clock.now < 0.25
+
+
+# ------------------------------------------------------------------ pairwise timing (two sessions alive)
+
+
+def test_pairwise_finds_each_known_ratio_and_opens_one_variant_at_a_time():
+    ratios = {"original": 1.0, "slow": 1.3, "fast": 0.7, "same": 1.0}
+    clock, runners = synthetic(ratios, jitter=0.01, seed=2)
+    alive: list[str] = []
+    opened: list[str] = []
+
+    class Runner:
+        def __init__(self, key):
+            self.key = key
+            alive.append(key)
+            opened.append(key)
+
+        def __call__(self):
+            assert alive == [self.key]  # the previous variant's runner is gone before this one opens
+            runners[self.key]()
+
+        def __del__(self):
+            alive.remove(self.key)
+
+    openers = [(key, lambda key=key: Runner(key)) for key in ("slow", "fast", "same")]
+    stats = latency.time_pairwise("original", runners["original"], openers, budget_s=30.0, timer=clock)
+    assert opened == ["slow", "fast", "same"] and alive == []
+    for key in ("slow", "fast", "same"):
+        s = stats[key]
+        assert s.ratio == pytest.approx(ratios[key], rel=0.01), key
+        assert s.ratio_low * 0.99 <= ratios[key] <= s.ratio_high * 1.01, key
+        assert s.settled and s.stopped_by == "precision"
+    o = stats["original"]
+    assert o.runs == sum(stats[k].runs for k in ("slow", "fast", "same"))  # pooled from every pair
+    assert o.settled is True and o.ratio is None
+
+
+def test_pairwise_shares_one_budget_among_the_pairs():
+    clock, runners = synthetic({"original": 1.0, "a": 1.1, "b": 0.9}, jitter=1.5, seed=5, base_ms=10.0)
+    openers = [(key, lambda key=key: runners[key]) for key in ("a", "b")]
+    stats = latency.time_pairwise("original", runners["original"], openers, budget_s=4.0, timer=clock)
+    assert stats["a"].stopped_by == stats["b"].stopped_by == "budget"
+    assert stats["a"].too_noisy and stats["b"].too_noisy and stats["original"].settled is False
+    assert clock.now < 4.0 + 0.5  # the two pairs together, not 4 s each
+
+
+def test_pairwise_with_fixed_runs_runs_each_pair_that_often():
+    clock, runners = synthetic({"original": 1.0, "a": 2.0, "b": 0.5}, jitter=0.01)
+    openers = [(key, lambda key=key: runners[key]) for key in ("a", "b")]
+    stats = latency.time_pairwise("original", runners["original"], openers, runs=12, warmup=2, timer=clock)
+    assert (stats["a"].runs, stats["b"].runs, stats["original"].runs) == (12, 12, 24)
+    assert stats["a"].ratio == pytest.approx(2.0, rel=0.05) and stats["b"].ratio == pytest.approx(0.5, rel=0.05)

@@ -422,3 +422,69 @@ def test_compressions_run_in_parallel_threads(monkeypatch):
     monkeypatch.setattr(sizes_module, "brotli_size", slow(sizes_module.brotli_size))
     measure_many({"a": TEXT, "b": RANDOM}, brotli_quality=5, workers=2)
     assert peak[0] == 2
+
+
+# ------------------------------------------------------------------ files read in chunks, in the background
+
+
+def _mixed_bytes(n: int) -> bytes:
+    rng = np.random.default_rng(11)
+    floats = rng.normal(size=n // 8).astype(np.float32).tobytes()
+    levels = rng.integers(0, 16, size=n // 2, dtype=np.uint8).tobytes()
+    return floats + levels + floats[: n // 8]
+
+
+def test_chunked_compression_gives_the_bytes_of_one_call(tmp_path):
+    from shrinkray.measure import sizes as sizes_module
+
+    data = _mixed_bytes(3 * sizes_module.CHUNK + 12345)  # several chunks and a partial one
+    path = tmp_path / "blob"
+    path.write_bytes(data)
+    for source in (data, path):
+        assert sizes_module.gzip_stream_size(source) == len(gzip.compress(data, compresslevel=9, mtime=0))
+        assert sizes_module.brotli_stream_size(source, 6) == sizes_module.brotli_size(data, 6)
+
+
+def test_background_sizes_equal_measure_many(tmp_path):
+    from shrinkray.measure.sizes import BackgroundSizes
+
+    blobs = {"a": _mixed_bytes(1 << 20), "b": TEXT * 50, "c": b""}
+    pool = BackgroundSizes(6, None, workers=2)
+    for key, data in blobs.items():
+        path = tmp_path / key
+        path.write_bytes(data)
+        pool.submit(key, [path])
+    got: dict = {}
+    while pool.pending():
+        pool.wait_any(timeout=5)
+        got |= pool.finished()
+    got |= pool.finished()
+    pool.close()
+    assert got == measure_many(blobs, brotli_quality=6)
+    assert pool.finished() == {}  # each result is handed out once
+
+
+def test_background_sizes_of_a_model_in_two_files_are_their_sums(tmp_path):
+    from shrinkray.measure.sizes import BackgroundSizes
+
+    head, data = TEXT * 3, _mixed_bytes(200_000)
+    (tmp_path / "m.onnx").write_bytes(head)
+    (tmp_path / "m.onnx.data").write_bytes(data)
+    pool = BackgroundSizes(6, None, workers=1)
+    pool.submit("m", [tmp_path / "m.onnx", tmp_path / "m.onnx.data"])
+    pool.wait_any()
+    while pool.pending():
+        pool.wait_any()
+    sizes = pool.finished()["m"]
+    pool.close()
+    one, two = measure_sizes(head, brotli_quality=6), measure_sizes(data, brotli_quality=6)
+    assert sizes.raw == len(head) + len(data)
+    assert sizes.gzip == one.gzip + two.gzip
+
+
+def test_planned_background_quality_is_the_plan_of_the_upper_bounds():
+    from shrinkray.measure.sizes import BackgroundSizes, plan
+
+    pool = BackgroundSizes.planned([10**6] * 6, "auto", workers=2)
+    assert pool.quality == plan([10**6] * 6, "auto", workers=2)[0]
+    pool.close()

@@ -23,6 +23,7 @@ FILE_TIERS = {
     "e2e": "e2e",  # a real browser against `streamlit run`
     "test_fuzz_loader.py": "fuzz",  # hypothesis mutations of valid models
     "test_cli_compare.py": "slow",  # `shrinkray compare` on every sample through the CLI
+    "test_runqueue_rq.py": "slow",  # a redis-server and RQ worker processes
 }
 
 

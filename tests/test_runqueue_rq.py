@@ -1,0 +1,278 @@
+"""The Redis + RQ backend end to end: a real redis-server (Debian's) on a free port, real RQ worker processes.
+
+Status, progress, queue positions, cancel and failures travel through Redis between processes; two replicas
+(two Runs objects on the same Redis and run store) see and cancel the same run by id; a real compare runs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("rq", reason="the Redis backend's packages are not installed: pip install -r requirements-dev.txt")
+REDIS_SERVER = shutil.which("redis-server")
+pytestmark = pytest.mark.skipif(
+    REDIS_SERVER is None, reason="redis-server is not installed (apt-get install redis-server; .ci/run does)"
+)
+
+import rqfakes  # noqa: E402
+from helpers import sample_path  # noqa: E402
+
+import shrinkray  # noqa: E402
+from shrinkray.compare import CompareSettings  # noqa: E402
+from shrinkray.errors import OptionError  # noqa: E402
+from shrinkray.runqueue import JobHooks, LocalQueue  # noqa: E402
+from shrinkray.runqueue_rq import RedisQueue, queue_from_env, redact, store_hooks  # noqa: E402
+from shrinkray.runs import Runs  # noqa: E402
+from shrinkray.runstore import RunStore  # noqa: E402
+
+TESTS = Path(__file__).resolve().parent
+WAIT = 240
+QUICK = CompareSettings(methods=[("weights-int8", {}), ("float16", {})], latency=False, brotli_quality=1)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory):
+    """A private redis-server: no persistence, loopback only, in a temporary folder."""
+    folder = tmp_path_factory.mktemp("redis")
+    port = free_port()
+    server = subprocess.Popen(
+        [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder), "--save", "",
+         "--appendonly", "no", "--logfile", str(folder / "redis.log")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"redis://127.0.0.1:{port}/0"
+    import redis
+
+    client = redis.Redis.from_url(url)
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"redis-server did not start: {(folder / 'redis.log').read_text()}") from None
+            time.sleep(0.1)
+    yield url
+    server.terminate()
+    server.wait(10)
+
+
+def start_worker(url: str, queue: str, log: Path, **env: str) -> subprocess.Popen:
+    environ = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]), **env}
+    environ.pop("SHRINKRAY_WORKER", None)
+    with open(log, "ab") as out:  # the worker keeps its own copy of the handle
+        return subprocess.Popen(
+            [sys.executable, "-m", "shrinkray.runqueue_rq", "--url", url, "--queue", queue],
+            env=environ, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+
+
+def stop_worker(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGINT)  # RQ: warm shutdown (no job runs at the end of a test)
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
+@pytest.fixture(scope="module")
+def worker(redis_url, tmp_path_factory):
+    """One RQ worker on the queue "tests": one slot."""
+    log = tmp_path_factory.mktemp("worker") / "worker.log"
+    process = start_worker(redis_url, "tests", log)
+    yield process
+    stop_worker(process)
+
+
+def wait_for(check, timeout: float = WAIT, what: str = "the condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def finished(queue: RedisQueue, job_id: str):
+    return wait_for(lambda: (s := queue.status(job_id)) is not None and s.finished and s, what=f"{job_id} to end")
+
+
+class Recorder:
+    """JobHooks that remember every call (the follower thread calls them in this process)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, object]] = []
+
+    def hooks(self) -> JobHooks:
+        return JobHooks(
+            started=lambda: self.calls.append(("started", None)),
+            progress=lambda step, fraction: self.calls.append(("progress", (step, fraction))),
+            partial=lambda snapshot: self.calls.append(("partial", snapshot)),
+            done=lambda result: self.calls.append(("done", result)),
+            failed=lambda status: self.calls.append(("failed", status)),
+        )
+
+    def names(self) -> list[str]:
+        return [name for name, _ in self.calls]
+
+
+def test_a_fast_job_reports_progress_snapshots_and_its_result(redis_url, worker):
+    queue = RedisQueue(redis_url, name="tests")
+    recorder = Recorder()
+    job_id = queue.submit(rqfakes.steps, 4, 0.4, memory_bytes=1234, what="Counting", hooks=recorder.hooks())
+    running = wait_for(lambda: (s := queue.status(job_id)).state == "running" and s.step.startswith("step") and s,
+                       what="a running step")  # fmt: skip
+    assert running.memory_bytes == 1234 and 0.0 <= running.fraction < 1.0
+    status = finished(queue, job_id)
+    assert status.state == "done" and status.fraction == 1.0 and status.error == ""
+    assert queue.wait_idle(WAIT)  # the follower has delivered everything
+    names = recorder.names()
+    assert names[0] == "started" and names[-1] == "done" and "failed" not in names
+    assert recorder.calls[-1][1] == {"count": 4}
+    partials = [value for name, value in recorder.calls if name == "partial"]
+    assert partials and partials[-1] == {"step": 4}  # the latest snapshot always arrives
+    assert queue.snapshot(job_id) == {"step": 4}
+    steps = [value[0] for name, value in recorder.calls if name == "progress"]
+    assert steps and all(step.startswith("step ") for step in steps)
+
+
+def test_any_replica_sees_positions_and_cancels_queued_and_running_jobs(redis_url, worker):
+    first, second = RedisQueue(redis_url, name="tests"), RedisQueue(redis_url, name="tests")
+    recorder = Recorder()
+    running = first.submit(rqfakes.steps, 600, 0.1, what="Long", hooks=recorder.hooks())
+    wait_for(lambda: second.status(running).state == "running", what="the long job to start")
+    queued = [first.submit(rqfakes.steps, 2, 0.05, what=f"Job {i}") for i in range(3)]
+    seen = [second.status(job_id) for job_id in queued]
+    assert [s.state for s in seen] == ["queued"] * 3
+    assert [s.position for s in seen] == [1, 2, 3] and {s.queued for s in seen} == {3}
+    assert all(s.waiting_for == "a worker" for s in seen)
+
+    assert second.cancel(queued[1]) is True  # another replica cancels a queued job: it never starts
+    cancelled = second.status(queued[1])
+    assert cancelled.state == "cancelled" and "before it started" in cancelled.error
+    assert first.status(queued[2]).position == 2
+
+    assert second.cancel(running) is True  # ... and a running one: its worker kills the child
+    stopped = finished(first, running)
+    assert stopped.state == "cancelled" and stopped.error == "Long was cancelled"
+    for job_id in (queued[0], queued[2]):
+        assert finished(first, job_id).state == "done"
+    assert second.cancel(running) is False and second.cancel(queued[1]) is False  # finished: nothing to stop
+    assert first.status("no-such-job-here-000000") is None and first.cancel("no-such-job-here-000000") is False
+    assert first.wait_idle(WAIT)
+    assert recorder.names()[-1] == "failed" and recorder.calls[-1][1].state == "cancelled"
+
+
+def test_a_failure_keeps_the_engines_message_hint_and_setting(redis_url, worker):
+    queue = RedisQueue(redis_url, name="tests")
+    status = finished(queue, queue.submit(rqfakes.refuse, what="Palettizing"))
+    assert status.state == "failed"
+    assert status.problem == "16 levels cannot hold this tensor's outliers"
+    assert status.hint == "Choose more palette levels" and status.setting == "levels"
+    assert "16 levels" in status.error and "Traceback" not in status.error
+
+
+def test_a_job_whose_worker_process_dies_is_failed_once_by_whoever_looks(redis_url, worker):
+    from rq.command import send_stop_job_command
+
+    queue = RedisQueue(redis_url, name="tests")
+    job_id = queue.submit(rqfakes.steps, 30, 0.1, what="Doomed")
+    wait_for(lambda: queue.status(job_id).state == "running", what="the job to start")
+    send_stop_job_command(queue.connection, job_id)  # RQ kills the work horse: no outcome from the job itself
+    status = finished(queue, job_id)
+    assert status.state == "failed" and "worker process ended without an answer" in status.error
+    assert RedisQueue(redis_url, name="tests").status(job_id) == status  # settled once, the same everywhere
+
+
+def test_memory_admission_holds_a_job_that_does_not_fit_beside_a_running_one(redis_url, tmp_path):
+    workers = [start_worker(redis_url, "memory", tmp_path / f"w{i}.log", SHRINKRAY_QUEUE_MEMORY_BYTES="1000")
+               for i in range(2)]  # fmt: skip
+    try:
+        queue = RedisQueue(redis_url, name="memory")
+        big = queue.submit(rqfakes.steps, 600, 0.1, memory_bytes=600, what="Big")
+        wait_for(lambda: queue.status(big).state == "running", what="the first job to start")
+        other = queue.submit(rqfakes.steps, 2, 0.05, memory_bytes=600, what="Other")
+        waiting = wait_for(lambda: (s := queue.status(other)).waiting_for == "memory" and s, what="memory wait")
+        assert waiting.state == "queued" and waiting.position == 1
+        assert queue.status(big).state == "running"
+        assert queue.cancel(big)
+        assert finished(queue, big).state == "cancelled"
+        assert finished(queue, other).state == "done"  # admitted once the memory was given back
+    finally:
+        for process in workers:
+            stop_worker(process)
+
+
+def test_two_replicas_share_a_real_run_by_id(redis_url, worker, tmp_path):
+    environ = {"SHRINKRAY_QUEUE": redis_url, "SHRINKRAY_QUEUE_NAME": "tests"}
+    replicas = []
+    for _ in range(2):
+        store = RunStore(tmp_path / "shared")
+        replicas.append(Runs(store, queue_from_env(store, environ)))
+    first, second = replicas
+    loaded = shrinkray.load(sample_path("cnn"))
+    run_id = first.start(loaded, QUICK)
+    assert second.view(run_id).status in ("queued", "running")
+    view = wait_for(lambda: (v := second.view(run_id)).status in ("done", "failed", "cancelled") and v,
+                    what="the run to end")  # fmt: skip
+    assert view.status == "done", view.record.error
+    assert first.view(run_id).status == "done"
+    comparison = second.comparison(run_id)
+    assert [r.key for r in comparison.variants] == ["weights-int8", "float16"]
+    for result in comparison.variants:
+        assert Path(result.file).is_file() and Path(result.file).parent == view.record.folder / "variants"
+    assert comparison.variants[0].sizes.raw < comparison.original.sizes.raw
+    assert view.record.snapshot is None and view.record.model_sha256 == loaded.sha256
+
+
+def test_a_replica_cancels_a_run_another_started_and_recovery_spares_live_runs(redis_url, worker, tmp_path):
+    environ = {"SHRINKRAY_QUEUE": redis_url, "SHRINKRAY_QUEUE_NAME": "tests"}
+    store = RunStore(tmp_path / "shared")
+    first = Runs(store, queue_from_env(store, environ))
+    second_store = RunStore(tmp_path / "shared")
+    second = Runs(second_store, queue_from_env(second_store, environ))
+    slow = CompareSettings(methods=[("weights-int8", {}), ("float16", {}), ("palettize", {})], latency=True)
+    run_id = first.start(shrinkray.load(sample_path("cnn")), slow)
+    wait_for(lambda: second.view(run_id).status == "running", what="the run to start")
+    orphan = store.create(model_name="lost.onnx")  # a record whose job no queue holds
+    assert second.queue.recover(second_store, older_than_s=0) == [orphan]  # the live run is spared
+    assert second.view(run_id).status == "running"
+    assert second.cancel(run_id) is True
+    view = wait_for(lambda: (v := first.view(run_id)).status in ("done", "failed", "cancelled") and v,
+                    what="the run to stop")  # fmt: skip
+    assert view.status == "cancelled" and view.record.status == "cancelled"
+    assert not (view.record.folder / "variants").exists()  # nothing half-made is offered
+
+
+def test_the_backend_is_chosen_by_the_environment(redis_url, tmp_path):
+    assert isinstance(queue_from_env(None, {}), LocalQueue)
+    store = RunStore(tmp_path)
+    queue = queue_from_env(store, {"SHRINKRAY_QUEUE": redis_url})
+    assert isinstance(queue, RedisQueue) and queue.name == "shrinkray"
+    assert queue.worker_hooks.func is store_hooks and queue.worker_hooks.args[0] == str(store.root)
+    with pytest.raises(OptionError, match="not a Redis address"):
+        queue_from_env(None, {"SHRINKRAY_QUEUE": "http://example.invalid"})
+    port = free_port()
+    with pytest.raises(shrinkray.ShrinkRayError, match="cannot be reached") as caught:
+        RedisQueue(f"redis://:secret@127.0.0.1:{port}/0")
+    assert "secret" not in str(caught.value)
+    assert redact("redis://user:pw@host:1/0") == "redis://user:***@host:1/0"

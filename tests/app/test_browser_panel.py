@@ -1,0 +1,65 @@
+"""The Compare page's "In your browser" panel through AppTest: the models and the parity inputs are published
+under the app's static folder (one unguessable folder per session, removed with it) for the page's
+ONNX Runtime Web to fetch. The browser side itself runs in tests/e2e/test_in_browser.py."""
+
+from __future__ import annotations
+
+import gc
+import json
+from pathlib import Path
+
+import numpy as np
+from streamlit.testing.v1 import AppTest
+
+import shrinkray
+from shrinkray.measure.browser import decode_tensor
+
+ROOT = Path(__file__).resolve().parents[2]
+APP = str(ROOT / "app.py")
+
+
+def _finish(at: AppTest) -> AppTest:
+    from app_ui.runs import wait_until_idle
+
+    assert wait_until_idle(600), "a run did not finish"
+    return at.run()
+
+
+def test_the_panel_publishes_the_models_and_inputs_then_removes_them_with_the_session():
+    from app_ui import browser_panel
+
+    at = AppTest.from_file(APP, default_timeout=240)
+    at.run()
+    at.selectbox[0].select("mlp").run()
+    next(b for b in at.button if b.label == "Load sample").click().run()
+    at.switch_page("app_pages/shrink.py").run()
+    at.multiselect[0].set_value(["weights-int8", "float16"]).run()
+    at.toggle[-1].set_value(False).run()  # "Measure latency" off: this test is about the files
+    _finish(next(b for b in at.button if b.label == "Shrink and measure").click().run())
+    at.switch_page("app_pages/compare.py").run()
+    assert any(m.value == "#### In your browser" for m in at.markdown)
+    assert any("ONNX Runtime Web 1.30.0" in m.value for m in at.markdown)
+    next(b for b in at.button if b.label == "Run the original and variants in this browser").click().run()
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+
+    armed = next(iter(at.session_state["browser_panel"].values()))
+    assert [m["key"] for m in armed["models"]] == ["original", "weights-int8", "float16"]
+    folder = Path(at.session_state["_browser_folder"].path)
+    assert folder.parent == browser_panel.RUNS_DIR and len(folder.name) >= 32  # unguessable
+    for model in armed["models"]:
+        assert model["path"].startswith(f"app/static/browser-runs/{folder.name}/")
+        published = ROOT / "static" / model["path"].removeprefix("app/static/")
+        assert shrinkray.load(published).model.graph.output[0].name == "logits"
+    original = ROOT / "static" / armed["models"][0]["path"].removeprefix("app/static/")
+    assert original.read_bytes() == shrinkray.load(ROOT / "sample_models" / "mlp.onnx").model.SerializeToString()
+
+    payload = json.loads((ROOT / "static" / armed["inputsPath"].removeprefix("app/static/")).read_text())
+    inputs = armed["inputs"]
+    assert inputs.note == next(iter(at.session_state["comparisons"].values())).input_note
+    for sample, encoded in zip(inputs.samples, payload["samples"], strict=True):
+        assert all(np.array_equal(sample[t["name"]], decode_tensor(t)) for t in encoded)
+    assert {t["name"] for t in payload["timing"]} == {"features"} and payload["timing"][0]["dims"][0] == 1
+
+    del at.session_state["_browser_folder"]  # the session ends: its folder goes with it
+    gc.collect()
+    assert not folder.exists()

@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from app_ui.controls import friendly_errors
+from app_ui.controls import friendly_errors, sample_descriptions, size_limit_text
 from app_ui.state import (
     UPLOAD_LIMIT_MB,
     current_model,
@@ -27,7 +27,7 @@ st.write(
 upload_col, sample_col = st.columns([3, 2], gap="large")
 with upload_col:
     uploaded = st.file_uploader(
-        f"Drop an .onnx file, or a .zip of a model with its external data files (up to {UPLOAD_LIMIT_MB:,} MB)",
+        f"Drop an .onnx file, or a .zip of a model with its external data files (up to {size_limit_text(UPLOAD_LIMIT_MB)})",
         type=["onnx", "zip"],
         help="The file stays in this browser session's memory (a zip is unpacked into a private folder that is "
         "removed right after loading); it is never written next to anything else. The limit is "
@@ -39,7 +39,11 @@ with upload_col:
             set_model(load_upload(uploaded.name, uploaded.getvalue()), f"Uploaded: {uploaded.name}")
             st.session_state["loaded_now"] = True
 with sample_col:
-    choice = st.selectbox("…or pick a bundled sample", sample_names(), index=None, placeholder="Choose a sample")
+    descriptions = sample_descriptions()
+    choice = st.selectbox("…or pick a bundled sample", sample_names(), index=None, placeholder="Choose a sample",
+                          help="Small models built by sample_models/build.py, each showing one kind of model.")  # fmt: skip
+    if choice is not None and descriptions.get(choice):
+        st.caption(md(descriptions[choice]))
     if st.button("Load sample", disabled=choice is None, type="primary"):
         with friendly_errors(f"Loading sample {choice}"):
             set_model(load_sample(choice), f"Sample: {choice}.onnx")
@@ -73,11 +77,11 @@ with friendly_errors("Inspecting the model"):
 
     st.markdown("#### Inputs and outputs")
     rows = [
-        {"kind": kind, "name": t.name, "dtype": t.dtype, "shape": t.shape_text(),
-         "dynamic axes": ", ".join(f"{i}: {d}" for i, d in t.dynamic_axes.items())}
+        {"kind": kind, "name": md(t.name), "dtype": t.dtype, "shape": md(t.shape_text()),
+         "dynamic axes": md(", ".join(f"{i}: {d}" for i, d in t.dynamic_axes.items()))}
         for kind, sigs in (("input", s.inputs), ("output", s.outputs)) for t in sigs
     ]  # fmt: skip
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    st.table(pd.DataFrame(rows), hide_index=True)  # a table wraps long symbolic shapes; a data grid cuts them
 
     left, right = st.columns(2)
     left.plotly_chart(charts.op_histogram_chart(s), width="stretch")
@@ -90,7 +94,9 @@ with friendly_errors("Inspecting the model"):
     )  # fmt: skip
     st.dataframe(
         weights, hide_index=True, width="stretch",
-        column_config={"share of file": st.column_config.ProgressColumn(format="percent", min_value=0, max_value=1)},
+        column_config={"share of file": st.column_config.ProgressColumn(format="percent", min_value=0, max_value=1),
+                       "elements": st.column_config.NumberColumn(format="localized"),
+                       "bytes": st.column_config.NumberColumn(format="localized")},
     )  # fmt: skip
 
     st.markdown("#### What each method can rewrite (default options)")

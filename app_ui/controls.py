@@ -49,7 +49,7 @@ APP_ADVICE = {
     "exclude": lambda h: f"The tensors that move the outputs most are {_names(h.value)}: on the Shrink page, "
     f'add them to "Exclude" under "Options: {_method_title(h.method)}" to leave them in float',
     "auto": lambda h: 'or press "Smallest that passes" on the Shrink page, which chooses a precision per tensor',
-    "methods": lambda h: f"prefer {_names(h.value)} (they keep float compute): pick them under "
+    "methods": lambda h: f"prefer {' or '.join(h.value)} (float compute): pick it under "
     '"Methods to compare" on the Shrink page',
     "verdict": lambda h: 'or loosen the parity criteria knowingly: "Parity verdict" and "Extra criteria" under '
     '"Measurement settings" on the Shrink page',
@@ -63,6 +63,24 @@ APP_ADVICE = {
 def advice_text(item) -> str:
     """One piece of the engine's advice in the app's words (its hints name the app's controls)."""
     return item.worded(APP_ADVICE)
+
+
+def sample_descriptions() -> dict[str, str]:
+    """One line per bundled sample (``- `name`: what it shows`` in sample_models/README.md), for the Model page."""
+    import re
+
+    from app_ui.state import SAMPLES_DIR
+
+    try:
+        text = (SAMPLES_DIR / "README.md").read_text(encoding="utf-8")
+    except OSError:
+        return {}
+    return dict(re.findall(r"^- `([\w-]+)`: (.+)$", text, flags=re.MULTILINE))
+
+
+def size_limit_text(mib: int) -> str:
+    """An upload limit given in MiB, in the app's one size convention (binary units): ``1 GiB``, ``200 MiB``."""
+    return f"{mib // 1024:,} GiB" if mib >= 1024 and mib % 1024 == 0 else f"{mib:,} MiB"
 
 
 def app_message(exc: ShrinkRayError) -> str:

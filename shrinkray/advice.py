@@ -14,6 +14,8 @@ from shrinkray.methods import get_method
 from shrinkray.results import ORIGINAL, Comparison, VariantResult
 from shrinkray.units import format_bytes, format_percent
 
+#: Methods whose variants keep the original's float compute (what to try instead of a slower one).
+FLOAT_COMPUTE = ("weights-int8", "float16")
 #: A variant this much slower than the original (median, batch 1, 1 thread) is called slower.
 SLOWER_RATIO = 1.10
 
@@ -224,10 +226,10 @@ def advise(comparison: Comparison, delivery: str = "brotli") -> list[Advice]:
             )  # fmt: skip
         ratio = latency_ratio(comparison, result)
         if is_slower(comparison, result):
+            others = [m for m in FLOAT_COMPUTE if m != result.method]
             notes.append(
                 _advice("bad", f"{key} runs {ratio:.2f}x slower than the original on this CPU (median latency).", key,
-                        [Hint("methods", "prefer weights-int8 or float16, which keep float compute",
-                              value=["weights-int8", "float16"])])
+                        [Hint("methods", f"prefer {' or '.join(others)}, which keep float compute", value=others)])
             )  # fmt: skip
         if result.parity is not None and not result.parity.passed:
             failing = [o for o in result.parity.outputs if not o.passed]

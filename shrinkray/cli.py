@@ -565,7 +565,7 @@ CLI_ADVICE = {
     "exclude": lambda h: f"The tensors that move the outputs most are {', '.join(map(str, h.value))}: leave them "
     f"in float with --exclude {_quoted(h.value)}" + (f" (-m {h.method})" if h.method else ""),
     "auto": lambda h: "or try -m auto (compare --methods auto), which chooses a precision per tensor",
-    "methods": lambda h: f"prefer --methods {','.join(h.value)} (they keep float compute)",
+    "methods": lambda h: f"prefer --methods {','.join(h.value)} (float compute)",
     "verdict": lambda h: "or loosen the parity criteria knowingly (--verdict, --tolerance, --abs-tol / --mean-tol)",
     "min_elements": lambda h: f"lower --min-elements (e.g. --min-elements {h.value}) if small tensors matter, or "
     "keep the original",

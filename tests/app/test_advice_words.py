@@ -1,0 +1,85 @@
+"""The app speaks the app's language: the result cards of failing and slower variants name the app's
+controls, never a command-line flag (the CLI words the same hints as flags)."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+
+FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+
+
+def _show(path: str) -> None:
+    import pickle
+
+    from app_ui.results import show_results
+
+    with open(path, "rb") as fh:
+        show_results(pickle.load(fh))
+
+
+@pytest.fixture(scope="module")
+def failing_and_slower(tmp_path_factory) -> Path:
+    """mlp under the absolute verdict: weights-int8 fails (culprits found), palettize at 8 levels fails (no
+    search: the culprit-search hint) and moves tensors a lot (warnings), float16 passes but is made 1.5x slower."""
+    from helpers import cached_sample, steady_timings
+
+    from shrinkray.compare import CompareSettings, compare
+    from shrinkray.measure.parity import VerdictSettings
+
+    settings = CompareSettings(
+        methods=[("weights-int8", {}), ("palettize", {"levels": 8}), ("float16", {})], batches=[1], threads=[1],
+        verdict=VerdictSettings(profile="absolute"), runs=3, warmup=1, latency_budget_s=1, culprit_budget_s=5,
+        brotli_quality=5, culprits=True,
+    )  # fmt: skip
+    c = steady_timings(compare(cached_sample("mlp"), settings))
+    c.get("palettize levels=8").culprits = []
+    base = c.original.latency[0]
+    f16 = c.get("float16")
+    f16.latency = [dataclasses.replace(s, median_ms=base.median_ms * 1.5, ratio=1.5, ratio_low=1.45, ratio_high=1.55)
+                   if (s.threads, s.batch) == (base.threads, base.batch) else s for s in f16.latency]  # fmt: skip
+    path = tmp_path_factory.mktemp("advice") / "comparison.pkl"
+    path.write_bytes(pickle.dumps(c))
+    return path
+
+
+def _texts(at: AppTest) -> list[str]:
+    kinds = ("markdown", "caption", "info", "warning", "error", "success")
+    texts = [str(e.value) for kind in kinds for e in at.get(kind)]
+    texts += [str(m.proto.help) for m in at.metric] + [str(m.label) for m in at.metric]
+    return texts
+
+
+def test_failing_and_slower_cards_name_no_flag(failing_and_slower):
+    from shrinkray.advice import advise
+
+    c = pickle.loads(failing_and_slower.read_bytes())
+    hints = {h.setting for a in advise(c) for h in a.hints}
+    assert {"exclude", "auto", "culprits", "methods"} <= hints, hints  # every kind of hint is on the page
+    at = AppTest.from_function(_show, args=(str(failing_and_slower),), default_timeout=120).run()
+    assert not at.exception, at.exception
+    texts = _texts(at)
+    page = "\n".join(texts)
+    assert "fails parity" in page and "1.50x slower" in page
+    leaks = [t for t in texts if FLAG.search(t.replace("\\", ""))]
+    assert not leaks, leaks
+    # ...and the app's own controls are named instead.
+    assert '"Exclude"' in page.replace("\\", "") and "Smallest that passes" in page
+    assert "Methods to compare" in page and "find the tensors that" in page
+    assert "prefer weights-int8 (float compute)" in page  # never float16 for the slower float16 itself
+
+
+def test_the_cli_words_the_same_hints_as_flags(failing_and_slower):
+    from shrinkray.cli import advice_lines
+
+    lines = "\n".join(advice_lines(pickle.loads(failing_and_slower.read_bytes())))
+    assert "--exclude" in lines and "-m auto" in lines and "--culprits" in lines and "--methods" in lines

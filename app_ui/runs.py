@@ -29,7 +29,7 @@ POLL_S = 1.0
 def runs_service() -> Runs:
     """The server's one run store and job queue (shared by sessions; each sees only the ids it holds)."""
     runs = Runs()
-    runs.store.recover()  # runs a previous server process left half-done are marked failed
+    runs.recover()  # runs a stopped server left half-done are marked failed (a shared queue spares its live ones)
     return runs
 
 

@@ -397,7 +397,8 @@ def test_pairwise_finds_each_known_ratio_and_opens_one_variant_at_a_time():
 def test_pairwise_shares_one_budget_among_the_pairs():
     clock, runners = synthetic({"original": 1.0, "a": 1.1, "b": 0.9}, jitter=1.5, seed=5, base_ms=10.0)
     openers = [(key, lambda key=key: runners[key]) for key in ("a", "b")]
-    stats = latency.time_pairwise("original", runners["original"], openers, budget_s=4.0, timer=clock)
+    stats = latency.time_pairwise("original", runners["original"], openers, budget_s=4.0, timer=clock,
+                                  give_up=False)  # fmt: skip
     assert stats["a"].stopped_by == stats["b"].stopped_by == "budget"
     assert stats["a"].too_noisy and stats["b"].too_noisy and stats["original"].settled is False
     assert clock.now < 4.0 + 0.5  # the two pairs together, not 4 s each
@@ -409,3 +410,21 @@ def test_pairwise_with_fixed_runs_runs_each_pair_that_often():
     stats = latency.time_pairwise("original", runners["original"], openers, runs=12, warmup=2, timer=clock)
     assert (stats["a"].runs, stats["b"].runs, stats["original"].runs) == (12, 12, 24)
     assert stats["a"].ratio == pytest.approx(2.0, rel=0.05) and stats["b"].ratio == pytest.approx(0.5, rel=0.05)
+
+
+def test_pairwise_gives_up_early_on_hopeless_noise_and_passes_the_time_on():
+    clock, runners = synthetic({"original": 1.0, "wild": 1.1, "calm": 0.8}, jitter=0.0, seed=5, base_ms=10.0)
+    rng = np.random.default_rng(4)
+
+    def wild() -> None:
+        clock.now += 0.011 * math.exp(rng.normal(0.0, 1.5))
+
+    runners["wild"] = wild
+    openers = [(key, lambda key=key: runners[key]) for key in ("wild", "calm")]
+    stats = latency.time_pairwise("original", runners["original"], openers, budget_s=10.0, timer=clock)
+    assert stats["wild"].stopped_by == "noise" and stats["wild"].too_noisy
+    assert stats["calm"].stopped_by == "precision" and stats["calm"].ratio == pytest.approx(0.8, rel=0.01)
+    assert clock.now < 5.0  # not the 5 s share of the noisy pair plus the calm pair's
+    kept = latency.time_pairwise("original", runners["original"], openers[:1], budget_s=3.0, timer=clock,
+                                 give_up=False)  # fmt: skip
+    assert kept["wild"].stopped_by == "budget"

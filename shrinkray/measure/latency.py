@@ -19,6 +19,13 @@ interval is still wider at the budget is *too noisy to call*
 (``LatencyStats.settled`` is False). With ``runs=N`` exactly N rounds run
 (the old fixed measurement), still within the budget, and the interval is reported too.
 
+**Pairwise** (:func:`time_pairwise`, what compare uses): each variant is timed
+against the original in its own rounds, so only two sessions are alive (memory:
+a worker never holds every variant's session). One budget per setting is shared
+by the pairs, and a pair whose interval could not come within the target even
+with the rest of its share (projected as 1/sqrt(time)) gives up early ("noise",
+too noisy to call) and leaves that time to the next pairs.
+
 The timing loop (:func:`time_models`) takes plain callables and a timer, so
 it is tested with a synthetic clock and known ratios.
 """
@@ -81,7 +88,7 @@ class LatencyStats:
     ratio_low: float | None = None
     ratio_high: float | None = None
     settled: bool | None = None
-    stopped_by: str = ""  # "precision" (interval within target), "budget", "runs" (fixed count) or "cap"
+    stopped_by: str = ""  # "precision" (within target), "budget", "noise" (given up), "runs" (fixed count), "cap"
     target: float | None = None
 
     @property
@@ -194,8 +201,14 @@ def _rounds(
     min_s: float,
     on_round: Callable[[int, int], None] | None,
     timer: Callable[[], float],
+    give_up: bool = False,
 ) -> tuple[dict[str, list[float]], str]:
-    """The interleaved rounds themselves: milliseconds per model, and why they stopped."""
+    """The interleaved rounds themselves: milliseconds per model, and why they stopped.
+
+    ``give_up``: stop early ("noise") when an interval is so wide that even the whole budget would not
+    bring it within the target (see :func:`_hopeless`); the variant is then too noisy to call, as it
+    would have been at the budget's end, and the rest of the budget goes to the next pair.
+    """
     keys = list(runners)
     for runner in runners.values():
         for _ in range(warmup):
@@ -220,6 +233,9 @@ def _rounds(
             if _all_settled(times, reference, others, target):
                 stopped_by = "precision"
                 break
+            if give_up and budget_s and _hopeless(times, reference, others, target, (timer() - started) / budget_s):
+                stopped_by = "noise"
+                break
         if budget_s is not None and done >= BUDGET_MIN_ROUNDS and done < limit and timer() - started > budget_s:
             stopped_by = "budget"
             break
@@ -241,13 +257,15 @@ def time_pairwise(
     min_rounds: int = MIN_ROUNDS,
     min_s: float = MIN_SECONDS,
     timer: Callable[[], float] = time.perf_counter,
+    give_up: bool = True,
 ) -> dict[str, LatencyStats]:
     """Time each variant against the reference, one pair at a time, so only two sessions are alive.
 
     ``openers`` give each variant's runner when called (its session opens then, and
     is dropped after its pair is timed). ``budget_s`` is shared by all pairs: each
     pair gets what is left divided by the pairs left, so a pair that settles early
-    leaves its time to the next. The reference's figures pool its runs from every pair.
+    leaves its time to the next, and so does a pair given up as too noisy (``give_up``, see
+    :func:`_rounds`). The reference's figures pool its runs from every pair.
     """
     session_ms = dict(session_ms or {})
     out: dict[str, LatencyStats] = {}
@@ -263,7 +281,7 @@ def time_pairwise(
         times, stopped_by = _rounds({reference: reference_runner, key: runner}, reference, [key], runs=runs,
                                     warmup=warmup, budget_s=share, target=target, min_rounds=min_rounds,
                                     min_s=min(min_s, share) if share is not None else min_s, on_round=None,
-                                    timer=timer)  # fmt: skip
+                                    timer=timer, give_up=give_up)  # fmt: skip
         spent += timer() - t0
         del runner  # its session closes before the next one opens
         out[key] = _stats(times, reference, [key], target, batch, threads, session_ms, stopped_by)[key]
@@ -314,6 +332,29 @@ def ratio_interval(
     else:
         ratios = [np.median(a) / np.median(v) for a in np.array_split(v, parts)]
     return median_interval([r for r in ratios if np.isfinite(r)], confidence)
+
+
+#: Give up when the interval, shrinking like 1/sqrt(time) until the budget's end, would still be this
+#: many times the target (noise that comes and goes over seconds shrinks it slower than that, so the
+#: projection is optimistic and giving up errs towards timing on).
+GIVE_UP_FACTOR = 1.5
+
+
+def _hopeless(times: dict[str, list[float]], reference: str, others: list[str], target: float, used: float) -> bool:
+    """True when some variant's interval cannot come within ``target`` in the rest of the budget.
+
+    ``used``: the share of the budget spent so far (0-1).
+    """
+    if not 0 < used < 1:
+        return False
+    for key in others:
+        ratio, low, high = ratio_interval(times[key], times[reference])
+        if low is None or high is None or ratio <= 0:
+            continue
+        half = max(high / ratio - 1, 1 - low / ratio)
+        if half * math.sqrt(used) > GIVE_UP_FACTOR * target:
+            return True
+    return False
 
 
 def _all_settled(times: dict[str, list[float]], reference: str, others: list[str], target: float) -> bool:

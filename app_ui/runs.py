@@ -44,8 +44,9 @@ def _set_address(rid: str | None) -> None:
     parameters (the Pricing page's) stay."""
     st.session_state["address_run"] = rid
     value = json.dumps(rid or "")
+    nonce = st.session_state["address_nonce"] = st.session_state.get("address_nonce", 0) + 1  # redrawn: runs again
     st.html(
-        "<script>(() => { const u = new URL(window.location.href); const id = " + value + ";"
+        f"<script>/* {nonce} */(() => {{ const u = new URL(window.location.href); const id = " + value + ";"
         " if ((u.searchParams.get('run') || '') === id) return;"
         " if (id) u.searchParams.set('run', id); else u.searchParams.delete('run');"
         " window.history.replaceState(window.history.state, '', u.pathname + u.search + u.hash); })();</script>",

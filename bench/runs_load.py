@@ -59,6 +59,7 @@ def main() -> int:
     parser.add_argument("--sample", default="cnn")
     parser.add_argument("--max-peak-gib", type=float, default=4.0)
     parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--shots", type=Path, default=None, help="save screenshots of each session here")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -117,11 +118,15 @@ def main() -> int:
                     now = time.monotonic() - started
                     body = page.inner_text("body")
                     for found in re.findall(r"Queued\*?\*?, position (\d+) of (\d+)", body):
+                        if not s["positions"] and args.shots:
+                            page.screenshot(path=str(args.shots / f"load_{pages.index(page)}_queued.png"))
                         s["positions"].add(found)
                     if s["run"] is None and (m := re.search(r"[?&]run=([A-Za-z0-9_-]{22})", page.url)):
                         s["run"] = m.group(1)
                     if s["first_card"] is None and page.locator("h3").count() > 0:
                         s["first_card"] = now
+                        if args.shots and "Reports" not in body:
+                            page.screenshot(path=str(args.shots / f"load_{pages.index(page)}_first_card.png"))
                     if "Reports" in body and "HTML with charts" in body:
                         s["done"] = now
                 time.sleep(0.3)

@@ -75,7 +75,7 @@ def test_failing_and_slower_cards_name_no_flag(failing_and_slower):
     # ...and the app's own controls are named instead.
     assert '"Exclude"' in page.replace("\\", "") and "Smallest that passes" in page
     assert "Methods to compare" in page and "find the tensors that" in page
-    assert "prefer weights-int8 (float compute)" in page  # never float16 for the slower float16 itself
+    assert "prefer weights-int8 (float compute)" in page.lower()  # never float16 for the slower float16 itself
 
 
 def test_the_cli_words_the_same_hints_as_flags(failing_and_slower):

@@ -164,7 +164,7 @@ def test_full_flow_in_a_real_browser(page, tmp_path):
     page.wait_for_selector("text=Cost per variant", timeout=60_000)
     _wait_for_charts(page, 1)
     body = page.inner_text("body")
-    assert "weights-int8: per month" in body and "original: per month" in body
+    assert "weights-int8" in body and "original (reference)" in body and "per month" in body
     assert "provider=gcs" in page.url and "downloads=" in page.url  # the what-if is in the link
     _shot(page, "5_pricing")
     _no_traceback(page)

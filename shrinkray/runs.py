@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from shrinkray.io import LoadedModel, load, save, tensor_payload_bytes
-from shrinkray.runqueue import DONE, FINISHED, JobHooks, JobStatus, LocalQueue, RunQueue, estimate_job_memory
+from shrinkray.runqueue import DONE, FINISHED, JobHooks, JobStatus, RunQueue, estimate_job_memory
 from shrinkray.runstore import RunNotFound, RunRecord, RunStore, safe_file_name
 
 #: Progress is written to the store at most this often (the queue's own status is live).
@@ -112,7 +112,15 @@ class Runs:
 
     def __init__(self, store: RunStore | None = None, queue: RunQueue | None = None) -> None:
         self.store = store or RunStore()
-        self.queue = queue or LocalQueue()
+        # the backend: LocalQueue, or with SHRINKRAY_QUEUE=redis://... the queue replicas share (runqueue_rq)
+        from shrinkray.runqueue_rq import queue_from_env
+
+        self.queue = queue if queue is not None else queue_from_env(self.store)
+
+    def recover(self) -> list[str]:
+        """At start-up: runs a stopped server left live are marked failed (a shared queue spares those it holds)."""
+        shared = getattr(self.queue, "recover", None)
+        return shared(self.store) if shared is not None else self.store.recover()
 
     def start(self, loaded: LoadedModel, settings: Any, what: str = "Shrinking and measuring") -> str:
         """Keep the model and the inputs in a new run, queue its work, and return the run's id at once."""

@@ -276,3 +276,17 @@ def test_the_backend_is_chosen_by_the_environment(redis_url, tmp_path):
         RedisQueue(f"redis://:secret@127.0.0.1:{port}/0")
     assert "secret" not in str(caught.value)
     assert redact("redis://user:pw@host:1/0") == "redis://user:***@host:1/0"
+
+
+def test_runs_take_the_backend_from_the_environment_and_recover_only_lost_runs(redis_url, tmp_path, monkeypatch):
+    monkeypatch.setenv("SHRINKRAY_QUEUE", redis_url)
+    monkeypatch.setenv("SHRINKRAY_QUEUE_NAME", "recovery")
+    runs = Runs(RunStore(tmp_path))
+    assert isinstance(runs.queue, RedisQueue) and runs.queue.name == "recovery"
+    fresh = runs.store.create(model_name="fresh.onnx")
+    assert runs.recover() == []  # just created: another replica may be submitting its job
+    assert runs.store.get(fresh).status == "queued"
+    monkeypatch.delenv("SHRINKRAY_QUEUE")
+    local = Runs(RunStore(tmp_path))
+    assert isinstance(local.queue, LocalQueue)
+    assert local.recover() == [fresh]  # one process owns the store: every live run it holds was lost

@@ -780,3 +780,19 @@ def test_the_bounds_are_checked_wherever_a_number_enters(capsys):
     with pytest.raises(OptionError, match="Months must be a whole number from 1 to 120"):
         cost_for(1000, 10, get_provider(), months=121)
 
+
+
+def test_cli_growth_5_means_5_percent_like_the_app(capsys, tmp_path, monkeypatch):
+    """One rule for every front end: a bare growth number is a percentage (the app's field and links read it so)."""
+    monkeypatch.chdir(tmp_path)
+    outputs = []
+    for growth in ("5", "5%"):
+        code, out, err = run_cli(capsys, "price", "--size", "50MiB", "--downloads", "100000", "--growth", growth, "--json")
+        assert code == 0, err
+        outputs.append(json.loads(out))
+    assert outputs[0] == outputs[1]
+    row = outputs[0]["rows"][0]
+    assert outputs[0]["growth_per_month"] == row["growth_per_month"] == 0.05
+    expected = cost_for(50 * 2**20, 100_000, get_provider(), growth=D("0.05"))
+    assert row["cost_per_year"] == pytest.approx(float(expected.yearly))
+    assert row["cost_each_month"][1] == pytest.approx(row["cost_each_month"][0] * 1.05, rel=0.01)

@@ -6,98 +6,45 @@ Status, progress, queue positions, cancel and failures travel through Redis betw
 
 from __future__ import annotations
 
-import os
-import shutil
 import signal
-import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+import rqfakes
+from helpers import sample_path
+from rqserver import MISSING, REDIS_SERVER, free_port, start_redis, start_worker, stop
 
-pytest.importorskip("rq", reason="the Redis backend's packages are not installed: pip install -r requirements-dev.txt")
-REDIS_SERVER = shutil.which("redis-server")
-pytestmark = pytest.mark.skipif(
-    REDIS_SERVER is None, reason="redis-server is not installed (apt-get install redis-server; .ci/run does)"
-)
+import shrinkray
+from shrinkray.compare import CompareSettings
+from shrinkray.errors import OptionError
+from shrinkray.runqueue import JobHooks, LocalQueue
+from shrinkray.runqueue_rq import RedisQueue, queue_from_env, redact, store_hooks
+from shrinkray.runs import Runs
+from shrinkray.runstore import RunStore
 
-import rqfakes  # noqa: E402
-from helpers import sample_path  # noqa: E402
+# rq and redis come with requirements-dev.txt (without them these tests fail, saying so); the server is Debian's
+pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=MISSING)
 
-import shrinkray  # noqa: E402
-from shrinkray.compare import CompareSettings  # noqa: E402
-from shrinkray.errors import OptionError  # noqa: E402
-from shrinkray.runqueue import JobHooks, LocalQueue  # noqa: E402
-from shrinkray.runqueue_rq import RedisQueue, queue_from_env, redact, store_hooks  # noqa: E402
-from shrinkray.runs import Runs  # noqa: E402
-from shrinkray.runstore import RunStore  # noqa: E402
-
-TESTS = Path(__file__).resolve().parent
 WAIT = 240
 QUICK = CompareSettings(methods=[("weights-int8", {}), ("float16", {})], latency=False, brotli_quality=1)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def redis_url(tmp_path_factory):
-    """A private redis-server: no persistence, loopback only, in a temporary folder."""
-    folder = tmp_path_factory.mktemp("redis")
-    port = free_port()
-    server = subprocess.Popen(
-        [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder), "--save", "",
-         "--appendonly", "no", "--logfile", str(folder / "redis.log")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"redis://127.0.0.1:{port}/0"
-    import redis
-
-    client = redis.Redis.from_url(url)
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"redis-server did not start: {(folder / 'redis.log').read_text()}") from None
-            time.sleep(0.1)
+    server, url = start_redis(tmp_path_factory.mktemp("redis"))
     yield url
-    server.terminate()
-    server.wait(10)
+    stop(server)
 
 
-def start_worker(url: str, queue: str, log: Path, **env: str) -> subprocess.Popen:
-    environ = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]), **env}
-    environ.pop("SHRINKRAY_WORKER", None)
-    with open(log, "ab") as out:  # the worker keeps its own copy of the handle
-        return subprocess.Popen(
-            [sys.executable, "-m", "shrinkray.runqueue_rq", "--url", url, "--queue", queue],
-            env=environ, stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-
-
-def stop_worker(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGINT)  # RQ: warm shutdown (no job runs at the end of a test)
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+def stop_worker(process) -> None:
+    stop(process, signal.SIGINT)  # RQ: warm shutdown (no job runs at the end of a test)
 
 
 @pytest.fixture(scope="module")
 def worker(redis_url, tmp_path_factory):
     """One RQ worker on the queue "tests": one slot."""
-    log = tmp_path_factory.mktemp("worker") / "worker.log"
-    process = start_worker(redis_url, "tests", log)
+    process = start_worker(redis_url, "tests", tmp_path_factory.mktemp("worker") / "worker.log")
     yield process
     stop_worker(process)
 

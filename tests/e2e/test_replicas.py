@@ -1,0 +1,113 @@
+"""Two app replicas on one Redis queue and one run store (README "Several replicas"): a run started in a
+browser on one replica opens by its address on the other with the same cards, and is followed there while
+it runs; the work happens in an RQ worker process."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from rqserver import MISSING, REDIS_SERVER, free_port, start_redis, start_worker, stop
+
+from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS, ROOT, SHOTS, _no_traceback, _require_browser
+from tests.e2e.test_runs import _cards, _open_measurement_settings, _wait_results
+
+pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=MISSING)
+SAMPLE = ROOT / "sample_models" / "cnn.onnx"
+
+
+def _start_app(env: dict[str, str], log) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.headless", "true",
+         "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as response:
+                if response.status == 200:
+                    return process, url
+        except OSError:
+            time.sleep(0.5)
+    stop(process)
+    pytest.fail("streamlit did not start within 90 s")
+
+
+@pytest.fixture(scope="module")
+def replicas(tmp_path_factory):
+    """Redis, one worker and two app replicas sharing SHRINKRAY_QUEUE and SHRINKRAY_RUNS_DIR."""
+    _require_browser()
+    folder = tmp_path_factory.mktemp("replicas")
+    redis_server, redis_url = start_redis(folder)
+    env = {**os.environ, "SHRINKRAY_QUEUE": redis_url, "SHRINKRAY_QUEUE_NAME": "e2e",
+           "SHRINKRAY_RUNS_DIR": str(folder / "runs")}  # fmt: skip
+    started = []
+    try:
+        started.append(start_worker(redis_url, "e2e", folder / "worker.log", SHRINKRAY_RUNS_DIR=str(folder / "runs")))
+        urls = []
+        with open(folder / "apps.log", "ab") as log:
+            for _ in range(2):
+                process, url = _start_app(env, log)
+                started.append(process)
+                urls.append(url)
+        yield urls
+    finally:
+        for process in reversed(started):
+            stop(process, signal.SIGINT)
+        stop(redis_server)
+
+
+def test_a_run_started_on_one_replica_opens_on_the_other(replicas):
+    from playwright.sync_api import sync_playwright
+
+    first_url, second_url = replicas
+    SHOTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_context(viewport={"width": 1440, "height": 2000}).new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(first_url)
+        page.wait_for_selector("text=Load an ONNX model", timeout=60_000)
+        page.locator("input[type=file]").set_input_files(str(SAMPLE))
+        page.wait_for_selector("text=Weight tensors", timeout=60_000)
+        page.get_by_role("link", name="Shrink").click()
+        page.wait_for_selector("text=Shrink and measure", timeout=30_000)
+        for name in ("Dynamic INT8 (ONNX Runtime)", "N-value palettization"):
+            page.get_by_role("button", name=f"Remove {name}").click()
+            page.wait_for_timeout(400)
+        page.wait_for_timeout(1000)
+        _open_measurement_settings(page)
+        page.get_by_text("Measure latency").click()
+        page.wait_for_timeout(400)
+        page.get_by_role("button", name="Shrink and measure").click()
+        page.wait_for_function("new URLSearchParams(location.search).get('run')", timeout=30_000)
+        run_id = re.search(r"[?&]run=([A-Za-z0-9_-]+)", page.url).group(1)
+
+        # the other replica, a fresh browser: it follows the run (maybe still running) and shows its results
+        other = browser.new_context(viewport={"width": 1440, "height": 2000}).new_page()
+        other.on("pageerror", lambda exc: errors.append(str(exc)))
+        other.goto(f"{second_url}/shrink?run={run_id}")
+        _wait_results(other)
+        _wait_results(page)
+        metrics = page.locator("[data-testid='stMetricValue']").count()
+        _wait_results(other, metrics)
+        first = _cards(page)
+        assert "weights-int8" in first and "float16" in first, first
+        assert _cards(other) == first
+        assert "cnn" in other.locator("[data-testid='stSidebar']").inner_text()
+        page.screenshot(path=str(SHOTS / "replicas_1_started_here.png"))
+        other.screenshot(path=str(SHOTS / "replicas_2_opened_there.png"))
+        _no_traceback(page)
+        _no_traceback(other)
+        browser.close()
+    assert not errors, errors

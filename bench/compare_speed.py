@@ -13,6 +13,14 @@ comes from ``--timings`` (also in the JSON report). Results: bench/out/compare_s
 
     python bench/compare_speed.py                 # both models, once each
     python bench/compare_speed.py --repeat 2 --models cnn
+    python bench/compare_speed.py --before /tmp/old-tree   # also time another checkout (same run, alternating)
+    python bench/compare_speed.py --agreement     # pairwise adaptive latency vs the old fixed 50-run ratios
+
+``--before PATH`` runs the same command with ``PYTHONPATH=PATH`` (a checkout of an older commit, e.g.
+``git archive <commit> | tar -x -C PATH``) right before each run of this tree, so before/after share the
+machine's load. ``--agreement`` times each sample's variants the way compare does now (pairwise against
+the original, adaptive, 5 s per setting, giving up on hopeless noise) and then the old way (all models,
+50 interleaved rounds, ratio of medians, 3 repeats), and counts the fixed-50 ratios inside the reported interval.
 """
 
 from __future__ import annotations
@@ -121,14 +129,17 @@ def _tree_rss(root: int) -> int:
     return total
 
 
-def run_once(model: Path, tag: str) -> dict:
+def run_once(model: Path, tag: str, pythonpath: str | None = None) -> dict:
     exe = shutil.which("shrinkray") or "shrinkray"
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
     report = OUT / f"compare_speed_{tag}.json"
     cmd = ["/usr/bin/time", "-v", exe, "compare", str(model), "--timings", "--json", str(report)]
     load_start = wait_load()
     peak = [0]
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     done = threading.Event()
 
     def sample():
@@ -155,6 +166,7 @@ def run_once(model: Path, tag: str) -> dict:
         "timings": {k: round(v, 1) for k, v in timings.items()},
         "timings_text": "\n".join(line for line in out.splitlines() if re.search(r"shrink|sizes|parity|culprit|latency|total", line, re.I))[-1500:],
         "command": " ".join(["shrinkray", "compare", str(model), "--timings", "--json", str(report)]),
+        "tree": pythonpath or "this",
     }
     if proc.returncode:
         row["stderr_tail"] = err[-1500:]
@@ -168,19 +180,80 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", default="transformer,cnn")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--json", default=str(OUT / "compare_speed.json"))
+    ap.add_argument("--before", help="another checkout to time right before each run (PYTHONPATH)")
+    ap.add_argument("--after", help="the checkout to time (PYTHONPATH; default: the installed package)")
+    ap.add_argument("--agreement", action="store_true", help="latency agreement with the fixed 50-run ratios")
+    ap.add_argument("--samples", default="mlp,cnn,transformer,rnn,shared_weight,cnn3mb")
     args = ap.parse_args(argv)
+    if args.agreement:
+        return agreement([s for s in args.samples.split(",") if s])
     out = Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)
     rows = json.loads(out.read_text()) if out.exists() else []
     paths = {"transformer": bench_run.generated_model, "cnn": cnn_path}
     for _ in range(args.repeat):
         for key in [k.strip() for k in args.models.split(",") if k.strip()]:
-            row = run_once(paths[key](), f"{key}_{time.strftime('%Y%m%d-%H%M%S')}")
-            row["key"], row["date"] = key, time.strftime("%Y-%m-%d %H:%M")
-            rows.append(row)
-            print(json.dumps({k: v for k, v in row.items() if k != "timings_text"}), flush=True)
-            print(row["timings_text"], flush=True)
-            out.write_text(json.dumps(rows, indent=1))
+            for tree in ([args.before] if args.before else []) + [args.after]:
+                row = run_once(paths[key](), f"{key}_{time.strftime('%Y%m%d-%H%M%S')}", tree)
+                row["key"], row["date"] = key, time.strftime("%Y-%m-%d %H:%M")
+                rows.append(row)
+                print(json.dumps({k: v for k, v in row.items() if k != "timings_text"}), flush=True)
+                print(row["timings_text"], flush=True)
+                out.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+def agreement(samples: list[str]) -> int:
+    """Pairwise adaptive ratios (as compare times them now) against the old fixed 50-run ratios."""
+    from functools import partial
+
+    import shrinkray
+    from shrinkray.errors import ShrinkRayError
+    from shrinkray.measure.inputs import first_axis_dynamic, synthesize
+    from shrinkray.measure.latency import DEFAULT_RUNS, TARGET, measure_latency, time_pairwise
+    from shrinkray.validate import open_session
+
+    root = Path(__file__).resolve().parent.parent
+    rows = []
+    print(f"load average {os.getloadavg()[0]:.2f}; 1 thread, batch 1, budget 5 s shared by the pairs", flush=True)
+    for name in samples:
+        path = cnn_path() if name == "cnn3mb" else root / "sample_models" / f"{name}.onnx"
+        loaded = shrinkray.load(path)
+        models = {"original": loaded.model}
+        for method in ("dynamic-int8", "weights-int8", "weights-int4", "palettize", "float16"):
+            try:
+                variant = shrinkray.shrink(loaded, method)
+            except ShrinkRayError:
+                continue
+            if variant.changes:
+                models[method] = variant.model
+        source = models["original"]
+        feeds = synthesize(source, batch=1 if first_axis_dynamic(source) else None).feeds
+        original = open_session(source)
+        openers = [(k, lambda m=m, f=feeds: partial(open_session(m).run, None, f)) for k, m in models.items() if k != "original"]
+        t0 = time.perf_counter()
+        adaptive = time_pairwise("original", partial(original.run, None, feeds), openers, budget_s=5.0, warmup=5)
+        adaptive_s = time.perf_counter() - t0
+        fixed = [measure_latency(models, feeds, batch=1, runs=DEFAULT_RUNS, reference="original") for _ in range(3)]
+        for key in models:
+            if key == "original":
+                continue
+            a = adaptive[key]
+            olds = [f[key].median_ms / f["original"].median_ms for f in fixed]
+            inside = [a.ratio_low <= x <= a.ratio_high for x in olds]
+            rows.append({"sample": name, "variant": key, "ratio": a.ratio, "low": a.ratio_low, "high": a.ratio_high,
+                         "stopped_by": a.stopped_by, "settled": a.settled, "fixed50": olds, "inside": inside,
+                         "near": [a.ratio_low * (1 - TARGET) <= x <= a.ratio_high * (1 + TARGET) for x in olds]})  # fmt: skip
+            print(f"{name:14s} {key:13s} adaptive {a.ratio:.3f} [{a.ratio_low:.3f}-{a.ratio_high:.3f}] "
+                  f"{a.runs:5d} rounds {a.stopped_by:9s} | fixed-50 " + " ".join(f"{x:.3f}" for x in olds)
+                  + f" | inside {sum(inside)}/3", flush=True)  # fmt: skip
+        print(f"  {name}: adaptive pairwise {adaptive_s:.1f} s", flush=True)
+    first = sum(r["inside"][0] for r in rows)
+    print(f"\nfirst fixed-50 inside the interval: {first}/{len(rows)}; all repeats: "
+          f"{sum(sum(r['inside']) for r in rows)}/{3 * len(rows)}; within the interval widened by ±{TARGET:.0%}: "
+          f"{sum(sum(r['near']) for r in rows)}/{3 * len(rows)}; too noisy to call: "
+          f"{sum(not r['settled'] for r in rows)}/{len(rows)}; load average now {os.getloadavg()[0]:.2f}", flush=True)
+    (OUT / "latency_agreement_pairwise.json").write_text(json.dumps(rows, indent=1))
     return 0
 
 

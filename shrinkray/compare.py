@@ -340,15 +340,8 @@ def compare(
     and picklable (no models), after the original is measured, when a variant's sizes are known,
     after its parity (never before its sizes), and after latency.
     """
-    pipeline = ComparePipeline(loaded, settings, progress, on_partial)
-    with pipeline:
-        pipeline.measure_original()
-        for method, options in pipeline.requested:
-            pipeline.add_variant(method, options)
-        pipeline.find_culprits()
-        pipeline.wait_for_sizes()
-        pipeline.measure_latency()
-        return pipeline.result()
+    with ComparePipeline(loaded, settings, progress, on_partial) as pipeline:
+        return pipeline.run()
 
 
 class ComparePipeline:
@@ -358,15 +351,19 @@ class ComparePipeline:
     private temporary folder), measured for parity in the session its validation opened, and
     with ``variants_dir`` dropped; sizes are read from the files in background threads and
     latency opens two sessions at a time (original and one variant) from them. So a worker
-    holds the original and one variant, never every variant.
+    holds the original and one variant, never every variant. ``owns_model``: the caller hands
+    the loaded model over (a worker that keeps no reference), and it is dropped once every
+    variant is built and sized: latency needs only the files.
     """
 
     def __init__(self, loaded: LoadedModel | onnx.ModelProto, settings: CompareSettings | None = None,
-                 progress: Progress | None = None, on_partial: Snapshot | None = None) -> None:  # fmt: skip
+                 progress: Progress | None = None, on_partial: Snapshot | None = None, *,
+                 owns_model: bool = False) -> None:  # fmt: skip
         self.settings = settings = settings or CompareSettings()
         if isinstance(loaded, onnx.ModelProto):
             loaded = LoadedModel(model=loaded, name=loaded.graph.name or "model", file_bytes=loaded.ByteSize())
         self.loaded = loaded
+        self.owns_model = owns_model
         self.say = progress or (lambda _step, _fraction: None)
         self.on_partial = on_partial
         self.source = loaded.model
@@ -403,6 +400,16 @@ class ComparePipeline:
         release_free_memory()  # serialized blobs, sessions and temporaries: the app process lives on
 
     # ------------------------------------------------------------ steps
+
+    def run(self) -> Comparison:
+        """Every step in order; the finished comparison."""
+        self.measure_original()
+        for method, options in self.requested:
+            self.add_variant(method, options)
+        self.find_culprits()
+        self.wait_for_sizes()
+        self.measure_latency()
+        return self.result()
 
     def measure_original(self) -> None:
         """Inputs the original accepts and its outputs on them; its sizes start in the background."""
@@ -503,12 +510,17 @@ class ComparePipeline:
         _lap(self.timings, "sizes", lap)
 
     def measure_latency(self) -> None:
+        """Each variant against the original, pairwise, from the files (the model itself is not needed)."""
         lap = time.perf_counter()
+        if self.inputs is not None:  # parity and culprits are done: the original's outputs can go
+            self.inputs.reference, self.inputs.samples = {}, []
         if self.settings.latency:
-            self.latency_note = _measure_all_latency(
-                self.source, [self.original, *self.variants], self.files, self.settings, self.say,
-                self.inputs.options if self.inputs else None,
-            )  # fmt: skip
+            plan = _latency_plan(self.source, self.settings, self.inputs.options if self.inputs else None)
+            if self.owns_model:  # the files are all latency reads: give the original's memory back first
+                self.loaded.model = self.source = None
+                release_free_memory()
+            self.latency_note = _measure_all_latency(plan, [self.original, *self.variants], self.files,
+                                                     self.settings, self.say)  # fmt: skip
         _lap(self.timings, "latency", lap)
         self.say("Done", 1.0)
         self._emit()
@@ -617,35 +629,43 @@ def _open_file_session(files: list[Path], threads: int):
         raise explain_runtime_error(exc) from None
 
 
-def _measure_all_latency(
-    source: onnx.ModelProto,
-    results: list[VariantResult],
-    files: dict[str, list[Path]],
-    settings: CompareSettings,
-    say: Progress,
-    options: InputOptions | None = None,
-) -> str:
-    """Time every runnable variant against the original per (threads, batch), adaptively and pairwise
-    (two sessions alive at a time); a batch the model refuses skips larger ones."""
-    runnable = [r.key for r in results if r.ok and r.key in files and r.key != ORIGINAL]
+def _latency_plan(source: onnx.ModelProto, settings: CompareSettings,
+                  options: InputOptions | None = None) -> list[tuple[int, dict[str, np.ndarray]]]:  # fmt: skip
+    """(batch, feeds) to time at: batch 1 (or the model's fixed batch) unless a sweep such as [1, 8, 32]
+    is asked for; 0 stands for "as given"."""
     fixed_by_user = settings.inputs_path is not None or bool(settings.sample_files) or _batch_dim_fixed(source, settings)
-    # batch 1 (or the model's fixed batch) unless a sweep such as [1, 8, 32] is asked for
     batches = [0] if fixed_by_user else settings.batches or ([1] if first_axis_dynamic(source) else [0])
-    notes: list[str] = []
-    noisy: list[str] = []
-    combos = [(t, b) for t in settings.threads for b in batches]
-    refused: dict[int, int] = {}  # threads -> smallest refused batch
-    by_key = {r.key: r for r in results}
-    for index, (threads, batch) in enumerate(combos):
-        if threads in refused and batch >= refused[threads]:
-            continue
-        say(f"Timing: {threads} thread(s), batch {batch or 'as given'}", 0.7 + 0.3 * index / len(combos))
+    plan = []
+    for batch in batches:
         if settings.sample_files:
             feeds = load_sample_files(settings.sample_files[:1], source, settings.inputs, settings.image_range)[0]
         elif settings.inputs_path:
             feeds = load_inputs(settings.inputs_path, source)
         else:
             feeds = synthesize(source, options or settings.inputs, batch=batch or None).feeds
+        plan.append((batch, feeds))
+    return plan
+
+
+def _measure_all_latency(
+    plan: list[tuple[int, dict[str, np.ndarray]]],
+    results: list[VariantResult],
+    files: dict[str, list[Path]],
+    settings: CompareSettings,
+    say: Progress,
+) -> str:
+    """Time every runnable variant against the original per (threads, batch), adaptively and pairwise
+    (two sessions alive at a time); a batch the model refuses skips larger ones."""
+    runnable = [r.key for r in results if r.ok and r.key in files and r.key != ORIGINAL]
+    notes: list[str] = []
+    noisy: list[str] = []
+    combos = [(t, b, feeds) for t in settings.threads for b, feeds in plan]
+    refused: dict[int, int] = {}  # threads -> smallest refused batch
+    by_key = {r.key: r for r in results}
+    for index, (threads, batch, feeds) in enumerate(combos):
+        if threads in refused and batch >= refused[threads]:
+            continue
+        say(f"Timing: {threads} thread(s), batch {batch or 'as given'}", 0.7 + 0.3 * index / len(combos))
         try:
             start = time.perf_counter()
             original = _open_file_session(files[ORIGINAL], threads)
@@ -660,7 +680,7 @@ def _measure_all_latency(
             )  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - a batch size the model refuses is reported, not fatal
             if batch <= 1:
-                raise explain_runtime_error(exc, source) from None
+                raise explain_runtime_error(exc) from None
             refused[threads] = batch
             notes.append(f"batch {batch} could not run ({str(exc).splitlines()[0][:100]}); larger batches skipped")
             continue

@@ -17,7 +17,7 @@ from typing import Any
 
 import onnx
 
-from shrinkray.compare import CompareSettings, compare, variant_file_name
+from shrinkray.compare import ComparePipeline, CompareSettings, variant_file_name
 from shrinkray.io import LoadedModel, check_output_path, load, save, save_all, write_outputs
 from shrinkray.methods import Variant
 from shrinkray.shrink import shrink
@@ -83,8 +83,10 @@ def compare_job(model_path: Path, settings: CompareSettings, save_dir: Path | No
     work = Path(scratch) / "variants"
     own_dir = settings.variants_dir is None
     run_settings = dataclasses.replace(settings, variants_dir=str(work)) if own_dir else settings
-    comparison = compare(loaded, run_settings, progress=progress, on_partial=on_partial)
-    del loaded  # the reports need none of the models
+    pipeline = ComparePipeline(loaded, run_settings, progress, on_partial, owns_model=True)
+    del loaded  # the pipeline owns the model now and drops it before timing (latency reads the files)
+    with pipeline:
+        comparison = pipeline.run()
     comparison.settings = settings
     comparison.input_files = [str(p) for p in protected]  # reports never land on these
     if save_dir is not None:

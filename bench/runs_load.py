@@ -24,6 +24,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from shrinkray.cores import usable_cores
+
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -99,11 +101,11 @@ def main() -> int:
             for _ in range(args.sessions):
                 page = browser.new_context(viewport={"width": 1280, "height": 1600}).new_page()
                 page.goto(url)
-                page.wait_for_selector("text=Load an ONNX model", timeout=60_000)
+                page.wait_for_selector("text=Load an ONNX model", timeout=120_000)
                 page.locator("input[type=file]").set_input_files(str(sample))
-                page.wait_for_selector("text=Weight tensors", timeout=60_000)
+                page.wait_for_selector("text=Weight tensors", timeout=120_000)
                 page.get_by_role("link", name="Shrink").click()
-                page.wait_for_selector("text=Shrink and measure", timeout=30_000)
+                page.wait_for_selector("text=Shrink and measure", timeout=120_000)
                 pages.append(page)
             print(f"load avg before: {Path('/proc/loadavg').read_text().strip()}; server+idle RSS {idle_rss / 2**20:.0f} MiB")
             started = time.monotonic()
@@ -140,7 +142,8 @@ def main() -> int:
             ok &= len(set(runs)) == len(runs)
             shown = sum(bool(s["positions"]) for s in state)
             print(f"clicks took {clicked:.1f} s; sessions that showed a queue position: {shown} of {len(state)}")
-            ok &= shown >= 1
+            if args.sessions > usable_cores():  # more sessions than worker slots: some must have waited
+                ok &= shown >= 1
             browser.close()
     finally:
         stop.set()

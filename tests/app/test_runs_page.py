@@ -1,0 +1,75 @@
+"""The Shrink page with runs as jobs (AppTest): a run's id reopens it in another session, bad ids get a
+message, a live run shows its queue status and can be cancelled."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+import shrinkray
+
+ROOT = Path(__file__).resolve().parents[2]
+APP = str(ROOT / "app.py")
+
+
+def _wait():
+    from app_ui.runs import wait_until_idle
+
+    assert wait_until_idle(600), "a run did not finish"
+
+
+def _shrink_page(loaded: shrinkray.LoadedModel) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=240)
+    at.session_state["model"] = loaded
+    at.session_state["model_source"] = "test"
+    at.switch_page("app_pages/shrink.py").run()
+    at.multiselect[0].set_value(["float16"]).run()
+    next(t for t in at.toggle if t.label == "Measure latency").set_value(False).run()
+    return at
+
+
+def test_a_run_reopens_by_id_in_another_session_and_bad_ids_get_a_message():
+    at = _shrink_page(shrinkray.load(ROOT / "sample_models" / "mlp.onnx"))
+    next(b for b in at.button if b.label == "Shrink and measure").click().run()
+    run_id = at.session_state["run_id"]
+    _wait()
+    at.run()
+    cards = [m.value for m in at.markdown if m.value.startswith("### ")]
+    assert cards == ["### float16"]
+
+    other = AppTest.from_file(APP, default_timeout=240)
+    other.query_params["run"] = run_id
+    other.switch_page("app_pages/shrink.py").run()
+    assert not other.exception and not other.error, [e.value for e in other.error]
+    assert other.session_state["run_id"] == run_id
+    assert other.session_state["model"].sha256 == at.session_state["model"].sha256  # the model came back too
+    assert [m.value for m in other.markdown if m.value.startswith("### ")] == cards
+    assert "Download mlp.float16.onnx" in [b.label for b in other.get("download_button")]
+
+    for bad, words in (("../../etc", "not valid"), ("A" * 22, "No run with this id")):
+        third = AppTest.from_file(APP, default_timeout=60)
+        third.query_params["run"] = bad
+        third.run()
+        assert not third.exception
+        assert len(third.error) == 1 and words in third.error[0].value, [e.value for e in third.error]
+        assert "run_id" not in third.session_state
+
+
+def test_a_live_run_shows_its_progress_and_cancel_stops_it():
+    from hostile.runtime_bombs import loop_bomb
+
+    at = _shrink_page(shrinkray.load(loop_bomb().SerializeToString(), name="loop"))
+    next(b for b in at.button if b.label == "Shrink and measure").click().run()
+    run_id = at.session_state["run_id"]
+    assert next(b for b in at.button if b.label == "Shrink and measure").disabled  # one run at a time
+    cancel = next(b for b in at.button if b.label == "Cancel")
+    cancel.click().run()
+    _wait()
+    at.run()
+    assert any("This run was cancelled" in i.value for i in at.info), [i.value for i in at.info]
+    assert not next(b for b in at.button if b.label == "Shrink and measure").disabled
+    from app_ui.runs import runs_service
+
+    record = runs_service().view(run_id).record
+    assert record.status == "cancelled" and not (record.folder / "variants").exists()

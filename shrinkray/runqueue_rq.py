@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import logging
 import os
 import pickle
 import secrets
@@ -80,6 +81,7 @@ META_EVERY_S = 0.25
 RECOVER_AFTER_S = 120.0
 
 _FINAL = (DONE, FAILED, CANCELLED)
+log = logging.getLogger(__name__)
 
 #: Admit a job on a host: HVALS of the running jobs' estimates; admitted when none runs or the total fits.
 _ADMIT = """
@@ -232,7 +234,12 @@ def perform(spec: _Spec) -> None:
     connection, keys = job.connection, _Keys(spec.queue)
     meta = job.meta
     hooks_factory = meta.get("hooks")
-    hooks: JobHooks = hooks_factory(job.id) if hooks_factory is not None else JobHooks()
+    try:
+        hooks: JobHooks = hooks_factory(job.id) if hooks_factory is not None else JobHooks()
+    except Exception as exc:  # noqa: BLE001 - e.g. the store folder is not mounted here: a replica settles the run
+        job.meta["worker_error"] = f"{socket.gethostname()} cannot open the run store ({type(exc).__name__}: {exc})"
+        job.save_meta()
+        raise
     status = _status_from_meta(job.id, meta)
     cancel = threading.Event()
     stop = threading.Event()
@@ -438,9 +445,10 @@ class RedisQueue:
         meta: dict[str, Any] = {"state": QUEUED, "what": what, "memory_bytes": spec.memory_bytes}
         if self.worker_hooks is not None:
             meta["hooks"] = self.worker_hooks
-        timeout = int(self.limits.max_job_seconds) + 600  # run_capped stops the work first; RQ's limit is a backstop
-        self._queue.enqueue(perform, spec, job_id=job_id, meta=meta, job_timeout=timeout, result_ttl=KEEP_S,
-                            failure_ttl=KEEP_S, description=f"{what} ({job_id[:6]})")  # fmt: skip
+        # no RQ timeout: run_capped's deadline (max_job_seconds) bounds the work, and a wait for memory is no work
+        with self._reachable():
+            self._queue.enqueue(perform, spec, job_id=job_id, meta=meta, job_timeout=-1, result_ttl=KEEP_S,
+                                failure_ttl=KEEP_S, description=f"{what} ({job_id[:6]})")  # fmt: skip
         thread = None
         if follow:
             thread = threading.Thread(target=self._follow, args=(job_id, hooks), daemon=True,
@@ -452,6 +460,10 @@ class RedisQueue:
 
     def status(self, job_id: str) -> JobStatus | None:
         """Where the job is now (from any replica), or None for an id Redis does not know (any more)."""
+        with self._reachable():
+            return self._status(job_id)
+
+    def _status(self, job_id: str) -> JobStatus | None:
         job = self._fetch(job_id)
         if job is None:
             return None
@@ -474,6 +486,10 @@ class RedisQueue:
         if cancelled:
             outcome = replace(status, state=CANCELLED, error="The run was cancelled", problem="The run was cancelled",
                               hint="Start it again when you are ready")  # fmt: skip
+        elif job.meta.get("worker_error"):  # the worker could not record the run: say why (an operator's problem)
+            problem = f"{job.meta.get('what', 'This run')} could not start: {job.meta['worker_error']}"
+            outcome = replace(status, state=FAILED, error=problem, problem=problem,
+                              hint="Every worker must see the run store folder at the same path as the app")  # fmt: skip
         else:
             what = job.meta.get("what", "This run")
             outcome = replace(status, state=FAILED, error=f"{what} stopped: its worker process ended without an answer",
@@ -488,7 +504,11 @@ class RedisQueue:
 
         False if unknown or finished.
         """
-        current = self.status(job_id)
+        with self._reachable():
+            return self._cancel(job_id)
+
+    def _cancel(self, job_id: str) -> bool:
+        current = self._status(job_id)
         if current is None or current.finished:
             return False
         self.connection.set(self.keys.cancel(job_id), b"1", ex=KEEP_S)
@@ -576,16 +596,32 @@ class RedisQueue:
 
     # ------------------------------------------------------------------ inside
 
-    def _fetch(self, job_id: str):
+    @contextlib.contextmanager
+    def _reachable(self):
+        """Redis failing mid-call becomes one sentence for the page (the details go to the server's log)."""
+        _rq, redis = _modules()
         try:
-            return self._rq.job.Job.fetch(job_id, connection=self.connection)
-        except Exception:  # noqa: BLE001 - NoSuchJobError, or an id RQ refuses: unknown here
+            yield
+        except redis.RedisError as exc:
+            log.warning("the job queue's Redis at %s failed: %s", redact(self.url), exc)
+            raise ShrinkRayError("The server's job queue cannot be reached just now",
+                                 "Try again in a moment; if it lasts, the server's Redis needs attention") from exc  # fmt: skip
+
+    def _fetch(self, job_id: str):
+        rq = self._rq
+        try:
+            return rq.job.Job.fetch(job_id, connection=self.connection)
+        except (rq.exceptions.NoSuchJobError, ValueError, TypeError):  # unknown here, or an id RQ refuses
             return None
 
     def _settle(self, job, outcome: JobStatus) -> bool:
         """Deliver an outcome this replica found (a queued job cancelled, a dead worker's job)."""
         factory = job.meta.get("hooks")
-        hooks = factory(job.id) if factory is not None else JobHooks()
+        try:
+            hooks = factory(job.id) if factory is not None else JobHooks()
+        except Exception as exc:  # noqa: BLE001 - this replica cannot open the store either: Redis still says why
+            log.warning("run %s: the run store cannot be opened here: %s", job.id, exc)
+            hooks = JobHooks()
         return _deliver(self.connection, self.keys, job, outcome, hooks, None, keep_result=False)
 
     def _follow(self, job_id: str, hooks: JobHooks) -> None:

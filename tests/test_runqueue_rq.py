@@ -6,6 +6,7 @@ Status, progress, queue positions, cancel and failures travel through Redis betw
 
 from __future__ import annotations
 
+import functools
 import signal
 import time
 from pathlib import Path
@@ -237,3 +238,29 @@ def test_runs_take_the_backend_from_the_environment_and_recover_only_lost_runs(r
     local = Runs(RunStore(tmp_path))
     assert isinstance(local.queue, LocalQueue)
     assert local.recover() == [fresh]  # one process owns the store: every live run it holds was lost
+
+
+def test_a_worker_that_cannot_open_the_run_store_says_so(redis_url, worker, tmp_path):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    queue = RedisQueue(redis_url, name="tests", worker_hooks=functools.partial(store_hooks, str(blocked / "runs"),
+                                                                               2**30, 86400.0))  # fmt: skip
+    status = finished(queue, queue.submit(rqfakes.steps, 1, 0.0, what="Counting"))
+    assert status.state == "failed" and "cannot open the run store" in status.problem
+    assert "same path" in status.hint
+
+
+def test_unknown_and_malformed_ids_are_unknown(redis_url):
+    queue = RedisQueue(redis_url, name="tests")
+    for job_id in ("A" * 22, "not/an:id", ""):
+        assert queue.status(job_id) is None and queue.cancel(job_id) is False
+
+
+def test_redis_going_away_is_one_sentence_for_the_page(tmp_path):
+    server, url = start_redis(tmp_path)
+    queue = RedisQueue(url, name="gone")
+    job_id = queue.submit(rqfakes.steps, 1, 0.0)
+    stop(server)
+    for call in (lambda: queue.status(job_id), lambda: queue.cancel(job_id), lambda: queue.submit(rqfakes.steps, 1, 0.0)):
+        with pytest.raises(shrinkray.ShrinkRayError, match="job queue cannot be reached just now"):
+            call()

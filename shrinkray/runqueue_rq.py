@@ -487,13 +487,12 @@ class RedisQueue:
             outcome = replace(status, state=CANCELLED, error="The run was cancelled", problem="The run was cancelled",
                               hint="Start it again when you are ready")  # fmt: skip
         elif job.meta.get("worker_error"):  # the worker could not record the run: say why (an operator's problem)
-            problem = f"{job.meta.get('what', 'This run')} could not start: {job.meta['worker_error']}"
+            problem = f"The worker on {job.meta['worker_error']}"  # the page puts the run's kind before it
             outcome = replace(status, state=FAILED, error=problem, problem=problem,
                               hint="Every worker must see the run store folder at the same path as the app")  # fmt: skip
         else:
-            what = job.meta.get("what", "This run")
-            outcome = replace(status, state=FAILED, error=f"{what} stopped: its worker process ended without an answer",
-                              problem=f"{what} stopped: its worker process ended without an answer",
+            problem = "The worker process running it stopped without an answer"
+            outcome = replace(status, state=FAILED, error=problem, problem=problem,
                               hint="Try again; if it repeats, the worker may be short of memory")  # fmt: skip
         self._settle(job, outcome)
         settled = self._fetch(job_id)  # this replica's outcome, or the one another process wrote first

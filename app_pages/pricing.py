@@ -11,7 +11,7 @@ from decimal import Decimal
 import pandas as pd
 import streamlit as st
 
-from app_ui.controls import friendly_errors
+from app_ui.controls import app_words, friendly_errors
 from app_ui.state import current_model, latest_comparison
 from shrinkray import advice, charts, links, pricing
 from shrinkray.compare import ORIGINAL
@@ -126,7 +126,7 @@ with friendly_errors("Setting the prices"):
             if r["price per GiB"] is not None and r["price per GiB"] == r["price per GiB"]]  # fmt: skip
     provider = pricing.with_prices(base, rows, free)
     if base.source_url:
-        st.caption(f"Source: {base.source_url} (checked {base.checked}). {base.notes}")
+        st.caption(f"Source: {base.source_url} (checked {base.checked}). {md(app_words(base.notes))}")
 
     # ------------------------------------------------------------ what is priced
     run_id = ss.get("run_id")

@@ -91,8 +91,19 @@ def app_message(exc: ShrinkRayError) -> str:
 def _option_labels() -> dict[str, str]:
     from shrinkray.methods import all_methods
 
-    return {f.name.replace("_", "-"): _label(f.name) for spec in all_methods()
-            for f in dataclasses.fields(spec.options_type)}  # fmt: skip
+    labels = {f.name.replace("_", "-"): _label(f.name) for spec in all_methods()
+              for f in dataclasses.fields(spec.options_type)}  # fmt: skip
+    return labels | PAGE_CONTROLS
+
+
+#: Command-line flags whose setting is a control on one of the app's pages (e.g. in a provider's notes).
+PAGE_CONTROLS = {
+    "price-per-gb": "Custom flat price (Provider, on the Pricing page)",
+    "free-gib": "Free GiB per month",
+    "downloads": "Downloads per month",
+    "growth": "Growth per month (%)",
+    "delivery": "Delivery",
+}
 
 
 def app_words(text: str) -> str:

@@ -179,3 +179,13 @@ def test_names_in_the_link_render_inert():
     assert labels[0].startswith("!\\[x\\](https:\\/\\/evil"), labels
     table = at.dataframe[-1].value
     assert list(table["variant"])[1] == "'=HYPERLINK(1)"  # the CSV download is never a formula
+
+
+@pytest.mark.parametrize("provider", ["gcs", "s3", "cloudfront", "azure", "r2", "custom"])
+def test_the_pricing_page_names_no_command_line_flag(provider):
+    import re
+
+    at = _pricing({"provider": provider, "sizes": "a=1MiB", "downloads": "abc"})
+    texts = [str(e.value) for kind in ("markdown", "caption", "info", "warning", "error") for e in at.get(kind)]
+    leaks = [t for t in texts if re.search(r"(?<![\w-])--[a-z]", t.replace("\\", ""))]
+    assert not leaks, leaks

@@ -189,7 +189,8 @@ def render(loaded: LoadedModel, comparison: Comparison) -> None:
     threads = f"{first.threads} thread{'s' if (first.threads or 1) > 1 else ''}" if first.threads else "threads unknown"
     start = f" · runtime start {first.runtime_start_ms:,.0f} ms (once per page)" if first.runtime_start_ms else ""
     st.caption(f"Measured in: {first.user_agent} · {first.runtime} ({first.backend}, {threads}){start} · timed on the "
-               f"server's latency input (batch {first.batch}), median of up to {DEFAULT_RUNS} runs after the first")  # fmt: skip
+               f"server's latency input (batch {first.batch}), median of up to {DEFAULT_RUNS} runs per model after the first, "
+               "in rounds that run every model once (like the server's interleaved timing)")  # fmt: skip
     header, rows = report_table(comparison, runs)
     st.table(pd.DataFrame(rows, columns=header).set_index("model"))
     for line in browser_advice(comparison, runs):

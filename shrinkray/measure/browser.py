@@ -33,8 +33,8 @@ JS_TYPES: dict[str, str] = {
 NUMPY_TYPES: dict[str, np.dtype] = {js: np.dtype(name) for name, js in JS_TYPES.items()}
 #: Inputs larger than this (all samples together) are not sent to the page: a browser tab holds them twice.
 MAX_INPUT_BYTES = 256 * 2**20
-#: Runs timed per model after the first (the median is shown); the page also stops after a time budget.
-DEFAULT_RUNS = 10
+#: Runs timed per model after the first, in rounds across the models (the median is shown); the page stops sooner after a time budget.
+DEFAULT_RUNS = 30
 #: The runtime as the page reports it when it does not say (the shipped version).
 RUNTIME = "onnxruntime-web"
 
@@ -347,7 +347,8 @@ def report_notes(comparison, runs: list[BrowserRun]) -> list[str]:
     threads = f"{first.threads} thread{'s' if (first.threads or 1) > 1 else ''}" if first.threads else "threads unknown"
     start = f"; the runtime itself started in {_ms(first.runtime_start_ms)}" if first.runtime_start_ms is not None else ""
     lines = [f"Measured in {first.user_agent or 'an unknown browser'} with {first.runtime} ({first.backend}, {threads}){start}; "
-             f"timed on the server's latency input (batch {first.batch}), median of the runs after the first."]  # fmt: skip
+             f"timed on the server's latency input (batch {first.batch}), median of the runs after the first, in "
+             "rounds that run every model once."]  # fmt: skip
     for run in runs:
         try:
             sizes = comparison.get(run.key).sizes

@@ -42,6 +42,10 @@ def _unsupported_op_model(path: Path) -> Path:
     return path
 
 
+def _title(name: str) -> str:
+    return next(spec.title for spec in all_methods() if spec.name == name)
+
+
 def _shrink(pg, sample: Path, latency: bool) -> None:
     pg.get_by_role("link", name="Model").click()
     pg.wait_for_selector("text=Load an ONNX model", timeout=30_000)
@@ -49,13 +53,15 @@ def _shrink(pg, sample: Path, latency: bool) -> None:
     pg.locator("[data-testid='stSidebar']").get_by_text(sample.stem, exact=True).wait_for(timeout=60_000)
     pg.get_by_role("link", name="Shrink").click()
     pg.wait_for_selector("text=Shrink and measure", timeout=30_000)
-    for spec in all_methods():  # settings may persist across models: remove what is there, add what is not
-        remove = pg.get_by_role("button", name=f"Remove {spec.title}")
+    chosen = pg.locator("[data-testid=stMultiSelect]").first
+    chosen.get_by_role("button", name=f"Remove {_title(WANTED[0])}").wait_for(timeout=30_000)
+    for spec in all_methods():  # the choice may persist across models: remove what is there
+        remove = chosen.get_by_role("button", name=f"Remove {spec.title}")
         if spec.name not in WANTED and remove.count():
             remove.click()
             pg.wait_for_timeout(300)
-    chips = pg.locator("[data-testid=stMultiSelect]").first.inner_text()
-    assert all(next(s.title for s in all_methods() if s.name == name) in chips for name in WANTED), chips
+    for spec in all_methods():
+        assert chosen.get_by_role("button", name=f"Remove {spec.title}").count() == (spec.name in WANTED), spec.name
     if not pg.get_by_text("Measure latency", exact=True).first.is_visible():
         pg.get_by_text("Measurement settings", exact=True).first.click()
     toggle = pg.get_by_label("Measure latency").first

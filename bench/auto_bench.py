@@ -137,15 +137,18 @@ def bench_model(key: str) -> dict:
         print(f"[{key}] task check {res}", flush=True)
 
     if auto.model is not None:
+        from shrinkray.measure.latency import measure_latency
+
         row["latency_load_before"] = wait_load()
-        settings = CompareSettings(threads=[1])
-        pair = [full.original, auto]
-        for r in pair:
-            r.latency = []
-        cmp._measure_all_latency(loaded.model, pair, settings, lambda *_: None)
+        from shrinkray.compare import parity_inputs
+
+        sample = parity_inputs(loaded.model, CompareSettings()).samples[0]
+        feeds = {k: (v[:1] if v.ndim else v) for k, v in sample.items()}  # batch 1 (every model here has batch first)
+        stats = measure_latency({"original": loaded.model, "auto": auto.model}, feeds, batch=1, threads=1,
+                                budget_s=20.0)  # fmt: skip
         row["latency_load_after"] = round(os.getloadavg()[0], 2)
-        s = auto.latency_at(1, auto.latency[0].batch) if auto.latency else None
-        if s is not None:
+        s = stats.get("auto")
+        if s is not None and s.ratio is not None:
             row["latency_ratio"] = round(s.ratio, 3)
             row["latency_low"] = round(s.ratio_low, 3) if s.ratio_low else None
             row["latency_high"] = round(s.ratio_high, 3) if s.ratio_high else None

@@ -115,14 +115,16 @@ def _choices(refs: list[WeightRef], lowest: str) -> list[Choice]:
 def _measure(choices: list[Choice], session, inputs, settings: Any, deadline: float) -> None:
     """Each tensor alone at each precision: its severity under the verdict (one inference per try).
 
-    A precision whose approximation cannot be made (or that the deadline cut off) is dropped from the
-    tensor's options."""
+    A precision whose approximation cannot be made is dropped from the tensor's options; once the
+    deadline passes, the remaining tries are left unmeasured (the greedy then skips those moves)."""
     for choice in choices:
+        if time.monotonic() >= deadline:
+            return
         ref = choice.ref
         values = ref.array()
         for level in [lv for lv in LEVELS[1:] if lv in choice.bytes]:
             spec = get_method(METHOD_OF[level])
-            approx = spec.approximate(values, ref) if time.monotonic() < deadline else None
+            approx = spec.approximate(values, ref)
             if approx is None:
                 del choice.bytes[level]
                 continue
@@ -183,7 +185,9 @@ def _build(model: onnx.ModelProto, choices: list[Choice], options: AutoOptions) 
         names = [glob.escape(c.ref.name) for c in choices if c.level == level]
         if not names:
             continue
-        step = shrink(current, METHOD_OF[level], include=names, min_elements=options.min_elements, keep_session=True)
+        extra = BUILD_OPTIONS.get(level, {})
+        step = shrink(current, METHOD_OF[level], include=names, min_elements=options.min_elements, keep_session=True,
+                      **extra)  # fmt: skip
         for change in step.changes:
             change.encoding = f"{level}: {change.encoding}"
         variant.changes += step.changes
@@ -194,6 +198,9 @@ def _build(model: onnx.ModelProto, choices: list[Choice], options: AutoOptions) 
     return variant
 
 
+#: Options of the building methods: 4-bit blocks built data-free, exactly as ``approximate()`` measured
+#: them (activation-aware scales would re-run the model on every build and differ from what was judged).
+BUILD_OPTIONS: dict[str, dict[str, Any]] = {"int4": {"activation_aware": False}}
 #: Verification builds between the last failing and the first passing target (each a whole build + run).
 BISECT_STEPS = 2
 

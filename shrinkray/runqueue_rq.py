@@ -20,11 +20,12 @@ redis://host:6379/0``; ``pip install shrinkray-studio[redis]``):
   ``SHRINKRAY_QUEUE_MEMORY_BYTES`` budget (or runs alone), as in LocalQueue.
 - *Outcome*: a job's hooks (a :class:`~shrinkray.runs.Runs`' store writes)
   are closures of the replica that submitted it, which may be gone when the
-  job ends. With ``worker_hooks`` (a picklable ``job_id -> JobHooks``, what
-  :func:`queue_from_env` gives ``Runs``) the worker rebuilds them and writes
-  the run's progress, snapshots and outcome into the shared store itself;
-  without it, a thread of the submitting process follows the job and calls
-  the hooks it was given. Either way the outcome is delivered once (a
+  job ends. With a picklable factory (a submit's ``hooks_factory``, or the
+  queue's ``worker_hooks``, ``job_id -> JobHooks``, which
+  :func:`queue_from_env` sets for ``Runs``) the worker rebuilds them and
+  writes the run's progress, snapshots and outcome into the shared store
+  itself; without one, a thread of the submitting process follows the job and
+  calls the hooks it was given. Either way the outcome is delivered once (a
   ``SET NX`` claim), also when a replica finds a job RQ marked failed because
   its worker died.
 
@@ -235,7 +236,7 @@ def perform(spec: _Spec) -> None:
     meta = job.meta
     hooks_factory = meta.get("hooks")
     try:
-        hooks: JobHooks = hooks_factory(job.id) if hooks_factory is not None else JobHooks()
+        hooks: JobHooks = hooks_factory() if hooks_factory is not None else JobHooks()
     except Exception as exc:  # noqa: BLE001 - e.g. the store folder is not mounted here: a replica settles the run
         job.meta["worker_error"] = f"{socket.gethostname()} cannot open the run store ({type(exc).__name__}: {exc})"
         job.save_meta()
@@ -430,21 +431,27 @@ class RedisQueue:
     # ------------------------------------------------------------------ the interface
 
     def submit(self, fn: Callable[..., Any], *args: Any, memory_bytes: int = 0, what: str = "This run",
-               hooks: JobHooks | None = None, job_id: str | None = None, **kwargs: Any) -> str:  # fmt: skip
+               hooks: JobHooks | None = None, job_id: str | None = None,
+               hooks_factory: Callable[[], JobHooks] | None = None, **kwargs: Any) -> str:  # fmt: skip
         """Put ``fn(*args, **kwargs)`` on the shared queue; returns its id at once (``job_id`` if given).
 
         ``fn`` must be importable by the workers (a module-level function) and
         its arguments picklable; paths in them must mean the same on the workers.
+        ``hooks_factory`` (picklable, no arguments) builds the job's hooks where
+        it ends, like the queue's ``worker_hooks``; either way ``hooks`` are then
+        not called here.
         """
         if self._closed.is_set():
             raise ShrinkRayError("The job queue is shut down", "Restart the app")
         job_id = job_id or secrets.token_urlsafe(16)
-        follow = hooks is not None and self.worker_hooks is None
+        if hooks_factory is None and self.worker_hooks is not None:
+            hooks_factory = functools.partial(self.worker_hooks, job_id)
+        follow = hooks is not None and hooks_factory is None
         spec = _Spec(fn, tuple(args), dict(kwargs), what, max(int(memory_bytes), 0), self.name, keep_result=follow,
                      wants_partial=hooks is not None and hooks.partial is not None)  # fmt: skip
         meta: dict[str, Any] = {"state": QUEUED, "what": what, "memory_bytes": spec.memory_bytes}
-        if self.worker_hooks is not None:
-            meta["hooks"] = self.worker_hooks
+        if hooks_factory is not None:
+            meta["hooks"] = hooks_factory
         # no RQ timeout: run_capped's deadline (max_job_seconds) bounds the work, and a wait for memory is no work
         with self._reachable():
             self._queue.enqueue(perform, spec, job_id=job_id, meta=meta, job_timeout=-1, result_ttl=KEEP_S,
@@ -617,7 +624,7 @@ class RedisQueue:
         """Deliver an outcome this replica found (a queued job cancelled, a dead worker's job)."""
         factory = job.meta.get("hooks")
         try:
-            hooks = factory(job.id) if factory is not None else JobHooks()
+            hooks = factory() if factory is not None else JobHooks()
         except Exception as exc:  # noqa: BLE001 - this replica cannot open the store either: Redis still says why
             log.warning("run %s: the run store cannot be opened here: %s", job.id, exc)
             hooks = JobHooks()

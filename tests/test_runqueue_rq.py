@@ -264,3 +264,16 @@ def test_redis_going_away_is_one_sentence_for_the_page(tmp_path):
     for call in (lambda: queue.status(job_id), lambda: queue.cancel(job_id), lambda: queue.submit(rqfakes.steps, 1, 0.0)):
         with pytest.raises(shrinkray.ShrinkRayError, match="job queue cannot be reached just now"):
             call()
+
+
+def test_a_submits_hooks_factory_records_the_outcome_where_the_job_ends(redis_url, worker, tmp_path):
+    store = RunStore(tmp_path / "store")
+    run_id = store.create(model_name="fake.onnx")
+    queue = RedisQueue(redis_url, name="tests")  # no worker_hooks: the submit brings its own factory
+    recorder = Recorder()
+    factory = functools.partial(store_hooks, str(store.root), store.max_bytes, store.max_age_s, run_id)
+    queue.submit(rqfakes.steps, 3, 0.2, hooks=recorder.hooks(), hooks_factory=factory, job_id=run_id)
+    assert finished(queue, run_id).state == "done"
+    record = store.get(run_id)
+    assert record.status == "done" and record.result == {"count": 3}  # written by the worker
+    assert queue.wait_idle(WAIT) and recorder.calls == []  # the local hooks would have written it twice

@@ -209,7 +209,7 @@ with friendly_errors("Setting the prices"):
                 for word in [w for w in mark.split(", ") if w]:
                     st.badge(word, color="green" if word == "recommended" else "red" if "fails" in word else "orange",
                              icon=":material/thumb_up:" if word == "recommended" else ":material/warning:")  # fmt: skip
-                month, year = st.columns(2)
+                month = year = st  # stacked: a year's amount does not fit beside the month's in a third of the page
                 same = label == reference or abs(change_month) < Decimal("0.005")
                 month.metric("per month", money(est.monthly),
                              None if same else f"{'-' if change_month < 0 else '+'}{money(abs(change_month))}",

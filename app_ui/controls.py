@@ -51,8 +51,8 @@ APP_ADVICE = {
     "auto": lambda h: 'or press "Smallest that passes" on the Shrink page, which chooses a precision per tensor',
     "methods": lambda h: f"prefer {' or '.join(h.value)} (float compute): pick it under "
     '"Methods to compare" on the Shrink page',
-    "verdict": lambda h: 'or loosen the parity criteria knowingly: "Parity verdict" and "Extra criteria" under '
-    '"Measurement settings" on the Shrink page',
+    "verdict": lambda h: "if the criteria are stricter than needed, loosen them knowingly: \"Parity verdict\" and "
+    '"Extra criteria" under "Measurement settings" on the Shrink page',
     "min_elements": lambda h: 'to shrink small tensors too, lower "Min elements" in the method\'s options on the '
     "Shrink page, or keep the original",
     "culprits": lambda h: 'to find the tensors that hurt, turn on "When a variant fails, find the tensors that '

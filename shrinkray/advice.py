@@ -60,11 +60,11 @@ class Advice:
         setting has no entry keeps its neutral sentence."""
         if not self.hints:
             return self.text
-        parts = [self.problem or self.text]
-        for hint in self.hints:
-            word = words.get(hint.setting)
-            parts.append(_sentence(word(hint) if word else hint.text))
-        return " ".join(parts)
+        return f"{self.problem or self.text} {self.hints_worded(words)}"
+
+    def hints_worded(self, words: dict[str, Any]) -> str:
+        """Only what to try, in a front end's words (see :meth:`worded`)."""
+        return " ".join(_sentence(words[h.setting](h) if h.setting in words else h.text) for h in self.hints)
 
 
 def _sentence(text: str) -> str:
@@ -263,7 +263,7 @@ def advise(comparison: Comparison, delivery: str = "brotli") -> list[Advice]:
         )
     elif comparison.variants:
         notes.insert(0, _advice("warning", "No variant is both smaller and within the parity criteria: keep the "
-                                "original.", hints=[Hint("verdict", "or loosen the parity criteria knowingly")]))  # fmt: skip
+                                "original.", hints=[Hint("verdict", "if the criteria are stricter than needed, loosen them knowingly")]))  # fmt: skip
     if getattr(comparison, "browser", None):  # runs in the user's browser: "runs on the server but not in ..."
         from shrinkray.measure.browser import advice_lines
 

@@ -566,7 +566,8 @@ CLI_ADVICE = {
     f"in float with --exclude {_quoted(h.value)}" + (f" (-m {h.method})" if h.method else ""),
     "auto": lambda h: "or try -m auto (compare --methods auto), which chooses a precision per tensor",
     "methods": lambda h: f"prefer --methods {','.join(h.value)} (float compute)",
-    "verdict": lambda h: "or loosen the parity criteria knowingly (--verdict, --tolerance, --abs-tol / --mean-tol)",
+    "verdict": lambda h: "if the criteria are stricter than needed, loosen them knowingly (--verdict, --tolerance, "
+    "--abs-tol / --mean-tol)",
     "min_elements": lambda h: f"lower --min-elements (e.g. --min-elements {h.value}) if small tensors matter, or "
     "keep the original",
     "culprits": lambda h: "to find the tensors that hurt, rerun with --culprits (or --auto)",
@@ -577,7 +578,8 @@ def advice_lines(comparison: Any, delivery: str = "brotli") -> list[str]:
     """The advice that has hints, worded as flags: what to run next."""
     from shrinkray.advice import advise
 
-    return [f"- {a.worded(CLI_ADVICE)}" for a in advise(comparison, delivery) if a.hints]
+    return [f"- {a.variant or 'all variants'}: {a.hints_worded(CLI_ADVICE)}" for a in advise(comparison, delivery)
+            if a.hints]  # fmt: skip
 
 
 def cli_message(exc: ShrinkRayError) -> str:

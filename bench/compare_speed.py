@@ -129,6 +129,9 @@ def _tree_rss(root: int) -> int:
     return total
 
 
+PATIENCE = [300.0]
+
+
 def run_once(model: Path, tag: str, pythonpath: str | None = None) -> dict:
     exe = shutil.which("shrinkray") or "shrinkray"
     env = dict(os.environ)
@@ -136,7 +139,7 @@ def run_once(model: Path, tag: str, pythonpath: str | None = None) -> dict:
         env["PYTHONPATH"] = pythonpath
     report = OUT / f"compare_speed_{tag}.json"
     cmd = ["/usr/bin/time", "-v", exe, "compare", str(model), "--timings", "--json", str(report)]
-    load_start = wait_load()
+    load_start = wait_load(patience=PATIENCE[0])
     peak = [0]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -182,9 +185,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=str(OUT / "compare_speed.json"))
     ap.add_argument("--before", help="another checkout to time right before each run (PYTHONPATH)")
     ap.add_argument("--after", help="the checkout to time (PYTHONPATH; default: the installed package)")
+    ap.add_argument("--patience", type=float, default=300.0, help="seconds to wait for load < 2.5 before each run")
     ap.add_argument("--agreement", action="store_true", help="latency agreement with the fixed 50-run ratios")
     ap.add_argument("--samples", default="mlp,cnn,transformer,rnn,shared_weight,cnn3mb")
     args = ap.parse_args(argv)
+    PATIENCE[0] = args.patience
     if args.agreement:
         return agreement([s for s in args.samples.split(",") if s])
     out = Path(args.json)

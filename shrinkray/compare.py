@@ -418,6 +418,7 @@ class ComparePipeline:
         self.inputs = parity_inputs(self.source, self.settings)
         self.input_note = self.inputs.note
         self.original.parity = _parity(self.inputs.reference, self.inputs.reference, self.inputs, self.settings)
+        release_free_memory()  # the original's session and its temporaries, before the first variant
         lap = _lap(self.timings, "parity", lap)
         self.files[ORIGINAL] = _write_model(self.source, self._scratch / "original.onnx", atomic=False)
         self.sizes.submit(ORIGINAL, self.files[ORIGINAL])

@@ -574,7 +574,10 @@ def load_any(
     is_bytes = isinstance(source, (bytes, bytearray, memoryview))
     path = None if is_bytes else Path(source)
     label = Path(name).name if name else (path.name if path is not None else "")
-    zipped = label.lower().endswith(".zip") or (is_zip(source) if is_bytes or path.is_file() else False)
+    if is_bytes:
+        zipped = label.lower().endswith(".zip") or is_zip(source)
+    else:  # a missing path gets load()'s "Missing ..." message, whatever its name
+        zipped = path.is_file() and (path.suffix.lower() == ".zip" or is_zip(path))
     stem = label.removesuffix(".zip").removesuffix(".onnx")
     if not zipped:
         loaded = load(bytes(source), name=stem or "upload", limits=limits) if is_bytes else load(path, limits=limits)

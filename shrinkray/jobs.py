@@ -7,18 +7,16 @@ returns only what the caller shows (no models, unless asked).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import onnx
 
 from shrinkray.compare import ComparePipeline, CompareSettings, variant_file_name
-from shrinkray.io import LoadedModel, check_output_path, load, save, save_all, write_outputs
+from shrinkray.io import LoadedModel, check_output_path, save, save_all, write_outputs
 from shrinkray.methods import Variant
 from shrinkray.shrink import shrink
 
@@ -29,17 +27,9 @@ def load_model_file(path: str | Path, scratch: str | Path | None = None) -> Load
     ``scratch``: an empty folder to unpack into, owned by the caller, which removes it even when this
     process is killed (the capped worker runs this; the parent holds the folder).
     """
-    from shrinkray.archive import is_zip, load_zip
+    from shrinkray.archive import load_any
 
-    path = Path(path)
-    if path.is_file() and (path.suffix.lower() == ".zip" or is_zip(path)):
-        with contextlib.ExitStack() as stack:
-            tmp = scratch or stack.enter_context(tempfile.TemporaryDirectory(prefix="shrinkray-zip-"))
-            loaded = load_zip(path, tmp)
-            loaded.path = path
-            loaded.name = path.name.removesuffix(".zip")
-            return loaded
-    return load(path)
+    return load_any(Path(path), workdir=scratch)  # the same loader as the app's uploads
 
 
 def protected_files(model_path: Path, loaded: LoadedModel) -> list[Path]:

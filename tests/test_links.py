@@ -155,3 +155,10 @@ def test_money_under_a_currency_label():
     assert pricing.format_amount(Decimal("-3.1"), "£") == "-£3.10"
     assert pricing.format_amount(Decimal("0.001"), "CHF") == "<CHF0.01"
     assert pricing.format_amount(Decimal("585.9375")) == "$585.94"
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(_labels.filter(lambda label: "=" not in label), _sizes, min_size=1, max_size=6))
+def test_typed_sizes_text_round_trips(sizes):
+    """What the page shows in its sizes field reads back to the same bytes (units only when exact)."""
+    assert links.parse_sizes_text(links.sizes_text(sizes)) == sizes

@@ -189,3 +189,17 @@ def test_the_pricing_page_names_no_command_line_flag(provider):
     texts = [str(e.value) for kind in ("markdown", "caption", "info", "warning", "error") for e in at.get(kind)]
     leaks = [t for t in texts if re.search(r"(?<![\w-])--[a-z]", t.replace("\\", ""))]
     assert not leaks, leaks
+
+
+def test_pricing_settings_survive_a_trip_to_another_page():
+    at = _pricing({"provider": "s3", "downloads": "250000", "growth": "5", "sizes": "a=50MiB,b=10MiB"})
+    at.number_input(key="pricing:downloads").set_value(300_000).run()
+    at.text_input(key="pricing:sizes_text").set_value("a=40MiB,b=10MiB").run()
+    before = _metrics(at)
+    at.switch_page("app_pages/model.py").run()
+    at.switch_page("app_pages/pricing.py").run()
+    assert not at.exception, at.exception
+    assert at.number_input(key="pricing:downloads").value == 300_000
+    assert at.selectbox(key="pricing:provider").value == "s3"
+    assert at.text_input(key="pricing:sizes_text").value == "a=40MiB,b=10MiB"
+    assert _metrics(at) == before

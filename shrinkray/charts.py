@@ -914,6 +914,8 @@ def browser_chart(c: Comparison, runs: list | None = None) -> go.Figure:
     title = "Server CPU vs your browser"
     if not runs:
         return empty_figure(title, "Not measured in a browser (the app's Compare page runs it)")
+    if not any(r.ok for r in runs):
+        return empty_figure(title, "No model ran in the browser: see the advice")
     first = runs[0]
     threads = first.threads or 1
     where = f"{_esc(browser_name(first.user_agent))}, {_esc(first.runtime)} ({_esc(first.backend)}, {_threads_text(threads)})"

@@ -194,3 +194,27 @@ def test_browser_runs_travel_into_the_reports_and_the_chart(load_sample):
     assert [list(t.x) for t in figure.data][:2] == [["original"], ["original"]]  # the failed model is not drawn
     comparison.browser = []
     assert "browser" not in report.to_json(comparison) and "In your browser" not in report.to_markdown(comparison)
+
+
+def test_variants_failing_like_the_original_are_named_in_one_sentence():
+    inputs = _inputs()
+    error = "com.microsoft:ScaledSiLU(-1) is not a registered function/op"
+    other = "no kernel for float16 X"
+    runs = judge_all(inputs, [
+        _page_result("original", [], error=error, stage="session"),
+        _page_result("weights-int8", [], error=error, stage="session"),
+        _page_result("float16", [], error=other, stage="run"),
+    ])  # fmt: skip
+
+    class _Result:
+        def __init__(self, key: str):
+            self.key, self.ok, self.parity = key, True, None
+
+    class _Comparison:
+        variants = [_Result("weights-int8"), _Result("float16")]
+
+    lines = advice_lines(_Comparison(), runs)
+    assert lines[0].startswith("! The original runs on the server but not in onnxruntime-web 1.30.0 (wasm): " + error)
+    assert "Nor do its variants (weights-int8), with the same error." in lines[0]
+    assert lines[1].startswith(f"! float16 runs on the server but not in onnxruntime-web 1.30.0 (wasm): {other}")
+    assert len(lines) == 2

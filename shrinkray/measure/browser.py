@@ -276,13 +276,16 @@ def advice_lines(comparison, runs: list[BrowserRun]) -> list[str]:
     by_key = {run.key: run for run in runs}
     lines: list[str] = []
     original = by_key.get("original")
+    same: list[str] = []  # variants failing exactly as the original does: said once
     if original is not None and not original.ok:
-        lines.append(f"! The original does not run in {original.runtime} ({original.backend}) either: "
-                     f"{original.error}. Its variants cannot fix that; run it with a runtime that has this "
+        same = [r.key for r in comparison.variants if r.key in by_key and by_key[r.key].error == original.error]
+        also = f" Nor do its variants ({', '.join(same)}), with the same error." if same else ""
+        lines.append(f"! The original runs on the server but not in {original.runtime} ({original.backend}): "
+                     f"{original.error}.{also} Shrinking cannot fix that: run it with a runtime that has this "
                      "operator, or replace the operator in the model.")  # fmt: skip
     for result in comparison.variants:
         run = by_key.get(result.key)
-        if run is None:
+        if run is None or result.key in same:
             continue
         if not run.ok:
             where = "runs on the server but not" if result.ok else "does not run on the server, nor"
@@ -308,8 +311,12 @@ def browser_name(user_agent: str) -> str:
     return user_agent[:40] or "browser"
 
 
+#: An empty cell (a plain "-" turns into a list bullet in Markdown tables).
+DASH = "–"
+
+
 def _ms(value: float | None) -> str:
-    return "-" if value is None else (f"{value:,.0f} ms" if value >= 100 else f"{value:.1f} ms")
+    return DASH if value is None else (f"{value:,.0f} ms" if value >= 100 else f"{value:.1f} ms")
 
 
 def report_table(comparison, runs: list[BrowserRun]) -> tuple[list[str], list[list[str]]]:
@@ -324,17 +331,17 @@ def report_table(comparison, runs: list[BrowserRun]) -> tuple[list[str], list[li
             continue
         stats = server.latency_at(1, run.batch) if run.batch is not None else None
         if not run.ok:
-            verdict = f"did not run ({run.stage}): {run.error}"
+            verdict = f"did not run ({run.stage}): see the advice"
         elif run.parity is None:
-            verdict = "-"
+            verdict = DASH
         else:
             verdict = "passes" if run.parity.passed else f"fails: {run.parity.decided_by}"
-        received = "-" if run.transfer_bytes is None else f"{_bytes(run.transfer_bytes)} as {run.content_encoding or 'identity'}"
+        received = DASH if run.transfer_bytes is None else f"{_bytes(run.transfer_bytes)} as {run.content_encoding or 'identity'}"
         rows.append([
             run.key, received, _ms(run.transfer_ms), _ms(run.session_ms), _ms(run.first_run_ms),
-            f"{_ms(run.median_ms)} ({run.runs} runs)" if run.median_ms is not None else "-",
-            _ms(stats.median_ms) if stats else "-",
-            verdict, "-" if server.parity is None else ("passes" if server.parity.passed else "fails"),
+            f"{_ms(run.median_ms)} ({run.runs} runs)" if run.median_ms is not None else DASH,
+            _ms(stats.median_ms) if stats else DASH,
+            verdict, DASH if server.parity is None else ("passes" if server.parity.passed else "fails"),
         ])  # fmt: skip
     return header, rows
 

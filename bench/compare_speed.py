@@ -142,7 +142,8 @@ def run_once(model: Path, tag: str, pythonpath: str | None = None) -> dict:
     load_start = wait_load(patience=PATIENCE[0])
     peak = [0]
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    # the worker runs `python -m shrinkray.sandbox`, which puts the working folder first on sys.path
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=pythonpath)
     done = threading.Event()
 
     def sample():

@@ -18,6 +18,7 @@ submodule is imported (as the eager imports used to).
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 import types
 from typing import Any
@@ -47,6 +48,8 @@ __all__ = sorted(_API)
 
 def __getattr__(name: str) -> Any:
     if name not in _API:
+        if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+            return importlib.import_module(f"{__name__}.{name}")  # shrinkray.archive, shrinkray.report...
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     module, attribute = _API[name]
     value = getattr(importlib.import_module(module), attribute)

@@ -71,6 +71,7 @@ def test_public_api_names():
     assert shrinkray.inspect.__name__ == "inspect_model"
     with pytest.raises(AttributeError):
         _ = shrinkray.no_such_name
+    assert callable(shrinkray.archive.load_any)  # submodules load on first use, as the README shows
 
 
 def test_public_api_shrinks(tmp_path):

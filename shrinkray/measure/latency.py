@@ -228,12 +228,15 @@ def _rounds(
         done += 1
         if on_round is not None:
             on_round(done, runs or 0)
-        if runs is None and done >= next_check and timer() - started >= min(min_s, budget_s or min_s):
+        elapsed = timer() - started
+        first = min(min_s, budget_s or min_s)  # when the stopping rule is first checked
+        # giving up may come sooner: half that time already shows noise that cannot settle
+        if runs is None and done >= next_check and (elapsed >= first or (give_up and elapsed >= first / 2)):
             next_check = max(done + 1, math.ceil(done * 1.1))
-            if _all_settled(times, reference, others, target):
+            if elapsed >= first and _all_settled(times, reference, others, target):
                 stopped_by = "precision"
                 break
-            if give_up and budget_s and _hopeless(times, reference, others, target, (timer() - started) / budget_s):
+            if give_up and budget_s and _hopeless(times, reference, others, target, elapsed / budget_s):
                 stopped_by = "noise"
                 break
         if budget_s is not None and done >= BUDGET_MIN_ROUNDS and done < limit and timer() - started > budget_s:

@@ -13,6 +13,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -39,7 +40,7 @@ from shrinkray.measure.output_kinds import classify_outputs
 from shrinkray.measure.parity import OutputKind, Parity, compare_outputs
 from shrinkray.measure.sizes import BackgroundSizes
 from shrinkray.memory import release_free_memory
-from shrinkray.methods import all_methods, get_method
+from shrinkray.methods import Variant, all_methods, get_method
 from shrinkray.results import ORIGINAL, CompareSettings, Comparison, Culprit, VariantResult
 from shrinkray.shrink import shrink
 from shrinkray.validate import explain_runtime_error, open_session
@@ -404,8 +405,17 @@ class ComparePipeline:
     def run(self) -> Comparison:
         """Every step in order; the finished comparison."""
         self.measure_original()
-        for method, options in self.requested:
-            self.add_variant(method, options)
+        # A method that works in a child process (its thread waits) is built in the background while
+        # the others are built and measured; it is measured after them. Results keep the requested order.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="shrink") as pool:
+            later: list[tuple[VariantResult, Future]] = []
+            for method, options in self.requested:
+                if get_method(method).runs_in_child_process:
+                    later.append((self._reserve(method, options), pool.submit(self._shrink, method, options)))
+                else:
+                    self.add_variant(method, options)
+            for result, future in later:
+                self._complete(result, future, time.perf_counter())
         self.find_culprits()
         self.wait_for_sizes()
         self.measure_latency()
@@ -428,19 +438,32 @@ class ComparePipeline:
 
     def add_variant(self, method: str, options: dict[str, Any]) -> VariantResult:
         """Shrink (checked, in one ONNX Runtime session), write, start its sizes, judge parity in that session."""
-        assert self.inputs is not None, "measure_original() first"
-        index = len(self.variants)
-        count = max(len(self.requested), 1)
-        self.say(f"Shrinking: {method}", 0.05 + 0.4 * index / count)
+        result = self._reserve(method, options)
         lap = time.perf_counter()
+        return self._complete(result, self._shrink(method, options), lap)
+
+    def _reserve(self, method: str, options: dict[str, Any]) -> VariantResult:
+        """The variant's place in the results (requested order), before it is built."""
+        assert self.inputs is not None, "measure_original() first"
+        index, count = len(self.variants), max(len(self.requested), 1)
+        self.say(f"Shrinking: {method}", 0.05 + 0.4 * index / count)
         result = VariantResult(key=_label(method, options, self.taken), method=method, options=dict(options))
         self.variants.append(result)
+        return result
+
+    def _shrink(self, method: str, options: dict[str, Any]) -> Variant | ShrinkRayError:
         try:
-            variant = shrink(self.loaded, method, keep_session=True, **options)
+            return shrink(self.loaded, method, keep_session=True, **options)
         except OptionError:
             raise
         except ShrinkRayError as exc:
-            result.error = str(exc)
+            return exc
+
+    def _complete(self, result: VariantResult, built: Variant | ShrinkRayError | Future, lap: float) -> VariantResult:
+        """Store a built variant (or its error), then judge its parity in the session validation opened."""
+        variant = built.result() if isinstance(built, Future) else built
+        if isinstance(variant, ShrinkRayError):
+            result.error = str(variant)
             _lap(self.timings, "shrink", lap)
             self._emit()
             return result
@@ -457,11 +480,12 @@ class ComparePipeline:
                 "on the variants before it (raise it with SHRINKRAY_MAX_RUN_SECONDS)"
             )
         else:
-            self.say(f"Checking parity: {result.key}", 0.05 + 0.4 * (index + 0.5) / count)
+            index = self.variants.index(result)
+            self.say(f"Checking parity: {result.key}", 0.05 + 0.4 * (index + 0.5) / max(len(self.requested), 1))
             _measure_parity(result, self.inputs, self.settings, variant.session, variant.model)
         variant.session = None
         variant.model = None
-        del variant
+        del variant, built
         now = _lap(self.timings, "parity", lap)
         self._parity_spent += now - lap
         release_free_memory()

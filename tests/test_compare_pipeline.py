@@ -162,3 +162,14 @@ def test_a_failing_method_is_published_with_its_error():
     result = compare(shrinkray.load(sample_path("mlp")), settings, on_partial=snapshots.append)
     assert result.original.key == ORIGINAL
     assert [v.key for v in snapshots[-1].variants] == [v.key for v in result.variants]
+
+
+def test_a_child_process_method_is_built_in_the_background_and_keeps_its_place():
+    snapshots: list[Comparison] = []
+    settings = CompareSettings(methods=[("dynamic-int8", {}), ("float16", {})], latency=False, brotli_quality=5)
+    result = compare(shrinkray.load(sample_path("mlp")), settings, on_partial=snapshots.append)
+    assert [v.key for v in result.variants] == ["dynamic-int8", "float16"]
+    assert all(v.sizes is not None and v.parity is not None for v in result.variants)
+    # float16 was measured while dynamic-int8 was still being built (it waits in its place, empty)
+    assert any(s.get("float16").sizes is not None and s.get("dynamic-int8").sizes is None for s in snapshots
+               if len(s.variants) == 2)  # fmt: skip

@@ -268,6 +268,9 @@ class MethodSpec:
     bytes_per_value: float = 0.0
     #: Part of "all methods" (a plain compare): False for searches that run the model many times.
     in_default_set: bool = True
+    #: The work happens in a child process (the caller's thread mostly waits): compare builds such a
+    #: variant in the background while it builds and measures the others.
+    runs_in_child_process: bool = False
 
     @property
     def traceable(self) -> bool:

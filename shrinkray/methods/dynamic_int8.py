@@ -304,5 +304,6 @@ register(
         position=1,
         changes_compute=True,
         parity_hint="Try weights-int8 or float16, which keep activations in float.",
+        runs_in_child_process=True,  # quantize_dynamic runs in a child process
     )
 )

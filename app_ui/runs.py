@@ -132,6 +132,28 @@ def open_run_from_address() -> None:
         return
     st.session_state["run_id"] = wanted
     st.session_state.setdefault("my_runs", []).append(wanted)
+    _seed_settings(record.settings)
+
+
+def _seed_settings(settings) -> None:
+    """A session opening a run (a reload, a shared link) starts from that run's Shrink settings: methods,
+    their options, the verdict profile and the toggles (only where the session has chosen nothing yet)."""
+    if settings is None:
+        return
+    seeds = {
+        "shrink.methods": [name for name, _ in settings.methods] or None,
+        "shrink.profile": settings.verdict.profile,
+        "shrink.runs": int(settings.runs or 0),
+        "shrink.latency": bool(settings.latency),
+        "shrink.culprits": bool(settings.culprits),
+        "shrink.sweep": settings.batches is not None,
+    }
+    for name, options in settings.methods:
+        for option, value in options.items():
+            seeds[f"shrink:{name}:{option}"] = ",".join(map(str, value)) if isinstance(value, list) else value
+    for key, value in seeds.items():
+        if value is not None and key not in st.session_state:
+            st.session_state[key] = value
 
 
 def show_run_problem() -> None:

@@ -66,6 +66,9 @@ def test_a_run_is_kept_and_reopens_from_its_address(app_url, tmp_path):  # noqa:
         page.wait_for_function("new URLSearchParams(location.search).get('run')", timeout=30_000)
         run_id = re.search(r"[?&]run=([A-Za-z0-9_-]+)", page.url).group(1)
         assert len(run_id) == 22
+        page.reload()  # mid-run (or just after): the run goes on, and the page finds it again by its address
+        page.wait_for_selector("text=Shrink and measure", timeout=60_000)
+        assert f"run={run_id}" in page.url
         _wait_results(page)
         first = _cards(page)
         assert "weights-int8" in first and "float16" in first, first
@@ -98,6 +101,9 @@ def test_a_run_is_kept_and_reopens_from_its_address(app_url, tmp_path):  # noqa:
         assert _cards(page) == first
         assert f"run={run_id}" in page.url
         page.screenshot(path=str(SHOTS / "runs_3_reloaded.png"))
+        page.go_back()  # one press leaves the page: the run id replaced the address, it added no entry
+        page.wait_for_selector("text=Inputs used for parity", timeout=60_000)
+        assert "/compare" in page.url
 
         # A fresh browser context (a colleague): the same cards, and the download works
         other = browser.new_context(viewport={"width": 1440, "height": 2000}, accept_downloads=True)

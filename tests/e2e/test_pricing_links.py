@@ -86,6 +86,20 @@ def test_a_pricing_link_shows_the_same_money_elsewhere_and_back_leaves_in_one_pr
         _shot(other, "pricing_bad_link_dark")
         _no_traceback(other)
 
+        # Users can switch theme themselves (the config does not force one): the menu offers Dark.
+        def background() -> str:
+            return pg.evaluate("getComputedStyle(document.querySelector('[data-testid=stApp]')).backgroundColor")
+
+        light = background()
+        pg.locator("[data-testid=stMainMenu]").click()
+        pg.locator("[data-testid=stMainMenuItem-theme-Dark]").click()
+        pg.wait_for_function(f"getComputedStyle(document.querySelector('[data-testid=stApp]')).backgroundColor !== '{light}'",
+                             timeout=30_000)  # fmt: skip
+        rgb = [int(v) for v in background().removeprefix("rgb(").removesuffix(")").split(",")[:3]]
+        assert sum(rgb) < 3 * 80, rgb  # dark
+        pg.keyboard.press("Escape")
+        _shot(pg, "pricing_switched_to_dark")
+
         # Back leaves Pricing in one press (to the Shrink page it was opened from).
         pg.go_back(wait_until="commit")
         pg.wait_for_selector("text=Shrink and measure", timeout=30_000)

@@ -58,6 +58,9 @@ def variant_card(c: Comparison, result: VariantResult, advice_items, partial: bo
         if not result.ok:
             st.error(md(app_words(result.error or "")), icon=":material/error:")
             return
+        if partial and not result.record:  # queued behind the variants before it, or being made now
+            st.caption("Shrinking…")
+            return
         changed = result.record.get("tensors_changed", 0)
         st.caption(
             f"{changed} tensors rewritten · {format_bytes(result.record.get('weight_bytes_before', 0))} of weights → "

@@ -10,15 +10,18 @@ once the run is done, by whoever holds the id.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import shutil
+import sqlite3
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shrinkray.errors import ShrinkRayError
 from shrinkray.io import LoadedModel, load, save, tensor_payload_bytes
 from shrinkray.runqueue import DONE, FINISHED, JobHooks, JobStatus, RunQueue, estimate_job_memory
 from shrinkray.runstore import RunNotFound, RunRecord, RunStore, safe_file_name
@@ -125,15 +128,21 @@ class Runs:
     def start(self, loaded: LoadedModel, settings: Any, what: str = "Shrinking and measuring") -> str:
         """Keep the model and the inputs in a new run, queue its work, and return the run's id at once."""
         store = self.store
-        run_id = store.create(model_name=loaded.name, model_sha256=loaded.sha256, model_bytes=loaded.file_bytes,
-                              settings=None, kind=what)  # fmt: skip
+        try:
+            run_id = store.create(model_name=loaded.name, model_sha256=loaded.sha256, model_bytes=loaded.file_bytes,
+                                  settings=None, kind=what)  # fmt: skip
+        except (OSError, sqlite3.Error) as exc:
+            raise _cannot_keep(exc) from exc
         folder = store.folder(run_id)
         try:
             save(loaded.model, folder / "model.onnx", overwrite=True)
             settings = self._keep_inputs(settings, folder)
             store.set_settings(run_id, settings)
         except BaseException as exc:
-            store.fail(run_id, "failed", error=str(exc), problem=str(exc))
+            with contextlib.suppress(OSError, sqlite3.Error):
+                store.fail(run_id, "failed", error=str(exc), problem=str(exc))
+            if isinstance(exc, (OSError, sqlite3.Error)):
+                raise _cannot_keep(exc) from exc
             raise
         methods = len(getattr(settings, "methods", []) or []) or 4
         memory = estimate_job_memory(tensor_payload_bytes(loaded.model), methods)
@@ -217,6 +226,13 @@ class Runs:
         if record.status != DONE:
             raise RunNotFound("This run has not finished", "Wait for it, or start it again")
         return absolute_files(record.result, record.folder)
+
+
+def _cannot_keep(exc: BaseException) -> ShrinkRayError:
+    """A full or read-only run store, in one sentence (the run was not started)."""
+    reason = getattr(exc, "strerror", None) or type(exc).__name__
+    return ShrinkRayError(f"The server could not keep this run ({reason}), so it was not started",
+                          "Try again later; if it repeats, the server's run folder is full or not writable")  # fmt: skip
 
 
 def absolute_files(comparison: Any, folder: Path) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -142,3 +143,22 @@ def test_the_root_comes_from_the_environment(tmp_path, monkeypatch):
     assert store.root == tmp_path / "elsewhere" and (tmp_path / "elsewhere" / "runs.sqlite3").is_file()
     assert (store.max_bytes, store.max_age_s) == (2 * 2**30, 1.5 * 86400)
     assert oct(store.runs_dir.stat().st_mode & 0o777) == "0o700"
+
+
+def test_a_store_that_cannot_keep_a_run_is_one_sentence_and_nothing_starts(tmp_path, monkeypatch):
+    import shrinkray
+    from shrinkray.errors import ShrinkRayError
+    from shrinkray.runqueue import LocalQueue
+    from shrinkray.runs import Runs
+
+    store = RunStore(tmp_path / "runs")
+    queue = LocalQueue(workers=1, runner=lambda *a, **k: None)
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(store, "create", full)
+    loaded = shrinkray.load(Path(__file__).resolve().parents[1] / "sample_models" / "mlp.onnx")
+    with pytest.raises(ShrinkRayError, match=r"could not keep this run \(No space left on device\)"):
+        Runs(store, queue).start(loaded, None)
+    assert queue.counts() == (0, 0)

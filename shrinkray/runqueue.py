@@ -39,6 +39,9 @@ FINISHED = (DONE, FAILED, CANCELLED)
 #: Environment variables: worker slots, and the memory all running jobs together may hold.
 WORKERS_ENV = "SHRINKRAY_WORKERS"
 QUEUE_MEMORY_ENV = "SHRINKRAY_QUEUE_MEMORY_BYTES"
+#: How many jobs may wait at once; more are refused with a message rather than queued for hours.
+MAX_WAITING_ENV = "SHRINKRAY_QUEUE_MAX_WAITING"
+DEFAULT_MAX_WAITING = 64
 
 #: What a worker holds before any model: the interpreter with onnx, ONNX Runtime and numpy imported.
 WORKER_BASE_BYTES = 400 * 2**20
@@ -151,12 +154,16 @@ class LocalQueue:
     """
 
     def __init__(self, workers: int | None = None, memory_budget: int | None = None, runner: Runner | None = None,
-                 limits: Limits | None = None) -> None:  # fmt: skip
+                 limits: Limits | None = None, max_waiting: int | None = None) -> None:  # fmt: skip
         self.limits = limits or Limits.from_env()
         self.workers = workers if workers is not None else default_workers()
         if self.workers < 1:
             raise OptionError(f"The number of worker slots must be at least 1, not {self.workers}", f"Set {WORKERS_ENV}")
         self.memory_budget = memory_budget if memory_budget is not None else default_memory_budget(self.limits)
+        if max_waiting is None:
+            raw = os.environ.get(MAX_WAITING_ENV, "").strip()
+            max_waiting = int(_parse_setting(MAX_WAITING_ENV, raw, integer=True)) if raw else DEFAULT_MAX_WAITING
+        self.max_waiting = max_waiting
         self._runner = runner
         self._lock = threading.Lock()
         self._waiting: list[_Job] = []
@@ -175,6 +182,11 @@ class LocalQueue:
         with self._lock:
             if self._closed:
                 raise ShrinkRayError("The job queue is shut down", "Restart the app")
+            if len(self._waiting) >= self.max_waiting:
+                raise ShrinkRayError(
+                    f"The server is busy: {len(self._waiting)} runs are already waiting for a worker",
+                    "Try again in a few minutes",
+                )
             job = _Job(job_id, fn, args, kwargs, max(int(memory_bytes), 0), what, hooks or JobHooks(),
                        next(self._counter), JobStatus(job_id, QUEUED, memory_bytes=int(memory_bytes)))  # fmt: skip
             self._waiting.append(job)

@@ -192,3 +192,15 @@ def test_workers_and_estimates_from_settings(monkeypatch):
     small = estimate_job_memory(10 * 2**20, 4, limits)
     assert 400 * 2**20 < small < GiB  # interpreter + 11x the tensors
     assert estimate_job_memory(10 * GiB, 4, limits) == 2 * GiB  # never above the worker's hard cap
+
+
+def test_a_full_queue_refuses_with_a_message_instead_of_waiting_for_hours():
+    queue = LocalQueue(workers=1, memory_budget=10**12, runner=in_place, max_waiting=2)
+    gates = [Gate() for _ in range(3)]
+    ids = [queue.submit(g, i) for i, g in enumerate(gates)]  # one runs, two wait
+    assert gates[0].started.wait(WAIT)
+    with pytest.raises(ShrinkRayError, match="busy: 2 runs are already waiting"):
+        queue.submit(Gate(), 9)
+    for g in gates:
+        g.release.set()
+    assert queue.wait_idle(WAIT) and {queue.status(i).state for i in ids} == {DONE}

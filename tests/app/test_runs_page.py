@@ -73,3 +73,19 @@ def test_a_live_run_shows_its_progress_and_cancel_stops_it():
 
     record = runs_service().view(run_id).record
     assert record.status == "cancelled" and not (record.folder / "variants").exists()
+
+
+def test_shrink_settings_survive_a_visit_to_another_page():
+    at = _shrink_page(shrinkray.load(ROOT / "sample_models" / "mlp.onnx"))  # float16 only, latency off
+    at.multiselect[0].set_value(["palettize", "float16"]).run()
+    levels = next(n for n in at.number_input if n.label == "Levels")
+    levels.set_value(16).run()
+    next(r for r in at.radio if r.label == "Parity verdict").set_value("absolute").run()
+    at.switch_page("app_pages/compare.py").run()
+    at.switch_page("app_pages/pricing.py").run()
+    at.switch_page("app_pages/shrink.py").run()
+    assert not at.exception, at.exception
+    assert at.multiselect[0].value == ["palettize", "float16"]
+    assert next(n for n in at.number_input if n.label == "Levels").value == 16
+    assert next(t for t in at.toggle if t.label == "Measure latency").value is False
+    assert next(r for r in at.radio if r.label == "Parity verdict").value == "absolute"

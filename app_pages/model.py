@@ -55,6 +55,10 @@ loaded = current_model()
 if loaded is None:
     st.info("No model loaded yet. Upload a file or pick a sample above.", icon=":material/info:")
     st.stop()
+if st.session_state.get("run_id") and st.session_state.get("model_source", "").startswith("From a run link"):
+    st.info("This link opened a kept run of this model: its results are on the **Shrink** and **Compare** pages.",
+            icon=":material/link:")  # fmt: skip
+    st.page_link("app_pages/shrink.py", label="See the results", icon=":material/compress:")
 
 with friendly_errors("Inspecting the model"):
     s = summary(loaded)

@@ -89,3 +89,16 @@ def test_shrink_settings_survive_a_visit_to_another_page():
     assert next(n for n in at.number_input if n.label == "Levels").value == 16
     assert next(t for t in at.toggle if t.label == "Measure latency").value is False
     assert next(r for r in at.radio if r.label == "Parity verdict").value == "absolute"
+
+
+def test_a_run_link_to_the_model_page_points_to_the_results():
+    at = _shrink_page(shrinkray.load(ROOT / "sample_models" / "mlp.onnx"))
+    next(b for b in at.button if b.label == "Shrink and measure").click().run()
+    run_id = at.session_state["run_id"]
+    _wait()
+    other = AppTest.from_file(APP, default_timeout=240)
+    other.query_params["run"] = run_id
+    other.run()  # the Model page, the default
+    assert not other.exception
+    assert any("opened a kept run" in i.value for i in other.info), [i.value for i in other.info]
+    assert other.session_state["model"].sha256 == at.session_state["model"].sha256

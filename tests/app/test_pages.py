@@ -61,11 +61,11 @@ def test_loading_a_sample_shows_the_inspection_and_the_sidebar_names_it():
     assert labels["Opset"] == "ai.onnx 17"
     assert at.session_state["model"].name == "transformer"
     frames = at.dataframe
-    assert len(frames) >= 3
-    io_table = frames[0].value
-    assert list(io_table["name"]) == ["input_ids", "attention_mask", "last_hidden_state", "pooled"]
+    assert len(frames) >= 2
+    io_table = at.table[0].value  # a table (not a data grid), so long symbolic shapes wrap; names Markdown-escaped
+    assert [n.replace("\\", "") for n in io_table["name"]] == ["input_ids", "attention_mask", "last_hidden_state", "pooled"]
     assert "0: batch" in io_table["dynamic axes"].iloc[0]
-    assert "embeddings.word_embeddings.weight" in set(frames[1].value["name"])
+    assert "embeddings.word_embeddings.weight" in set(frames[0].value["name"])
     # The sidebar badge is checked in the browser test (AppTest drops the sidebar after st.rerun).
     assert len(at.get("plotly_chart")) == 2
 

@@ -112,3 +112,12 @@ def test_assign_spends_the_error_budget_where_it_saves_most_bytes():
     assert costly.level == "float16"  # int8 would add 0.36: over the budget
     assign([cheap, costly], target=1.0)
     assert (cheap.level, costly.level) == ("int4", "int8")
+
+
+def test_a_target_below_one_keeps_that_margin_in_the_whole_model():
+    loose = shrinkray.shrink(only_insensitive(), "auto")
+    tight = shrinkray.shrink(only_insensitive(), "auto", target=0.05)
+    assert loose.details["precision_map"][0]["precision"] == "int4"
+    (row,) = tight.details["precision_map"]
+    assert row["precision"] in ("int8", "float16")  # 4-bit passes the verdict, but not with 95% to spare
+    assert row["severity"]["int4"] > 0.05 > row["severity"][row["precision"]]

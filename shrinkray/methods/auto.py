@@ -51,7 +51,8 @@ METHOD_OF = {"float16": "float16", "int8": "weights-int8", "int4": "weights-int4
 @dataclass
 class AutoOptions(TensorSelection):
     target: float = option(
-        1.0, "Share of the verdict's allowed error the predicted total may use (below 1 leaves margin)", min=0.01,
+        1.0, "Share of the verdict's allowed error the result may use (below 1 leaves margin, e.g. 0.5 where the "
+        "verdict is lenient for your task)", min=0.01,
         max=1.0,
     )
     budget: float = option(120.0, "Seconds for the search (sensitivity, assignment, verification)", min=1.0)
@@ -247,11 +248,12 @@ def apply(model: onnx.ModelProto, options: AutoOptions) -> Variant:
         outputs = _run(built.session or open_session(built.model), inputs.samples)
         built.session = None
         parity = _judge(inputs, outputs, settings)
-        tries.append(f"{label}: {'passes' if parity.passed else 'fails'} ({parity.severity:.0%} of allowed)")
+        ok = parity.passed and parity.severity <= options.target  # a target below 1 keeps that margin
+        tries.append(f"{label}: {'passes' if ok else 'fails'} ({parity.severity:.0%} of allowed)")
         size = _predicted_bytes(choices)
-        if parity.passed and (best is None or size < best[0]):
+        if ok and (best is None or size < best[0]):
             best = (size, built, {c.ref.name: c.level for c in choices})
-        return parity.passed
+        return ok
 
     def uniform(level: str) -> None:
         for c in choices:

@@ -15,6 +15,7 @@ comes from ``--timings`` (also in the JSON report). Results: bench/out/compare_s
     python bench/compare_speed.py --repeat 2 --models cnn
     python bench/compare_speed.py --before /tmp/old-tree   # also time another checkout (same run, alternating)
     python bench/compare_speed.py --agreement     # pairwise adaptive latency vs the old fixed 50-run ratios
+    python bench/compare_speed.py --session-memory   # what each variant's ONNX Runtime session holds
 
 ``--before PATH`` runs the same command with ``PYTHONPATH=PATH`` (a checkout of an older commit, e.g.
 ``git archive <commit> | tar -x -C PATH``) right before each run of this tree, so before/after share the
@@ -188,9 +189,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--after", help="the checkout to time (PYTHONPATH; default: the installed package)")
     ap.add_argument("--patience", type=float, default=300.0, help="seconds to wait for load < 2.5 before each run")
     ap.add_argument("--agreement", action="store_true", help="latency agreement with the fixed 50-run ratios")
+    ap.add_argument("--session-memory", action="store_true", help="memory each variant's ONNX Runtime session adds")
     ap.add_argument("--samples", default="mlp,cnn,transformer,rnn,shared_weight,cnn3mb")
     args = ap.parse_args(argv)
     PATIENCE[0] = args.patience
+    if args.session_memory:
+        return session_memory(bench_run.generated_model())
     if args.agreement:
         return agreement([s for s in args.samples.split(",") if s])
     out = Path(args.json)
@@ -206,6 +210,58 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps({k: v for k, v in row.items() if k != "timings_text"}), flush=True)
                 print(row["timings_text"], flush=True)
                 out.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+SESSION_PROBE = """
+import sys, threading, time
+import onnxruntime as ort
+def rss():
+    for line in open('/proc/self/status'):
+        if line.startswith('VmRSS'):
+            return int(line.split()[1]) * 1024
+peak = [0]
+def sample():
+    while True:
+        peak[0] = max(peak[0], rss()); time.sleep(0.005)
+threading.Thread(target=sample, daemon=True).start()
+time.sleep(0.05)
+base = rss()
+opts = ort.SessionOptions(); opts.intra_op_num_threads = 1; opts.inter_op_num_threads = 1
+session = ort.InferenceSession(sys.argv[1], opts, providers=["CPUExecutionProvider"])
+time.sleep(0.05)
+print(rss() - base, peak[0] - base)
+"""
+
+
+def session_memory(model: Path) -> int:
+    """Resident memory an optimized 1-thread ONNX Runtime session adds (held, and at its peak while opening),
+    for the model and each default variant, each in a fresh process: what compare's latency step holds."""
+    import tempfile
+
+    import shrinkray
+    from shrinkray.errors import ShrinkRayError
+
+    loaded = shrinkray.load(model)
+    size = model.stat().st_size
+    with tempfile.TemporaryDirectory() as tmp:
+        files = {"original": model}
+        for spec in shrinkray.all_methods():
+            if not spec.in_default_set:
+                continue
+            try:
+                variant = shrinkray.shrink(loaded, spec.name)
+            except ShrinkRayError:
+                continue
+            files[spec.name] = Path(tmp) / f"{spec.name}.onnx"
+            files[spec.name].write_bytes(variant.model.SerializeToString())
+            del variant
+        print(f"{model.name}: {size / 1e6:.1f} MB; session memory (optimized, 1 thread), held / peak while opening")
+        for key, path in files.items():
+            done = subprocess.run([sys.executable, "-c", SESSION_PROBE, str(path)], capture_output=True, text=True)
+            held, peak = (int(x) for x in done.stdout.split())
+            print(f"  {key:14s} file {path.stat().st_size / 1e6:6.1f} MB  session +{held / 1e6:6.0f} MB "
+                  f"({held / size:.2f}x the original file), peak +{peak / 1e6:6.0f} MB", flush=True)
     return 0
 
 

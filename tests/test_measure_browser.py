@@ -218,3 +218,11 @@ def test_variants_failing_like_the_original_are_named_in_one_sentence():
     assert "Nor do its variants (weights-int8), with the same error." in lines[0]
     assert lines[1].startswith(f"! float16 runs on the server but not in onnxruntime-web 1.30.0 (wasm): {other}")
     assert len(lines) == 2
+
+
+def test_a_model_whose_outputs_were_too_large_to_send_ran_but_is_not_judged():
+    inputs = _inputs()
+    result = _page_result("original", [], outputsTooLarge=250_000_000)
+    result.pop("outputs")
+    run = judge(inputs, result)
+    assert run.ok and run.parity is None and run.passed is None and "too large" in run.note

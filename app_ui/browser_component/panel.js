@@ -115,6 +115,9 @@ async function download(url) {
 // Models whose files add up to more than this are timed one after another (each session released before
 // the next opens) instead of in interleaved rounds with every session open.
 const KEEP_OPEN_BYTES = 256 * 1024 * 1024;
+// Outputs sent back to the server, base64 characters in all (Streamlit's messages stop at 200 MB).
+const MAX_OUTPUT_CHARS = 100 * 1024 * 1024;
+let outputChars = 0;
 
 // Download, open, first run (on the input the server's latency timed: like with like) and the outputs on the
 // parity samples. Returns the result and the open session (null when it failed).
@@ -139,7 +142,14 @@ async function openModel(ort, model, inputs, backend) {
     const outputs = [];
     for (const sample of inputs.samples) outputs.push(await session.run(feeds(sample)));
     stage = "outputs";
-    result.outputs = outputs.map((o) => session.outputNames.map((name) => fromTensor(name, o[name])));
+    const encoded = outputs.map((o) => session.outputNames.map((name) => fromTensor(name, o[name])));
+    const chars = encoded.flat().reduce((n, t) => n + (typeof t.data === "string" ? t.data.length : 0), 0);
+    if (outputChars + chars > MAX_OUTPUT_CHARS) {
+      result.outputsTooLarge = chars; // ran, but its outputs are not sent back: parity is not judged
+    } else {
+      outputChars += chars;
+      result.outputs = encoded;
+    }
     return { result, session, timing, times: [] };
   } catch (exc) {
     result.error = errorText(exc);
@@ -182,6 +192,7 @@ async function start() {
   logList.textContent = "";
   const runId = args.runId;
   started.add(runId);
+  outputChars = 0;
   const backend = backendSelect.value;
   try {
     status("Loading ONNX Runtime Web…");

@@ -92,6 +92,7 @@ class BrowserRun:
     error: str | None = None  # why the model did not load or run in the browser (the runtime's words)
     stage: str = ""  # where it failed: "download", "session", "run", "outputs"
     served_by: str = ""  # how the app's server sent the file (compression on the fly, precompressed or not)
+    note: str = ""  # why parity was not judged although the model ran
 
     @property
     def ok(self) -> bool:
@@ -213,6 +214,9 @@ def judge(inputs: BrowserInputs, result: dict[str, Any]) -> BrowserRun:
     )
     if run.error:
         return run
+    if result.get("outputsTooLarge"):
+        run.note = "its outputs were too large to send back from the browser, so parity was not judged here"
+        return run
     try:
         runs = [{t["name"]: decode_tensor(t) for t in outputs} for outputs in result.get("outputs") or []]
     except (BrowserInputError, KeyError, TypeError, ValueError) as exc:
@@ -333,7 +337,7 @@ def report_table(comparison, runs: list[BrowserRun]) -> tuple[list[str], list[li
         if not run.ok:
             verdict = f"did not run ({run.stage}): see the advice"
         elif run.parity is None:
-            verdict = DASH
+            verdict = "not judged: outputs too large to send back" if run.note else DASH
         else:
             verdict = "passes" if run.parity.passed else f"fails: {run.parity.decided_by}"
         received = DASH if run.transfer_bytes is None else f"{_bytes(run.transfer_bytes)} as {run.content_encoding or 'identity'}"

@@ -46,7 +46,12 @@ if "pricing:link" not in ss:
     ss["pricing:shared_sizes"] = link.sizes if link.sizes and not links.is_typed(link.sizes) else None
     ss["pricing:shared_run"] = link.run
     ss["pricing:shared_marks"] = link.marks
+    ss["pricing:seeded"] = {"pricing:provider": link.provider, "pricing:downloads": int(link.downloads),
+                            "pricing:delivery": link.delivery, "pricing:growth": float(link.growth * 100),
+                            "pricing:currency": link.currency}  # fmt: skip
 link: links.PricingLink = ss["pricing:link"]
+if any(key in ss and ss[key] != value for key, value in ss["pricing:seeded"].items()):
+    ss["pricing:problems"] = []  # the what-if was changed: the link's problems no longer apply
 for problem in ss["pricing:problems"]:
     if problem.param == "run":
         continue  # the run restorer (app_ui/runs.py) says what is wrong with a run id, for every page
@@ -176,6 +181,9 @@ with friendly_errors("Setting the prices"):
     )  # fmt: skip
     ss["pricing:link"] = now
     query = links.encode_pricing(now)
+    # The link's problems are shown until the what-if is changed (then they are about a link no longer in use).
+    if ss.setdefault("pricing:first_query", query) != query:
+        ss["pricing:problems"] = []
     script = json.dumps("?" + query).replace("<", "\\u003c")
     st.html(
         f"<script>(() => {{ const q = {script}; if (window.location.search !== q) "

@@ -203,3 +203,10 @@ def test_pricing_settings_survive_a_trip_to_another_page():
     assert at.selectbox(key="pricing:provider").value == "s3"
     assert at.text_input(key="pricing:sizes_text").value == "a=40MiB,b=10MiB"
     assert _metrics(at) == before
+
+
+def test_a_bad_links_messages_go_once_the_what_if_changes():
+    at = _pricing({"downloads": "abc", "sizes": "a=1MiB"})
+    assert len(at.error) == 1
+    at.radio(key="pricing:delivery").set_value("gzip").run()
+    assert not at.error, [e.value for e in at.error]

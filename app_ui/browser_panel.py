@@ -24,6 +24,7 @@ import streamlit.components.v1 as components
 from shrinkray.compare import Comparison
 from shrinkray.io import LoadedModel, serialize
 from shrinkray.measure.browser import DEFAULT_RUNS, BrowserInputs, BrowserRun, delivery_line, judge_all, report_table
+from shrinkray.text_safety import streamlit_markdown as md
 from shrinkray.units import format_bytes
 
 COMPONENT_DIR = Path(__file__).resolve().parent / "browser_component"
@@ -177,30 +178,30 @@ def render(loaded: LoadedModel, comparison: Comparison) -> None:
         st.caption("Not run in the browser (over the 200 MB a static file may have here): " + ", ".join(armed["skipped"]))
     if isinstance(value, dict) and value.get("runId") == armed["runId"] and value.get("at") != armed.get("judged"):
         armed["judged"] = value.get("at")
-        if value.get("fatal"):
-            st.error(f"ONNX Runtime Web could not start in this browser: {value['fatal']}. Try another browser.")
-            return
-        runs = judge_all(armed["inputs"], list(value.get("results") or []), served_by=SERVED_BY)
-        _store(comparison, runs)
+        armed["fatal"] = value.get("fatal")
+        if not armed["fatal"]:
+            _store(comparison, judge_all(armed["inputs"], list(value.get("results") or []), served_by=SERVED_BY))
         st.rerun()  # the charts and advice above the panel take the browser's results into account
+    if armed.get("fatal"):
+        st.error(md(f"ONNX Runtime Web could not start in this browser: {armed['fatal']}. Try another browser."))
+        return
     if not runs:
         return
     first = runs[0]
     threads = f"{first.threads} thread{'s' if (first.threads or 1) > 1 else ''}" if first.threads else "threads unknown"
     start = f" · runtime start {first.runtime_start_ms:,.0f} ms (once per page)" if first.runtime_start_ms else ""
-    st.caption(f"Measured in: {first.user_agent} · {first.runtime} ({first.backend}, {threads}){start} · timed on the "
+    st.caption(f"Measured in: {md(first.user_agent)} · {md(first.runtime)} ({first.backend}, {threads}){start} · timed on the "
                f"server's latency input (batch {first.batch}), median of up to {DEFAULT_RUNS} runs per model after the first, "
                "in rounds that run every model once (like the server's interleaved timing)")  # fmt: skip
     header, rows = report_table(comparison, runs)
-    st.table(pd.DataFrame(rows, columns=header).set_index("model"))
+    st.table(pd.DataFrame([[md(cell) for cell in row] for row in rows], columns=header).set_index("model"))  # cells are Markdown
     for line in browser_advice(comparison, runs):
-        (st.error if line.startswith("!") else st.caption)(line.lstrip("! "))
+        (st.error if line.startswith("!") else st.caption)(md(line.lstrip("! ")))
     for run in runs:
         line = delivery_line(run, comparison.get(run.key).sizes if run.key in {r.key for r in comparison.all} else None)
         if line:
-            st.caption(line)
-    if hasattr(charts, "browser_chart"):
-        st.plotly_chart(charts.browser_chart(comparison, runs), width="stretch")
+            st.caption(md(line))
+    st.plotly_chart(charts.browser_chart(comparison, runs), width="stretch")
 
 
 def browser_advice(comparison: Comparison, runs: list[BrowserRun]) -> list[str]:

@@ -125,7 +125,8 @@ def main() -> int:
                         s["positions"].add(found)
                     if s["run"] is None and (m := re.search(r"[?&]run=([A-Za-z0-9_-]{22})", page.url)):
                         s["run"] = m.group(1)
-                    if s["first_card"] is None and page.locator("h3").count() > 0:
+                    sized = [t for t in page.locator("[data-testid='stMetricValue']").all_inner_texts() if "iB" in t]
+                    if s["first_card"] is None and sized:  # a variant's card with its sizes (not just "Shrinking…")
                         s["first_card"] = now
                         if args.shots and "Reports" not in body:
                             page.screenshot(path=str(args.shots / f"load_{pages.index(page)}_first_card.png"))

@@ -159,12 +159,14 @@ def run_once(model: Path, tag: str, pythonpath: str | None = None) -> dict:
     done.set()
     thread.join()
     m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", err)
+    cpu = sum(float(x) for x in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", err))
     timings = {}
     with contextlib.suppress(OSError, ValueError):
         timings = json.loads(report.read_text()).get("timings", {})
     size = model.stat().st_size
     row = {
         "model": model.name, "file_mb": round(size / 1e6, 2), "rc": proc.returncode, "wall_s": round(wall, 1),
+        "cpu_s": round(cpu, 1),  # user + system of the CLI, its worker and their children: what load does not change
         "tree_peak_mb": round(peak[0] / 1e6, 1), "tree_peak_x_file": round(peak[0] / size, 2),
         "max_single_mb": round(int(m.group(1)) * 1024 / 1e6, 1) if m else None,
         "load_start": load_start, "load_end": round(os.getloadavg()[0], 2),

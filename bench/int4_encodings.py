@@ -117,6 +117,8 @@ def _back(dec2d, lay, values):
 
 
 VARIANTS = {
+    "outz=4+awq": None,
+    "outz=5+awq": None,
     "outz=6+awq+int8=layers.0.attn.o_proj/layers.0.attn.v_proj/layers.1.attn.o_proj/layers.1.attn.v_proj/embed_positions": None,
     "outz=6+awq+int8=layer.5.attention.self.value/layer.4.attention.self.value/layer.5.attention.output.dense/layer.3.attention.self.value/layer.4.intermediate.dense/layer.5.intermediate.dense/layer.2.attention.self.value/layer.5.attention.self.key/layer.1.attention.self.value": None,
     "outz=6+awq": None,

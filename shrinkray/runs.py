@@ -220,6 +220,15 @@ class Runs:
             return True
         return False
 
+    def keep_browser_runs(self, run_id: str, browser_runs: list) -> bool:
+        """Keep the visitor's ONNX Runtime Web measurements with the finished run (its link then shows them)."""
+
+        def attach(comparison):
+            comparison.browser = list(browser_runs)
+            return comparison
+
+        return self.store.amend_result(run_id, attach)
+
     def comparison(self, run_id: str):
         """The finished comparison, each variant's ``file`` the absolute path of its model in the run's folder."""
         record = self.store.get(run_id)

@@ -34,7 +34,7 @@ import shutil
 import sqlite3
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -312,6 +312,19 @@ class RunStore:
                 (data, size, time.time(), run_id),
             )
         self.cleanup(keep=run_id)
+
+    def amend_result(self, run_id: str, change: Callable[[Any], Any]) -> bool:
+        """Apply ``change`` to a finished run's result and keep it (measurements made after the run, such as
+        the visitor's browser timings, travel with the run's link). False when the run is not done."""
+        with self._db() as db:
+            db.execute("BEGIN IMMEDIATE")  # read, change and write as one step (two pages may amend at once)
+            row = db.execute("SELECT result FROM runs WHERE id = ? AND status = 'done'", (run_id,)).fetchone()
+            if row is None or row[0] is None:
+                return False
+            data = pickle.dumps(change(_unpickle(row[0])), protocol=pickle.HIGHEST_PROTOCOL)
+            db.execute("UPDATE runs SET result = ?, updated = ? WHERE id = ? AND status = 'done'",
+                       (data, time.time(), run_id))  # fmt: skip
+        return True
 
     def fail(self, run_id: str, status: str = "failed", error: str = "", problem: str = "", hint: str = "",
              setting: str = "") -> None:  # fmt: skip

@@ -55,6 +55,32 @@ def test_a_run_keeps_its_settings_status_snapshot_and_result(store):
         store.update(run_id, bytes=0)
 
 
+def test_a_finished_result_can_be_amended_but_a_live_one_cannot(store):
+    live = store.create(model_name="m")
+    assert store.amend_result(live, lambda r: {"changed": True}) is False
+    assert store.get(live).result is None
+    done = _done(store)
+    assert store.amend_result(done, lambda r: {**r, "browser": ["chromium"]}) is True
+    assert store.get(done).result == {"result": "m", "browser": ["chromium"]}
+
+
+def test_browser_runs_travel_with_the_runs_link(tmp_path):
+    from shrinkray.results import Comparison
+    from shrinkray.runs import Runs
+
+    class _NoQueue:
+        def status(self, run_id):
+            return None
+
+    runs = Runs(store=RunStore(tmp_path / "runs"), queue=_NoQueue())
+    run_id = runs.store.create(model_name="m")
+    comparison = Comparison.__new__(Comparison)  # only the fields a finished run's result needs here
+    comparison.variants, comparison.original, comparison.browser = [], None, []
+    runs.store.finish(run_id, comparison)
+    assert runs.keep_browser_runs(run_id, ["run-in-chromium"])
+    assert runs.store.get(run_id).result.browser == ["run-in-chromium"]
+
+
 def test_files_are_written_whole_or_not_at_all(store, monkeypatch):
     run_id = store.create(model_name="m")
     path = store.write_file(run_id, "variants/a.onnx", b"complete")

@@ -27,10 +27,18 @@ def _delta(value: int, base: int) -> str | None:
     return f"{(value - base) / base:+.1%}"
 
 
-def _latency_delta(ratio: float, settled: bool) -> str | None:
-    """Time change as "+35% time" (red, up) or "-20% time" (green, down); None when it is within the noise."""
-    if not settled or abs(ratio - 1) < 0.05:
+def _latency_delta(ratio: float, stats) -> str | None:
+    """Time change as "+35% time" (red, up) or "-20% time" (green, down); None when it is within the noise.
+
+    Timing that ended "too noisy to call" still shows the change when its whole 95% interval lies beyond
+    ±5% (3.7-4.2x is surely slower): the advice beside it says so, and the card must not look unchanged.
+    """
+    if abs(ratio - 1) < 0.05:
         return None
+    if stats.too_noisy:
+        low, high = stats.ratio_low, stats.ratio_high
+        if low is None or high is None or not (low > 1.05 or high < 0.95):
+            return None
     return f"{ratio - 1:+.0%} time"
 
 
@@ -91,7 +99,7 @@ def variant_card(c: Comparison, result: VariantResult, advice_items, partial: bo
         if ratio is not None:
             first = result.latency[0]
             shown = first.ratio or ratio
-            cols[4].metric("Latency", f"{first.median_ms:.2f} ms", _latency_delta(shown, not first.too_noisy),
+            cols[4].metric("Latency", f"{first.median_ms:.2f} ms", _latency_delta(shown, first),
                            delta_color="inverse",
                            help=f"{'Too noisy to call. ' if first.too_noisy else ''}{shown:.2f}x the original's time: "
                            f"median of {first.runs} runs, {first.threads} thread(s), batch {first.batch}; "

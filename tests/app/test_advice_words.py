@@ -83,3 +83,20 @@ def test_the_cli_words_the_same_hints_as_flags(failing_and_slower):
 
     lines = "\n".join(advice_lines(pickle.loads(failing_and_slower.read_bytes())))
     assert "--exclude" in lines and "-m auto" in lines and "--culprits" in lines and "--methods" in lines
+
+
+def test_a_surely_slower_variant_shows_its_change_even_when_timing_was_too_noisy(failing_and_slower, tmp_path):
+    """Timing can end "too noisy to call" with its whole interval far beyond 1 (3.7-4.2x): the advice says
+    "slower", so the card's Latency must not look unchanged (it showed no change beside "4.07x slower")."""
+    c = pickle.loads(failing_and_slower.read_bytes())
+    base = c.original.latency[0]
+    f16 = c.get("float16")
+    f16.latency = [dataclasses.replace(s, settled=False) if (s.threads, s.batch) == (base.threads, base.batch) else s
+                   for s in f16.latency]  # fmt: skip
+    path = tmp_path / "noisy.pkl"
+    path.write_bytes(pickle.dumps(c))
+    at = AppTest.from_function(_show, args=(str(path),), default_timeout=120).run()
+    assert not at.exception, at.exception
+    assert "1.50x slower" in "\n".join(_texts(at))
+    deltas = [m.delta for m in at.metric if m.label == "Latency" and "Too noisy" in str(m.proto.help)]
+    assert "+50% time" in deltas, deltas

@@ -8,6 +8,7 @@ for a method that fails: that variant carries its error and the others go on.
 from __future__ import annotations
 
 import copy
+import os
 import re
 import shutil
 import tempfile
@@ -24,7 +25,15 @@ import onnx
 
 from shrinkray.errors import OptionError, RuntimeUnsupportedError, ShrinkRayError
 from shrinkray.inspect import inspect_model
-from shrinkray.io import LoadedModel, needs_external_data, save, serialize, tensor_payload_bytes, write_bytes_atomic
+from shrinkray.io import (
+    LoadedModel,
+    needs_external_data,
+    save,
+    serialize,
+    sweep_orphans,
+    tensor_payload_bytes,
+    write_bytes_atomic,
+)
 from shrinkray.limits import check_memory
 from shrinkray.measure.inputs import (
     InputOptions,
@@ -326,6 +335,9 @@ def _auto_variant(
 
 Snapshot = Callable[[Comparison], None]
 
+#: Private folders of running comparisons (the original's file, variants without ``variants_dir``).
+SCRATCH_PREFIX = "shrinkray-compare-"
+
 
 def compare(
     loaded: LoadedModel | onnx.ModelProto,
@@ -383,7 +395,6 @@ class ComparePipeline:
         self.latency_note = ""
         self.inputs: ParityInputs | None = None
         self.files: dict[str, list[Path]] = {}  # key -> the files holding that model (sizes and latency read them)
-        self._scratch = Path(tempfile.mkdtemp(prefix="shrinkray-compare-"))
         self._stem = Path(loaded.name).stem if loaded.name.lower().endswith(".onnx") else loaded.name
         self._shown_sizes: set[str] = set()
         self._shown_parity: set[str] = {ORIGINAL}
@@ -391,6 +402,10 @@ class ComparePipeline:
         upper = self.loaded.file_bytes or tensor_payload_bytes(self.source)
         self.sizes = BackgroundSizes.planned([upper] * (1 + len(self.requested)), settings.brotli_quality,
                                              settings.zstd_level)  # fmt: skip
+        # last: nothing above can fail after it exists. The process id in its name lets the next run
+        # remove what a killed worker (memory or time cap) left behind.
+        sweep_orphans(tempfile.gettempdir(), SCRATCH_PREFIX)
+        self._scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
 
     def __enter__(self) -> ComparePipeline:
         return self

@@ -173,3 +173,18 @@ def test_a_child_process_method_is_built_in_the_background_and_keeps_its_place()
     # float16 was measured while dynamic-int8 was still being built (it waits in its place, empty)
     assert any(s.get("float16").sizes is not None and s.get("dynamic-int8").sizes is None for s in snapshots
                if len(s.variants) == 2)  # fmt: skip
+
+
+def test_no_private_folder_is_left_behind(tmp_path, monkeypatch):
+    import tempfile
+
+    from shrinkray.compare import SCRATCH_PREFIX
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = tmp_path / f"{SCRATCH_PREFIX}999999999-leftover"  # a killed worker's folder (no such process)
+    dead.mkdir()
+    with pytest.raises(shrinkray.ShrinkRayError):  # refused while planning, after the checks
+        compare(shrinkray.load(sample_path("mlp")), CompareSettings(methods=METHODS[:1], brotli_quality=12))
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(SCRATCH_PREFIX)] == [dead.name]  # none new
+    compare(shrinkray.load(sample_path("mlp")), CompareSettings(methods=METHODS[:1], latency=False, brotli_quality=5))
+    assert not any(p.name.startswith(SCRATCH_PREFIX) for p in tmp_path.iterdir())  # its own, and the dead one's

@@ -23,6 +23,11 @@ IMAGE_RANGE_LABELS = {
 }  # fmt: skip
 
 
+def _num(x: float) -> str:
+    """A range bound as typed: 30521, not 30521.0; never rounded."""
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
 def _lines(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip()]
 
@@ -73,13 +78,19 @@ with st.form("inputs"):
     st.write("Synthesized inputs look like what the model sees (pages, text lines and scenes for image inputs, "
              "speech for audio, token ids from the vocabulary). Override free dimensions and value ranges, or "
              "upload real samples: images or WAV files (one sample each), or an .npz with one array per input name.")  # fmt: skip
+    # The form starts from the shown results' inputs, so changing one thing (the seed) keeps the others.
+    used = comparison.settings
     c1, c2 = st.columns(2)
-    dims_text = c1.text_area("Dimensions, one NAME=VALUE per line", placeholder="batch=4\nseq=32\nx:2=224")
-    ranges_text = c2.text_area("Value ranges, one NAME=LOW:HIGH per line", placeholder="input_ids=0:30521")
+    dims_text = c1.text_area("Dimensions, one NAME=VALUE per line", placeholder="batch=4\nseq=32\nx:2=224",
+                             value="\n".join(f"{k}={v}" for k, v in used.inputs.dims.items()))  # fmt: skip
+    ranges_text = c2.text_area("Value ranges, one NAME=LOW:HIGH per line", placeholder="input_ids=0:30521",
+                               value="\n".join(f"{k}={_num(lo)}:{_num(hi)}" for k, (lo, hi) in used.inputs.ranges.items()))  # fmt: skip
     c1, c2 = st.columns(2)
-    seed = c1.number_input("Seed", min_value=0, value=comparison.settings.inputs.seed, step=1)
+    seed = c1.number_input("Seed", min_value=0, value=used.inputs.seed, step=1)
+    range_options = ["auto", *IMAGE_RANGES]
     image_range = c2.selectbox(
-        "Image values", ["auto", *IMAGE_RANGES], format_func=lambda r: IMAGE_RANGE_LABELS.get(r, r),
+        "Image values", range_options, format_func=lambda r: IMAGE_RANGE_LABELS.get(r, r),
+        index=range_options.index(used.image_range) if used.image_range in range_options else 0,
         help="How uploaded images are scaled before they reach the model; auto reads it from the model's graph.",
     )  # fmt: skip
     uploads = st.file_uploader("Real samples (images, WAV files or one .npz)", type=["npz", "png", "jpg", "jpeg", "wav"],

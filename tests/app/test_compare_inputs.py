@@ -270,3 +270,26 @@ def test_samples_of_one_model_are_not_fed_to_the_next():
     at.switch_page("app_pages/shrink.py").run()
     at = _run_shrink(at)  # no "cat.png is an image, but the model has no image inputs"
     assert _latest(at).name == "mlp" and _latest(at).input_note.startswith("Synthesized inputs")
+
+
+def test_the_inputs_form_starts_from_the_inputs_shown(cnn_app):
+    """The form showed the seed used but empty dimensions and ranges and "Auto" image values: re-measuring
+    with a new seed silently dropped a batch size (and image scaling) the shown results were measured with."""
+    at = cnn_app
+    at.switch_page("app_pages/compare.py").run()
+    next(t for t in at.text_area if t.label.startswith("Dimensions")).input("N=2")
+    next(t for t in at.text_area if t.label.startswith("Value ranges")).input("image=-1:0.5")
+    next(s for s in at.selectbox if s.label == "Image values").set_value("0-255")
+    _finish(next(b for b in at.button if b.label == "Re-measure with these inputs").click().run())
+    assert not at.exception and not at.error, at.exception or [e.value for e in at.error]
+    assert _latest(at).settings.inputs.dims == {"N": 2}
+    at.switch_page("app_pages/shrink.py").run()
+    at.switch_page("app_pages/compare.py").run()  # a later visit shows the same inputs
+    assert next(t for t in at.text_area if t.label.startswith("Dimensions")).value == "N=2"
+    assert next(t for t in at.text_area if t.label.startswith("Value ranges")).value == "image=-1:0.5"
+    assert next(s for s in at.selectbox if s.label == "Image values").value == "0-255"
+    next(n for n in at.number_input if n.label == "Seed").set_value(3)
+    _finish(next(b for b in at.button if b.label == "Re-measure with these inputs").click().run())
+    assert not at.exception and not at.error, at.exception or [e.value for e in at.error]
+    used = _latest(at).settings
+    assert (used.inputs.seed, used.inputs.dims, used.inputs.ranges, used.image_range) == (3, {"N": 2}, {"image": (-1.0, 0.5)}, "0-255")

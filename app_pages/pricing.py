@@ -229,11 +229,13 @@ with friendly_errors("Setting the prices"):
                             delta_color="inverse" if shippable else "off")  # fmt: skip
 
     grid = pricing.log_downloads_grid(100, 10**9)
-    curves = pricing.cost_curve({(f"{k} ({notes[k]})" if notes.get(k) else k): v for k, v in sizes.items()},
-                                provider, grid)  # fmt: skip
+    curve_label = {k: f"{k} ({notes[k]})" if notes.get(k) else k for k in sizes}
+    curves = pricing.cost_curve({curve_label[k]: v for k, v in sizes.items()}, provider, grid)
+    palette = charts.variant_colors(comparison) if comparison is not None else {}  # as on Compare (sizes are best first)
     st.plotly_chart(
         charts.cost_curve_chart(curves, grid, current_downloads=float(downloads) or None, currency_symbol=currency,
-                                provider_name=provider.name, delivery=delivery),
+                                provider_name=provider.name, delivery=delivery,
+                                colors={curve_label[k]: palette[k] for k in sizes if k in palette}),
         width="stretch", theme="streamlit",
     )  # fmt: skip
     frame = pd.DataFrame(

@@ -975,11 +975,14 @@ def cost_curve_chart(
     currency_symbol: str = "$",
     provider_name: str = "",
     delivery: str = "brotli",
+    colors: dict[str, str] | None = None,
 ) -> go.Figure:
     """Monthly egress cost against downloads per month (log x), one line per file.
 
     ``curves`` comes from :func:`shrinkray.pricing.cost_curve`; the first
     entry is the reference (grey, dotted) when it is called ``original``.
+    ``colors`` (label -> colour, e.g. from :func:`variant_colors`) keeps each variant in the colour the
+    other charts give it, whatever order the curves come in; labels without one take the palette in order.
     """
     fig = _figure(
         "Monthly egress cost by downloads",
@@ -987,7 +990,9 @@ def cost_curve_chart(
     )
     for index, (label, costs) in enumerate(curves.items()):
         is_original = label == ORIGINAL
-        color = ORIGINAL_COLOR if is_original else PALETTE[(index - (ORIGINAL in curves)) % len(PALETTE)]
+        color = (colors or {}).get(label) or (
+            ORIGINAL_COLOR if is_original else PALETTE[(index - (ORIGINAL in curves)) % len(PALETTE)]
+        )
         fig.add_trace(
             go.Scatter(
                 x=downloads, y=[c if c > 0 else None for c in costs], name=_esc(label), mode="lines",

@@ -121,6 +121,16 @@ def test_uses_the_measured_variants_and_the_link_reproduces_them_elsewhere():
     assert badges[0].startswith(":green-badge[") and badges[1].startswith(":red-badge["), badges
     month = [m for m in at.metric if m.label == "per month"]
     assert [m.proto.color for m in month[1:]] == [1, 2]  # float16 green (saves, can ship); palettize grey
+    # Each variant's cost curve keeps its colour from the Compare page's charts (the cards are best first,
+    # which gave float16 palettize's colour).
+    import json
+
+    from shrinkray.charts import variant_colors
+
+    chart = next(json.loads(c.proto.spec) for c in at.get("plotly_chart") if "egress cost" in c.proto.spec)
+    drawn = {t["name"].split(" (")[0]: t["line"]["color"] for t in chart["data"] if t.get("mode") == "lines"}
+    expected = variant_colors(result)
+    assert drawn == {k: expected[k] for k in drawn} and len(drawn) == 3, (drawn, expected)
     link = _link(at)
     assert link["run"] == "AbCdEfGhIjKlMnOpQrSt_-"
     measured = result.get("float16").sizes

@@ -16,10 +16,9 @@ import pytest
 from rqserver import MISSING, REDIS_SERVER, free_port, start_redis, start_worker, stop
 
 from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS, ROOT, SHOTS, _no_traceback, _require_browser
-from tests.e2e.test_runs import _cards, _open_measurement_settings, _wait_results
+from tests.e2e.test_runs import _cards, _wait_results, start_small_run
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=MISSING)
-SAMPLE = ROOT / "sample_models" / "cnn.onnx"
 
 
 def _start_app(env: dict[str, str], log) -> tuple[subprocess.Popen, str]:
@@ -76,20 +75,7 @@ def test_a_run_started_on_one_replica_opens_on_the_other(replicas):
         page = browser.new_context(viewport={"width": 1440, "height": 2000}).new_page()
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.goto(first_url)
-        page.wait_for_selector("text=Load an ONNX model", timeout=60_000)
-        page.locator("input[type=file]").set_input_files(str(SAMPLE))
-        page.wait_for_selector("text=Weight tensors", timeout=60_000)
-        page.get_by_role("link", name="Shrink").click()
-        page.wait_for_selector("text=Shrink and measure", timeout=30_000)
-        for name in ("Dynamic INT8 (ONNX Runtime)", "N-value palettization"):
-            page.get_by_role("button", name=f"Remove {name}").click()
-            page.wait_for_timeout(400)
-        page.wait_for_timeout(1000)
-        _open_measurement_settings(page)
-        page.get_by_text("Measure latency").click()
-        page.wait_for_timeout(400)
-        page.get_by_role("button", name="Shrink and measure").click()
+        start_small_run(page, first_url)
         page.wait_for_function("new URLSearchParams(location.search).get('run')", timeout=30_000)
         run_id = re.search(r"[?&]run=([A-Za-z0-9_-]+)", page.url).group(1)
 

@@ -38,6 +38,25 @@ def _open_measurement_settings(page) -> None:
     assert toggle.is_visible()
 
 
+def start_small_run(page, url: str) -> None:
+    """Load the CNN sample, keep two quick methods (weights-int8, float16), turn latency off (these tests are about
+    keeping and sharing runs, not timing) and press Shrink and measure."""
+    page.goto(url)
+    page.wait_for_selector("text=Load an ONNX model", timeout=60_000)
+    page.locator("input[type=file]").set_input_files(str(SAMPLE))
+    page.wait_for_selector("text=Weight tensors", timeout=60_000)
+    page.get_by_role("link", name="Shrink").click()
+    page.wait_for_selector("text=Shrink and measure", timeout=30_000)
+    for name in ("Dynamic INT8 (ONNX Runtime)", "N-value palettization"):
+        page.get_by_role("button", name=f"Remove {name}").click()
+        page.wait_for_timeout(400)
+    page.wait_for_timeout(1000)
+    _open_measurement_settings(page)
+    page.get_by_text("Measure latency").click()
+    page.wait_for_timeout(400)
+    page.get_by_role("button", name="Shrink and measure").click()
+
+
 def test_a_run_is_kept_and_reopens_from_its_address(app_url, tmp_path):  # noqa: F811
     from playwright.sync_api import sync_playwright
 
@@ -48,21 +67,7 @@ def test_a_run_is_kept_and_reopens_from_its_address(app_url, tmp_path):  # noqa:
         page = context.new_page()
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.goto(app_url)
-        page.wait_for_selector("text=Load an ONNX model", timeout=60_000)
-        page.locator("input[type=file]").set_input_files(str(SAMPLE))
-        page.wait_for_selector("text=Weight tensors", timeout=60_000)
-
-        page.get_by_role("link", name="Shrink").click()
-        page.wait_for_selector("text=Shrink and measure", timeout=30_000)
-        for name in ("Dynamic INT8 (ONNX Runtime)", "N-value palettization"):
-            page.get_by_role("button", name=f"Remove {name}").click()
-            page.wait_for_timeout(400)
-        page.wait_for_timeout(1000)
-        _open_measurement_settings(page)
-        page.get_by_text("Measure latency").click()  # off: this test is about keeping runs
-        page.wait_for_timeout(400)
-        page.get_by_role("button", name="Shrink and measure").click()
+        start_small_run(page, app_url)
         page.wait_for_function("new URLSearchParams(location.search).get('run')", timeout=30_000)
         run_id = re.search(r"[?&]run=([A-Za-z0-9_-]+)", page.url).group(1)
         assert len(run_id) == 22

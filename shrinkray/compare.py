@@ -350,8 +350,9 @@ def compare(
     A short pipeline (:class:`ComparePipeline`): the original's inputs and outputs, then per
     variant shrink, sizes (compressed in background threads) and parity, then culprits (on
     request) and latency. ``on_partial(snapshot)`` receives the whole comparison so far, small
-    and picklable (no models), after the original is measured, when a variant's sizes are known,
-    after its parity (never before its sizes), and after latency.
+    and picklable (no models), after the original is measured, when a variant is built (its card
+    can show what was rewritten), when its sizes are known, when its parity is judged (whichever of
+    the two lands first), and after latency.
     """
     with ComparePipeline(loaded, settings, progress, on_partial) as pipeline:
         return pipeline.run()
@@ -487,6 +488,7 @@ class ComparePipeline:
         result.notes = list(variant.notes)
         self._store(result, variant.model)
         lap = _lap(self.timings, "shrink", lap)
+        self._emit()  # its card shows what was rewritten while sizes and parity are measured
         self._flush()
         # Parity right away, in the session validation opened: one session per variant, held briefly.
         if self._parity_spent >= self.settings.parity_budget_s:
@@ -584,7 +586,8 @@ class ComparePipeline:
         result.model = model if self.keep_models else None
 
     def _flush(self) -> None:
-        """Publish what became known: sizes first, then the parity of variants whose sizes are shown."""
+        """Publish what became known: sizes as they land, each variant's parity as soon as it is judged (parity
+        of a 100 MB model's first variant is known seconds before its compressed sizes: a card says so at once)."""
         for key, sizes in self.sizes.finished().items():
             self._get(key).sizes = sizes
         for result in self.all:
@@ -593,8 +596,7 @@ class ComparePipeline:
                 self._emit()
         for result in self.variants:
             ready = result.parity is not None or result.error is not None
-            sized = result.key in self._shown_sizes or result.key not in self.files
-            if ready and sized and result.key not in self._shown_parity:
+            if ready and result.key not in self._shown_parity:
                 self._shown_parity.add(result.key)
                 self._emit()
 
@@ -604,7 +606,7 @@ class ComparePipeline:
         self.on_partial(self._comparison(self._view))
 
     def _view(self, result: VariantResult) -> VariantResult:
-        """A copy without the model; parity hidden until the sizes were shown."""
+        """A copy without the model, showing only what was published (a snapshot never runs ahead of its emit)."""
         view = copy.deepcopy(replace(result, model=None))
         if result.key not in self._shown_sizes:
             view.sizes = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import pickle
 from pathlib import Path
 
@@ -28,16 +29,17 @@ def _compare(tmp_path=None, **settings) -> tuple[Comparison, list[Comparison]]:
     return result, snapshots
 
 
-def test_snapshots_show_each_variants_sizes_before_its_parity():
+def test_snapshots_show_each_variant_as_soon_as_it_is_built_then_what_lands():
     result, snapshots = _compare(latency=False)
     keys = [v.key for v in result.variants]
     for key in keys:
-        states = [(s.get(key).sizes is not None, s.get(key).parity is not None)
+        states = [(bool(s.get(key).record), s.get(key).sizes is not None, s.get(key).parity is not None)
                   for s in snapshots if key in {v.key for v in s.variants}]  # fmt: skip
-        first_sized = states.index((True, False))  # sizes known, parity not yet shown
-        assert all(not parity for _, parity in states[:first_sized])
-        assert states[-1] == (True, True)
-        assert (False, True) not in states  # parity is never shown before the sizes
+        # a snapshot shows the built variant (what was rewritten) before its sizes and parity are known
+        assert (True, False, False) in states
+        assert states[-1] == (True, True, True)
+        for earlier, later in itertools.pairwise(states):  # nothing shown is ever taken back
+            assert all(b for a, b in zip(earlier, later, strict=True) if a)
     # the first snapshot comes after the original is measured, before any variant
     assert snapshots[0].variants == [] and snapshots[0].original.parity is not None
     # variants appear in order and a snapshot never loses one

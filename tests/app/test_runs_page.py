@@ -104,3 +104,41 @@ def test_a_run_link_to_the_model_page_points_to_the_results():
     assert not other.exception
     assert any("opened a kept run" in i.value for i in other.info), [i.value for i in other.info]
     assert other.session_state["model"].sha256 == at.session_state["model"].sha256
+
+
+def test_a_running_runs_cards_show_what_is_known_and_measuring_for_the_rest():
+    """Results as they come: a snapshot where one variant is sized and judged and the next is only built."""
+    import copy
+
+    from app_ui.runs import runs_service
+    from shrinkray.compare import CompareSettings, compare
+
+    loaded = shrinkray.load(ROOT / "sample_models" / "mlp.onnx")
+    settings = CompareSettings(methods=[("weights-int8", {}), ("float16", {})], latency=False)
+    snapshot = copy.deepcopy(compare(loaded, settings))
+    for result in snapshot.all:
+        result.model = None
+    built = snapshot.get("float16")
+    built.sizes, built.parity = None, None  # built (its record is known), neither sized nor judged yet
+    service = runs_service()
+    rid = service.store.create(model_name="mlp", model_sha256=loaded.sha256, settings=settings)
+    service.store.update(rid, status="running", step="Checking parity: float16", fraction=0.5)
+    service.store.set_snapshot(rid, snapshot)
+
+    at = AppTest.from_file(APP, default_timeout=240)
+    at.session_state["model"] = loaded
+    at.session_state["model_source"] = "test"
+    at.session_state["run_id"] = rid
+    at.switch_page("app_pages/shrink.py").run()
+    assert not at.exception, at.exception
+    assert [m.value for m in at.markdown if m.value.startswith("### ")] == ["### weights-int8", "### float16"]
+    metrics = [(m.label, m.value) for m in at.metric]
+    sized = snapshot.get("weights-int8").sizes
+    from shrinkray.units import format_bytes
+
+    assert ("Raw", format_bytes(sized.raw)) in metrics  # the sized variant shows its numbers...
+    assert ("Parity", "Pass" if snapshot.get("weights-int8").parity.passed else "Fail") in metrics
+    assert metrics.count(("Parity", "…")) == 1  # ...the built one says it is still being measured
+    assert metrics.count(("Raw", "…")) == 1
+    assert "Cancel" in [b.label for b in at.button]
+    service.cancel(rid)

@@ -4,6 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from app_ui.controls import friendly_errors, sample_descriptions, size_limit_text
+from app_ui.results import metric_row
 from app_ui.state import (
     UPLOAD_LIMIT_MB,
     current_model,
@@ -63,7 +64,7 @@ if st.session_state.get("run_id") and st.session_state.get("model_source", "").s
 with friendly_errors("Inspecting the model"):
     s = summary(loaded)
     st.subheader(md(s.name))
-    cols = st.columns(4)
+    cols = metric_row(4)
     cols[0].metric("File size", format_bytes(s.file_bytes), help=f"{s.file_bytes:,} bytes")
     cols[1].metric("Weights", format_percent(s.weight_share), help=f"{format_bytes(s.weight_bytes)} in {len(s.weights)} tensors")
     cols[2].metric("Nodes", f"{s.node_count:,}", help=f"including {s.subgraph_count} subgraphs")

@@ -102,10 +102,10 @@ from app_ui.runs import view as run_view  # noqa: E402 - the page reads top to b
 
 current = run_view()
 busy = current is not None and current.live  # one run at a time per session: cancel it to start another
-left, right = st.columns([1, 2])
-measure = left.button("Shrink and measure", type="primary", disabled=not methods or verdict is None or busy,
+buttons = st.container(horizontal=True)  # each button as wide as its label (columns cut it on a narrow page)
+measure = buttons.button("Shrink and measure", type="primary", disabled=not methods or verdict is None or busy,
                       icon=":material/compress:", help="A run is under way: wait for it or cancel it" if busy else None)  # fmt: skip
-smallest = right.button(
+smallest = buttons.button(
     "Smallest that passes", disabled=verdict is None or busy, icon=":material/auto_awesome:",
     help="Measures how far each tensor's precision moves the outputs, then gives every tensor the smallest of "
     "float16, 8-bit or 4-bit that keeps the whole model within the parity verdict (shown beside 8-bit).",

@@ -42,6 +42,13 @@ def _latency_delta(ratio: float, stats) -> str | None:
     return f"{ratio - 1:+.0%} time"
 
 
+def metric_row(n: int) -> list:
+    """``n`` slots for metrics side by side that wrap onto a second line on a narrow page (columns
+    squeeze each value to "43…" there) and spread over the width on a wide one."""
+    row = st.container(horizontal=True, horizontal_alignment="distribute", gap="medium")
+    return [row.container(width="content", gap=None) for _ in range(n)]
+
+
 def _pending(column, label: str, what: str) -> None:
     """A metric still being measured (partial results while a run goes on)."""
     column.metric(label, "…", what, delta_color="off", delta_arrow="off")
@@ -74,7 +81,7 @@ def variant_card(c: Comparison, result: VariantResult, advice_items, partial: bo
             f"{changed} tensors rewritten · {format_bytes(result.record.get('weight_bytes_before', 0))} of weights → "
             f"{format_bytes(result.record.get('weight_bytes_after', 0))}"
         )
-        cols = st.columns(5)
+        cols = metric_row(5)
         s = result.sizes
         if s is None or base is None:
             for column, label in zip(cols[:3], ("Raw", "gzip -9", "brotli"), strict=True):
@@ -175,11 +182,11 @@ def show_results(c: Comparison, partial: bool = False) -> None:
         variant_card(c, result, advice_items)
     st.markdown("#### Reports")
     c = _without_server_paths(c)
-    cols = st.columns(4)
-    cols[0].download_button("JSON", report.to_json_text(c), f"{c.name}.report.json", "application/json",
-                            icon=":material/data_object:")  # fmt: skip
-    cols[1].download_button("Markdown", report.to_markdown(c), f"{c.name}.report.md", "text/markdown",
-                            icon=":material/description:")  # fmt: skip
-    cols[2].download_button("CSV", report.to_csv(c), f"{c.name}.report.csv", "text/csv", icon=":material/table:")
-    cols[3].download_button("HTML with charts", report.to_html(c), f"{c.name}.report.html", "text/html",
-                            icon=":material/monitoring:", help="One file, opens offline")  # fmt: skip
+    row = st.container(horizontal=True)  # side by side, each as wide as its label; wraps on a narrow page
+    row.download_button("JSON", report.to_json_text(c), f"{c.name}.report.json", "application/json",
+                        icon=":material/data_object:")  # fmt: skip
+    row.download_button("Markdown", report.to_markdown(c), f"{c.name}.report.md", "text/markdown",
+                        icon=":material/description:")  # fmt: skip
+    row.download_button("CSV", report.to_csv(c), f"{c.name}.report.csv", "text/csv", icon=":material/table:")
+    row.download_button("HTML with charts", report.to_html(c), f"{c.name}.report.html", "text/html",
+                        icon=":material/monitoring:", help="One file, opens offline")  # fmt: skip

@@ -205,7 +205,8 @@ def _live_panel(rid: str, cards: bool) -> None:
         st.rerun()  # the run ended: redraw the whole page with its results
         return
     with st.container(border=True):
-        left, right = st.columns([5, 1], vertical_alignment="center")
+        row = st.container(horizontal=True, vertical_alignment="center")  # Cancel keeps its width on a narrow page
+        left, right = row.container(width="stretch", gap=None), row.container(width="content")
         if v.status == "queued":
             job = v.job
             waiting = f"position {v.position} of {job.queued}" if job is not None else "waiting"

@@ -138,18 +138,20 @@ class Runs:
             save(loaded.model, folder / "model.onnx", overwrite=True)
             settings = self._keep_inputs(settings, folder)
             store.set_settings(run_id, settings)
+            methods = len(getattr(settings, "methods", []) or []) or 4
+            memory = estimate_job_memory(tensor_payload_bytes(loaded.model), methods)
+            self.queue.submit(
+                compare_run, str(folder / "model.onnx"), loaded.name, settings, str(folder),
+                memory_bytes=memory, what=what, hooks=self._hooks(run_id), job_id=run_id,
+            )  # fmt: skip
         except BaseException as exc:
+            # nobody holds this id yet: a run the queue refused (busy) or that could not be kept leaves nothing
+            # behind (a live record no job serves would hold its model copy until the server restarts)
             with contextlib.suppress(OSError, sqlite3.Error):
-                store.fail(run_id, "failed", error=str(exc), problem=str(exc))
+                store.discard(run_id, "it was not started")
             if isinstance(exc, (OSError, sqlite3.Error)):
                 raise _cannot_keep(exc) from exc
             raise
-        methods = len(getattr(settings, "methods", []) or []) or 4
-        memory = estimate_job_memory(tensor_payload_bytes(loaded.model), methods)
-        self.queue.submit(
-            compare_run, str(folder / "model.onnx"), loaded.name, settings, str(folder),
-            memory_bytes=memory, what=what, hooks=self._hooks(run_id), job_id=run_id,
-        )  # fmt: skip
         return run_id
 
     def _keep_inputs(self, settings: Any, folder: Path) -> Any:

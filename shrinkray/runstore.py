@@ -413,6 +413,10 @@ class RunStore:
         self._remove_orphans(now)
         return removed
 
+    def discard(self, run_id: str, reason: str) -> None:
+        """Remove a run that never started (its id was never handed out): its folder and its record."""
+        self._remove(run_id, reason)
+
     def _remove(self, run_id: str, reason: str) -> None:
         shutil.rmtree(self.runs_dir / run_id, ignore_errors=True)
         with self._db() as db:

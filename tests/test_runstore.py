@@ -188,3 +188,22 @@ def test_a_store_that_cannot_keep_a_run_is_one_sentence_and_nothing_starts(tmp_p
     with pytest.raises(ShrinkRayError, match=r"could not keep this run \(No space left on device\)"):
         Runs(store, queue).start(loaded, None)
     assert queue.counts() == (0, 0)
+
+
+def test_a_run_the_queue_refuses_leaves_no_record_or_model_copy(tmp_path):
+    """'The server is busy' (a full queue): the run's id was never handed out, so nothing of it may stay (a live
+    record no job serves would keep its model copy, and count against the space, until the server restarts)."""
+    import shrinkray
+    from shrinkray.errors import ShrinkRayError
+    from shrinkray.runqueue import LocalQueue
+    from shrinkray.runs import Runs
+
+    store = RunStore(tmp_path / "runs")
+    queue = LocalQueue(workers=1, runner=lambda *a, **k: None, max_waiting=0)  # refuses every job
+    loaded = shrinkray.load(Path(__file__).resolve().parents[1] / "sample_models" / "mlp.onnx")
+    runs = Runs(store, queue)
+    with pytest.raises(ShrinkRayError, match="The server is busy"):
+        runs.start(loaded, None)
+    assert list(store.runs_dir.iterdir()) == []
+    with store._db() as db:
+        assert db.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0

@@ -226,3 +226,12 @@ def test_a_model_whose_outputs_were_too_large_to_send_ran_but_is_not_judged():
     result.pop("outputs")
     run = judge(inputs, result)
     assert run.ok and run.parity is None and run.passed is None and "too large" in run.note
+
+
+def test_what_the_page_sends_is_data_not_markup_or_a_crash():
+    """The page's report is kept with the run and shown to whoever opens its link: the backend (printed as is in
+    the panel's caption) is one of the two we ship, and a count that is not a number is not a traceback."""
+    inputs = _inputs()
+    run = judge(inputs, _page_result("original", [inputs.reference], backend="wasm](http://evil.example/x.png)", runs="x"))
+    assert (run.backend, run.runs) == ("wasm", 0)
+    assert judge(inputs, _page_result("original", [inputs.reference], backend="webgpu")).backend == "webgpu"

@@ -198,7 +198,7 @@ def judge(inputs: BrowserInputs, result: dict[str, Any]) -> BrowserRun:
         key=str(result.get("key", "")),
         user_agent=str(result.get("userAgent", "")),
         threads=int(result["threads"]) if isinstance(result.get("threads"), int) else None,
-        backend=str(result.get("backend", "wasm")),
+        backend="webgpu" if result.get("backend") == "webgpu" else "wasm",  # shown unescaped: only the two we ship
         runtime=str(result.get("runtime") or RUNTIME),
         runtime_start_ms=number("runtimeStartMs"),
         transfer_ms=number("transferMs"),
@@ -208,7 +208,7 @@ def judge(inputs: BrowserInputs, result: dict[str, Any]) -> BrowserRun:
         session_ms=number("sessionMs"),
         first_run_ms=number("firstRunMs"),
         median_ms=number("medianMs"),
-        runs=int(result.get("runs") or 0),
+        runs=int(result["runs"]) if isinstance(result.get("runs"), int) else 0,
         error=str(result["error"]) if result.get("error") else None,
         stage=str(result.get("stage") or ""),
     )

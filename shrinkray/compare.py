@@ -396,7 +396,8 @@ class ComparePipeline:
         self.latency_note = ""
         self.inputs: ParityInputs | None = None
         self.files: dict[str, list[Path]] = {}  # key -> the files holding that model (sizes and latency read them)
-        self._stem = Path(loaded.name).stem if loaded.name.lower().endswith(".onnx") else loaded.name
+        base = Path(loaded.name).name or "model"  # a name is not a path: variants stay inside variants_dir
+        self._stem = Path(base).stem if base.lower().endswith(".onnx") else base
         self._shown_sizes: set[str] = set()
         self._shown_parity: set[str] = {ORIGINAL}
         self._parity_spent = 0.0

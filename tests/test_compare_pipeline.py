@@ -190,3 +190,15 @@ def test_no_private_folder_is_left_behind(tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(SCRATCH_PREFIX)] == [dead.name]  # none new
     compare(shrinkray.load(sample_path("mlp")), CompareSettings(methods=METHODS[:1], latency=False, brotli_quality=5))
     assert not any(p.name.startswith(SCRATCH_PREFIX) for p in tmp_path.iterdir())  # its own, and the dead one's
+
+
+def test_a_model_name_with_folders_writes_its_variants_inside_variants_dir(tmp_path):
+    """compare() is public: a name such as '../../x' (not ending in .onnx) must not steer the variant files out."""
+    loaded = shrinkray.load(sample_path("mlp"))
+    loaded.name = "../../escaped"
+    variants = tmp_path / "a" / "b" / "variants"
+    result = compare(loaded, CompareSettings(methods=[("float16", {})], latency=False, brotli_quality=1,
+                                             variants_dir=str(variants)))  # fmt: skip
+    assert Path(result.variants[0].file).parent == variants
+    assert sorted(p.name for p in variants.iterdir()) == [variant_file_name("escaped", "float16")]
+    assert not list(tmp_path.glob("*.onnx"))

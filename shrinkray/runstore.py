@@ -109,6 +109,19 @@ def atomic_write(path: Path, data: bytes) -> Path:
     return path
 
 
+def _check_private(root: Path) -> None:
+    """Refuse a store folder another user owns or may write (records hold pickles: whoever can write them can
+    run code in this server). The temp-folder fallback's name is predictable, so someone could make it first."""
+    if not hasattr(os, "getuid"):
+        return
+    info = root.stat()
+    if info.st_uid != os.getuid() or info.st_mode & 0o022:
+        raise ShrinkRayError(
+            f"The folder for kept runs ({root}) belongs to another user or others may write to it",
+            f"Set {ROOT_ENV} to a folder only the user running Shrink Ray Studio can write",
+        )
+
+
 def folder_bytes(folder: Path) -> int:
     total = 0
     for root, _dirs, files in os.walk(folder):
@@ -201,6 +214,7 @@ class RunStore:
         self.runs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         with contextlib.suppress(OSError):
             os.chmod(self.root, 0o700)
+        _check_private(self.root)
         self.db_path = self.root / "runs.sqlite3"
         with self._db() as db:
             db.execute("PRAGMA journal_mode=WAL")

@@ -207,3 +207,16 @@ def test_a_run_the_queue_refuses_leaves_no_record_or_model_copy(tmp_path):
     assert list(store.runs_dir.iterdir()) == []
     with store._db() as db:
         assert db.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX owners")
+def test_a_store_folder_another_user_owns_is_refused_with_a_message(tmp_path, monkeypatch):
+    """Records hold pickles: a folder someone else made first (the temp fallback's name is predictable) would let
+    them run code in the server. The store says so instead of opening it."""
+    from shrinkray.errors import ShrinkRayError
+
+    RunStore(tmp_path / "mine")  # our own folder is fine
+    monkeypatch.setattr(os, "getuid", lambda: os.stat(tmp_path).st_uid + 1)
+    with pytest.raises(ShrinkRayError, match="belongs to another user") as caught:
+        RunStore(tmp_path / "mine")
+    assert "SHRINKRAY_RUNS_DIR" in caught.value.hint

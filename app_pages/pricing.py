@@ -58,6 +58,11 @@ for problem in ss["pricing:problems"]:
     st.error(md(problem.sentence(LABELS.get(problem.param, problem.param))), icon=":material/link_off:")
 
 
+def _nearest_step(count: int) -> int:
+    """The slider's round number closest to a count of downloads."""
+    return min(DOWNLOAD_STEPS, key=lambda v: abs(v - count))
+
+
 def _seed(key: str, value) -> None:
     """A widget's start value, from the link (or the last value on this page) when the widget has none yet."""
     if key not in ss:
@@ -75,20 +80,23 @@ with left:
         "Provider", provider_ids, key="pricing:provider",
         format_func=lambda pid: providers[pid].name if pid in providers else "Custom flat price",
     )  # fmt: skip
-    c1, c2 = st.columns(2)
     _seed("pricing:downloads", int(link.downloads))
-    _seed("pricing:downloads_preset", min(DOWNLOAD_STEPS, key=lambda v: abs(v - int(link.downloads))))
+    _seed("pricing:downloads_preset", _nearest_step(int(link.downloads)))
 
     def _from_slider() -> None:
         ss["pricing:downloads"] = ss["pricing:downloads_preset"]
+
+    def _from_exact() -> None:  # the slider follows a typed count (it stayed at 100,000 beside 250,000)
+        ss["pricing:downloads_preset"] = _nearest_step(int(ss["pricing:downloads"]))
 
     st.select_slider(
         "Downloads per month", options=DOWNLOAD_STEPS, key="pricing:downloads_preset", on_change=_from_slider,
         format_func=lambda v: f"{v:,}",
     )  # fmt: skip
+    c1, c2 = st.columns(2)  # below the slider: "…or exactly" reads as its alternative
     downloads = int(c1.number_input(
         "…or exactly", min_value=0, max_value=int(pricing.MAX_DOWNLOADS), step=1000, key="pricing:downloads",
-        help="The slider sets round numbers; type any count here.",
+        help="The slider sets round numbers; type any count here.", on_change=_from_exact,
     ))  # fmt: skip
     _seed("pricing:growth", float(link.growth * 100))
     growth = c2.number_input("Growth per month (%)", min_value=float(pricing.MIN_GROWTH * 100),

@@ -220,3 +220,13 @@ def test_a_bad_links_messages_go_once_the_what_if_changes():
     assert len(at.error) == 1
     at.radio(key="pricing:delivery").set_value("gzip").run()
     assert not at.error, [e.value for e in at.error]
+
+
+def test_the_slider_follows_a_typed_download_count():
+    """Typing 250,000 left the slider at 100,000 beside cards "at 250,000 downloads a month"."""
+    at = _pricing({"provider": "gcs", "sizes": "a=50MiB,b=10MiB"})
+    at.number_input(key="pricing:downloads").set_value(250_000).run()
+    assert not at.exception, at.exception
+    assert at.select_slider(key="pricing:downloads_preset").value == 200_000  # the nearest round number
+    at.select_slider(key="pricing:downloads_preset").set_value(5_000_000).run()
+    assert at.number_input(key="pricing:downloads").value == 5_000_000  # and the slider still sets the count

@@ -190,7 +190,14 @@ class Runs:
                 if now - last[0] < PROGRESS_EVERY_S:
                     return
                 last[0] = now
-            store.update(run_id, step=str(step)[:300], fraction=float(fraction))
+            with contextlib.suppress(OSError, sqlite3.Error):  # best effort: the next one (or the end) says more
+                store.update(run_id, step=str(step)[:300], fraction=float(fraction))
+
+        def partial(snapshot: Any) -> None:
+            # best effort: a store busy past its timeout (replicas) or briefly full must not fail the whole run
+            # (the next snapshot holds everything this one did, and the outcome is written on its own)
+            with contextlib.suppress(OSError, sqlite3.Error):
+                store.set_snapshot(run_id, snapshot)
 
         def failed(status: JobStatus) -> None:
             store.fail(run_id, status.state, error=status.error, problem=status.problem, hint=status.hint,
@@ -199,7 +206,7 @@ class Runs:
         return JobHooks(
             started=lambda: store.update(run_id, status="running", step="Starting", fraction=0.0),
             progress=progress,
-            partial=lambda snapshot: store.set_snapshot(run_id, snapshot),
+            partial=partial,
             done=lambda comparison: store.finish(run_id, comparison),
             failed=failed,
         )

@@ -220,3 +220,32 @@ def test_a_store_folder_another_user_owns_is_refused_with_a_message(tmp_path, mo
     with pytest.raises(ShrinkRayError, match="belongs to another user") as caught:
         RunStore(tmp_path / "mine")
     assert "SHRINKRAY_RUNS_DIR" in caught.value.hint
+
+
+def test_a_snapshot_or_progress_the_store_cannot_write_does_not_fail_the_run(tmp_path, monkeypatch):
+    """A store busy past its timeout (replicas) while a snapshot is written: the run goes on and finishes (the
+    worker's callbacks raising would have failed it as 'an unexpected OperationalError')."""
+    import sqlite3
+
+    from shrinkray.runqueue import LocalQueue
+    from shrinkray.runs import Runs
+
+    store = RunStore(tmp_path / "runs")
+
+    def locked(*args, **kwargs):
+        raise sqlite3.OperationalError("database is locked")
+
+    def in_place(fn, *args, what, limits, progress, partial, cancel, **kwargs):
+        progress("step", 0.5)
+        partial({"variants": 1})
+        return fn(*args, **kwargs)
+
+    runs = Runs(store, LocalQueue(workers=1, runner=in_place))
+    run_id = store.create(model_name="m")
+    monkeypatch.setattr(store, "set_snapshot", locked)
+    started = store.update
+    monkeypatch.setattr(store, "update", lambda rid, **f: started(rid, **f) if "status" in f else locked())
+    runs.queue.submit(lambda: {"result": 1}, hooks=runs._hooks(run_id), job_id=run_id)
+    assert runs.queue.wait_idle(30)
+    assert runs.queue.status(run_id).state == "done"
+    assert store.get(run_id).status == "done" and store.get(run_id).result == {"result": 1}

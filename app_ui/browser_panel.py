@@ -75,7 +75,7 @@ def _session_folder() -> tuple[Path, str]:
             def __init__(self) -> None:
                 self.token = secrets.token_urlsafe(24)
                 self.path = str(RUNS_DIR / self.token)
-                Path(self.path).mkdir()
+                Path(self.path).mkdir(mode=0o700)  # the user's model copies: like the run store, this user only
                 weakref.finalize(self, shutil.rmtree, self.path, True)
 
         holder = _Folder()

@@ -63,3 +63,17 @@ def test_the_panel_publishes_the_models_and_inputs_then_removes_them_with_the_se
     del at.session_state["_browser_folder"]  # the session ends: its folder goes with it
     gc.collect()
     assert not folder.exists()
+
+
+def test_a_sessions_folder_of_model_copies_is_private_to_the_servers_user(tmp_path, monkeypatch):
+    """static/browser-runs is listable: the copies of a user's models must not be readable by other local users
+    (the run store keeps the same models in a 0700 folder)."""
+    import types
+
+    from app_ui import browser_panel
+
+    monkeypatch.setattr(browser_panel, "RUNS_DIR", tmp_path / "browser-runs")
+    monkeypatch.setattr(browser_panel, "st", types.SimpleNamespace(session_state={}))
+    folder, url = browser_panel._session_folder()
+    assert folder.parent == tmp_path / "browser-runs" and url.endswith(folder.name)
+    assert oct(folder.stat().st_mode & 0o777) == "0o700"

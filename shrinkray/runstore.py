@@ -296,9 +296,12 @@ class RunStore:
         if "status" in fields and fields["status"] not in STATUSES:
             raise ValueError(f"unknown status {fields['status']!r}")
         names = sorted(fields)
+        # a live status never replaces an end: a worker's late "running" after a cancel settled elsewhere
+        # (another replica) would leave the run 'running' with no job behind it
+        only_live = " AND status IN ('queued', 'running')" if fields.get("status") in LIVE else ""
         with self._db() as db:
             db.execute(
-                f"UPDATE runs SET {', '.join(f'{n} = ?' for n in names)}, updated = ? WHERE id = ?",
+                f"UPDATE runs SET {', '.join(f'{n} = ?' for n in names)}, updated = ? WHERE id = ?{only_live}",
                 (*[fields[n] for n in names], time.time(), run_id),
             )
 

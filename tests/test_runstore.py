@@ -249,3 +249,13 @@ def test_a_snapshot_or_progress_the_store_cannot_write_does_not_fail_the_run(tmp
     assert runs.queue.wait_idle(30)
     assert runs.queue.status(run_id).state == "done"
     assert store.get(run_id).status == "done" and store.get(run_id).result == {"result": 1}
+
+
+def test_a_late_running_never_replaces_an_end(store):
+    """A replica settled a cancel while a worker was starting the job: the worker's 'running' comes after."""
+    run_id = store.create(model_name="m")
+    store.update(run_id, status="running", step="Starting")
+    assert store.get(run_id).status == "running"
+    store.fail(run_id, "cancelled", error="The run was cancelled")
+    store.update(run_id, status="running", step="Starting", fraction=0.0)
+    assert store.get(run_id).status == "cancelled"

@@ -89,6 +89,9 @@ def default_root() -> Path:
 def safe_file_name(text: str, limit: int = 80) -> str:
     """A file name from a variant key or upload name: letters, digits, ``._-`` only."""
     name = _SAFE_NAME.sub("_", text).strip("._") or "file"
+    stem, dot, suffix = name.rpartition(".")
+    if len(name) > limit and dot and stem and len(suffix) < 16:  # the suffix says what the file is (.png, .npz)
+        return f"{stem[: limit - len(suffix) - 1]}.{suffix}"
     return name[:limit]
 
 

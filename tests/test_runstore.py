@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from shrinkray.runstore import RunNotFound, RunStore, atomic_write, is_run_id, new_run_id
+from shrinkray.runstore import RunNotFound, RunStore, atomic_write, is_run_id, new_run_id, safe_file_name
 
 
 @pytest.fixture
@@ -259,3 +259,12 @@ def test_a_late_running_never_replaces_an_end(store):
     store.fail(run_id, "cancelled", error="The run was cancelled")
     store.update(run_id, status="running", step="Starting", fraction=0.0)
     assert store.get(run_id).status == "cancelled"
+
+
+def test_a_long_upload_name_keeps_its_suffix_in_the_run():
+    """Kept inputs are read by their suffix (image, WAV, .npy vs .npz): truncating a long name must not drop it."""
+    long = "a photo of my cat on the sofa taken with a phone in the evening light, uncropped and unedited.JPEG"
+    kept = safe_file_name(long)
+    assert len(kept) <= 80 and kept.endswith(".JPEG") and kept.startswith("a_photo_of_my_cat")
+    assert safe_file_name("x" * 100 + ".npy").endswith(".npy")
+    assert safe_file_name("../../etc/passwd") == "etc_passwd" and safe_file_name("short.wav") == "short.wav"

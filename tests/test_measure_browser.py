@@ -235,3 +235,11 @@ def test_what_the_page_sends_is_data_not_markup_or_a_crash():
     run = judge(inputs, _page_result("original", [inputs.reference], backend="wasm](http://evil.example/x.png)", runs="x"))
     assert (run.backend, run.runs) == ("wasm", 0)
     assert judge(inputs, _page_result("original", [inputs.reference], backend="webgpu")).backend == "webgpu"
+
+
+def test_runs_whose_outputs_differ_in_shape_are_a_failure_not_a_crash():
+    inputs = _inputs(samples=2)
+    per_run = [{k: v[i] for k, v in inputs.reference.items()} for i in range(2)]
+    per_run[1] = {k: v[:2] for k, v in per_run[1].items()}  # the second run sent shorter outputs
+    run = judge(inputs, _page_result("original", per_run))
+    assert not run.ok and run.stage == "outputs" and "could not be read" in run.error

@@ -225,7 +225,12 @@ def judge(inputs: BrowserInputs, result: dict[str, Any]) -> BrowserRun:
     if len(runs) != len(inputs.samples):
         run.error, run.stage = f"it returned {len(runs)} runs' outputs for {len(inputs.samples)} inputs", "outputs"
         return run
-    run.parity = compare_outputs(inputs.reference, _stack(runs), inputs.kinds, inputs.verdict, samples=inputs.count)
+    try:
+        outputs = _stack(runs)
+    except ValueError as exc:  # runs whose outputs differ in shape cannot be stacked like the server's
+        run.error, run.stage = f"its outputs could not be read ({exc})", "outputs"
+        return run
+    run.parity = compare_outputs(inputs.reference, outputs, inputs.kinds, inputs.verdict, samples=inputs.count)
     return run
 
 

@@ -243,3 +243,8 @@ def test_runs_whose_outputs_differ_in_shape_are_a_failure_not_a_crash():
     per_run[1] = {k: v[:2] for k, v in per_run[1].items()}  # the second run sent shorter outputs
     run = judge(inputs, _page_result("original", per_run))
     assert not run.ok and run.stage == "outputs" and "could not be read" in run.error
+
+    one = _inputs()
+    text = {"emb": one.reference["emb"], "label": np.array(["a"] * 4)}  # text where the server has numbers
+    run = judge(one, _page_result("original", [text]))
+    assert not run.ok and run.stage == "outputs" and "could not be read" in run.error

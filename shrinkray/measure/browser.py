@@ -225,12 +225,11 @@ def judge(inputs: BrowserInputs, result: dict[str, Any]) -> BrowserRun:
     if len(runs) != len(inputs.samples):
         run.error, run.stage = f"it returned {len(runs)} runs' outputs for {len(inputs.samples)} inputs", "outputs"
         return run
-    try:
-        outputs = _stack(runs)
-    except ValueError as exc:  # runs whose outputs differ in shape cannot be stacked like the server's
+    try:  # runs whose outputs differ in shape or type from each other or the server's cannot be compared
+        run.parity = compare_outputs(inputs.reference, _stack(runs), inputs.kinds, inputs.verdict,
+                                     samples=inputs.count)  # fmt: skip
+    except (TypeError, ValueError) as exc:
         run.error, run.stage = f"its outputs could not be read ({exc})", "outputs"
-        return run
-    run.parity = compare_outputs(inputs.reference, outputs, inputs.kinds, inputs.verdict, samples=inputs.count)
     return run
 
 

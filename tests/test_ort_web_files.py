@@ -68,3 +68,10 @@ def test_a_tarball_with_the_pinned_integrity_is_unpacked(tmp_path, monkeypatch):
     assert tool.main(["--tarball", str(tarball), "--target", str(target)]) == 0
     assert {p.name for p in target.iterdir()} == {*tool.WASM_FILES, "VERSION.json"}
     assert (target / "ort.wasm.min.mjs").read_bytes() == b"ort.wasm.min.mjs"
+
+
+def test_the_panel_frame_follows_a_dark_browser():
+    """The frame's own text was dark grey on the dark app ("Backend", the status line): it needs its own dark colours."""
+    page = (ROOT / "app_ui" / "browser_component" / "index.html").read_text()
+    dark = page.split("@media (prefers-color-scheme: dark)", 1)
+    assert len(dark) == 2 and "body { color: #fafafa; }" in dark[1] and "#status" in dark[1]

@@ -427,7 +427,8 @@ class RunStore:
             self._remove(run_id, "the space for kept runs was needed for newer ones")
             removed.append(run_id)
             total -= size or 0
-        if keep is not None and total > self.max_bytes and keep not in removed:
+        kept_size = next((size or 0 for run_id, _c, _s, size in rows if run_id == keep), 0)
+        if keep is not None and kept_size > self.max_bytes and keep not in removed:  # alone (live runs may fill it)
             self._remove(keep, "its files are larger than the space for kept runs")
             removed.append(keep)
         self._remove_orphans(now)

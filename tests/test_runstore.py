@@ -268,3 +268,18 @@ def test_a_long_upload_name_keeps_its_suffix_in_the_run():
     assert len(kept) <= 80 and kept.endswith(".JPEG") and kept.startswith("a_photo_of_my_cat")
     assert safe_file_name("x" * 100 + ".npy").endswith(".npy")
     assert safe_file_name("../../etc/passwd") == "etc_passwd" and safe_file_name("short.wav") == "short.wav"
+
+
+def test_a_finished_run_that_fits_alone_is_kept_while_live_runs_fill_the_space(store):
+    """The limit is 10,000 bytes: another user's live run holds 8,000, this run 3,000. Removing the run its user
+    is waiting for ("its files are larger than the space for kept runs") would be wrong: it fits alone."""
+    live = store.create(model_name="live")
+    store.write_file(live, "model.onnx", b"x" * 8000)
+    run_id = _done(store)
+    assert store.get(run_id).status == "done"
+    assert store.get(live).status == "queued"
+    too_big = store.create(model_name="big")
+    store.write_file(too_big, "variants/a.onnx", b"x" * 12_000)
+    store.finish(too_big, {"result": "big"})
+    with pytest.raises(RunNotFound, match="larger than the space"):
+        store.get(too_big)

@@ -94,31 +94,37 @@ def _prepare(loaded: LoadedModel, comparison: Comparison) -> BrowserInputs:
     return run_capped(prepare, loaded.model, comparison.settings, what="Preparing the inputs for the browser")
 
 
-def _model_bytes(result, loaded: LoadedModel | None) -> bytes | None:
-    """The file the page downloads: the model in memory, else the variant's file (a stored run), else the
-    loaded model itself for the original; None for a variant that failed."""
+def _model_source(result, loaded: LoadedModel | None) -> Path | bytes | None:
+    """What the page downloads: the variant's file (a stored run; copied, never read whole), else the model
+    in memory, else the loaded model itself for the original; None for a variant that failed."""
+    if result.model is None and result.file and Path(result.file).is_file():
+        return Path(result.file)
     if result.model is not None:
         return serialize(result.model)
-    if result.file and Path(result.file).is_file():
-        return Path(result.file).read_bytes()
     return serialize(loaded.model) if loaded is not None else None
 
 
 def _publish(loaded: LoadedModel, comparison: Comparison, inputs: BrowserInputs, run_id: str) -> dict[str, Any]:
     """Write every runnable model and the inputs into this session's folder (replacing the last ones)."""
+    import shutil
+
     folder, url = _session_folder()
     for old in folder.iterdir():
         old.unlink(missing_ok=True)
     models, skipped = [], []
     for index, result in enumerate(comparison.all):
-        blob = _model_bytes(result, loaded if index == 0 else None)
-        if blob is None:
+        source = _model_source(result, loaded if index == 0 else None)
+        if source is None:
             continue
-        if len(blob) > MAX_STATIC_BYTES:
-            skipped.append(f"{result.key} ({format_bytes(len(blob))})")
+        size = source.stat().st_size if isinstance(source, Path) else len(source)
+        if size > MAX_STATIC_BYTES:  # checked before a byte is read: a 1 GB variant is never pulled into memory
+            skipped.append(f"{result.key} ({format_bytes(size)})")
             continue
         name = f"{run_id}-{index}.onnx"
-        (folder / name).write_bytes(blob)
+        if isinstance(source, Path):
+            shutil.copyfile(source, folder / name)
+        else:
+            (folder / name).write_bytes(source)
         models.append({"key": result.key, "path": f"{url}/{name}"})
     (folder / f"{run_id}-inputs.json").write_text(json.dumps(inputs.payload()))
     return {"models": models, "inputsPath": f"{url}/{run_id}-inputs.json", "skipped": skipped}

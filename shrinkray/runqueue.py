@@ -110,6 +110,18 @@ def estimate_job_memory(tensor_bytes: int, variants: int, limits: Limits | None 
     return int(min(planned, limits.max_job_memory_bytes))
 
 
+def default_max_waiting(environ: dict[str, str] | None = None) -> int:
+    """How many runs may wait for a worker before new ones are refused (``SHRINKRAY_QUEUE_MAX_WAITING``)."""
+    raw = (os.environ if environ is None else environ).get(MAX_WAITING_ENV, "").strip()
+    return int(_parse_setting(MAX_WAITING_ENV, raw, integer=True)) if raw else DEFAULT_MAX_WAITING
+
+
+def server_busy(waiting: int) -> ShrinkRayError:
+    """A run refused because the queue is full: better than hours in line."""
+    return ShrinkRayError(f"The server is busy: {waiting} runs are already waiting for a worker",
+                          "Try again in a few minutes")  # fmt: skip
+
+
 def default_workers(environ: dict[str, str] | None = None) -> int:
     """``SHRINKRAY_WORKERS`` if set, else one slot per usable core."""
     raw = (os.environ if environ is None else environ).get(WORKERS_ENV, "").strip()
@@ -160,10 +172,7 @@ class LocalQueue:
         if self.workers < 1:
             raise OptionError(f"The number of worker slots must be at least 1, not {self.workers}", f"Set {WORKERS_ENV}")
         self.memory_budget = memory_budget if memory_budget is not None else default_memory_budget(self.limits)
-        if max_waiting is None:
-            raw = os.environ.get(MAX_WAITING_ENV, "").strip()
-            max_waiting = int(_parse_setting(MAX_WAITING_ENV, raw, integer=True)) if raw else DEFAULT_MAX_WAITING
-        self.max_waiting = max_waiting
+        self.max_waiting = max_waiting if max_waiting is not None else default_max_waiting()
         self._runner = runner
         self._lock = threading.Lock()
         self._waiting: list[_Job] = []
@@ -183,10 +192,7 @@ class LocalQueue:
             if self._closed:
                 raise ShrinkRayError("The job queue is shut down", "Restart the app")
             if len(self._waiting) >= self.max_waiting:
-                raise ShrinkRayError(
-                    f"The server is busy: {len(self._waiting)} runs are already waiting for a worker",
-                    "Try again in a few minutes",
-                )
+                raise server_busy(len(self._waiting))
             job = _Job(job_id, fn, args, kwargs, max(int(memory_bytes), 0), what, hooks or JobHooks(),
                        next(self._counter), JobStatus(job_id, QUEUED, memory_bytes=int(memory_bytes)))  # fmt: skip
             self._waiting.append(job)

@@ -63,7 +63,9 @@ from shrinkray.runqueue import (
     JobStatus,
     LocalQueue,
     RunQueue,
+    default_max_waiting,
     default_memory_budget,
+    server_busy,
 )
 
 #: ``redis://[:password@]host:6379/0`` (or ``rediss://``, ``unix://``): jobs go to RQ on that Redis.
@@ -412,7 +414,8 @@ class RedisQueue:
     """
 
     def __init__(self, url: str | None = None, *, name: str | None = None, limits: Limits | None = None,
-                 worker_hooks: Callable[[str], JobHooks] | None = None, connection: Any = None) -> None:  # fmt: skip
+                 worker_hooks: Callable[[str], JobHooks] | None = None, connection: Any = None,
+                 max_waiting: int | None = None) -> None:  # fmt: skip
         rq, _redis = _modules()
         self.url = url or os.environ.get(QUEUE_ENV, "").strip()
         if connection is None and not self.url:
@@ -421,6 +424,7 @@ class RedisQueue:
         self.name = name or os.environ.get(QUEUE_NAME_ENV, "").strip() or DEFAULT_QUEUE_NAME
         self.limits = limits or Limits.from_env()
         self.worker_hooks = worker_hooks
+        self.max_waiting = max_waiting if max_waiting is not None else default_max_waiting()
         self.keys = _Keys(self.name)
         self._rq = rq
         self._queue = rq.Queue(self.name, connection=self.connection)
@@ -454,6 +458,9 @@ class RedisQueue:
             meta["hooks"] = hooks_factory
         # no RQ timeout: run_capped's deadline (max_job_seconds) bounds the work, and a wait for memory is no work
         with self._reachable():
+            waiting = self._queue.count  # shared by every replica: at most max_waiting in line, as with LocalQueue
+            if waiting >= self.max_waiting:
+                raise server_busy(waiting)
             self._queue.enqueue(perform, spec, job_id=job_id, meta=meta, job_timeout=-1, result_ttl=KEEP_S,
                                 failure_ttl=KEEP_S, description=f"{what} ({job_id[:6]})")  # fmt: skip
         thread = None

@@ -277,3 +277,15 @@ def test_a_submits_hooks_factory_records_the_outcome_where_the_job_ends(redis_ur
     record = store.get(run_id)
     assert record.status == "done" and record.result == {"count": 3}  # written by the worker
     assert queue.wait_idle(WAIT) and recorder.calls == []  # the local hooks would have written it twice
+
+
+def test_a_full_shared_queue_refuses_a_run_like_the_local_one(redis_url):
+    from shrinkray.errors import ShrinkRayError
+
+    first, second = RedisQueue(redis_url, name="full", max_waiting=2), RedisQueue(redis_url, name="full", max_waiting=2)
+    waiting = [first.submit(rqfakes.steps, 1, 0.0), second.submit(rqfakes.steps, 1, 0.0)]  # no worker on "full"
+    with pytest.raises(ShrinkRayError, match="The server is busy: 2 runs are already waiting") as refused:
+        second.submit(rqfakes.steps, 1, 0.0)
+    assert refused.value.hint == "Try again in a few minutes"
+    assert first.cancel(waiting[0])
+    second.submit(rqfakes.steps, 1, 0.0)  # a place freed up: accepted again

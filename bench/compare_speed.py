@@ -133,18 +133,13 @@ def _tree_rss(root: int) -> int:
 PATIENCE = [300.0]
 
 
-def run_once(model: Path, tag: str, pythonpath: str | None = None) -> dict:
-    exe = shutil.which("shrinkray") or "shrinkray"
-    env = dict(os.environ)
-    if pythonpath:
-        env["PYTHONPATH"] = pythonpath
-    report = OUT / f"compare_speed_{tag}.json"
-    cmd = ["/usr/bin/time", "-v", exe, "compare", str(model), "--timings", "--json", str(report)]
-    load_start = wait_load(patience=PATIENCE[0])
+def measure_command(cmd: list[str], env: dict[str, str] | None = None,
+                    cwd: str | None = None) -> tuple[int, str, str, float, int]:  # fmt: skip
+    """Run ``cmd`` (under ``/usr/bin/time -v`` when the caller puts it first): its return code, output,
+    error text, wall seconds and the peak resident memory of its whole process tree, sampled every 50 ms."""
     peak = [0]
     t0 = time.perf_counter()
-    # the worker runs `python -m shrinkray.sandbox`, which puts the working folder first on sys.path
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=pythonpath)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
     done = threading.Event()
 
     def sample():
@@ -158,6 +153,19 @@ def run_once(model: Path, tag: str, pythonpath: str | None = None) -> dict:
     wall = time.perf_counter() - t0
     done.set()
     thread.join()
+    return proc.returncode, out, err, wall, peak[0]
+
+
+def run_once(model: Path, tag: str, pythonpath: str | None = None) -> dict:
+    exe = shutil.which("shrinkray") or "shrinkray"
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    report = OUT / f"compare_speed_{tag}.json"
+    cmd = ["/usr/bin/time", "-v", exe, "compare", str(model), "--timings", "--json", str(report)]
+    load_start = wait_load(patience=PATIENCE[0])
+    # the worker runs `python -m shrinkray.sandbox`, which puts the working folder first on sys.path
+    rc, out, err, wall, tree_peak = measure_command(cmd, env=env, cwd=pythonpath)
     m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", err)
     cpu = sum(float(x) for x in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", err))
     timings = {}
@@ -165,9 +173,9 @@ def run_once(model: Path, tag: str, pythonpath: str | None = None) -> dict:
         timings = json.loads(report.read_text()).get("timings", {})
     size = model.stat().st_size
     row = {
-        "model": model.name, "file_mb": round(size / 1e6, 2), "rc": proc.returncode, "wall_s": round(wall, 1),
+        "model": model.name, "file_mb": round(size / 1e6, 2), "rc": rc, "wall_s": round(wall, 1),
         "cpu_s": round(cpu, 1),  # user + system of the CLI, its worker and their children: what load does not change
-        "tree_peak_mb": round(peak[0] / 1e6, 1), "tree_peak_x_file": round(peak[0] / size, 2),
+        "tree_peak_mb": round(tree_peak / 1e6, 1), "tree_peak_x_file": round(tree_peak / size, 2),
         "max_single_mb": round(int(m.group(1)) * 1024 / 1e6, 1) if m else None,
         "load_start": load_start, "load_end": round(os.getloadavg()[0], 2),
         "timings": {k: round(v, 1) for k, v in timings.items()},
@@ -175,7 +183,7 @@ def run_once(model: Path, tag: str, pythonpath: str | None = None) -> dict:
         "command": " ".join(["shrinkray", "compare", str(model), "--timings", "--json", str(report)]),
         "tree": pythonpath or "this",
     }
-    if proc.returncode:
+    if rc:
         row["stderr_tail"] = err[-1500:]
     if row["max_single_mb"]:
         row["max_single_x_file"] = round(row["max_single_mb"] * 1e6 / size, 2)

@@ -62,31 +62,14 @@ def files_bytes(path: Path) -> int:
 
 
 def timed(cmd: list[str]) -> dict:
-    """Wall time, tree peak and single-process peak of one command (see compare_speed.run_once)."""
+    """Wall time, tree peak and single-process peak of one command (compare_speed.measure_command)."""
     import re
-    import subprocess
-    import threading
 
-    peak = [0]
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(["/usr/bin/time", "-v", *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    done = threading.Event()
-
-    def sample():
-        while not done.is_set():
-            peak[0] = max(peak[0], compare_speed._tree_rss(proc.pid))
-            time.sleep(0.05)
-
-    thread = threading.Thread(target=sample, daemon=True)
-    thread.start()
-    out, err = proc.communicate()
-    wall = time.perf_counter() - t0
-    done.set()
-    thread.join()
+    rc, out, err, wall, tree_peak = compare_speed.measure_command(["/usr/bin/time", "-v", *cmd])
     single = re.search(r"Maximum resident set size \(kbytes\): (\d+)", err)
-    row = {"rc": proc.returncode, "wall_s": round(wall, 1), "tree_peak_mb": round(peak[0] / 1e6, 1),
+    row = {"rc": rc, "wall_s": round(wall, 1), "tree_peak_mb": round(tree_peak / 1e6, 1),
            "single_peak_mb": round(int(single.group(1)) * 1024 / 1e6, 1) if single else None}  # fmt: skip
-    if proc.returncode:
+    if rc:
         row["stderr_tail"] = err[-800:]
     timings = [line for line in out.splitlines() if line.startswith("Phase timings")]
     if timings:

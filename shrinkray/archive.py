@@ -467,13 +467,16 @@ def load_zip(
     limits: Limits | None = None,
     *,
     choose: str | None = None,
+    lazy_external: bool = False,
 ) -> LoadedModel:
     """Unpack an uploaded .zip into a fresh folder below ``workdir`` and load its model.
 
     ``data`` is the archive's bytes or its path (never modified). ``workdir``
     is a folder the caller owns (created if missing); each call unpacks into a
     new subfolder of it, which the caller may delete once the model is loaded
-    (the returned model holds all its tensors in memory). ``choose`` names the
+    (the returned model holds all its tensors in memory; with ``lazy_external``
+    external tensors stay in the unpacked files, see :func:`shrinkray.io.load`,
+    so the folder must stay until they are read). ``choose`` names the
     .onnx member to load when the archive holds several.
 
     The returned LoadedModel's ``sha256`` is that of the archive, its
@@ -539,7 +542,7 @@ def load_zip(
                     "Check the free disk space of the working folder",
                 ) from None
         try:
-            loaded = load(root.joinpath(*chosen.parts), limits=limits)
+            loaded = load(root.joinpath(*chosen.parts), limits=limits, lazy_external=lazy_external)
         except ShrinkRayError as exc:
             # Name files as they are named inside the archive, not by the server's folders.
             inside = str(root) + os.sep
@@ -562,6 +565,7 @@ def load_any(
     name: str | None = None,
     workdir: str | os.PathLike | None = None,
     limits: Limits | None = None,
+    lazy_external: bool = False,
 ) -> LoadedModel:
     """One loader for every front end: an .onnx file or a .zip (a model with its external data), as a path
     or as bytes (an upload). The CLI and the app both call this.
@@ -570,6 +574,10 @@ def load_any(
     and the unpacked copy is removed as soon as the model is in memory. ``name`` names the model (an
     upload's file name; ``.onnx``/``.zip`` is dropped). A zip loaded from a path keeps that path (the file
     never to be written over); a model from bytes has none.
+
+    ``lazy_external`` (a path, or a zip with a ``workdir``): external tensors stay in their files
+    (:func:`shrinkray.io.load`); an unpacked zip's folder then stays below ``workdir``, which the
+    caller removes once the tensors are read. Without a ``workdir`` a zip is loaded whole.
     """
     is_bytes = isinstance(source, (bytes, bytearray, memoryview))
     path = None if is_bytes else Path(source)
@@ -580,17 +588,24 @@ def load_any(
         zipped = path.is_file() and (path.suffix.lower() == ".zip" or is_zip(path))
     stem = label.removesuffix(".zip").removesuffix(".onnx")
     if not zipped:
-        loaded = load(bytes(source), name=stem or "upload", limits=limits) if is_bytes else load(path, limits=limits)
+        loaded = (
+            load(bytes(source), name=stem or "upload", limits=limits)
+            if is_bytes
+            else load(path, limits=limits, lazy_external=lazy_external)
+        )
         if stem and not is_bytes:
             loaded.name = stem
         return loaded
     with contextlib.ExitStack() as stack:
         folder = Path(workdir) if workdir is not None else stack.enter_context(scratch_folder())
         unpack = Path(tempfile.mkdtemp(prefix="unpacked-", dir=_made(folder)))
+        loaded = None
         try:
-            loaded = load_zip(source if is_bytes else path, unpack, limits)
+            loaded = load_zip(source if is_bytes else path, unpack, limits,
+                              lazy_external=lazy_external and workdir is not None)  # fmt: skip
         finally:
-            shutil.rmtree(unpack, ignore_errors=True)
+            if loaded is None or not loaded.is_lazy:  # a lazy model still reads the unpacked files
+                shutil.rmtree(unpack, ignore_errors=True)
     loaded.name = stem or loaded.name
     loaded.path = path  # the archive (protected from writes), or None: the unpacked copy is gone
     return loaded

@@ -49,7 +49,7 @@ from shrinkray.errors import (
     WriteError,
 )
 from shrinkray.graph import tensor_nbytes
-from shrinkray.limits import Limits, check_graph_structure, check_model, check_tensor, short
+from shrinkray.limits import Limits, check_graph_structure, check_model, check_tensor, declared_bytes, short
 
 #: Protobuf messages cannot exceed 2 GiB; stay well below it.
 PROTOBUF_LIMIT = 2**31 - 2**24
@@ -77,14 +77,22 @@ class LoadedModel:
     file_bytes: int = 0
     sha256: str = ""
     external_data_files: list[str] = field(default_factory=list)
+    #: Set when loaded with ``lazy_external``: the folder whose files hold the tensors still marked
+    #: external (read them one at a time with :mod:`shrinkray.external_data`).
+    external_base: Path | None = None
 
     @property
     def has_external_data(self) -> bool:
         return bool(self.external_data_files)
 
+    @property
+    def is_lazy(self) -> bool:
+        """Some tensors' values are still in their external files, not in ``model``."""
+        return self.external_base is not None
+
 
 @dataclass
-class _ExternalRef:
+class ExternalRef:
     """Where one tensor's bytes live, after checking the place is inside the model's folder."""
 
     tensor: onnx.TensorProto
@@ -121,8 +129,8 @@ def _external_int(tensor: onnx.TensorProto, key: str) -> int | None:
 _DRIVE = re.compile(r"^[A-Za-z]:")
 
 
-def _check_external_location(tensor: onnx.TensorProto, base_dir: Path) -> _ExternalRef:
-    """Resolve a tensor's external file and refuse anything outside base_dir."""
+def external_place(tensor: onnx.TensorProto, base_dir: Path) -> ExternalRef:
+    """Resolve a tensor's external file and refuse anything outside base_dir (or beyond the file's end)."""
     location = _external_entry(tensor, "location") or ""
     if not location:
         raise ModelLoadError(
@@ -170,10 +178,22 @@ def _check_external_location(tensor: onnx.TensorProto, base_dir: Path) -> _Exter
             f"{short(location, 200)}, which has only {size} bytes",
             "The data file is truncated or belongs to another model; export the model again",
         )
-    return _ExternalRef(tensor, location, target, offset, length)
+    return ExternalRef(tensor, location, target, offset, length)
 
 
-def _read_external(refs: list[_ExternalRef]) -> None:
+def _check_external_length(ref: ExternalRef) -> None:
+    """A lazily loaded tensor's stored length must be what its shape and type call for (as loading checks
+    of the bytes it reads), so reading it later cannot come up short or long."""
+    expected = declared_bytes(ref.tensor)
+    if expected is not None and expected != ref.length:
+        raise ModelLoadError(
+            f"Tensor {short(ref.tensor.name)} declares {expected:,} bytes of values but its external data "
+            f"in {short(ref.location, 200)} holds {ref.length:,}",
+            "The data file does not belong to this model, or the model is damaged; export it again",
+        )
+
+
+def _read_external(refs: list[ExternalRef]) -> None:
     """Read every external tensor into memory from its checked place, then forget the place."""
     handles: dict[Path, BinaryIO] = {}
     try:
@@ -289,6 +309,7 @@ def load(
     name: str | None = None,
     max_file_bytes: int | None = None,
     limits: Limits | None = None,
+    lazy_external: bool = False,
 ) -> LoadedModel:
     """Load a model from a path or from bytes (an upload), within ``limits``.
 
@@ -301,6 +322,10 @@ def load(
     A model loaded from bytes cannot have external data: there is no folder
     to read it from, so it is refused with a hint to upload a zip instead
     (see :func:`shrinkray.archive.load_zip`).
+
+    ``lazy_external``: check every external tensor's place and length as usual but leave its values in
+    its file (the model holds only the graph and its inline tensors), for conversions that read one
+    tensor at a time (:mod:`shrinkray.external_data`); ``external_base`` then names the folder.
     """
     limits = _resolve_limits(limits, max_file_bytes)
     if isinstance(source, (bytes, bytearray, memoryview)):
@@ -352,7 +377,7 @@ def load(
     file_bytes, sha256 = len(data), digest.result()
     del data  # the parsed model holds everything now: free the file's bytes before the checks
     stats = check_model(model, limits)
-    refs = [_check_external_location(tensor, path.parent) for tensor, _, _ in stats.external_tensors]
+    refs = [external_place(tensor, path.parent) for tensor, _, _ in stats.external_tensors]
     files: list[Path] = []
     for ref in refs:
         if ref.target not in files:
@@ -367,9 +392,13 @@ def load(
         tensor_bytes = stats.inline_tensor_bytes + sum(r.length for r in refs)
         if tensor_bytes > limits.max_tensor_bytes:
             raise limits.exceeded("max_tensor_bytes", f"The model's tensors hold {tensor_bytes:,} bytes")
-        _read_external(refs)
-        for tensor, role, where in stats.external_tensors:
-            check_tensor(tensor, role, where, limits)
+        if lazy_external:
+            for ref in refs:
+                _check_external_length(ref)
+        else:
+            _read_external(refs)
+            for tensor, role, where in stats.external_tensors:
+                check_tensor(tensor, role, where, limits)
     check_graph_structure(model)
     base = path.parent.resolve()
     return LoadedModel(
@@ -379,6 +408,7 @@ def load(
         file_bytes=total,
         sha256=sha256,
         external_data_files=[str(f.relative_to(base)) for f in files],
+        external_base=base if lazy_external and files else None,
     )
 
 

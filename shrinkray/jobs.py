@@ -17,19 +17,21 @@ import onnx
 
 from shrinkray.compare import ComparePipeline, CompareSettings, variant_file_name
 from shrinkray.io import LoadedModel, check_output_path, save, save_all, write_outputs
-from shrinkray.methods import Variant
+from shrinkray.methods import Variant, get_method
 from shrinkray.shrink import shrink
+from shrinkray.streaming import can_stream, shrink_to_files
 
 
-def load_model_file(path: str | Path, scratch: str | Path | None = None) -> LoadedModel:
+def load_model_file(path: str | Path, scratch: str | Path | None = None, lazy_external: bool = False) -> LoadedModel:
     """An .onnx file, or a .zip holding a model and its external data (unpacked safely, then removed).
 
     ``scratch``: an empty folder to unpack into, owned by the caller, which removes it even when this
-    process is killed (the capped worker runs this; the parent holds the folder).
+    process is killed (the capped worker runs this; the parent holds the folder). ``lazy_external``:
+    leave external tensors in their files (an unpacked zip stays in ``scratch``) for a streaming method.
     """
     from shrinkray.archive import load_any
 
-    return load_any(Path(path), workdir=scratch)  # the same loader as the app's uploads
+    return load_any(Path(path), workdir=scratch, lazy_external=lazy_external)  # the same loader as the app's
 
 
 def protected_files(model_path: Path, loaded: LoadedModel) -> list[Path]:
@@ -41,9 +43,14 @@ def shrink_job(model_path: Path, output: Path, method: str, options: dict[str, A
                scratch: str) -> tuple[Variant, Path, int, int]:  # fmt: skip
     """Load, shrink, check and write, in the capped worker; returns the change record (without the
     model), the file written, its bytes and the input's bytes."""
-    loaded = load_model_file(model_path, scratch)
+    loaded = load_model_file(model_path, scratch, lazy_external=get_method(method).stream is not None)
     protected = protected_files(model_path, loaded)
     check_output_path(output, protect=protected, overwrite=force)
+    if can_stream(loaded, method):  # weights in external files: one tensor at a time (shrinkray.streaming)
+        variant, written, written_bytes = shrink_to_files(loaded, method, output, protect=protected,
+                                                          overwrite=force, **options)  # fmt: skip
+        variant.model = onnx.ModelProto()
+        return variant, written, written_bytes, loaded.file_bytes
     variant = shrink(loaded, method, in_place=True, **options)  # this process owns this copy
     written = save(
         variant.model,

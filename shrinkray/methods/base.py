@@ -271,6 +271,10 @@ class MethodSpec:
     #: The work happens in a child process (the caller's thread mostly waits): compare builds such a
     #: variant in the background while it builds and measures the others.
     runs_in_child_process: bool = False
+    #: ``apply`` with the caller supplying ``read`` (a tensor's values) and ``editor`` (a GraphEditor):
+    #: lets :mod:`shrinkray.streaming` convert a model whose weights stay in external data files,
+    #: one tensor at a time. None: the method needs the whole model in memory.
+    stream: Callable[..., Variant] | None = None
 
     @property
     def traceable(self) -> bool:

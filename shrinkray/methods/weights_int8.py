@@ -13,6 +13,7 @@ quantizes activations, so optimized results drift from unoptimized ones.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -155,6 +156,20 @@ def candidates(refs: list[WeightRef], options: WeightsInt8Options) -> list[Weigh
 
 
 def apply(model: onnx.ModelProto, options: WeightsInt8Options) -> Variant:
+    return rewrite(model, options)
+
+
+def rewrite(
+    model: onnx.ModelProto,
+    options: WeightsInt8Options,
+    *,
+    read: Callable[[WeightRef], np.ndarray] = WeightRef.array,
+    editor: GraphEditor | None = None,
+) -> Variant:
+    """The conversion, with where values come from (``read``) and where replacements go (``editor``)
+    left to the caller: in memory by default; :mod:`shrinkray.streaming` reads each tensor from its
+    external file and writes its codes to the output's data file at once, so the same codes come out
+    while memory holds a few tensors at a time."""
     opset = default_opset(model)
     per_channel = options.granularity == "per-channel"
     if options.form == "dequantize-linear" and opset < (13 if per_channel else 10):
@@ -165,11 +180,11 @@ def apply(model: onnx.ModelProto, options: WeightsInt8Options) -> Variant:
     variant = Variant(method="weights-int8", options=options.as_dict(), model=model)
 
     def encode(ref: WeightRef) -> tuple[LinearCodes | None, ErrorStats | None]:
-        values = ref.array()
+        values = read(ref)
         codes = best_codes(values, ref, options.symmetric, per_channel)
         return (codes, codes.error_against(values, FLOAT_TYPES[ref.dtype])) if codes is not None else (None, None)
 
-    editor = GraphEditor(model)
+    editor = editor if editor is not None else GraphEditor(model)
     refs = candidates(find_weights(model), options)
     for ref, (codes, stats) in zip(refs, map_tensors(encode, refs), strict=True):
         if codes is None:
@@ -210,5 +225,6 @@ register(
         approximate=approximate,
         bytes_per_value=1.0,
         parity_hint="Try per-channel granularity, or float16.",
+        stream=rewrite,
     )
 )

@@ -27,7 +27,9 @@ redis://host:6379/0``; ``pip install shrinkray-studio[redis]``):
   itself; without one, a thread of the submitting process follows the job and
   calls the hooks it was given. Either way the outcome is delivered once (a
   ``SET NX`` claim), also when a replica finds a job RQ marked failed because
-  its worker died.
+  its worker died. Every write of a job's state is one WATCH/MULTI transaction
+  that also checks the claim (:func:`_write_meta`), so a cancel, a start and an
+  end racing each other cannot overwrite a settled outcome.
 
 ``rq`` and ``redis`` are imported only when this backend is used; the default
 install needs neither.
@@ -205,6 +207,61 @@ def _outcome_fields(status: JobStatus) -> dict[str, Any]:
             "problem": status.problem, "hint": status.hint, "setting": status.setting, "waiting_for": ""}  # fmt: skip
 
 
+def _write_meta(job, keys: _Keys, fields: dict[str, Any], drop: tuple[str, ...] = (), owner: bool = False) -> bool:
+    """Merge ``fields`` into the job's meta as it is in Redis, in one transaction; False when not written.
+
+    Every write of a run's state is a read-modify-write, and several processes
+    write it (the worker, the replica that cancels a queued job or settles a dead
+    worker's). So the job's hash and its settled flag are WATCHed, the meta is read
+    and merged and written in MULTI/EXEC, and a concurrent change retries: a
+    worker's "running" can no longer land on an outcome a replica settled between
+    the worker's check and its write, and a settle keeps the fields others wrote
+    after it fetched the job. Without ``owner`` (the holder of the settled claim),
+    nothing is written once the job is settled; nothing is written for a job
+    Redis no longer holds (it expired: a half-written hash would outlive it).
+    """
+    _rq, redis = _modules()
+    settled = keys.settled(job.id)
+    with job.connection.pipeline() as pipe:
+        while True:
+            try:
+                pipe.watch(job.key, settled)
+                if not owner and pipe.exists(settled):
+                    return False
+                raw = pipe.hget(job.key, "meta")
+                if raw is None and not pipe.exists(job.key):
+                    return False
+                meta = job.serializer.loads(raw) if raw else {}
+                meta.update(fields)
+                for name in drop:
+                    meta.pop(name, None)
+                pipe.multi()
+                pipe.hset(job.key, "meta", job.serializer.dumps(meta))
+                pipe.execute()
+            except redis.WatchError:
+                continue  # another process wrote the job or settled it meanwhile: read again
+            job.meta = meta
+            return True
+
+
+def _flag_cancel(connection, keys: _Keys, job_id: str) -> bool:
+    """Set the job's cancel flag unless it is settled, atomically (a job that just ended is not "cancelled")."""
+    _rq, redis = _modules()
+    settled = keys.settled(job_id)
+    with connection.pipeline() as pipe:
+        while True:
+            try:
+                pipe.watch(settled)
+                if pipe.exists(settled):
+                    return False
+                pipe.multi()
+                pipe.set(keys.cancel(job_id), b"1", ex=KEEP_S)
+                pipe.execute()
+                return True
+            except redis.WatchError:
+                continue
+
+
 def _failure(status: JobStatus, exc: BaseException, what: str, cancelled: bool) -> JobStatus:
     """The same outcomes as LocalQueue: the engine's message, problem, hint and setting; a bug said as one."""
     from shrinkray.sandbox import Cancelled
@@ -240,8 +297,9 @@ def perform(spec: _Spec) -> None:
     try:
         hooks: JobHooks = hooks_factory() if hooks_factory is not None else JobHooks()
     except Exception as exc:  # noqa: BLE001 - e.g. the store folder is not mounted here: a replica settles the run
-        job.meta["worker_error"] = f"{socket.gethostname()} cannot open the run store ({type(exc).__name__}: {exc})"
-        job.save_meta()
+        with contextlib.suppress(Exception):  # Redis failing too: the replica says the worker stopped
+            _write_meta(job, keys, {"worker_error": f"{socket.gethostname()} cannot open the run store "
+                                                    f"({type(exc).__name__}: {exc})"})  # fmt: skip
         raise
     status = _status_from_meta(job.id, meta)
     cancel = threading.Event()
@@ -249,20 +307,28 @@ def perform(spec: _Spec) -> None:
     lock = threading.Lock()
     last_save = [0.0]
     pending = threading.Event()
+    unsaved: dict[str, Any] = {}
 
-    def save(force: bool = False, **fields: Any) -> None:
+    def save(force: bool = False, **fields: Any) -> bool:
         """Publish fields in the job's meta (at most every META_EVERY_S unless forced; the flag watcher
-        writes what waits), unless another process already settled the job."""
+        writes what waits), unless another process already settled the job (checked in the same transaction)."""
         with lock:
-            job.meta.update(fields)
+            unsaved.update(fields)
             now = time.monotonic()
             if not force and now - last_save[0] < META_EVERY_S:
                 pending.set()
-                return
+                return True
             pending.clear()
             last_save[0] = now
-            if not connection.exists(keys.settled(job.id)):
-                job.save_meta()
+            written = dict(unsaved)
+            unsaved.clear()
+            try:
+                return _write_meta(job, keys, written)
+            except Exception:
+                for name, value in written.items():  # Redis failed: the next write carries them (newer ones win)
+                    unsaved.setdefault(name, value)
+                pending.set()
+                raise
 
     def watch_cancel() -> None:
         while not stop.wait(POLL_S):
@@ -289,9 +355,13 @@ def perform(spec: _Spec) -> None:
                                   problem="The run was cancelled before it started", hint="Start it again")  # fmt: skip
     except Exception as exc:  # noqa: BLE001 - Redis failing during admission: the job fails with its words
         outcome = _failure(status, exc, spec.what, cancelled=False)
+    if outcome is None and not save(force=True, state=RUNNING, step="Starting", fraction=0.0, waiting_for="",
+                                    started_at=time.time()):  # fmt: skip
+        # a replica settled it (cancelled while queued) since the check above: it never starts
+        outcome = replace(status, state=CANCELLED, error="The run was cancelled before it started",
+                          problem="The run was cancelled before it started", hint="Start it again")  # fmt: skip
     if outcome is None:
         status = replace(status, state=RUNNING, step="Starting", fraction=0.0, waiting_for="")
-        save(force=True, state=RUNNING, step="Starting", fraction=0.0, waiting_for="", started_at=time.time())
 
         def progress(step: str, fraction: float) -> None:
             fraction = min(max(float(fraction), 0.0), 1.0)
@@ -376,9 +446,7 @@ def _deliver(connection, keys: _Keys, job, outcome: JobStatus, hooks: JobHooks, 
             hooks.failed(outcome)
     if keep_result and outcome.state == DONE:
         connection.set(keys.result(job.id), pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL), ex=KEEP_S)
-    job.meta.update(_outcome_fields(outcome))
-    job.meta.pop("hooks", None)
-    job.save_meta()
+    _write_meta(job, keys, _outcome_fields(outcome), drop=("hooks",), owner=True)
     return True
 
 
@@ -522,9 +590,8 @@ class RedisQueue:
 
     def _cancel(self, job_id: str) -> bool:
         current = self._status(job_id)
-        if current is None or current.finished:
-            return False
-        self.connection.set(self.keys.cancel(job_id), b"1", ex=KEEP_S)
+        if current is None or current.finished or not _flag_cancel(self.connection, self.keys, job_id):
+            return False  # unknown, or finished (also when it ended since the status was read)
         job = self._fetch(job_id)
         states = self._rq.job.JobStatus
         if job is not None and job.get_status(refresh=False) in (states.QUEUED, states.DEFERRED, states.SCHEDULED):

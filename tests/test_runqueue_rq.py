@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import signal
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -289,3 +290,105 @@ def test_a_full_shared_queue_refuses_a_run_like_the_local_one(redis_url):
     assert refused.value.hint == "Try again in a few minutes"
     assert first.cancel(waiting[0])
     second.submit(rqfakes.steps, 1, 0.0)  # a place freed up: accepted again
+
+
+class _Interleave:
+    """Lets another process act at one chosen moment of a worker's conversation with Redis: right after the
+    worker has read (EXISTS, GET or WATCH) a given key. Interleavings that are otherwise a matter of luck
+    become one deterministic sequence."""
+
+    def __init__(self, key: str, act, commands: tuple[bytes, ...] = (b"EXISTS", b"GET", b"WATCH")) -> None:
+        self.key, self.act, self.commands, self.fired = key.encode(), act, commands, False
+
+    def connection_class(self):
+        hook = self
+
+        import redis
+
+        class Hooked(redis.Connection):
+            def send_command(self, *args, **kwargs):
+                self._sent = args
+                return super().send_command(*args, **kwargs)
+
+            def read_response(self, *args, **kwargs):
+                response = super().read_response(*args, **kwargs)
+                sent, self._sent = getattr(self, "_sent", ()), ()
+                names = [a.encode() if isinstance(a, str) else a for a in sent]
+                if not hook.fired and names and names[0].upper() in hook.commands and hook.key in names:
+                    hook.fired = True
+                    hook.act()
+                return response
+
+        return Hooked
+
+
+def _hooked(redis_url: str, hook: _Interleave):
+    import redis
+
+    return redis.Redis(connection_pool=redis.ConnectionPool.from_url(redis_url, connection_class=hook.connection_class()))
+
+
+def _perform_here(redis_url: str, job_id: str, hook: _Interleave, monkeypatch) -> None:
+    """Run the job's ``perform`` in this process (as a worker's work horse would), on a hooked connection."""
+    import rq
+
+    from shrinkray import runqueue_rq
+
+    connection = _hooked(redis_url, hook)
+    job = rq.job.Job.fetch(job_id, connection=connection)
+    monkeypatch.setattr(rq, "get_current_job", lambda: job)
+    runqueue_rq.perform(job.args[0])
+
+
+def test_a_cancel_landing_between_a_workers_check_and_its_write_is_not_overwritten(redis_url, monkeypatch):
+    """Cancel vs start: a replica cancels a queued job at the moment a worker has taken it and read that it is
+    not settled. The worker's "running" must not overwrite the cancelled outcome (it stayed "running" for ever)."""
+    replica = RedisQueue(redis_url, name="interleave")  # no worker on this queue: this test is the worker
+    job_id = replica.submit(rqfakes.steps, 2, 0.05, what="Raced")
+    cancelled = []
+    hook = _Interleave(replica.keys.settled(job_id), lambda: cancelled.append(RedisQueue(redis_url, name="interleave").cancel(job_id)))
+    _perform_here(redis_url, job_id, hook, monkeypatch)
+    assert hook.fired and cancelled == [True]
+    status = replica.status(job_id)
+    assert status.state == "cancelled" and "before it started" in status.error
+    assert RedisQueue(redis_url, name="interleave").status(job_id) == status
+
+
+def test_a_settled_outcome_keeps_what_the_worker_wrote_meanwhile(redis_url):
+    """The replica that settles a job writes the outcome into the job's state as it is in Redis, not over a
+    copy it read earlier (which dropped the worker's later fields, e.g. how many snapshots it sent)."""
+    import rq
+
+    replica = RedisQueue(redis_url, name="interleave")
+    job_id = replica.submit(rqfakes.steps, 2, 0.05, what="Raced")
+    stale = replica._fetch(job_id)
+    fresh = rq.job.Job.fetch(job_id, connection=replica.connection)
+    fresh.meta.update(partials=3, started_at=1.0)  # the worker, meanwhile
+    fresh.save_meta()
+    outcome = replace(replica.status(job_id), state="cancelled", error="The run was cancelled")
+    assert replica._settle(stale, outcome)  # what cancel and a dead worker's job do, with the copy they fetched
+    assert not replica._settle(stale, replace(outcome, state="failed"))  # settled once
+    meta = rq.job.Job.fetch(job_id, connection=replica.connection).meta
+    assert meta["state"] == "cancelled" and meta["partials"] == 3 and meta["started_at"] == 1.0
+
+
+def test_a_cancel_landing_as_the_job_ends_is_refused(redis_url):
+    """Cancel vs finish: the job ends (its outcome settled) just after a replica read it as live. The cancel
+    says False, and the outcome stays the job's own (the flag was set and the job called cancelled)."""
+    from shrinkray.runqueue import JobStatus
+    from shrinkray.runqueue_rq import _deliver
+
+    owner = RedisQueue(redis_url, name="interleave")
+    job_id = owner.submit(rqfakes.steps, 2, 0.05, what="Raced")
+
+    def finish() -> None:  # what the worker's _deliver does when the job returns
+        job = owner._fetch(job_id)
+        _deliver(owner.connection, owner.keys, job, JobStatus(job_id, "done", step="Done", fraction=1.0), JobHooks(),
+                 None, keep_result=False)  # fmt: skip
+
+    hook = _Interleave(f"rq:job:{job_id}", finish, commands=(b"HGETALL",))
+    replica = RedisQueue(redis_url, name="interleave", connection=_hooked(redis_url, hook))
+    assert replica.cancel(job_id) is False
+    assert hook.fired
+    assert owner.status(job_id).state == "done"
+    assert not owner.connection.exists(owner.keys.cancel(job_id))

@@ -2,7 +2,8 @@
 
 Activation-aware 4-bit scales (weights-int4) give channels that carry large activations a finer grid;
 the statistic is the mean squared activation per input channel (the K axis), measured by running the
-original once on the synthesized parity inputs with those activations added as outputs.
+original once on the run's parity inputs (the user's own when given, else synthesized) with those
+activations added as outputs.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import onnx
 
 from shrinkray.errors import ShrinkRayError
 from shrinkray.graph import WeightRef
+from shrinkray.methods.base import RunContext
 
 
 def _activation_of(ref: WeightRef) -> str | None:
@@ -26,11 +28,11 @@ def _activation_of(ref: WeightRef) -> str | None:
     return c.node.input[0] or None
 
 
-def input_channel_power(model: onnx.ModelProto, refs: list[WeightRef]) -> tuple[dict[str, np.ndarray], str]:
+def input_channel_power(model: onnx.ModelProto, refs: list[WeightRef],
+                        context: RunContext | None = None) -> tuple[dict[str, np.ndarray], str]:  # fmt: skip
     """Mean squared activation per input channel for each MatMul/Gemm weight in ``refs`` (by name), and a
-    note when they could not be measured (then the dict is empty and the caller stays data-free)."""
-    from shrinkray.compare import parity_inputs
-    from shrinkray.results import CompareSettings
+    note when they could not be measured (then the dict is empty and the caller stays data-free).
+    ``context``: the run's inputs (None: the default synthesized ones)."""
     from shrinkray.validate import open_session
 
     acts = {r.name: a for r in refs if (a := _activation_of(r)) is not None}
@@ -44,7 +46,7 @@ def input_channel_power(model: onnx.ModelProto, refs: list[WeightRef]) -> tuple[
             probe.graph.output.append(onnx.ValueInfoProto(name=act))
     try:
         session = open_session(probe)
-        inputs = parity_inputs(probe, CompareSettings(), session=session)
+        inputs = (context or RunContext()).parity_inputs(probe, session=session)
     except ShrinkRayError as exc:
         return {}, f"Activation-aware scales were skipped (blocks are data-free): {exc.problem}"
     names = [o.name for o in session.get_outputs()]

@@ -50,6 +50,7 @@ from shrinkray.measure.parity import OutputKind, Parity, compare_outputs
 from shrinkray.measure.sizes import BackgroundSizes
 from shrinkray.memory import release_free_memory
 from shrinkray.methods import Variant, all_methods, get_method
+from shrinkray.methods.base import RunContext
 from shrinkray.results import ORIGINAL, CompareSettings, Comparison, Culprit, VariantResult
 from shrinkray.shrink import shrink
 from shrinkray.validate import explain_runtime_error, open_session
@@ -269,7 +270,8 @@ def find_culprits(
             progress(f"{method}: testing tensor {index + 1}/{len(changed)} alone", index / max(len(changed), 1))
         opts = {k: v for k, v in options.items() if k not in ("include", "exclude")}
         try:
-            variant = shrink(source, method, include=[name], keep_session=True, **opts)
+            variant = shrink(source, method, include=[name], keep_session=True, context=RunContext(settings, inputs),
+                             **opts)  # fmt: skip
             outputs = _session_outputs(variant.session, inputs.samples, variant.model)
         except ShrinkRayError:
             continue  # this tensor alone cannot be tested; the others still can
@@ -314,7 +316,7 @@ def _auto_variant(
         options = dict(result.options)
         options["exclude"] = list(options.get("exclude", [])) + ranked[:count]
         try:
-            variant = shrink(source, result.method, keep_session=True, **options)
+            variant = shrink(source, result.method, keep_session=True, context=RunContext(settings, inputs), **options)
             outputs = _session_outputs(variant.session, inputs.samples, variant.model)
         except ShrinkRayError:
             continue
@@ -470,7 +472,10 @@ class ComparePipeline:
 
     def _shrink(self, method: str, options: dict[str, Any]) -> Variant | ShrinkRayError:
         try:
-            return shrink(self.loaded, method, keep_session=True, **options)
+            # the run's verdict and inputs: a method that judges or calibrates (auto, weights-int4) does so
+            # on exactly what its result is judged on here
+            return shrink(self.loaded, method, keep_session=True, context=RunContext(self.settings, self.inputs),
+                          **options)  # fmt: skip
         except OptionError:
             raise
         except ShrinkRayError as exc:

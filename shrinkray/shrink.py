@@ -12,6 +12,7 @@ from shrinkray.io import LoadedModel, tensor_payload_bytes
 from shrinkray.limits import check_memory
 from shrinkray.memory import release_free_memory
 from shrinkray.methods import Variant, get_method
+from shrinkray.methods.base import RunContext
 from shrinkray.validate import validate
 
 
@@ -21,6 +22,7 @@ def shrink(
     *,
     in_place: bool = False,
     keep_session: bool = False,
+    context: RunContext | None = None,
     **options: Any,
 ) -> Variant:
     """Return a validated Variant; the input model is not modified unless ``in_place``.
@@ -31,7 +33,8 @@ def shrink(
     the method fails, or the result does not pass onnx.checker or open in
     ONNX Runtime. ``keep_session`` validates with the optimized session that
     measuring needs and leaves it in ``variant.session`` (opened once, used for
-    parity and culprits).
+    parity and culprits). ``context``: the run's verdict and inputs, for a method that judges or
+    calibrates on them (``MethodSpec.uses_context``; others ignore it); None: the defaults.
     """
     spec = get_method(method)
     opts = spec.make_options(**options)
@@ -43,7 +46,7 @@ def shrink(
     else:
         model = onnx.ModelProto()
         model.CopyFrom(original)
-    variant = spec.apply(model, opts)
+    variant = spec.run(model, opts, context)
     release_free_memory()  # the method's temporaries, before validation serializes the result
     if 0 < variant.model.ir_version < 4:
         variant.model.ir_version = 4  # IR 3 requires every initializer (ours too) to be a graph input

@@ -2,31 +2,38 @@
 
 Users try variants by hand; this searches for them. Each large float tensor
 can stay float32 or become float16, 8-bit or 4-bit (the methods' own encodings,
-through their ``approximate`` and ``bytes_per_value`` in the registry):
+through their ``approximate`` and ``bytes_per_value`` in the registry). It judges
+by the run's verdict on the run's inputs (:class:`RunContext`: the user's
+tolerances and inputs when compare, the CLI or the app has them, else the
+defaults), so the result passes where it is shown.
 
-0. **The smallest mix first.** Every tensor at the lowest precision is built and
-   judged; when it passes nothing is smaller and nothing needs measuring.
+0. **The smallest mix first.** Every tensor at the lowest precision is judged;
+   when it passes nothing is smaller and nothing needs measuring.
 1. **Sensitivity.** One ONNX Runtime session of the original in which every
-   candidate tensor is an overridable input; for each tensor and precision the
-   tensor alone is replaced by its approximation and the outputs are judged by
-   the default verdict, giving its *severity* (the share of the allowed error
-   it uses). No model is rebuilt, so this costs one inference per try.
+   candidate tensor is an overridable input; each tensor alone is replaced by
+   its approximation and the outputs are judged, giving its *severity* (the
+   share of the allowed error it uses). No model is rebuilt, and the runs use
+   one sample of the judging inputs (a quarter of the time of the batch).
+   The lowest precision is measured; a higher one is measured only when the
+   lower one was far from negligible, else predicted from it by the ratio of
+   their weight errors (severities are amplitudes, linear in small errors).
 2. **Assignment.** Greedy: start from float32 and keep taking the move (a
    tensor to a cheaper precision) that saves the most bytes per unit of added
    squared severity, while the predicted total (independent errors add in
    quadrature) stays within ``target`` squared.
-3. **Verification.** The methods build the mixed model (4-bit, then 8-bit,
-   then float16 tensors, each by name) and the whole model is judged again; if
-   it fails, the target halves and the assignment is redone; after a pass, two
-   bisection steps between the failing and the passing target look for a
-   smaller mix that still passes. Uniform 8-bit and float16 are tried too when
-   predicted smaller than the mix found, so the result is never larger than a
-   single method that passes. All within ``budget`` seconds; without a passing
-   mix it falls back to all 8-bit.
+3. **Verification.** Each candidate mix is first judged in the overridable
+   session on the full judging inputs (one inference); only a mix that passes
+   there is built by the methods (4-bit, then 8-bit, then float16 tensors, each
+   by name, validated once) and judged again as a whole model. A failing mix
+   halves the target and the assignment is redone; after a pass, two bisection
+   steps between the failing and the passing target look for a smaller mix.
+   Uniform 8-bit and float16 are tried too when predicted smaller than the mix
+   found, so the result is never larger than a single method that passes. All
+   within ``budget`` seconds; without a passing mix it falls back to all 8-bit.
 
 The result is an ordinary variant: every rewritten tensor's change records
 its precision, and ``precision_map`` lists every candidate with its
-precision, bytes and measured severities.
+precision, bytes and severities (which of them were predicted, not run).
 """
 
 from __future__ import annotations
@@ -34,14 +41,14 @@ from __future__ import annotations
 import glob
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import onnx
 from onnx import helper
 
 from shrinkray.graph import WeightRef, constants_to_initializers, find_weights
-from shrinkray.methods.base import MethodSpec, TensorSelection, Variant, get_method, option, register
+from shrinkray.methods.base import MethodSpec, RunContext, TensorSelection, Variant, get_method, option, register
 
 #: Precisions from the most to the least bytes, and the method that makes each.
 LEVELS = ("float32", "float16", "int8", "int4")
@@ -67,6 +74,7 @@ class Choice:
     bytes: dict[str, float]
     severity: dict[str, float]
     level: str = "float32"
+    predicted: set[str] = field(default_factory=set)  # severities derived from a lower precision's, not run
 
 
 def candidates(refs: list[WeightRef], options: AutoOptions) -> list[WeightRef]:
@@ -97,7 +105,7 @@ def _run(session, samples: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _judge(inputs, outputs: dict[str, Any], settings: Any):
-    """The default verdict on ``outputs`` against the original's (the public parity function compare uses)."""
+    """The run's verdict on ``outputs`` against the original's (the public parity function compare uses)."""
     from shrinkray.measure.parity import compare_outputs
 
     return compare_outputs(inputs.reference, outputs, inputs.kinds, settings.verdict, samples=inputs.count)
@@ -116,34 +124,103 @@ def _choices(refs: list[WeightRef], lowest: str) -> list[Choice]:
 #: A tensor whose change at some precision uses less than this share of the allowed error is not
 #: measured at higher precisions (they are bounded by it): most tensors of most models, a third of the runs.
 NEGLIGIBLE = 0.01
+#: Below this severity a higher precision's severity is not run but
+#: predicted from it by the ratio of the two weight errors (measured on ppocr-det: within 2x, mostly above).
+LINEAR = 2.0
+#: Samples of the judging inputs the per-tensor runs use (the verification uses them all).
+QUICK_SAMPLES = 1
 
 
-def _measure(choices: list[Choice], session, inputs, settings: Any, deadline: float) -> None:
-    """Each tensor alone at each precision: its severity under the verdict (one inference per try).
+def quick_inputs(inputs, session, model: onnx.ModelProto):
+    """The first ``QUICK_SAMPLES`` samples of the judging inputs with the original's outputs on them, for
+    the per-tensor runs (a quarter of a batch of 4: the same ranking for a quarter of the time); the
+    inputs themselves when they cannot be split (a fixed batch, one sample)."""
+    import numpy as np
 
-    Largest tensors first, lowest precision first; once a precision is negligible the higher ones
-    take its severity as a bound instead of a run. A precision whose approximation cannot be made is
-    dropped from the tensor's options; once the deadline passes, the remaining tries are left
-    unmeasured (the greedy then skips those moves)."""
+    from shrinkray.measure.inputs import first_axis_dynamic
+
+    samples = inputs.samples
+    if len(samples) > QUICK_SAMPLES:
+        quick = samples[:QUICK_SAMPLES]
+    else:
+        count = inputs.count
+        feeds = samples[0] if samples else {}
+        splittable = count > QUICK_SAMPLES and first_axis_dynamic(model) and all(
+            np.ndim(v) and np.shape(v)[0] == count for v in feeds.values()
+        )
+        if not splittable:
+            return inputs
+        quick = [{k: v[:QUICK_SAMPLES] for k, v in feeds.items()}]
+    try:
+        reference = _run(session, quick)
+    except Exception:  # noqa: BLE001 - ORT's own exception types: the full inputs still work
+        return inputs
+    return replace(inputs, samples=quick, reference=reference)
+
+
+def _relative_error(values, approx) -> float:
+    import numpy as np
+
+    diff = np.asarray(approx, dtype=np.float64) - values
+    return float(np.sqrt(np.sum(diff * diff) / max(float(np.sum(np.square(values, dtype=np.float64))), 1e-30)))
+
+
+class Approximations:
+    """Each tensor's approximation per precision, made once: 4-bit encodings are the costly ones and are
+    kept up to ``cap`` bytes (the override checks reuse them); the others are cheap to redo."""
+
+    def __init__(self, cap: float = 256e6) -> None:
+        self.kept: dict[tuple[str, str], Any] = {}
+        self.cap, self.held = cap, 0.0
+
+    def get(self, ref: WeightRef, level: str, values=None):
+        key = (ref.name, level)
+        if key in self.kept:
+            return self.kept[key]
+        values = ref.array() if values is None else values
+        approx = get_method(METHOD_OF[level]).approximate(values, ref)
+        approx = None if approx is None else approx.astype(values.dtype)
+        if level == "int4" and approx is not None and self.held + approx.nbytes <= self.cap:
+            self.kept[key], self.held = approx, self.held + approx.nbytes
+        return approx
+
+
+def _measure(choices: list[Choice], session, inputs, settings: Any, deadline: float,
+             approx: Approximations) -> int:  # fmt: skip
+    """Each tensor alone at each precision: its severity under the verdict; returns the inferences run.
+
+    Largest tensors first, lowest precision first. A higher precision is run only when the lower one
+    was beyond the linear regime (``LINEAR``); otherwise its severity is the lower one's scaled by the
+    ratio of their weight errors (a bound once the lower one is negligible). A precision whose
+    approximation cannot be made is dropped from the tensor's options; once the deadline passes, the
+    remaining tries are left unmeasured (the greedy then skips those moves)."""
+    runs = 0
     for choice in sorted(choices, key=lambda c: -c.bytes["float32"]):
         if time.monotonic() >= deadline:
-            return
+            break
         ref = choice.ref
         values = ref.array()
-        bound = None
+        below: tuple[float, float] | None = None  # (severity, weight error) of the last precision measured
         for level in reversed([lv for lv in LEVELS[1:] if lv in choice.bytes]):
-            if bound is not None:
-                choice.severity[level] = bound
+            if below is not None and below[0] < NEGLIGIBLE:
+                choice.severity[level] = below[0]  # bounded by the lower precision: nothing to run
+                choice.predicted.add(level)
                 continue
-            spec = get_method(METHOD_OF[level])
-            approx = spec.approximate(values, ref)
-            if approx is None:
+            approximation = approx.get(ref, level, values)
+            if approximation is None:
                 del choice.bytes[level]
                 continue
-            feeds = [{**sample, ref.name: approx.astype(values.dtype)} for sample in inputs.samples]
+            error = _relative_error(values, approximation)
+            if below is not None and below[0] < LINEAR:
+                choice.severity[level] = below[0] * min(error / max(below[1], 1e-30), 1.0)
+                choice.predicted.add(level)
+                below = (choice.severity[level], error)
+                continue
+            feeds = [{**sample, ref.name: approximation} for sample in inputs.samples]
             choice.severity[level] = sensitivity(_judge(inputs, _run(session, feeds), settings))
-            if choice.severity[level] < NEGLIGIBLE:
-                bound = choice.severity[level]
+            runs += 1
+            below = (choice.severity[level], error)
+    return runs
 
 
 #: What one tensor's change is scored by when the verdict itself is not graded: a decision kept on
@@ -198,26 +275,28 @@ def assign(choices: list[Choice], target: float) -> None:
         c.level, total = level, total + added
 
 
-def _build(model: onnx.ModelProto, choices: list[Choice], options: AutoOptions) -> Variant:
-    """The mixed model, made by the methods themselves (lowest precision first), checked like any variant."""
-    from shrinkray.shrink import shrink
+def _build(model: onnx.ModelProto, choices: list[Choice], options: AutoOptions, context: RunContext) -> Variant:
+    """The mixed model, made by the methods themselves (lowest precision first) on one copy, validated once
+    (with the session that runs it), like any variant."""
+    from shrinkray.validate import validate
 
-    current = model
-    variant = Variant(method="auto", options=options.as_dict(), model=model)
+    current = onnx.ModelProto()
+    current.CopyFrom(model)
+    variant = Variant(method="auto", options=options.as_dict(), model=current)
     for level in ("int4", "int8", "float16"):
         names = [glob.escape(c.ref.name) for c in choices if c.level == level]
         if not names:
             continue
-        extra = BUILD_OPTIONS.get(level, {})
-        step = shrink(current, METHOD_OF[level], include=names, min_elements=options.min_elements, keep_session=True,
-                      **extra)  # fmt: skip
+        spec = get_method(METHOD_OF[level])
+        opts = spec.make_options(include=names, min_elements=options.min_elements, **BUILD_OPTIONS.get(level, {}))
+        step = spec.run(current, opts, context)
         for change in step.changes:
             change.encoding = f"{level}: {change.encoding}"
         variant.changes += step.changes
         variant.warnings += step.warnings
         current = step.model
-        variant.session = step.session  # the last step's session runs the finished mix
     variant.model = current
+    variant.session = validate(current, keep_session=True)
     return variant
 
 
@@ -226,19 +305,23 @@ def _build(model: onnx.ModelProto, choices: list[Choice], options: AutoOptions) 
 BUILD_OPTIONS: dict[str, dict[str, Any]] = {"int4": {"activation_aware": False}}
 #: Verification builds between the last failing and the first passing target (each a whole build + run).
 BISECT_STEPS = 2
+#: A bisection step whose mix is predicted to save less than this share of the best mix's bytes is not
+#: tried: below what a build and a verification are worth.
+MIN_SAVING = 0.005
 
 
 def _predicted_bytes(choices: list[Choice]) -> float:
     return sum(c.bytes.get(c.level, c.bytes["float32"]) for c in choices)
 
 
-def apply(model: onnx.ModelProto, options: AutoOptions) -> Variant:
-    from shrinkray.compare import parity_inputs
-    from shrinkray.results import CompareSettings
+def apply(model: onnx.ModelProto, options: AutoOptions, context: RunContext | None = None) -> Variant:
+    """``context``: the run's verdict and inputs (compare's, the CLI's or the app's); None: the defaults."""
+    from shrinkray.errors import ShrinkRayError
     from shrinkray.validate import open_session
 
+    context = context or RunContext()
     deadline = time.monotonic() + options.budget
-    settings = CompareSettings()  # the default verdict and synthesized inputs, as a plain compare judges
+    settings = context.judging_settings()
     constants_to_initializers(model, options.min_elements)  # Constant-node weights (older exporters) count too
     selected = candidates(find_weights(model), options)
     refs = [r for r in selected if r.kind == "initializer" and not r.scope]
@@ -249,25 +332,51 @@ def apply(model: onnx.ModelProto, options: AutoOptions) -> Variant:
         return variant
     probe = _overridable(model, [r.name for r in refs])
     session = open_session(probe)
-    inputs = parity_inputs(probe, settings, session=session)
+    inputs = context.parity_inputs(probe, session=session)  # what compare judges on: the user's inputs if given
+    approx = Approximations()
     choices = _choices(refs, options.lowest)
     tries: list[str] = []
     tried: set[tuple[str, ...]] = set()
     best: tuple[float, Variant, dict[str, str]] | None = None  # (predicted bytes, variant, levels)
+    counts = {"runs": 0, "builds": 0}
+
+    def overridden_severity() -> float | None:
+        """The current mix judged in the overridable session on the full inputs (one inference, no build);
+        None when a tensor's approximation cannot be made (the build will say what it does)."""
+        overrides = {}
+        for c in choices:
+            if c.level != "float32":
+                values = approx.get(c.ref, c.level)
+                if values is None:
+                    return None
+                overrides[c.ref.name] = values
+        parity = _judge(inputs, _run(session, [{**sample, **overrides} for sample in inputs.samples]), settings)
+        counts["runs"] += 1
+        return parity.severity if parity.passed else max(parity.severity, 1.0 + 1e-9)
 
     def attempt(label: str) -> bool:
-        """Build the current mix, judge it whole; keep it when it passes and is the smallest so far."""
+        """Judge the current mix without building it; build and judge the whole model only when that passes;
+        keep it when it passes and is the smallest so far."""
         nonlocal best
         key = tuple(c.level for c in choices)
         if key in tried:
             return False
         tried.add(key)
-        built = _build(model, choices, options)
+        early = overridden_severity()
+        if early is not None and early > options.target:
+            tries.append(f"{label}: fails ({early:.0%} of allowed, before building)")
+            return False
+        try:
+            built = _build(model, choices, options, context)
+        except ShrinkRayError as exc:
+            tries.append(f"{label}: could not be built ({exc.problem})")
+            return False
+        counts["builds"] += 1
         done = {c.name for c in built.changes}
         for c in choices:  # a tensor the method could not take stays as it was
             if c.level != "float32" and c.ref.name not in done:
                 c.level = "float32"
-        outputs = _run(built.session or open_session(built.model), inputs.samples)
+        outputs = _run(built.session, inputs.samples)
         built.session = None
         parity = _judge(inputs, outputs, settings)
         ok = parity.passed and parity.severity <= options.target  # a target below 1 keeps that margin
@@ -285,7 +394,8 @@ def apply(model: onnx.ModelProto, options: AutoOptions) -> Variant:
     # and no tensor needs measuring (most of a search's time).
     uniform(options.lowest)
     if not attempt(f"all at the lowest precision ({options.lowest})"):
-        _measure(choices, session, inputs, settings, deadline)
+        quick = quick_inputs(inputs, session, probe)
+        counts["runs"] += _measure(choices, session, quick, settings, deadline, approx)
         target, failed = options.target, None
         while best is None and time.monotonic() < deadline and target > 1e-3:
             assign(choices, target)
@@ -300,7 +410,7 @@ def apply(model: onnx.ModelProto, options: AutoOptions) -> Variant:
         for _ in range(BISECT_STEPS if best is not None and failed is not None else 0):
             middle = math.sqrt(passed * failed)
             assign(choices, middle)
-            if time.monotonic() >= deadline or _predicted_bytes(choices) >= best[0]:
+            if time.monotonic() >= deadline or _predicted_bytes(choices) >= best[0] * (1 - MIN_SAVING):
                 break
             if attempt(f"target {middle:.3g}"):
                 passed = middle
@@ -312,20 +422,21 @@ def apply(model: onnx.ModelProto, options: AutoOptions) -> Variant:
             uniform(level)
             if time.monotonic() < deadline and (best is None or _predicted_bytes(choices) < best[0]):
                 attempt(f"all {level}")
-    del session
+    session = approx = None  # the probe session and the 4-bit approximations go before the result is kept
     if best is None:  # no mix passed within the budget: the safe, uniform choice
         uniform("int8")
-        variant = _build(model, choices, options)
+        variant = _build(model, choices, options, context)
         variant.session = None
         tries.append("fell back to 8-bit everywhere")
     else:
         _, variant, levels = best
         for c in choices:
             c.level = levels[c.ref.name]
-    counts = {level: sum(c.level == level for c in choices) for level in LEVELS}
+    per_level = {level: sum(c.level == level for c in choices) for level in LEVELS}
     variant.notes.append(
-        "Precision per tensor: " + ", ".join(f"{n} {level}" for level, n in counts.items() if n)
-        + f" (search: {'; '.join(tries)})"
+        "Precision per tensor: " + ", ".join(f"{n} {level}" for level, n in per_level.items() if n)
+        + f" (search: {'; '.join(tries)}; {counts['runs']} inference runs, {counts['builds']} model(s) built; "
+        f"judged on {inputs.note[:1].lower() + inputs.note[1:]})"
     )
     if skipped:
         variant.notes.append(f"{skipped} tensor(s) in subgraphs were left as they are")
@@ -335,7 +446,8 @@ def apply(model: onnx.ModelProto, options: AutoOptions) -> Variant:
 
 def precision_map(choices: list[Choice]) -> list[dict[str, Any]]:
     """Every candidate tensor: the precision chosen, its bytes and the severity each precision measured
-    (none when the first, smallest mix passed and nothing needed measuring)."""
+    (none when the first, smallest mix passed and nothing needed measuring; ``predicted`` lists the
+    precisions whose severity was derived from a lower one's instead of run)."""
     return [
         {
             "tensor": c.ref.name,
@@ -344,6 +456,7 @@ def precision_map(choices: list[Choice]) -> list[dict[str, Any]]:
             "bytes_before": int(c.bytes["float32"]),
             "bytes_after": int(c.bytes.get(c.level, c.bytes["float32"])),
             "severity": {k: (round(v, 6) if math.isfinite(v) else None) for k, v in c.severity.items()},
+            **({"predicted": sorted(c.predicted, key=LEVELS.index)} if c.predicted else {}),
         }
         for c in choices
     ]
@@ -361,6 +474,7 @@ register(
         position=6,
         in_default_set=False,
         parity_hint="Lower the target (more margin), or raise the lowest precision to 8-bit.",
+        uses_context=True,  # judges by the run's verdict on the run's inputs
     )
 )
 

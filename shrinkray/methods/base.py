@@ -1,7 +1,9 @@
 """What every shrinking method shares: options, selection, results, registry.
 
 A method is an options dataclass plus ``apply(model, options) -> Variant``,
-registered once with :func:`register`. The CLI builds its flags and the app
+registered once with :func:`register`. A method that judges or calibrates on
+the run's inputs says so in its spec (``uses_context``) and receives a
+:class:`RunContext` as a third argument. The CLI builds its flags and the app
 its controls from the options' fields and their ``metadata`` (help text,
 choices, bounds), so adding a method touches one module.
 """
@@ -242,6 +244,36 @@ def _json_safe(record: dict[str, Any]) -> dict[str, Any]:
     return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in record.items()}
 
 
+@dataclass
+class RunContext:
+    """What the run judges by and calibrates on, for methods whose spec has ``uses_context``.
+
+    ``settings``: the run's CompareSettings (verdict, tolerances, the user's inputs or how to
+    synthesize them); None stands for the defaults. ``inputs``: the samples parity uses with the
+    original's outputs on them (compare's ``ParityInputs``), when the caller already has them, so
+    a method judges and calibrates on exactly what compare judges its result on. Without them
+    :meth:`parity_inputs` derives them from ``settings`` (the CLI's ``shrink``)."""
+
+    settings: Any = None
+    inputs: Any = None
+
+    def judging_settings(self) -> Any:
+        from shrinkray.results import CompareSettings
+
+        return self.settings if self.settings is not None else CompareSettings()
+
+    def parity_inputs(self, model: onnx.ModelProto, session: Any = None) -> Any:
+        """The run's parity inputs for ``model`` (the original, or a copy that accepts the same inputs)."""
+        if self.inputs is not None:
+            return self.inputs
+        from shrinkray.compare import parity_inputs
+
+        return parity_inputs(model, self.judging_settings(), session=session)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"settings": self.settings, "inputs": None}  # a worker derives the inputs itself
+
+
 @dataclass(frozen=True)
 class MethodSpec:
     """A registered method: its name, what it does, options and functions."""
@@ -250,7 +282,7 @@ class MethodSpec:
     title: str
     summary: str
     options_type: type[MethodOptions]
-    apply: Callable[[onnx.ModelProto, Any], Variant]
+    apply: Callable[..., Variant]  # (model, options), or (model, options, context) with uses_context
     candidates: Callable[[list[WeightRef], Any], list[WeightRef]]
     position: int = 99  # order in listings, menus and reports
     #: What the method changes besides storage: True when the model computes differently (e.g. int8
@@ -275,6 +307,16 @@ class MethodSpec:
     #: lets :mod:`shrinkray.streaming` convert a model whose weights stay in external data files,
     #: one tensor at a time. None: the method needs the whole model in memory.
     stream: Callable[..., Variant] | None = None
+    #: Judges or calibrates on the run's inputs: ``apply(model, options, context)`` receives the
+    #: :class:`RunContext` (the verdict and inputs compare judges with), so its result is chosen on
+    #: what it will be shown against.
+    uses_context: bool = False
+
+    def run(self, model: onnx.ModelProto, options: Any, context: RunContext | None = None) -> Variant:
+        """``apply`` with the run's context when the method takes one (the defaults when none is given)."""
+        if self.uses_context:
+            return self.apply(model, options, context or RunContext())
+        return self.apply(model, options)
 
     @property
     def traceable(self) -> bool:

@@ -47,6 +47,7 @@ from shrinkray.errors import MethodError
 from shrinkray.graph import FLOAT_TYPES, Consumer, GraphEditor, NameAllocator, WeightRef, find_weights
 from shrinkray.methods.base import (
     MethodSpec,
+    RunContext,
     TensorChange,
     TensorSelection,
     Variant,
@@ -504,7 +505,9 @@ def _ensure_ms_opset(model: onnx.ModelProto) -> None:
         model.opset_import.append(helper.make_opsetid(MS_DOMAIN, 1))
 
 
-def apply(model: onnx.ModelProto, options: WeightsInt4Options) -> Variant:
+def apply(model: onnx.ModelProto, options: WeightsInt4Options, context: RunContext | None = None) -> Variant:
+    """``context``: the run's inputs, which activation-aware scales are calibrated on (the user's own when
+    given, else the samples compare synthesizes)."""
     opset = default_opset(model)
     if options.form == "dequantize-linear" and opset < 21:
         raise MethodError(
@@ -519,7 +522,7 @@ def apply(model: onnx.ModelProto, options: WeightsInt4Options) -> Variant:
     if options.activation_aware and options.form != "dequantize-linear" and refs:
         from shrinkray.activations import input_channel_power
 
-        importance, note = input_channel_power(model, refs)
+        importance, note = input_channel_power(model, refs, context)
         if note:
             variant.notes.append(note)
 
@@ -704,6 +707,7 @@ register(
         position=3,
         approximate=approximate,
         bytes_per_value=0.5625,  # 4 bits + a 16-bit scale per block of 32
+        uses_context=True,  # activation-aware scales are calibrated on the run's inputs
         parity_hint="Try smaller blocks (block size 32), weights-int8, or leave the tensors that move the outputs "
         "most in higher precision (exclude them).",
     )

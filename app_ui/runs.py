@@ -215,9 +215,18 @@ def _live_panel(rid: str, cards: bool) -> None:
                           "free up.")  # fmt: skip
         else:
             left.progress(min(max(v.fraction, 0.0), 1.0), text=md(v.step or "Starting"))
+        problems = st.session_state.setdefault("cancel_problems", {})
         if right.button("Cancel", key=f"cancel:{rid}", icon=":material/stop_circle:"):
-            runs_service().cancel(rid)
+            try:
+                runs_service().cancel(rid)
+                problems.pop(rid, None)
+            except ShrinkRayError as exc:  # e.g. the run store is full: the run goes on, and the page says why
+                from app_ui.controls import app_message
+
+                problems[rid] = app_message(exc)
             st.rerun()
+        if rid in problems:
+            left.error(md(problems[rid]), icon=":material/error:")
         left.caption("This run keeps going if you leave or reload the page: its address opens it again.")
     if cards:
         snapshot = v.record.snapshot

@@ -122,6 +122,15 @@ def server_busy(waiting: int) -> ShrinkRayError:
                           "Try again in a few minutes")  # fmt: skip
 
 
+def _not_recorded(exc: BaseException) -> ShrinkRayError:
+    """A cancel the run store could not record (full, read-only): the run was left as it was."""
+    reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    return ShrinkRayError(f"This run could not be cancelled because the server cannot write to its run folder "
+                          f"({reason}), so it keeps its place in line",
+                          "Press Cancel again in a moment; if it repeats, the server's run folder is full or "
+                          "read-only and whoever runs the server needs to free space there")  # fmt: skip
+
+
 def default_workers(environ: dict[str, str] | None = None) -> int:
     """``SHRINKRAY_WORKERS`` if set, else one slot per usable core."""
     raw = (os.environ if environ is None else environ).get(WORKERS_ENV, "").strip()
@@ -211,23 +220,40 @@ class LocalQueue:
             return self._finished.get(job_id)
 
     def cancel(self, job_id: str) -> bool:
-        """Stop a job: a queued one never starts, a running one's worker is killed. False if unknown or finished."""
+        """Stop a job: a queued one never starts, a running one's worker is killed. False if unknown or finished.
+
+        A queued job's cancellation is recorded (its ``failed`` hook, the run
+        store) before the queue lets it go. When that write fails (a full or
+        read-only store) the job goes back to its place in line, so the queue and
+        the record still agree, and :class:`ShrinkRayError` says so in one sentence.
+        """
         with self._lock:
-            for job in self._waiting:
-                if job.id == job_id:
-                    self._waiting.remove(job)
-                    job.status = replace(job.status, state=CANCELLED, error="The run was cancelled before it started")
-                    self._remember(job.status)
-                    self._dispatch()
-                    break
-            else:
-                job = self._running.get(job_id)
-                if job is None:
+            job = next((j for j in self._waiting if j.id == job_id), None)
+            if job is None:
+                running = self._running.get(job_id)
+                if running is None:
                     return False
-                job.cancel.set()
+                running.cancel.set()
                 return True
-        if job.hooks.failed:
-            job.hooks.failed(job.status)
+            self._waiting.remove(job)  # out of line while its cancellation is written: it cannot start meanwhile
+        cancelled = replace(job.status, state=CANCELLED, error="The run was cancelled before it started")
+        try:
+            if job.hooks.failed:
+                job.hooks.failed(cancelled)
+        except Exception as exc:  # noqa: BLE001 - the record cannot be written: the run goes on, as recorded
+            with self._lock:
+                if self._closed:  # shut down meanwhile: it would have been dropped with the rest
+                    job.status = replace(cancelled, error="The server stopped before the run started")
+                    self._remember(job.status)
+                    return True
+                self._waiting.append(job)
+                self._waiting.sort(key=lambda j: j.order)
+                self._dispatch()
+            raise _not_recorded(exc) from exc
+        with self._lock:
+            job.status = cancelled
+            self._remember(cancelled)
+            self._dispatch()
         return True
 
     def shutdown(self, cancel_running: bool = True) -> None:

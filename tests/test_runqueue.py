@@ -6,6 +6,7 @@ every assertion is about order and state, none about time.
 
 from __future__ import annotations
 
+import errno
 import threading
 
 import pytest
@@ -204,3 +205,31 @@ def test_a_full_queue_refuses_with_a_message_instead_of_waiting_for_hours():
     for g in gates:
         g.release.set()
     assert queue.wait_idle(WAIT) and {queue.status(i).state for i in ids} == {DONE}
+
+
+def test_a_cancel_the_run_store_cannot_record_leaves_the_run_in_line_and_says_why_in_one_sentence():
+    """A full or read-only run store: the queued run is not half-cancelled (gone from the queue, 'queued' in the
+    store for ever); it keeps its place, runs as any other, and the page gets one sentence, not a traceback."""
+    queue = LocalQueue(workers=1, memory_budget=10**12, runner=in_place)
+    first, second, third = Gate(), Gate(), Gate()
+
+    def disk_full(status):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    queue.submit(first, 1)
+    b = queue.submit(second, 2, hooks=JobHooks(failed=disk_full))
+    c = queue.submit(third, 3)
+    assert first.started.wait(WAIT)
+    with pytest.raises(ShrinkRayError) as refused:
+        queue.cancel(b)
+    message = str(refused.value)
+    assert message.startswith("This run could not be cancelled") and "No space left on device" in message
+    assert "Press Cancel again" in refused.value.hint and "\n" not in message and "Traceback" not in message
+    assert message.count(". ") == 1  # what is wrong, then what to do
+    assert (queue.status(b).state, queue.status(b).position) == (QUEUED, 1)  # its place in line, as recorded
+    assert queue.status(c).position == 2
+    first.release.set()
+    assert second.started.wait(WAIT)  # a run still in line starts when its turn comes
+    second.release.set()
+    third.release.set()
+    assert queue.wait_idle(WAIT) and queue.status(b).state == DONE

@@ -77,6 +77,36 @@ def test_a_live_run_shows_its_progress_and_cancel_stops_it():
     assert record.status == "cancelled" and not (record.folder / "variants").exists()
 
 
+def test_a_cancel_the_server_cannot_record_is_one_sentence_and_the_run_goes_on(monkeypatch):
+    import errno
+
+    from hostile.runtime_bombs import loop_bomb
+
+    from shrinkray.runqueue import _not_recorded
+    from shrinkray.runs import Runs
+
+    def store_full(self, run_id):
+        raise _not_recorded(OSError(errno.ENOSPC, "No space left on device"))
+
+    at = _shrink_page(shrinkray.load(loop_bomb().SerializeToString(), name="loop"))
+    next(b for b in at.button if b.label == "Shrink and measure").click().run()
+    run_id = at.session_state["run_id"]
+    with monkeypatch.context() as patched:
+        patched.setattr(Runs, "cancel", store_full)
+        next(b for b in at.button if b.label == "Cancel").click().run()
+    assert not at.exception
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and errors[0].startswith("This run could not be cancelled"), errors
+    assert "No space left on device" in errors[0] and "Press Cancel again" in errors[0]
+    from app_ui.runs import runs_service
+
+    assert runs_service().view(run_id).live  # nothing was half-done: the run goes on
+    next(b for b in at.button if b.label == "Cancel").click().run()  # the store writes again: cancelled
+    _wait()
+    at.run()
+    assert not at.error and runs_service().view(run_id).record.status == "cancelled"
+
+
 def test_shrink_settings_survive_a_visit_to_another_page():
     at = _shrink_page(shrinkray.load(ROOT / "sample_models" / "mlp.onnx"))  # float16 only, latency off
     at.multiselect[0].set_value(["palettize", "float16"]).run()

@@ -137,9 +137,9 @@ def _store(comparison: Comparison, runs: list[BrowserRun]) -> None:
         comparison.browser = runs
     from app_ui import runs as run_links
 
-    view = run_links.view()
-    if view is not None and view.status == "done" and st.session_state.get("run_results", {}).get(view.record.id) is comparison:
-        run_links.runs_service().keep_browser_runs(view.record.id, runs)  # the run's link shows them too
+    run_id = run_links.run_of(comparison)
+    if run_id is not None:
+        run_links.runs_service().keep_browser_runs(run_id, runs)  # the run's link shows them too
 
 
 def stored_runs(comparison: Comparison) -> list[BrowserRun]:

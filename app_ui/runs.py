@@ -96,12 +96,25 @@ def view(rid: str | None = None) -> RunView | None:
         return None
 
 
+#: Session key of the finished runs' comparisons this session has opened (only this module reads or writes it).
+_RESULTS = "run_results"
+
+
 def comparison_of(rid: str):
     """The finished run's comparison (variant files as absolute paths), cached in the session."""
-    cache = st.session_state.setdefault("run_results", {})
+    cache = st.session_state.setdefault(_RESULTS, {})
     if rid not in cache:
         cache[rid] = runs_service().comparison(rid)
     return cache[rid]
+
+
+def run_of(comparison) -> str | None:
+    """The id of this session's current run when ``comparison`` is that finished run's result (the very object
+    :func:`comparison_of` gave), else None: what is measured on it (the browser panel's runs) belongs to the run."""
+    v = view()
+    if v is None or v.status != "done":
+        return None
+    return v.record.id if st.session_state.get(_RESULTS, {}).get(v.record.id) is comparison else None
 
 
 def open_run_from_address() -> None:

@@ -77,3 +77,33 @@ def test_a_sessions_folder_of_model_copies_is_private_to_the_servers_user(tmp_pa
     folder, url = browser_panel._session_folder()
     assert folder.parent == tmp_path / "browser-runs" and url.endswith(folder.name)
     assert oct(folder.stat().st_mode & 0o777) == "0o700"
+
+
+def test_the_session_key_of_finished_runs_results_has_one_owner():
+    """Only app_ui/runs.py reads or writes the session's finished-run comparisons; the panel asks it which run a
+    comparison is (a renamed key or a changed cache would otherwise silently stop keeping the browser's runs)."""
+    users = sorted(str(p.relative_to(ROOT)) for folder in ("app_ui", "app_pages") for p in (ROOT / folder).rglob("*.py")
+                   if '"run_results"' in p.read_text())  # fmt: skip
+    assert users == ["app_ui/runs.py"]
+    assert "run_links.run_of(comparison)" in (ROOT / "app_ui" / "browser_panel.py").read_text()
+
+
+def test_run_of_names_the_current_finished_run_only_for_its_own_comparison(monkeypatch):
+    import types
+
+    from app_ui import runs
+
+    class View:
+        def __init__(self, status):
+            self.status, self.record = status, types.SimpleNamespace(id="run-1")
+
+    kept, other = object(), object()
+    monkeypatch.setattr(runs, "st", types.SimpleNamespace(session_state={}))
+    monkeypatch.setattr(runs, "runs_service", lambda: types.SimpleNamespace(comparison=lambda rid: kept))
+    assert runs.comparison_of("run-1") is kept  # opened once: cached in the session
+    monkeypatch.setattr(runs, "view", lambda: View("done"))
+    assert runs.run_of(kept) == "run-1" and runs.run_of(other) is None
+    monkeypatch.setattr(runs, "view", lambda: View("running"))
+    assert runs.run_of(kept) is None
+    monkeypatch.setattr(runs, "view", lambda: None)
+    assert runs.run_of(kept) is None

@@ -7,8 +7,13 @@ every report says which one decided):
    table, ``VerdictSettings.kinds``);
 2. integer, bool and string outputs are ``exact``;
 3. an output computed by Softmax / LogSoftmax (through reshapes, transposes,
-   casts) is ``scores`` along that op's axis; one computed by Sigmoid is
-   ``continuous`` (independent probabilities: detection maps, voice activity);
+   casts) is ``scores`` along that op's axis;
+   a probability map (values in [0, 1] on a grid at least 16 x 16, mostly
+   below 0.1 or above 0.9: text and object masks) is ``map``; a detection
+   head (``[batch, 4 + classes, anchors]`` or ``[batch, anchors, 4/5 + classes]``
+   with scores in [0, 1] and pixel boxes, or raw YOLOX offsets) is
+   ``detections``; any other output computed by Sigmoid is ``continuous``
+   (independent probabilities: voice activity, per-anchor class scores);
 4. names: ``embed``, ``hidden``, ``pool``, ``feature``, ``encod``, ``vector``
    mean ``embedding``; ``logit``, ``score``, ``prob``, ``class``, ``cls``,
    ``label``, ``pred`` mean ``scores`` (when the last axis has 2 to 100,000
@@ -29,6 +34,7 @@ import re
 import numpy as np
 import onnx
 
+from shrinkray.measure.decisions import head_layout, looks_like_map
 from shrinkray.measure.parity import OutputKind, VerdictSettings
 
 #: Ops that only move or retype values: the output "is" what their input is.
@@ -124,6 +130,18 @@ def _class_axis(arr: np.ndarray, op: str, attr_axis: int, moved: bool) -> int | 
     return None
 
 
+def _input_size(model: onnx.ModelProto) -> tuple[int, int] | None:
+    """Height and width of the model's first fixed-size image input ([batch, channels, H, W]), if any."""
+    initializers = {t.name for t in model.graph.initializer}
+    for inp in model.graph.input:
+        if inp.name in initializers or not inp.type.HasField("tensor_type"):
+            continue
+        dims = inp.type.tensor_type.shape.dim
+        if len(dims) == 4 and all(d.HasField("dim_value") and d.dim_value > 0 for d in dims[2:]):
+            return int(dims[2].dim_value), int(dims[3].dim_value)
+    return None
+
+
 def classify_output(
     name: str, value: np.ndarray, model: onnx.ModelProto, producers: dict[str, onnx.NodeProto] | None = None
 ) -> OutputKind:
@@ -140,6 +158,14 @@ def classify_output(
         axis = _class_axis(arr, op, _softmax_axis(source, rank, model), _moved(name, source, producers))
         if axis is not None:
             return OutputKind("scores", axis, f"computed by {op} over axis {axis + rank}: class scores")
+    if looks_like_map(arr):
+        return OutputKind("map", why=f"probabilities on a {arr.shape[-2]} x {arr.shape[-1]} grid: judged by the "
+                          "regions above 0.3 and 0.5")  # fmt: skip
+    size = _input_size(model)
+    layout = head_layout(arr, size) if rank == 3 and op != "Sigmoid" else None
+    if layout is not None:
+        return OutputKind("detections", layout.axis, f"a detection head ({layout.describe()}): judged by the "
+                          "boxes that score 0.25 after NMS", size)  # fmt: skip
     if op == "Sigmoid":
         return OutputKind("continuous", why="computed by Sigmoid: independent probabilities, judged as values")
     classes_last = rank >= 2 and 2 <= last <= _MAX_CLASSES

@@ -14,6 +14,10 @@ and the default profile judges it by scale-free measures:
   and cosine similarity;
 - ``embedding`` (embeddings, hidden states): cosine similarity per row
   (vector along the last axis), the worst row counts;
+- ``map`` (probability maps: text or object masks): the regions above 0.3
+  and 0.5 and where their boxes go (:mod:`shrinkray.measure.decisions`);
+- ``detections`` (YOLO-style heads, rows of box + scores): the boxes a
+  user's thresholding and NMS keep, matched by class and IoU;
 - ``exact`` (integer, bool, string outputs): every value must match.
 
 A *criterion* is a measure name with ``min_`` or ``max_`` in front and a limit
@@ -33,7 +37,10 @@ import numpy as np
 
 from shrinkray.errors import OptionError
 
-FLOAT_KINDS = ("scores", "continuous", "embedding")
+FLOAT_KINDS = ("scores", "continuous", "embedding", "map", "detections")
+#: Kinds judged by the decisions drawn from them: with nothing decided (no region, no confident box in the
+#: original or the variant) they are judged as values, by the continuous criteria.
+DECISION_KINDS = ("map", "detections")
 KINDS = (*FLOAT_KINDS, "exact")
 
 #: Thresholds chosen by measuring real models against task checks (bench/verdicts.py, README "Parity").
@@ -41,6 +48,10 @@ RELATIVE_PROFILE: dict[str, dict[str, float]] = {
     "scores": {"min_top1_agreement": 0.97},
     "continuous": {"max_relative_rms_error": 0.02, "min_cosine": 0.99},
     "embedding": {"min_row_cosine": 0.99},
+    # the share of regions / boxes kept at IoU >= 0.9, like top-1 agreement for classes; a map's values
+    # may also not drift far (a backstop for maps whose values matter beyond the threshold)
+    "map": {"min_region_agreement": 0.97, "max_relative_rms_error": 0.1},
+    "detections": {"min_box_agreement": 0.97},
 }
 #: The original script's tolerances, for workflows built on them.
 ABSOLUTE_PROFILE: dict[str, dict[str, float]] = {
@@ -58,6 +69,8 @@ MEASURES: dict[str, str] = {
     "cosine": "cosine similarity of the whole output",
     "row_cosine": "cosine similarity of the worst row (vector along the last axis)",
     "mean_row_cosine": "mean cosine similarity over rows",
+    "region_agreement": "share of a probability map's regions (above 0.3 or 0.5) whose box keeps IoU >= 0.9",
+    "box_agreement": "share of confident boxes (score >= 0.25, after NMS) kept with the same class at IoU >= 0.9",
     "abs_error": "largest absolute error",
     "mean_abs_error": "mean absolute error",
 }
@@ -187,6 +200,7 @@ class OutputKind:
     kind: str
     axis: int = -1  # class axis for scores, counted from the end
     why: str = ""
+    input_size: tuple[int, int] | None = None  # detections: the model's image size (to place raw YOLOX offsets)
 
 
 @dataclass
@@ -210,6 +224,7 @@ class OutputParity:
     passed: bool
     reason: str = ""
     mismatch_fraction: float | None = None  # exact outputs: share of values that differ
+    decisions: str = ""  # map / detections: what changed for the user ("1 of 5 boxes moved (IoU 0.87 < 0.9)")
     sample_reference: list[float] = field(default_factory=list, repr=False)
     sample_variant: list[float] = field(default_factory=list, repr=False)
 
@@ -485,7 +500,10 @@ def compare_output(
         r64[~np.isfinite(r64)], v64[~np.isfinite(v64)], equal_nan=True
     )
     measures = float_measures(r64, v64, kind)
-    criteria = verdict.criteria_for(name, kind.kind)
+    criteria_kind, decided, kind = _decide(r64, v64, kind)
+    if decided is not None:
+        measures.update(decided.measures())
+    criteria = verdict.criteria_for(name, criteria_kind)
     if not np.any(np.where(np.isfinite(r64), r64, 0.0)):
         # an all-zero original has no direction to keep: cosines say nothing about it when other criteria judge
         criteria = [c for c in criteria if c.measure not in _DIRECTION_MEASURES] or criteria
@@ -498,14 +516,41 @@ def compare_output(
             Check(criterion.name, float(value), criterion.limit, criterion.holds(value), criterion.severity(value))
         )
     reasons = [] if same_nonfinite else ["inf/NaN values differ from the original's"]
-    reasons += [Criterion(c.criterion, c.limit).text(c.value) for c in checks if not c.passed]
+    failing = [Criterion(c.criterion, c.limit).text(c.value) for c in checks if not c.passed]
+    if failing and decided is not None and (decided.moved or decided.lost or decided.new):
+        reasons.append(decided.text())  # what changed for the user, before the number that judged it
+    reasons += failing
     finite = np.isfinite(r64) & np.isfinite(v64)
     sample_ref, sample_var = _sample(np.where(finite, r64, 0.0), np.where(finite, v64, 0.0))
     return OutputParity(
         name=name, dtype=str(ref.dtype), shape=list(ref.shape), kind=kind.kind, kind_reason=kind.why,
         measures=measures, checks=checks, passed=not reasons, reason="; ".join(reasons),
+        decisions=decided.text() if decided is not None else "",
         sample_reference=sample_ref, sample_variant=sample_var,
     )  # fmt: skip
+
+
+def _decide(ref: np.ndarray, var: np.ndarray, kind: OutputKind):
+    """For a map or detection head: (kind whose criteria apply, the decisions compared, the kind as judged).
+
+    With nothing decided (no region or confident box in either output, or a head whose layout cannot be
+    read) the output is judged by the continuous criteria, and the kind's reason says so."""
+    if kind.kind not in DECISION_KINDS:
+        return kind.kind, None, kind
+    from shrinkray.measure import decisions
+
+    found = None
+    if kind.kind == "map" and ref.ndim >= 2:
+        found = decisions.map_decisions(ref, var)
+        nothing = "no region above 0.3 in either output"
+    else:
+        layout = decisions.head_layout(ref, kind.input_size)
+        found = decisions.box_decisions(ref, var, layout) if layout is not None else None
+        nothing = "no box scores 0.25 in either output" if layout is not None else "not readable as boxes + scores"
+    if found is None:
+        why = f"{kind.why}; {nothing}: judged as values" if kind.why else f"{nothing}: judged as values"
+        return "continuous", None, OutputKind(kind.kind, kind.axis, why, kind.input_size)
+    return kind.kind, found, kind
 
 
 def compare_outputs(

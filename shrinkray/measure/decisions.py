@@ -1,0 +1,365 @@
+"""What a user's post-processing decides from a probability map or a detection head, original vs variant.
+
+Values of these outputs matter only through a threshold: a text detector keeps the regions of its
+probability map above 0.3, a YOLO head keeps the boxes whose score passes 0.25 after non-maximum
+suppression. Judging their values (RMS error, cosine) fails variants whose boxes do not move and
+passes ones where a box moves (measured on PP-OCR's and NudeNet's real outputs, bench/verdicts.md),
+so these measures redo that post-processing on both outputs and compare the decisions:
+
+- probability maps: regions above 0.3 and above 0.5 (8-connected, at least 3 px on each side),
+  their bounding boxes with a one-pixel margin (a map is a coarse grid, and every detector grows
+  its boxes further), matched by IoU;
+- detection heads (``[batch, 4 + classes, anchors]`` as YOLOv8, ``[batch, anchors, 5 + classes]``
+  with objectness as YOLOv5/YOLOX, raw YOLOX offsets decoded on their stride 8/16/32 grid): boxes
+  scoring >= 0.25 after class-wise NMS at IoU 0.45, matched by class and IoU.
+
+A box or region "kept" has a partner with IoU >= 0.9; "moved" has one only below that; "lost" /
+"new" has none. One whose score is within 0.05 of the threshold and has no partner is a coin toss
+in the original itself and is not counted (like tied top-1 classes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: A kept box or region overlaps its partner at least this much (the bench's task checks use 0.9).
+MATCH_IOU = 0.9
+#: Below MATCH_IOU but at least this: the same object, moved; below it: lost (and the partner new).
+MOVED_IOU = 0.3
+#: Score thresholds: map regions (DB text detectors use 0.3, most segmenters 0.5), detection boxes.
+MAP_THRESHOLDS = (0.3, 0.5)
+BOX_THRESHOLD = 0.25
+NMS_IOU = 0.45
+#: A box or region without partner whose score is this close to the threshold is a coin toss.
+MARGIN = 0.05
+#: Regions thinner than this (pixels) are specks (DB drops them too).
+MIN_SIDE = 3
+#: At most this many candidate boxes per image go into NMS (best scores first).
+MAX_CANDIDATES = 1000
+YOLOX_STRIDES = (8, 16, 32)
+#: Box columns all within +-this are raw offsets and log sizes, not pixel coordinates.
+RAW_LIMIT = 16.0
+
+
+@dataclass
+class Decisions:
+    """Boxes or regions of the original matched with the variant's, counted for the verdict."""
+
+    what: str  # "boxes" or "regions"
+    total: int  # counted: kept + moved + lost + new
+    kept: int
+    moved: int
+    lost: int
+    new: int
+    worst_iou: float  # of the moved (or kept) pairs; 1.0 when none
+    threshold: float
+
+    @property
+    def agreement(self) -> float:
+        return self.kept / self.total if self.total else 1.0
+
+    def text(self) -> str:
+        """'2 of 37 boxes moved (IoU 0.85 < 0.9), 1 lost' in the user's terms."""
+        n = self.kept + self.moved + self.lost
+        parts = []
+        if self.moved:
+            parts.append(f"{self.moved} of {n} {self.what} moved (IoU {self.worst_iou:.2f} < {MATCH_IOU:g})")
+        if self.lost:
+            parts.append(f"{self.lost} of {n} {self.what} lost")
+        if self.new:
+            parts.append(f"{self.new} new {self.what}")
+        if not parts:
+            return f"all {n} {self.what} kept (IoU >= {MATCH_IOU:g})"
+        where = f" above {self.threshold:g}" if self.what == "regions" else ""
+        return ", ".join(parts) + where
+
+    def measures(self) -> dict[str, float]:
+        key = "box" if self.what == "boxes" else "region"
+        return {
+            f"{key}_agreement": self.agreement,
+            f"{self.what}": float(self.kept + self.moved + self.lost),
+            f"{self.what}_moved": float(self.moved),
+            f"{self.what}_lost": float(self.lost),
+            f"{self.what}_new": float(self.new),
+            f"worst_{key}_iou": self.worst_iou,
+        }
+
+
+def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IoU of every box of ``a`` with every box of ``b`` (rows x1, y1, x2, y2)."""
+    a, b = np.asarray(a, np.float64).reshape(-1, 4), np.asarray(b, np.float64).reshape(-1, 4)
+    lt = np.maximum(a[:, None, :2], b[None, :, :2])
+    rb = np.minimum(a[:, None, 2:], b[None, :, 2:])
+    inter = np.prod(np.clip(rb - lt, 0, None), axis=2)
+    area_a = np.prod(np.clip(a[:, 2:] - a[:, :2], 0, None), axis=1)
+    area_b = np.prod(np.clip(b[:, 2:] - b[:, :2], 0, None), axis=1)
+    union = area_a[:, None] + area_b[None, :] - inter
+    return np.where(union > 0, inter / np.maximum(union, 1e-12), 0.0)
+
+
+def _match(a_box, a_cls, a_score, b_box, b_cls, b_score, threshold: float) -> tuple[int, int, int, int, float, int]:
+    """Greedy one-to-one matching by IoU (same class): kept, moved, lost, new, worst IoU, skipped."""
+    m = iou_matrix(a_box, b_box) if len(a_box) and len(b_box) else np.zeros((len(a_box), len(b_box)))
+    if m.size:
+        m = np.where(np.asarray(a_cls)[:, None] == np.asarray(b_cls)[None, :], m, 0.0)
+    used_a: set[int] = set()
+    used_b: set[int] = set()
+    kept = moved = 0
+    worst = 1.0
+    for flat in np.argsort(-m, axis=None, kind="stable"):  # float16-safe: IoU in float64
+        i, j = divmod(int(flat), m.shape[1])
+        if i in used_a or j in used_b or m[i, j] < MOVED_IOU:
+            continue
+        used_a.add(i)
+        used_b.add(j)
+        worst = min(worst, float(m[i, j]))
+        if m[i, j] >= MATCH_IOU:
+            kept += 1
+        else:
+            moved += 1
+    near = threshold + MARGIN
+    lost_scores = [a_score[i] for i in range(len(a_box)) if i not in used_a]
+    new_scores = [b_score[j] for j in range(len(b_box)) if j not in used_b]
+    lost = sum(s >= near for s in lost_scores)
+    new = sum(s >= near for s in new_scores)
+    skipped = len(lost_scores) + len(new_scores) - lost - new
+    return kept, moved, lost, new, worst, skipped
+
+
+def _combine(what: str, threshold: float, parts: list[tuple[int, int, int, int, float, int]]) -> Decisions:
+    kept = sum(p[0] for p in parts)
+    moved = sum(p[1] for p in parts)
+    lost = sum(p[2] for p in parts)
+    new = sum(p[3] for p in parts)
+    worst = min((p[4] for p in parts if p[0] + p[1]), default=1.0)
+    return Decisions(what, kept + moved + lost + new, kept, moved, lost, new, worst, threshold)
+
+
+# ---- probability maps ------------------------------------------------------------------------
+
+
+def regions(values: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray]:
+    """Bounding boxes (x1, y1, x2, y2, exclusive ends) and peak values of the 8-connected regions of a 2-D
+    map above ``threshold``; regions thinner than MIN_SIDE pixels are dropped."""
+    h, w = values.shape
+    mask = np.zeros((h, w + 2), np.int8)
+    mask[:, 1:-1] = values > threshold
+    d = np.diff(mask, axis=1)
+    ry, rx0 = np.nonzero(d == 1)  # runs in row-major order
+    _, rx1 = np.nonzero(d == -1)
+    n = ry.size
+    if n == 0:
+        return np.zeros((0, 4)), np.zeros(0)
+    width = w + 2
+    key0 = ry.astype(np.int64) * width + rx0
+    key1 = ry.astype(np.int64) * width + rx1
+    prev = (ry.astype(np.int64) - 1) * width
+    # runs of the row above touching each run (8-connected): a0 <= b1 and a1 >= b0
+    lo = np.searchsorted(key1, prev + rx0, side="left")  # float16-safe: integer keys
+    hi = np.searchsorted(key0, prev + rx1, side="right") - 1  # float16-safe: integer keys
+    count = np.clip(hi - lo + 1, 0, None)
+    b = np.repeat(np.arange(n), count)
+    a = np.repeat(lo, count) + (np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count))
+    label = np.arange(n)
+    while True:  # label propagation with pointer jumping: every run ends with its component's lowest run
+        low = np.minimum(label[a], label[b])
+        before = label.copy()
+        np.minimum.at(label, a, low)
+        np.minimum.at(label, b, low)
+        label = label[label]
+        if np.array_equal(label, before):
+            break
+    flat = np.append(values.reshape(-1), values.dtype.type(0))
+    starts = ry.astype(np.int64) * w + rx0
+    bounds = np.stack([starts, starts + (rx1 - rx0)], 1).reshape(-1)
+    run_peak = np.maximum.reduceat(flat, bounds)[::2].astype(np.float64)
+    comps, index = np.unique(label, return_inverse=True)  # float16-safe: integer labels
+    k = comps.size
+    x0 = np.full(k, w)
+    y0 = np.full(k, h)
+    x1 = np.zeros(k, np.int64)
+    y1 = np.zeros(k, np.int64)
+    peak = np.zeros(k)
+    np.minimum.at(x0, index, rx0)
+    np.minimum.at(y0, index, ry)
+    np.maximum.at(x1, index, rx1)
+    np.maximum.at(y1, index, ry + 1)
+    np.maximum.at(peak, index, run_peak)
+    boxes = np.stack([x0, y0, x1, y1], 1).astype(np.float64)
+    big = np.minimum(x1 - x0, y1 - y0) >= MIN_SIDE
+    return boxes[big], peak[big]
+
+
+def map_decisions(reference: np.ndarray, variant: np.ndarray) -> Decisions | None:
+    """Regions of every 2-D map (the last two axes), original vs variant, at each of MAP_THRESHOLDS: the
+    threshold with the lowest agreement decides. None when neither output has a region."""
+    ref = np.asarray(reference, np.float64)
+    var = np.asarray(variant, np.float64)
+    h, w = ref.shape[-2:]
+    ref, var = ref.reshape(-1, h, w), var.reshape(-1, h, w)
+    ref = np.where(np.isfinite(ref), ref, 0.0)
+    var = np.where(np.isfinite(var), var, 0.0)
+    margin = np.array([-1.0, -1.0, 1.0, 1.0])
+    worst: Decisions | None = None
+    for threshold in MAP_THRESHOLDS:
+        parts = []
+        for r, v in zip(ref, var, strict=True):
+            a_box, a_peak = regions(r, threshold)
+            b_box, b_peak = regions(v, threshold)
+            parts.append(
+                _match(a_box + margin, np.zeros(len(a_box)), a_peak, b_box + margin, np.zeros(len(b_box)), b_peak,
+                       threshold)
+            )  # fmt: skip
+        found = _combine("regions", threshold, parts)
+        if found.total and (worst is None or found.agreement < worst.agreement):
+            worst = found
+    return worst
+
+
+def looks_like_map(values: np.ndarray) -> bool:
+    """Probabilities on a spatial grid: every value in [0, 1], the last two axes at least 16 wide, at most
+    64 maps, some values above 0.5 and some below 0.3, and the map mostly decided (>= 80% of values below
+    0.1 or above 0.9: foreground vs background, not an image or a depth map squashed into [0, 1])."""
+    arr = np.asarray(values)
+    if arr.ndim < 3 or arr.dtype.kind != "f" or min(arr.shape[-2:]) < 16 or arr.size == 0:
+        return False
+    if arr.size // (arr.shape[-1] * arr.shape[-2]) > 64:
+        return False
+    if not np.isfinite(arr).all() or arr.min() < 0 or arr.max() > 1:
+        return False
+    if arr.max() <= MAP_THRESHOLDS[-1] or arr.min() >= MAP_THRESHOLDS[0]:
+        return False  # no foreground or no background on these inputs: nothing to tell a map by
+    decided = np.mean((arr < 0.1) | (arr > 0.9))
+    return bool(decided >= 0.8)
+
+
+# ---- detection heads -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HeadLayout:
+    """How to read a detection head: which axis holds the attributes, objectness, raw YOLOX offsets."""
+
+    axis: int  # attribute axis, -1 ([.., anchors, attrs]) or -2 ([.., attrs, anchors])
+    objectness: bool  # column 4 is an objectness multiplied into the class scores (YOLOv5 / YOLOX)
+    grid: tuple[tuple[int, int, int], ...] = ()  # raw YOLOX: (rows, cols, stride) per level, to decode
+
+    def describe(self) -> str:
+        kind = "raw YOLOX offsets on a stride 8/16/32 grid" if self.grid else "boxes (cx, cy, w, h)"
+        return kind + (" + objectness + class scores" if self.objectness else " + class scores")
+
+
+def _rows(values: np.ndarray, axis: int) -> np.ndarray:
+    arr = np.asarray(values, np.float64)
+    if axis == -2:
+        arr = np.swapaxes(arr, -1, -2)
+    return arr.reshape(-1, arr.shape[-2], arr.shape[-1])
+
+
+def _yolox_grid(anchors: int, size: tuple[int, int] | None) -> tuple[tuple[int, int, int], ...]:
+    """The (rows, cols, stride) levels of a YOLOX head with ``anchors`` rows: from the input size when known,
+    else a square input."""
+    def levels(height: int, width: int) -> tuple[tuple[int, int, int], ...]:
+        return tuple((height // s, width // s, s) for s in YOLOX_STRIDES)
+
+    if size and sum(r * c for r, c, _ in levels(*size)) == anchors:
+        return levels(*size)
+    cells = anchors * 16 / 21  # n^2 (1 + 1/4 + 1/16) = anchors, n = side / 8
+    n = int(round(cells**0.5))
+    for side in (8 * n - 8, 8 * n, 8 * n + 8):
+        if side > 0 and sum(r * c for r, c, _ in levels(side, side)) == anchors:
+            return levels(side, side)
+    return ()
+
+
+def head_layout(values: np.ndarray, input_size: tuple[int, int] | None = None) -> HeadLayout | None:
+    """The layout of a detection head read from its values, or None when it does not look like one:
+    ``[..., anchors, attrs]`` or ``[..., attrs, anchors]`` with 5 <= attrs <= 1004 and at least 64 and
+    3x as many anchors, score columns (4 on) all in [0, 1], box columns not (pixels, not probabilities),
+    and widths/heights >= 0 unless the anchors fit a YOLOX grid (raw log sizes, decoded on it)."""
+    arr = np.asarray(values)
+    if arr.ndim < 2 or arr.dtype.kind != "f" or arr.size == 0 or not np.isfinite(arr).all():
+        return None
+    small, large = sorted(arr.shape[-2:])
+    axis = -1 if arr.shape[-1] == small else -2
+    if not (5 <= small <= 1004 and large >= 64 and large >= 3 * small):
+        return None
+    rows = _rows(arr, axis).reshape(-1, small)
+    scores, box = rows[:, 4:], rows[:, :4]
+    if scores.min() < 0 or scores.max() > 1:
+        return None
+    if box.min() >= 0 and box.max() <= 1:
+        return None  # every column a probability: class scores, not boxes
+    objectness = False
+    if small >= 6:
+        background = rows[:, 4] < 0.05
+        if background.any():
+            objectness = bool(np.mean(scores[background, 1:].max(axis=1) > BOX_THRESHOLD) > 0.3)
+    # raw YOLOX offsets and log sizes stay small; decoded boxes are pixels (a YOLOv8 head at 640 has the
+    # same 8400 anchors as YOLOX, so the anchor count alone cannot tell)
+    grid = _yolox_grid(large, input_size) if np.abs(box).max() <= RAW_LIMIT else ()
+    if not grid and box[:, 2:].min() < 0:
+        return None  # negative widths or heights: raw values on a grid we cannot place
+    return HeadLayout(axis, objectness, grid)
+
+
+def _decode(rows: np.ndarray, layout: HeadLayout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Boxes (x1, y1, x2, y2), score and class of every anchor of one image."""
+    xywh = rows[:, :4].copy()
+    if layout.grid:
+        offsets, strides = [], []
+        for r, c, s in layout.grid:
+            xv, yv = np.meshgrid(np.arange(c), np.arange(r))
+            offsets.append(np.stack([xv.ravel(), yv.ravel()], 1))
+            strides.append(np.full((r * c, 1), float(s)))
+        offset, stride = np.concatenate(offsets), np.concatenate(strides)
+        xywh[:, :2] = (xywh[:, :2] + offset) * stride
+        xywh[:, 2:] = np.exp(np.minimum(xywh[:, 2:], 30.0)) * stride
+    boxes = np.concatenate([xywh[:, :2] - xywh[:, 2:] / 2, xywh[:, :2] + xywh[:, 2:] / 2], axis=1)
+    if layout.objectness:
+        classes = rows[:, 5:] if rows.shape[1] > 5 else np.ones((len(rows), 1))
+        score = rows[:, 4] * classes.max(axis=1)
+        label = classes.argmax(axis=1)
+    else:
+        score = rows[:, 4:].max(axis=1)
+        label = rows[:, 4:].argmax(axis=1)
+    return boxes, score, label
+
+
+def nms(boxes: np.ndarray, scores: np.ndarray, labels: np.ndarray, iou: float = NMS_IOU) -> np.ndarray:
+    """Indices kept by class-wise greedy non-maximum suppression, best score first."""
+    order = np.argsort(-scores, kind="stable")[:MAX_CANDIDATES]  # float16-safe: float64 scores
+    keep: list[int] = []
+    while order.size:
+        i = int(order[0])
+        keep.append(i)
+        rest = order[1:]
+        overlap = iou_matrix(boxes[i], boxes[rest])[0]
+        order = rest[(overlap <= iou) | (labels[rest] != labels[i])]
+    return np.array(keep, dtype=np.int64)
+
+
+def detections(values: np.ndarray, layout: HeadLayout) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The boxes a user's post-processing keeps, per image: (boxes, labels, scores)."""
+    out = []
+    for rows in _rows(values, layout.axis):
+        rows = np.where(np.isfinite(rows), rows, 0.0)
+        boxes, score, label = _decode(rows, layout)
+        confident = np.flatnonzero(score >= BOX_THRESHOLD)
+        kept = confident[nms(boxes[confident], score[confident], label[confident])] if confident.size else confident
+        out.append((boxes[kept], label[kept], score[kept]))
+    return out
+
+
+def box_decisions(reference: np.ndarray, variant: np.ndarray, layout: HeadLayout) -> Decisions | None:
+    """Boxes of the original vs the variant's, image by image; None when neither has a confident box."""
+    ref, var = detections(reference, layout), detections(variant, layout)
+    if not any(len(r[0]) + len(v[0]) for r, v in zip(ref, var, strict=True)):
+        return None
+    parts = [
+        _match(rb, rl, rs, vb, vl, vs, BOX_THRESHOLD) for (rb, rl, rs), (vb, vl, vs) in zip(ref, var, strict=True)
+    ]
+    found = _combine("boxes", BOX_THRESHOLD, parts)
+    return found if found.total else None

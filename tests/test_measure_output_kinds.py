@@ -277,3 +277,86 @@ def test_user_override_wins_over_every_rule():
     assert (chosen["mask"].kind, chosen["mask"].axis) == ("scores", -1)
     # a kind for an output the model does not have changes nothing
     assert classify_outputs(model, reference, VerdictSettings(kinds={"nope": "exact"})) == plain
+
+
+# ------------------------------------------------------------------ probability maps and detection heads
+
+
+def blob_map(shape=(1, 1, 32, 32)) -> np.ndarray:
+    """A text-detector-like probability map: background ~0.01, one rectangle of ~0.95."""
+    m = np.full(shape, 0.01, np.float32)
+    m[..., 8:14, 4:28] = 0.95
+    return m
+
+
+def yolov8_head(anchors: int = 300, classes: int = 3, seed: int = 0) -> np.ndarray:
+    """[1, 4 + classes, anchors]: pixel boxes (cx, cy, w, h) on a 320 px image, sigmoid class scores."""
+    rng = np.random.default_rng(seed)
+    boxes = np.column_stack([rng.uniform(20, 300, (anchors, 2)), rng.uniform(10, 80, (anchors, 2))])
+    scores = rng.uniform(0, 0.05, (anchors, classes))
+    return np.concatenate([boxes, scores], axis=1).T[None].astype(np.float32)
+
+
+def test_a_sigmoid_probability_map_is_a_map():
+    model = graph_model([helper.make_node("Sigmoid", ["x"], ["prob"])], {"prob": [1, 1, 32, 32]})
+    got = classify_output("prob", blob_map(), model)
+    assert got.kind == "map", got
+    assert "32 x 32 grid" in got.why
+
+
+@pytest.mark.parametrize(
+    ("values", "why"),
+    [
+        (np.zeros((1, 1, 32, 32), np.float32), "nothing above 0.5"),
+        (np.random.default_rng(0).uniform(0, 1, (1, 3, 32, 32)).astype(np.float32), "an image in [0, 1]"),
+        (blob_map((1, 1, 32, 8)), "too narrow for a grid"),
+        (blob_map() * 2, "beyond [0, 1]"),
+    ],
+)
+def test_what_is_not_a_map(values, why):
+    model = graph_model([helper.make_node("Sigmoid", ["x"], ["prob"])], {"prob": list(values.shape)})
+    assert classify_output("prob", values, model).kind == "continuous", why
+
+
+def test_a_yolov8_head_is_detections_with_attributes_on_axis_minus_2():
+    model = graph_model([helper.make_node("Concat", ["x", "x"], ["output0"], axis=1)], {"output0": [1, 7, 300]})
+    got = classify_output("output0", yolov8_head(), model)
+    assert (got.kind, got.axis) == ("detections", -2), got
+    assert "detection head" in got.why and "objectness" not in got.why
+
+
+def test_a_raw_yolox_head_is_detections_placed_on_the_input_grid():
+    # 64 x 64 input: 8x8 + 4x4 + 2x2 = 84 anchors; raw offsets and log sizes (some negative), objectness
+    rng = np.random.default_rng(1)
+    raw = np.column_stack([rng.uniform(-0.5, 1.5, (84, 2)), rng.uniform(-1, 2, (84, 2)),
+                           rng.uniform(0, 0.02, (84, 1)), rng.uniform(0, 1, (84, 2))])  # fmt: skip
+    model = graph_model(
+        [helper.make_node("Concat", ["x", "x"], ["output"], axis=1)],
+        {"output": [1, 84, 7]},
+        inputs={"images": [1, 3, 64, 64]},
+    )
+    got = classify_output("output", raw[None].astype(np.float32), model)
+    assert (got.kind, got.axis, got.input_size) == ("detections", -1, (64, 64)), got
+    assert "raw YOLOX" in got.why and "objectness" in got.why
+
+
+@pytest.mark.parametrize(
+    ("op", "values", "why"),
+    [
+        ("Sigmoid", np.random.default_rng(2).uniform(0, 1, (1, 300, 10)), "per-anchor class scores (Sigmoid)"),
+        ("Concat", np.random.default_rng(3).uniform(0, 1, (1, 300, 10)), "every column a probability"),
+        ("Add", np.random.default_rng(4).normal(0, 1, (2, 300, 16)), "hidden states: negative scores"),
+        ("Concat", np.column_stack([np.random.default_rng(5).uniform(-1, 2, (50, 4)),
+                                    np.full((50, 3), 0.5)])[None], "raw values on no YOLOX grid"),  # fmt: skip
+    ],
+)
+def test_what_is_not_a_detection_head(op, values, why):
+    model = graph_model([helper.make_node(op, ["x", "x"] if op != "Sigmoid" else ["x"], ["out"])],
+                        {"out": list(values.shape)})  # fmt: skip
+    assert classify_output("out", values.astype(np.float32), model).kind != "detections", why
+
+
+def test_user_can_choose_the_new_kinds():
+    assert {"map", "detections"} <= set(KINDS)
+    verdict = VerdictSettings(kinds={"probs": "detections"})
+    assert verdict.kinds["probs"] == "detections"

@@ -843,3 +843,161 @@ def test_output_parity_as_dict_fields():
     assert data["measures"]["abs_error"] == 0.5
     assert data["kind"] == "continuous"
     assert "sample_variant" in out.as_dict(with_samples=True)
+
+
+# ------------------------------------------------------------------ probability maps and detection heads
+
+MAP = OutputKind("map", why="test")
+
+
+def two_regions() -> np.ndarray:
+    """[1, 1, 40, 60] probabilities: two text-line-like rectangles of 0.95 on a 0.01 background."""
+    m = np.full((1, 1, 40, 60), 0.01)
+    m[0, 0, 5:13, 5:55] = 0.95
+    m[0, 0, 20:30, 10:40] = 0.95
+    return m
+
+
+def _flood_boxes(mask: np.ndarray) -> set[tuple[int, int, int, int]]:
+    """Bounding boxes of 8-connected components by plain flood fill (the reference for regions())."""
+    seen = np.zeros_like(mask, bool)
+    out = set()
+    for y, x in zip(*np.nonzero(mask), strict=True):
+        if seen[y, x]:
+            continue
+        stack, ys, xs = [(y, x)], [], []
+        seen[y, x] = True
+        while stack:
+            cy, cx = stack.pop()
+            ys.append(cy)
+            xs.append(cx)
+            for dy in (-1, 0, 1):
+                for dx in (-1, 0, 1):
+                    ny, nx = cy + dy, cx + dx
+                    if 0 <= ny < mask.shape[0] and 0 <= nx < mask.shape[1] and mask[ny, nx] and not seen[ny, nx]:
+                        seen[ny, nx] = True
+                        stack.append((ny, nx))
+        box = (min(xs), min(ys), max(xs) + 1, max(ys) + 1)
+        if min(box[2] - box[0], box[3] - box[1]) >= 3:
+            out.add(box)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_regions_match_a_flood_fill(seed):
+    from shrinkray.measure.decisions import regions
+
+    rng = np.random.default_rng(seed)
+    values = rng.uniform(0, 1, (24, 31)) * (rng.uniform(0, 1, (24, 31)) < 0.3 + 0.1 * seed)
+    boxes, peaks = regions(values, 0.3)
+    assert {tuple(int(v) for v in b) for b in boxes} == _flood_boxes(values > 0.3)
+    assert np.all(peaks > 0.3) and np.all(peaks <= values.max())
+
+
+def test_map_region_that_shrinks_fails_in_plain_words():
+    ref = two_regions()
+    var = ref.copy()
+    var[0, 0, 20:30, 30:40] = 0.01  # the second line loses a third of its width
+    out = compare_output("prob", ref, var, MAP)
+    assert not out.passed
+    assert out.decisions.startswith("1 of 2 regions moved (IoU 0.")
+    assert out.reason.startswith("1 of 2 regions moved") and "region agreement 0.5 (needs >= 0.97)" in out.reason
+    assert out.measures["regions"] == 2 and out.measures["regions_moved"] == 1
+
+
+def test_map_judged_by_its_regions_not_its_values():
+    ref = two_regions()
+    var = ref.copy()
+    var[0, 0, 5:13, 5:55] = 0.8  # lower inside the region (RMS 6.5% of the range), still above both thresholds
+    var[0, 0, 5:13, 54] = 0.01  # and one pixel narrower: IoU 49/50
+    out = compare_output("prob", ref, var, MAP)
+    assert out.passed, out.reason
+    assert out.decisions == "all 2 regions kept (IoU >= 0.9)"
+    assert out.decided_by.startswith("all 2 regions kept")
+    # the same change judged as values fails: that is what made text detectors' variants fail before
+    assert not compare_output("prob", ref, var, CONTINUOUS).passed
+
+
+def test_map_region_lost_or_new_counts_unless_it_is_a_coin_toss():
+    ref = two_regions()
+    lost = ref.copy()
+    lost[0, 0, 20:30, 10:40] = 0.01
+    assert "1 of 2 regions lost" in compare_output("prob", ref, lost, MAP).reason
+    ref_speck, var_speck = two_regions(), two_regions()
+    ref_speck[0, 0, 34:38, 50:56] = 0.32  # just above 0.3 in the original, just below in the variant
+    var_speck[0, 0, 34:38, 50:56] = 0.28
+    out = compare_output("prob", ref_speck, var_speck, MAP)
+    assert out.passed, out.reason
+
+
+def test_map_without_regions_is_judged_as_values():
+    ref = np.full((1, 1, 32, 32), 0.02)
+    var = ref + 0.2  # every pixel moves, none crosses 0.3
+    out = compare_output("prob", ref, var, MAP)
+    assert "judged as values" in out.kind_reason
+    assert {c.criterion for c in out.checks} == set(RELATIVE_PROFILE["continuous"])
+    assert not out.passed and out.decisions == ""
+
+
+def yolo_head(boxes: list[tuple[float, float, float, float, int, float]], anchors: int = 200,
+              classes: int = 3) -> np.ndarray:  # fmt: skip
+    """[1, 4 + classes, anchors] like YOLOv8: background anchors (score <= 0.03) and the given boxes
+    (cx, cy, w, h, class, score), each given twice (a near-duplicate NMS must remove)."""
+    rng = np.random.default_rng(0)
+    rows = np.column_stack([rng.uniform(20, 300, (anchors, 2)), rng.uniform(10, 60, (anchors, 2)),
+                            rng.uniform(0, 0.03, (anchors, classes))])  # fmt: skip
+    for k, (cx, cy, w, h, cls, score) in enumerate(boxes):
+        for dup, shift in ((0, 0.0), (1, 1.5)):
+            rows[2 * k + dup, :4] = (cx + shift, cy, w, h)
+            rows[2 * k + dup, 4 + cls] = score - 0.1 * dup
+    return rows.T[None]
+
+
+DETECTIONS = OutputKind("detections", -2, "test")
+THREE = [(60, 60, 40, 30, 0, 0.9), (200, 80, 60, 60, 1, 0.8), (150, 250, 30, 80, 2, 0.7)]
+
+
+def test_detections_box_that_moves_fails_in_plain_words():
+    moved = [THREE[0], (212, 80, 60, 60, 1, 0.8), THREE[2]]  # 12 px on a 60 px box: IoU 0.67
+    out = compare_output("output0", yolo_head(THREE), yolo_head(moved), DETECTIONS)
+    assert not out.passed
+    assert out.reason.startswith("1 of 3 boxes moved (IoU 0.67 < 0.9); box agreement 0.6667 (needs >= 0.97)")
+    assert out.measures["boxes"] == 3
+
+
+def test_detections_box_lost_and_class_changed():
+    lost = [THREE[0], (200, 80, 60, 60, 1, 0.05), THREE[2]]
+    assert compare_output("o", yolo_head(THREE), yolo_head(lost), DETECTIONS).decisions == "1 of 3 boxes lost"
+    relabelled = [THREE[0], (200, 80, 60, 60, 2, 0.8), THREE[2]]
+    out = compare_output("o", yolo_head(THREE), yolo_head(relabelled), DETECTIONS)
+    assert out.decisions == "1 of 3 boxes lost, 1 new boxes"
+
+
+def test_detections_ignore_what_no_post_processing_keeps():
+    ref = yolo_head(THREE)
+    var = yolo_head([(c + 0.5, y, w, h, k, s - 0.02) for c, y, w, h, k, s in THREE])  # half a pixel, scores a hair lower
+    var[0, :4, 6:] *= 1.3  # background anchors' boxes move a lot: nothing keeps them
+    out = compare_output("o", ref, var, DETECTIONS)
+    assert out.passed, out.reason
+    assert out.decided_by.startswith("all 3 boxes kept (IoU >= 0.9)")
+    assert not compare_output("o", ref, var, CONTINUOUS).passed  # judged as values it would fail
+    # a box at 0.27 in the original and 0.23 in the variant is a coin toss at the 0.25 threshold
+    near = [*THREE, (250, 200, 40, 40, 0, 0.27)]
+    below = [*THREE, (250, 200, 40, 40, 0, 0.23)]
+    assert compare_output("o", yolo_head(near), yolo_head(below), DETECTIONS).passed
+
+
+def test_raw_yolox_offsets_are_decoded_on_their_grid():
+    # 64 x 64 input: 84 anchors; anchor 70 is on the stride-16 grid (cell 6 of 4x4), objectness layout
+    rows = np.zeros((84, 6))
+    rows[:, 2:4] = -1.0  # log sizes
+    rows[:, 5] = 0.5
+    rows[70] = (0.5, 0.5, 1.0, 0.8, 0.95, 0.9)
+    kind = OutputKind("detections", -1, "test", (64, 64))
+    shifted = rows.copy()
+    shifted[70, 0] += 0.1  # a tenth of a 16 px cell on a 43 px box: IoU 0.93 (read as pixels, 0.1 of a 1.0 box: 0.82)
+    assert compare_output("o", rows[None], shifted[None], kind).passed
+    grown = rows.copy()
+    grown[70, 2] += 0.4  # exp(0.4) = 1.5x as wide
+    out = compare_output("o", rows[None], grown[None], kind)
+    assert out.decisions.startswith("1 of 1 boxes moved (IoU 0.67")

@@ -262,7 +262,9 @@ class OutputParity:
             return self.reason or ("exact match" if self.exact else "")
         failing = [c for c in self.checks if not c.passed]
         pick = failing[0] if failing else max(self.checks, key=lambda c: c.severity)
-        return Criterion(pick.criterion, pick.limit).text(pick.value)
+        text = Criterion(pick.criterion, pick.limit).text(pick.value)
+        # a map or detection head: what the user's thresholding sees first ("all 4 boxes kept (IoU >= 0.9)")
+        return f"{self.decisions}; {text}" if self.decisions else text
 
     def as_dict(self, with_samples: bool = False) -> dict[str, Any]:
         data = asdict(self)

@@ -1,128 +1,309 @@
-"""Do adaptive latency ratios agree with the old fixed 50-run measurement?
+"""Is compare's latency interval honest, and does it agree with the old fixed 50-run measurement?
 
-For every bundled sample, the variants of the default methods are timed
-against the original twice, in one process, at batch 1 (or the model's fixed
-batch):
+Two studies (issue 12, third pass), each printing the load average beside every measurement:
 
-1. **adaptive** (the default since issue 12): interleaved rounds until every
-   variant's ratio has a 95% interval within ±3%, or the budget;
-2. **fixed 50**: the old measurement, 50 interleaved rounds, ratio of the medians.
+**Agreement** (default; also ``python bench/compare_speed.py --agreement``). For every sample, three
+times in a row: the default variants timed as compare times them (pairwise against the original, fresh
+sessions, 5 warm-up runs, adaptive, 5 s shared by the pairs: :func:`time_pairwise`), then the old way
+(every model's fresh session in rotation, one run each, 50 rounds, ratio of medians), then the old 50
+rounds with compare's bursts (:func:`burst_for`). Counted:
 
-The check: the fixed-50 ratio lies inside the adaptive interval, on every
-sample and variant. Rows where the adaptive run ended "too noisy to call"
-are counted apart (their interval is wide on purpose). The fixed measurement
-is repeated to show its own spread (it lasts 0.05-1 s, so one burst of load
-moves it), and agreement within the interval widened by the ±3% target is
-counted too (the precision the stopping rule asks for). The machine's load is printed beside the table, since a shared
-machine makes both runs noisy.
+* *repeats*: each of our three ratios inside the other two's reported intervals (what a repeat gives);
+* *fixed-50 inside*: the old ratio inside our reported interval (the first pass's test);
+* *agree*: the statistically correct test for two noisy measurements, |log a - log b| <= z * sqrt(se_a^2 +
+  se_b^2), with each side's standard error from its own run (blocks of rounds) and the run-to-run term
+  :data:`REPEAT_SD` (the fixed-50 ratio has an error too: 50 rounds).
 
-    python bench/latency_agreement.py                    # all samples, 1 thread
-    python bench/latency_agreement.py --threads 2 --budget 10 --samples mlp,cnn
+**Setups** (``--setups``): raw per-run times of one pair timed four ways with the same sessions,
+alternating one run each (A B, B A, ...), in bursts (k runs each, first dropped), alone (the
+original n runs, the variant 2n, the original n: one warm model at a time, as deployed), and the old
+rotation of every model; which setup's ratio matches the model running alone?
+
+    python bench/latency_agreement.py --samples mlp,cnn,transformer,rnn,shared_weight,cnn3mb
+    python bench/latency_agreement.py --setups --samples mlp,transformer,rnn --seconds 0.7 --reps 2
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
+import json
+import math
 import os
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "bench" / "out"
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
-import shrinkray  # noqa: E402
-from shrinkray.errors import ShrinkRayError  # noqa: E402
-from shrinkray.measure.inputs import first_axis_dynamic, synthesize  # noqa: E402
-from shrinkray.measure.latency import DEFAULT_RUNS, TARGET, measure_latency  # noqa: E402
+from shrinkray.measure.latency import (  # noqa: E402
+    DEFAULT_RUNS,
+    REPEAT_SD,
+    Timing,
+    ratio_interval,
+    time_models,
+    time_pairwise,
+)
 
-SAMPLES = ["mlp", "cnn", "transformer", "rnn", "subgraph", "fp16", "shared_weight", "tree", "messy"]
-METHODS = ["dynamic-int8", "weights-int8", "palettize", "float16"]
-#: The fixed measurement is repeated (right after the adaptive one) to show its own run-to-run spread.
-REPEATS = 5
+METHODS = ("dynamic-int8", "weights-int8", "weights-int4", "palettize", "float16")
+SAMPLES = "mlp,cnn,transformer,rnn,shared_weight,cnn3mb"
+Z = 1.959963984540054
 
 
-def variants(name: str) -> dict:
-    loaded = shrinkray.load(ROOT / "sample_models" / f"{name}.onnx")
+def load() -> float:
+    return os.getloadavg()[0]
+
+
+def variants(name: str) -> tuple[dict, dict]:
+    """The sample's original and its default variants (those that rewrite something), and the feeds."""
+    import shrinkray
+    from shrinkray.errors import ShrinkRayError
+    from shrinkray.measure.inputs import first_axis_dynamic, synthesize
+
+    if name == "cnn3mb":
+        from compare_speed import cnn_path
+
+        path = cnn_path()
+    else:
+        path = ROOT / "sample_models" / f"{name}.onnx"
+    loaded = shrinkray.load(path)
     models = {"original": loaded.model}
     for method in METHODS:
         try:
             variant = shrinkray.shrink(loaded, method)
         except ShrinkRayError:
-            continue  # nothing to rewrite, or the method refuses this graph
+            continue
         if variant.changes:
             models[method] = variant.model
-    return models
+    source = models["original"]
+    return models, synthesize(source, batch=1 if first_axis_dynamic(source) else None).feeds
 
 
-def run(samples: list[str], threads: int, budget: float) -> list[dict]:
+def _se_reported(ratio: float, low: float, high: float) -> float:
+    """Standard error (log) of one measurement from its reported repeat interval (z * sqrt(2) * se)."""
+    return max(math.log(high / ratio), math.log(ratio / low)) / (Z * math.sqrt(2))
+
+
+def agreement(samples: list[str], repeats: int = 3, budget: float = 5.0) -> int:
+    """Our pairwise measurement repeated, against the old fixed 50 rounds (see the module docstring)."""
+    from shrinkray.validate import open_session
+
     rows = []
+    print(f"load average {load():.2f}; 1 thread, batch 1, budget {budget:g} s shared by the pairs, "
+          f"REPEAT_SD {REPEAT_SD}", flush=True)  # fmt: skip
     for name in samples:
-        models = variants(name)
-        if len(models) < 2:
-            print(f"{name}: no variant to compare (nothing to rewrite)", flush=True)
+        models, feeds = variants(name)
+        keys = [k for k in models if k != "original"]
+        ours, old, old_burst, loads = [], [], [], []
+        for _ in range(repeats):
+            before = load()
+            original = open_session(models["original"])
+            openers = [(k, lambda m=models[k], f=feeds: partial(open_session(m).run, None, f)) for k in keys]
+            t0 = time.perf_counter()
+            stats = time_pairwise("original", partial(original.run, None, feeds), openers,
+                                  Timing(budget_s=budget, warmup=5))  # fmt: skip
+            spent = time.perf_counter() - t0
+            del original
+            ours.append({k: {"ratio": s.ratio, "low": s.ratio_low, "high": s.ratio_high, "rounds": s.runs,
+                             "stopped_by": s.stopped_by, "settled": s.settled, "burst": s.burst, "seconds": spent}
+                         for k, s in stats.items() if k != "original"})  # fmt: skip
+            old.append(_fixed_measure(models, feeds, burst=1))
+            old_burst.append(_fixed_measure(models, feeds, burst=None))
+            loads.append((before, load()))
+        for key in keys:
+            a = [o[key] for o in ours]
+            f = [o[key] for o in old]
+            fb = [o[key] for o in old_burst]
+            inside = [p["low"] <= q["ratio"] <= p["high"] for p, q in itertools.permutations(a, 2)]
+
+            def agrees(x, y):
+                d = abs(math.log(x["ratio"] / y["ratio"]))
+                return d <= Z * math.hypot(x["se"], y["se"])
+
+            for x in a:
+                x["se"] = _se_reported(x["ratio"], x["low"], x["high"])
+            row = {
+                "sample": name, "variant": key, "loads": loads, "ours": a, "fixed50": f, "fixed50_burst": fb,
+                "repeats_inside": sum(inside), "repeats_pairs": len(inside),
+                "fixed_inside": [a[i]["low"] <= f[i]["ratio"] <= a[i]["high"] for i in range(repeats)],
+                "agree": [agrees(a[i], f[i]) for i in range(repeats)],
+                "agree_burst": [agrees(a[i], fb[i]) for i in range(repeats)],
+                "settled": [x["settled"] for x in a],
+            }  # fmt: skip
+            rows.append(row)
+            print(f"{name:13s} {key:13s} ours " + " ".join(f"{x['ratio']:.3f}[{x['low']:.3f}-{x['high']:.3f}]"
+                  f"{'' if x['settled'] else '?'}" for x in a)
+                  + " | fixed-50 " + " ".join(f"{x['ratio']:.3f}±{Z * x['se']:.3f}" for x in f)
+                  + " | bursts " + " ".join(f"{x['ratio']:.3f}" for x in fb)
+                  + f" | repeats in {row['repeats_inside']}/{len(inside)}, fixed in {sum(row['fixed_inside'])}/{repeats}, "
+                  f"agree {sum(row['agree'])}/{repeats} (bursts {sum(row['agree_burst'])}/{repeats})", flush=True)  # fmt: skip
+        print(f"  {name}: loads " + ", ".join(f"{a:.1f}->{b:.1f}" for a, b in loads), flush=True)
+    n = len(rows)
+    print(f"\nrepeats inside each other's interval: {sum(r['repeats_inside'] for r in rows)}/"
+          f"{sum(r['repeats_pairs'] for r in rows)}; fixed-50 inside ours: {sum(sum(r['fixed_inside']) for r in rows)}/"
+          f"{repeats * n}; agree (combined uncertainty): {sum(sum(r['agree']) for r in rows)}/{repeats * n}; "
+          f"with bursts in the old rotation: {sum(sum(r['agree_burst']) for r in rows)}/{repeats * n}; too noisy to call: "
+          f"{sum(not s for r in rows for s in r['settled'])}/{repeats * n}; load average now {load():.2f}", flush=True)  # fmt: skip
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "latency_agreement_third.json").write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+def _fixed_measure(models: dict, feeds: dict, burst: int | None) -> dict[str, dict]:
+    """The old measurement (fresh sessions of every model in rotation, 50 rounds, ratio of medians) and its
+    standard error; ``burst=None`` times each model in compare's bursts instead of one run at a time."""
+    from shrinkray.validate import open_session
+
+    runners = {k: partial(open_session(m).run, None, feeds) for k, m in models.items()}
+    stats = time_models(runners, Timing(runs=DEFAULT_RUNS, warmup=5, burst=burst), reference="original")
+    out = {}
+    for k, s in stats.items():
+        if k == "original":
             continue
-        source = models["original"]
-        feeds = synthesize(source, batch=1 if first_axis_dynamic(source) else None).feeds
-        t0 = time.perf_counter()
-        adaptive = measure_latency(models, feeds, batch=1, threads=threads, budget_s=budget, reference="original")
-        adaptive_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        fixed = [measure_latency(models, feeds, batch=1, threads=threads, runs=DEFAULT_RUNS, reference="original")
-                 for _ in range(REPEATS)]  # fmt: skip
-        fixed_s = (time.perf_counter() - t0) / REPEATS
-        for key in models:
-            if key == "original":
-                continue
-            a = adaptive[key]
-            olds = [f[key].median_ms / f["original"].median_ms for f in fixed]
-            old = olds[0]
-            rows.append({
-                "sample": name, "variant": key, "ratio": a.ratio, "low": a.ratio_low, "high": a.ratio_high,
-                "rounds": a.runs, "stopped_by": a.stopped_by, "settled": a.settled, "adaptive_s": adaptive_s,
-                "fixed50": old, "fixed_s": fixed_s, "agree": a.ratio_low <= old <= a.ratio_high,
-                "repeats_in": sum(a.ratio_low <= x <= a.ratio_high for x in olds),
-                "near": a.ratio_low * (1 - TARGET) <= old <= a.ratio_high * (1 + TARGET),
-                "repeats_min": min(olds), "repeats_max": max(olds),
-                "orig_ms": adaptive["original"].median_ms,
-            })  # fmt: skip
-            r = rows[-1]
-            print(
-                f"{name:14s} {key:13s} {r['orig_ms']:8.3f} ms  adaptive {r['ratio']:.3f} [{r['low']:.3f}-{r['high']:.3f}] "
-                f"{r['rounds']:6d} rounds {r['stopped_by']:9s} {adaptive_s:5.1f} s | fixed-50 {old:.3f} ({fixed_s:4.1f} s) "
-                f"| {'agree' if r['agree'] else 'DISAGREE'}{'' if r['settled'] else ' (too noisy to call)'} "
-                f"| {REPEATS} fixed-50 runs: {r['repeats_min']:.3f}-{r['repeats_max']:.3f}, {r['repeats_in']} inside",
-                flush=True,
-            )
-    return rows
+        half = max(math.log(s.ratio_high / s.ratio), math.log(s.ratio / s.ratio_low))  # reported: z*sqrt2*se
+        se = half / (Z * math.sqrt(2))
+        out[k] = {"ratio": s.median_ms / stats["original"].median_ms, "se": se, "burst": s.burst}
+    return out
 
 
-def main() -> int:
+# ------------------------------------------------------------------ setups: alternating, bursts, alone, rotation
+
+
+def _play(runners: dict, schedule: list[str]) -> list[float]:
+    pc = time.perf_counter
+    out = []
+    for key in schedule:
+        t0 = pc()
+        runners[key]()
+        out.append((pc() - t0) * 1000)
+    return out
+
+
+def _alternating(v: str, n: int) -> list[str]:
+    return [x for i in range(n) for x in (("original", v) if i % 2 == 0 else (v, "original"))]
+
+
+def collect_setups(samples: list[str], seconds: float, reps: int) -> list[dict]:
+    """Raw per-run times of every pair timed four ways on the same sessions (fresh ones per rep)."""
+    from shrinkray.validate import open_session
+
+    data = []
+    for name in samples:
+        models, feeds = variants(name)
+        keys = [k for k in models if k != "original"]
+        for rep in range(reps):
+            runners = {k: partial(open_session(m).run, None, feeds) for k, m in models.items()}
+            for run in runners.values():
+                for _ in range(5):
+                    run()
+            one = float(np.median(_play(runners, ["original"] * 7)))
+            k_burst = max(4, min(50, round(5.0 / max(one, 0.01))))  # ~5 ms bursts, at least 4 runs
+            n = max(20, int(seconds * 1000 / (2 * one)))
+            rec = {"sample": name, "rep": rep, "load": load(), "k_burst": k_burst, "pairs": {}}
+            for v in keys:
+                pair = {}
+                sched = _alternating(v, n)
+                pair["alt"] = [sched, _play(runners, sched)]
+                nb = max(6, n // k_burst)
+                sched = [x for i in range(nb) for x in (["original"] * k_burst + [v] * k_burst if i % 2 == 0
+                                                        else [v] * k_burst + ["original"] * k_burst)]  # fmt: skip
+                pair["burst"] = [sched, _play(runners, sched)]
+                sched = ["original"] * n + [v] * (2 * n) + ["original"] * n
+                pair["alone"] = [sched, _play(runners, sched)]
+                sched = _alternating(v, n)
+                pair["alt2"] = [sched, _play(runners, sched)]
+                rec["pairs"][v] = pair
+            sched = [x for i in range(DEFAULT_RUNS) for x in (list(runners)[i % len(runners):] + list(runners)[:i % len(runners)])]
+            rec["rotation"] = [sched, _play(runners, sched)]
+            rec["load_end"] = load()
+            data.append(rec)
+            print(f"{name} rep {rep}: load {rec['load']:.1f} -> {rec['load_end']:.1f}, burst {k_burst}, {n} rounds", flush=True)
+            del runners
+    return data
+
+
+def _bursts(schedule: list[str], times: list[float], key: str) -> list[float]:
+    """Median of each burst of ``key`` after its first run."""
+    out, cur, prev = [], [], None
+    for k, t in [*zip(schedule, times, strict=True), (None, 0.0)]:
+        if k != prev and cur:
+            if prev == key:
+                out.append(float(np.median(cur[1:])))
+            cur = []
+        cur.append(t)
+        prev = k
+    return out
+
+
+def setup_ratios(rec: dict, v: str) -> dict[str, float]:
+    """Each setup's ratio (variant / original) for one pair of one rep."""
+    pair = rec["pairs"][v]
+
+    def of(schedule, times, key):
+        return [t for k, t in zip(schedule, times, strict=True) if k == key]
+
+    out = {}
+    for setup in ("alt", "alt2"):
+        s, t = pair[setup]
+        out[setup] = ratio_interval(of(s, t, v), of(s, t, "original"))[0]
+    s, t = pair["burst"]
+    out["burst"] = ratio_interval(_bursts(s, t, v), _bursts(s, t, "original"))[0]
+    s, t = pair["alone"]
+    out["alone"] = float(np.median(of(s, t, v)) / np.median(of(s, t, "original")))
+    s, t = rec["rotation"]
+    out["rotation"] = float(np.median(of(s, t, v)) / np.median(of(s, t, "original")))
+    return out
+
+
+def setups(samples: list[str], seconds: float, reps: int) -> int:
+    data = collect_setups(samples, seconds, reps)
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "latency_setups.json").write_text(json.dumps(data))
+    report_setups(data)
+    return 0
+
+
+def report_setups(data: list[dict]) -> None:
+    """Per pair: the geometric mean over reps of each setup's ratio, relative to the model alone."""
+    by: dict[tuple[str, str], list[dict]] = {}
+    for rec in data:
+        for v in rec["pairs"]:
+            by.setdefault((rec["sample"], v), []).append(setup_ratios(rec, v) | {"load": rec["load"]})
+    print("\nsample        variant        load       alone | alternating  bursts  rotation  (each / alone)")
+    dev = {"alt": [], "burst": [], "rotation": []}
+    for (sample, v), rs in by.items():
+        g = {k: math.exp(float(np.mean([math.log(r[k]) for r in rs]))) for k in ("alone", "alt", "burst", "rotation")}
+        for k in dev:
+            dev[k] += [abs(math.log(r[k] / r["alone"])) for r in rs]
+        loads = "/".join(f"{r['load']:.1f}" for r in rs)
+        print(f"{sample:13s} {v:13s} {loads:10s} {g['alone']:.3f} | {g['alt'] / g['alone']:.3f}       "
+              f"{g['burst'] / g['alone']:.3f}   {g['rotation'] / g['alone']:.3f}")
+    print("median |log(setup / alone)|: " + ", ".join(f"{k} {np.median(v):.4f} (p90 {np.percentile(v, 90):.4f})" for k, v in dev.items()))
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--samples", default=",".join(SAMPLES))
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--budget", type=float, default=20.0, help="adaptive budget per sample (s), as compare's default")
-    args = parser.parse_args()
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"{os.cpu_count()} CPUs, load average {load:.2f}; {args.threads} thread(s), batch 1, target ±{TARGET:.0%}, "
-          f"budget {args.budget:g} s; columns: original median, adaptive ratio [95% interval], rounds, stop reason, "
-          "time | fixed-50 ratio of medians (time) | agreement", flush=True)  # fmt: skip
-    rows = run([s for s in args.samples.split(",") if s], args.threads, args.budget)
-    settled = [r for r in rows if r["settled"]]
-    noisy = [r for r in rows if not r["settled"]]
-    agree = sum(r["agree"] for r in rows)
-    inside = sum(r["repeats_in"] for r in rows)
-    near = sum(r["near"] for r in rows)
-    print(
-        f"\nagree: {agree}/{len(rows)} (settled within ±{TARGET:.0%}: {sum(r['agree'] for r in settled)}/{len(settled)}; "
-        f"too noisy to call: {sum(r['agree'] for r in noisy)}/{len(noisy)}); "
-        f"adaptive time {sum({r['sample']: r['adaptive_s'] for r in rows}.values()):.1f} s, "
-        f"fixed-50 {sum({r['sample']: r['fixed_s'] for r in rows}.values()):.1f} s; "
-        f"all {REPEATS} fixed-50 repeats: {inside}/{REPEATS * len(rows)} inside the adaptive interval; "
-        f"first fixed-50 within the interval widened by ±{TARGET:.0%} (the precision asked for): {near}/{len(rows)}; "
-        f"load average now {os.getloadavg()[0]:.2f}"
-    )
-    return 0 if agree == len(rows) else 1
+    parser.add_argument("--samples", default=SAMPLES)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--budget", type=float, default=5.0, help="seconds shared by the pairs, as compare's default")
+    parser.add_argument("--setups", action="store_true", help="the setup study instead of the agreement check")
+    parser.add_argument("--seconds", type=float, default=0.7, help="setups: seconds per pair and setup")
+    parser.add_argument("--reps", type=int, default=2, help="setups: fresh sessions this many times")
+    parser.add_argument("--report", help="setups: print the table of a saved latency_setups.json")
+    args = parser.parse_args(argv)
+    samples = [s for s in args.samples.split(",") if s]
+    if args.report:
+        report_setups(json.loads(Path(args.report).read_text()))
+        return 0
+    if args.setups:
+        return setups(samples, args.seconds, args.reps)
+    return agreement(samples, args.repeats, args.budget)
 
 
 if __name__ == "__main__":

@@ -1,15 +1,24 @@
 """CPU latency with ONNX Runtime: original and variants interleaved, timed until the ratio is known.
 
 Sessions for all models are created first (creation time recorded on its
-own), warmed up, then timed in rounds: each round runs every model once, in a
-rotating order, so that noise from a shared machine hits them alike. What
-users act on is how much slower or faster a variant is: the median over
+own), warmed up, then timed in rounds: each round runs every model, in a
+rotating order, so that noise from a shared machine hits them alike. A model
+whose run is shorter than :data:`SHORT_RUN_MS` runs in a short burst per round
+and the burst's first run is dropped: switching models refills caches, which
+cost tiny models 2-7% when timed one run at a time, and a deployed model,
+running alone and warm, does not pay it (bench/results.md, issue 12 third pass).
+What users act on is how much slower or faster a variant is: the median over
 blocks of consecutive rounds of each block's ratio of medians (a block of
 one round is that round's paired ratio), with a distribution-free 95%
 interval (order statistics of the binomial: no assumption about the shape
 of the noise, no random resampling). Blocks matter on a shared machine: intervals from per-round
 ratios alone were ±1% wide and a second run missed them by 5%, because
 load comes and goes over seconds; the spread between blocks carries that.
+
+**What the interval means** (:func:`repeat_interval`): where a repeat of the same
+measurement lands, 95%. One run cannot see what changes between runs (a new
+session, load over minutes), so the within-run interval is widened by that
+(:data:`REPEAT_SD`, measured) and by the repeat's own error (x sqrt 2).
 
 **Stopping rule** (adaptive, the default): from :data:`MIN_ROUNDS` rounds and
 :data:`MIN_SECONDS` on, the intervals are checked (every ~10% more rounds); timing stops as soon as
@@ -26,8 +35,9 @@ by the pairs, and a pair whose interval could not come within the target even
 with the rest of its share (projected as 1/sqrt(time)) gives up early ("noise",
 too noisy to call) and leaves that time to the next pairs.
 
-The timing loop (:func:`time_models`) takes plain callables and a timer, so
-it is tested with a synthetic clock and known ratios.
+The timing loop (:func:`time_models`, :func:`time_pairwise`; how they time is one
+:class:`Timing`) takes plain callables and a timer, so it is tested with a
+synthetic clock and known ratios.
 """
 
 from __future__ import annotations
@@ -36,7 +46,7 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -64,6 +74,15 @@ BUDGET_MIN_ROUNDS = 3
 BLOCKS = 10
 #: Safety cap for adaptive timing without a budget.
 MAX_ROUNDS = 100_000
+#: Standard deviation (log scale) of what moves a ratio from one run to the next and no run sees
+#: from inside (a new session's memory layout, load that changes over minutes). Measured on this
+#: 2-core machine: see bench/results.md, "Latency agreement (issue 12, third pass)".
+REPEAT_SD = 0.007
+#: Runs shorter than this are timed in bursts (switching models costs them a visible share).
+SHORT_RUN_MS = 1.0
+#: About how long a burst of one model's runs lasts (short, so load hits both models of a round alike).
+BURST_MS = 2.0
+MAX_BURST = 32
 
 
 @dataclass
@@ -71,7 +90,7 @@ class LatencyStats:
     """Timing of one model at one batch size and thread count.
 
     For a variant, ``ratio`` is its time over the original's (the median of
-    block ratios) and ``ratio_low``/``ratio_high`` the 95% interval (:func:`ratio_interval`); ``settled``
+    block ratios) and ``ratio_low``/``ratio_high`` where a repeat lands, 95% (:func:`repeat_interval`); ``settled``
     says whether that interval came within ±``target`` before the budget ran
     out (False: too noisy to call). For the original the ratio fields are None
     and ``settled`` says whether every variant settled.
@@ -90,6 +109,7 @@ class LatencyStats:
     settled: bool | None = None
     stopped_by: str = ""  # "precision" (within target), "budget", "noise" (given up), "runs" (fixed count), "cap"
     target: float | None = None
+    burst: int = 1  # runs of this model in a row per round (the first dropped when more than one)
 
     @property
     def throughput(self) -> float:
@@ -157,119 +177,158 @@ def _within(median: float, low: float | None, high: float | None, target: float)
         high <= median * (1 + target) and low >= median * (1 - target)  # fmt: skip
 
 
+@dataclass(frozen=True)
+class Timing:
+    """How one timing run goes; :func:`time_models` and :func:`time_pairwise` share it.
+
+    ``runs=None`` is adaptive (stop at ±``target`` or the budget); a number runs that many rounds. The
+    stopping rule is checked from ``min_rounds`` rounds and ``min_s`` seconds on (or the budget, if
+    smaller). ``timer`` returns seconds (a fake clock in tests).
+    """
+
+    batch: int = 1
+    threads: int = 1
+    runs: int | None = None
+    warmup: int = 0
+    budget_s: float | None = None
+    target: float = TARGET
+    min_rounds: int = MIN_ROUNDS
+    min_s: float = MIN_SECONDS
+    timer: Callable[[], float] = time.perf_counter
+    #: Runs of one model in a row per round (the first dropped when more than one); None: from the
+    #: warm-up's run time (:func:`burst_for`), 1 without warm-up.
+    burst: int | None = None
+
+
+def _timing(timing: Timing | None, options: dict[str, Any]) -> Timing:
+    """``timing`` with keyword overrides (``time_models(runners, runs=25)`` reads as before)."""
+    return replace(timing or Timing(), **options)
+
+
 def time_models(
     runners: dict[str, Callable[[], Any]],
+    timing: Timing | None = None,
     *,
-    batch: int = 1,
-    threads: int = 1,
     session_ms: dict[str, float] | None = None,
-    runs: int | None = None,
-    warmup: int = 0,
-    budget_s: float | None = None,
-    target: float = TARGET,
     reference: str | None = None,
-    min_rounds: int = MIN_ROUNDS,
-    min_s: float = MIN_SECONDS,
     on_round: Callable[[int, int], None] | None = None,
-    timer: Callable[[], float] = time.perf_counter,
+    **options: Any,
 ) -> dict[str, LatencyStats]:
-    """Time callables in interleaved rounds (see the module docstring); ``timer`` returns seconds.
+    """Time callables in interleaved rounds (see the module docstring).
 
-    ``reference`` (default: the first key) is what ratios are taken against.
-    ``runs=None`` is adaptive (stop at ±``target`` or the budget); a number runs
-    that many rounds. The stopping rule is checked from ``min_rounds`` rounds
-    and ``min_s`` seconds on (or the budget, if smaller). At least 3 rounds run even with a spent budget.
+    ``timing`` (or its fields as keywords) says how; ``reference`` (default: the first key) is what
+    ratios are taken against. At least 3 rounds run even with a spent budget.
     """
+    t = _timing(timing, options)
     keys = list(runners)
     reference = reference if reference is not None else keys[0]
     others = [k for k in keys if k != reference]
-    times, stopped_by = _rounds(runners, reference, others, runs=runs, warmup=warmup, budget_s=budget_s, target=target,
-                                min_rounds=min_rounds, min_s=min_s, on_round=on_round, timer=timer)  # fmt: skip
-    return _stats(times, reference, others, target, batch, threads, session_ms or {}, stopped_by)
+    times, stopped_by, burst = _rounds(runners, reference, others, t, on_round=on_round)
+    return _stats(times, reference, others, replace(t, burst=burst), session_ms or {}, stopped_by)
 
 
 def _rounds(
     runners: dict[str, Callable[[], Any]],
     reference: str,
     others: list[str],
+    t: Timing,
     *,
-    runs: int | None,
-    warmup: int,
-    budget_s: float | None,
-    target: float,
-    min_rounds: int,
-    min_s: float,
-    on_round: Callable[[int, int], None] | None,
-    timer: Callable[[], float],
+    on_round: Callable[[int, int], None] | None = None,
     give_up: bool = False,
-) -> tuple[dict[str, list[float]], str]:
-    """The interleaved rounds themselves: milliseconds per model, and why they stopped.
+) -> tuple[dict[str, list[float]], str, int]:
+    """The interleaved rounds themselves: milliseconds per model, why they stopped, and the burst length.
+
+    Each round runs every model once, or (runs under :data:`SHORT_RUN_MS`) in a short burst whose first
+    run is dropped (:func:`_burst_ms`), in a rotating order.
 
     ``give_up``: stop early ("noise") when an interval is so wide that even the whole budget would not
     bring it within the target (see :func:`_hopeless`); the variant is then too noisy to call, as it
     would have been at the budget's end, and the rest of the budget goes to the next pair.
     """
     keys = list(runners)
+    timer = t.timer
+    last = 0.0
     for runner in runners.values():
-        for _ in range(warmup):
+        for _ in range(t.warmup):
+            t0 = timer()
             runner()
+            last = max(last, (timer() - t0) * 1000.0)
+    burst = t.burst if t.burst is not None else burst_for(last if t.warmup else None)
     times: dict[str, list[float]] = {k: [] for k in keys}
-    limit = runs if runs is not None else MAX_ROUNDS
-    next_check = max(min_rounds, 1)
-    stopped_by = "runs" if runs is not None else "cap"
+    limit = t.runs if t.runs is not None else MAX_ROUNDS
+    next_check = max(t.min_rounds, 1)
+    stopped_by = "runs" if t.runs is not None else "cap"
+    budget_s = t.budget_s
+    first = min(t.min_s, budget_s if budget_s is not None else t.min_s)  # when the stopping rule is first checked
     started = timer()
     done = 0
     while done < limit:
         shift = done % len(keys)
         for key in keys[shift:] + keys[:shift]:
-            t0 = timer()
-            runners[key]()
-            times[key].append((timer() - t0) * 1000.0)
+            times[key].append(_burst_ms(runners[key], burst, timer))
         done += 1
         if on_round is not None:
-            on_round(done, runs or 0)
+            on_round(done, t.runs or 0)
         elapsed = timer() - started
-        first = min(min_s, budget_s or min_s)  # when the stopping rule is first checked
         # giving up may come sooner: half that time already shows noise that cannot settle
-        if runs is None and done >= next_check and (elapsed >= first or (give_up and elapsed >= first / 2)):
+        if t.runs is None and done >= next_check and (elapsed >= first or (give_up and elapsed >= first / 2)):
             next_check = max(done + 1, math.ceil(done * 1.1))
-            if elapsed >= first and _all_settled(times, reference, others, target):
+            if elapsed >= first and _all_settled(times, reference, others, t.target):
                 stopped_by = "precision"
                 break
-            if give_up and budget_s and _hopeless(times, reference, others, target, elapsed / budget_s):
+            if give_up and budget_s and _hopeless(times, reference, others, t.target, elapsed / budget_s):
                 stopped_by = "noise"
                 break
         if budget_s is not None and done >= BUDGET_MIN_ROUNDS and done < limit and timer() - started > budget_s:
             stopped_by = "budget"
             break
-    return times, stopped_by
+    return times, stopped_by, burst
+
+
+def burst_for(run_ms: float | None) -> int:
+    """Runs of one model in a row per round: 1 for runs of :data:`SHORT_RUN_MS` or more (or unknown),
+    else enough for about :data:`BURST_MS` (at least 3, at most :data:`MAX_BURST`), the first dropped."""
+    if run_ms is None or run_ms >= SHORT_RUN_MS:
+        return 1
+    return min(MAX_BURST, max(3, math.ceil(BURST_MS / max(run_ms, 1e-3)) + 1))
+
+
+def _burst_ms(runner: Callable[[], Any], burst: int, timer: Callable[[], float]) -> float:
+    """Milliseconds of one run: alone (``burst`` 1), or the median of a burst's runs after its first
+    (which pays for switching from the other model: caches refilled, a deployed model does not pay it)."""
+    if burst <= 1:
+        t0 = timer()
+        runner()
+        return (timer() - t0) * 1000.0
+    runs = []
+    for _ in range(burst):
+        t0 = timer()
+        runner()
+        runs.append((timer() - t0) * 1000.0)
+    return statistics.median(runs[1:])
 
 
 def time_pairwise(
     reference: str,
     reference_runner: Callable[[], Any],
     openers: Sequence[tuple[str, Callable[[], Callable[[], Any]]]],
+    timing: Timing | None = None,
     *,
-    batch: int = 1,
-    threads: int = 1,
     session_ms: dict[str, float] | None = None,
-    runs: int | None = None,
-    warmup: int = 0,
-    budget_s: float | None = None,
-    target: float = TARGET,
-    min_rounds: int = MIN_ROUNDS,
-    min_s: float = MIN_SECONDS,
-    timer: Callable[[], float] = time.perf_counter,
     give_up: bool = True,
+    **options: Any,
 ) -> dict[str, LatencyStats]:
     """Time each variant against the reference, one pair at a time, so only two sessions are alive.
 
     ``openers`` give each variant's runner when called (its session opens then, and
-    is dropped after its pair is timed). ``budget_s`` is shared by all pairs: each
+    is dropped after its pair is timed). ``timing`` (or its fields as keywords) as in
+    :func:`time_models`; its ``budget_s`` is shared by all pairs: each
     pair gets what is left divided by the pairs left, so a pair that settles early
     leaves its time to the next, and so does a pair given up as too noisy (``give_up``, see
     :func:`_rounds`). The reference's figures pool its runs from every pair.
     """
+    t = _timing(timing, options)
+    timer = t.timer
     session_ms = dict(session_ms or {})
     out: dict[str, LatencyStats] = {}
     pooled: list[float] = []
@@ -279,24 +338,21 @@ def time_pairwise(
         t0 = timer()
         runner = opener()
         session_ms[key] = (timer() - t0) * 1000.0
-        share = None if budget_s is None else max(0.0, budget_s - spent) / (len(openers) - index)
+        share = None if t.budget_s is None else max(0.0, t.budget_s - spent) / (len(openers) - index)
+        pair = replace(t, budget_s=share, min_s=min(t.min_s, share) if share is not None else t.min_s)
         t0 = timer()
-        times, stopped_by = _rounds({reference: reference_runner, key: runner}, reference, [key], runs=runs,
-                                    warmup=warmup, budget_s=share, target=target, min_rounds=min_rounds,
-                                    min_s=min(min_s, share) if share is not None else min_s, on_round=None,
-                                    timer=timer, give_up=give_up)  # fmt: skip
+        times, stopped_by, burst = _rounds({reference: reference_runner, key: runner}, reference, [key], pair,
+                                           give_up=give_up)  # fmt: skip
         spent += timer() - t0
         del runner  # its session closes before the next one opens
-        out[key] = _stats(times, reference, [key], target, batch, threads, session_ms, stopped_by)[key]
+        out[key] = _stats(times, reference, [key], replace(t, burst=burst), session_ms, stopped_by)[key]
         pooled += times[reference]
         reasons.append(stopped_by)
     if not openers:
-        times, stopped_by = _rounds({reference: reference_runner}, reference, [], runs=runs, warmup=warmup,
-                                    budget_s=budget_s, target=target, min_rounds=min_rounds, min_s=min_s,
-                                    on_round=None, timer=timer)  # fmt: skip
-        return _stats(times, reference, [], target, batch, threads, session_ms, stopped_by)
+        times, stopped_by, burst = _rounds({reference: reference_runner}, reference, [], t)
+        return _stats(times, reference, [], replace(t, burst=burst), session_ms, stopped_by)
     stopped = next((r for r in reasons if r != "precision"), "precision")
-    original = _stats({reference: pooled}, reference, [], target, batch, threads, session_ms, stopped)[reference]
+    original = _stats({reference: pooled}, reference, [], t, session_ms, stopped)[reference]
     original.settled = all(s.settled for s in out.values())
     return {reference: original, **out}
 
@@ -343,19 +399,47 @@ def ratio_interval(
 GIVE_UP_FACTOR = 1.5
 
 
+def _z(confidence: float = CONFIDENCE) -> float:
+    return statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
+
+
+def _repeat_half(within: float, confidence: float = CONFIDENCE, repeat_sd: float = REPEAT_SD) -> float:
+    """Log half-width of a repeat's 95% range, from the within-run log half-width (taken as a 95% one)."""
+    z = _z(confidence)
+    return z * math.sqrt(2.0 * ((within / z) ** 2 + repeat_sd**2))
+
+
+def repeat_interval(
+    ratio: float, low: float | None, high: float | None, confidence: float = CONFIDENCE, repeat_sd: float = REPEAT_SD
+) -> tuple[float, float | None, float | None]:
+    """(ratio, low, high): where a repeat of the same measurement lands, 95% (what the reports show).
+
+    The within-run interval (:func:`ratio_interval`) only knows the spread inside one run. A repeat
+    differs by its own error too (both sides: x sqrt(2)) and by what changes from run to run and no run
+    sees from inside: a new session's memory layout, load that moves over minutes (:data:`REPEAT_SD`).
+    Each side is widened on the log scale: z * sqrt(2 * (se_within^2 + REPEAT_SD^2)).
+    """
+    if low is None or high is None or ratio <= 0 or low <= 0:
+        return ratio, low, high
+    below = _repeat_half(math.log(ratio / low), confidence, repeat_sd)
+    above = _repeat_half(math.log(high / ratio), confidence, repeat_sd)
+    return ratio, ratio * math.exp(-below), ratio * math.exp(above)
+
+
 def _hopeless(times: dict[str, list[float]], reference: str, others: list[str], target: float, used: float) -> bool:
     """True when some variant's interval cannot come within ``target`` in the rest of the budget.
 
-    ``used``: the share of the budget spent so far (0-1).
+    ``used``: the share of the budget spent so far (0-1). The within-run part is projected to shrink
+    like 1/sqrt(time); the run-to-run part (:data:`REPEAT_SD`) does not shrink.
     """
     if not 0 < used < 1:
         return False
     for key in others:
         ratio, low, high = ratio_interval(times[key], times[reference])
-        if low is None or high is None or ratio <= 0:
+        if low is None or high is None or ratio <= 0 or low <= 0:
             continue
-        half = max(high / ratio - 1, 1 - low / ratio)
-        if half * math.sqrt(used) > GIVE_UP_FACTOR * target:
+        within = max(math.log(high / ratio), math.log(ratio / low))
+        if math.expm1(_repeat_half(within * math.sqrt(used))) > GIVE_UP_FACTOR * target:
             return True
     return False
 
@@ -363,27 +447,29 @@ def _hopeless(times: dict[str, list[float]], reference: str, others: list[str], 
 def _all_settled(times: dict[str, list[float]], reference: str, others: list[str], target: float) -> bool:
     if not others:  # the original alone: its own median must be known this well
         return _within(*ratio_interval(times[reference]), target)
-    return all(_within(*ratio_interval(times[k], times[reference]), target) for k in others)
+    return all(_within(*repeat_interval(*ratio_interval(times[k], times[reference])), target) for k in others)
 
 
-def _stats(times, reference, others, target, batch, threads, session_ms, stopped_by) -> dict[str, LatencyStats]:
+def _stats(times: dict[str, list[float]], reference: str, others: list[str], t: Timing,
+           session_ms: dict[str, float], stopped_by: str) -> dict[str, LatencyStats]:  # fmt: skip
     out: dict[str, LatencyStats] = {}
     settled_all = True
     for key, ts in times.items():
         ratio = low = high = None
         settled = None
         if key != reference and ts:
-            ratio, low, high = ratio_interval(ts, times[reference])
-            settled = _within(ratio, low, high, target)
+            ratio, low, high = repeat_interval(*ratio_interval(ts, times[reference]))
+            settled = _within(ratio, low, high, t.target)
             settled_all &= settled
         out[key] = LatencyStats(
-            threads=threads, batch=batch, runs=len(ts), median_ms=statistics.median(ts),
+            threads=t.threads, batch=t.batch, runs=len(ts), median_ms=statistics.median(ts),
             p90_ms=_percentile(ts, 90), mean_ms=statistics.fmean(ts), session_ms=session_ms.get(key, 0.0),
-            ratio=ratio, ratio_low=low, ratio_high=high, settled=settled, stopped_by=stopped_by, target=target,
+            ratio=ratio, ratio_low=low, ratio_high=high, settled=settled, stopped_by=stopped_by, target=t.target,
+            burst=t.burst or 1,
         )  # fmt: skip
     if reference in out:
         if not others:
-            settled_all = _within(*ratio_interval(times[reference]), target)
+            settled_all = _within(*ratio_interval(times[reference]), t.target)
         out[reference].settled = settled_all
     return out
 
@@ -416,7 +502,5 @@ def measure_latency(
         sessions[key] = open_session(model, threads=threads)
         session_ms[key] = (time.perf_counter() - start) * 1000
     runners = {key: partial(session.run, None, feeds) for key, session in sessions.items()}
-    return time_models(
-        runners, batch=batch, threads=threads, session_ms=session_ms, runs=runs, warmup=warmup,
-        budget_s=budget_s, target=target, reference=reference, on_round=on_round,
-    )  # fmt: skip
+    timing = Timing(batch=batch, threads=threads, runs=runs, warmup=warmup, budget_s=budget_s, target=target)
+    return time_models(runners, timing, session_ms=session_ms, reference=reference, on_round=on_round)

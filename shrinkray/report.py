@@ -155,7 +155,9 @@ def to_json(c: Comparison, delivery: str = DELIVERY, pricing: _pricing.PricingCh
     if pricing is not None:
         data["cost"] = _pricing.cost_json(pricing, _pricing.comparison_costs(c, pricing))
     if getattr(c, "browser", None):
-        data["browser"] = {"runs": [run.as_dict() for run in c.browser], "notes": browser.report_notes(c, c.browser)}
+        runs = _browser_runs(c)
+        data["browser"] = {"runs": [run.as_dict() | {"median_ratio_vs_original": browser_ratio(runs, run.key)}
+                                    for run in c.browser], "notes": browser.report_notes(c, c.browser)}  # fmt: skip
     return plain(data)
 
 
@@ -472,15 +474,41 @@ def _latency_settings(c: Comparison) -> list[tuple[int, int]]:
     return sorted({(s.threads, s.batch) for r in c.all for s in r.latency})
 
 
+#: Per result, when the comparison carries runs in the user's browser (the app's "In your browser" panel).
+BROWSER_COLUMNS = ["browser_backend", "browser_median_ms", "browser_latency_ratio_vs_original", "browser_parity_passed"]
+
+
 def csv_columns(c: Comparison) -> list[str]:
     """Column names: the fixed ones, then median, p90, throughput and the ratio to the original with its 95%
-    interval and whether it settled within the target, for every (threads, batch) timed."""
+    interval and whether it settled within the target, for every (threads, batch) timed; then the browser's
+    backend, median, ratio and verdict when the comparison carries runs in the user's browser."""
     columns = list(FIXED_COLUMNS)
     for t, b in _latency_settings(c):
         columns += [f"latency_median_ms_t{t}_b{b}", f"latency_p90_ms_t{t}_b{b}", f"throughput_per_s_t{t}_b{b}"]
         columns += [f"latency_ratio_t{t}_b{b}", f"latency_ratio_low_t{t}_b{b}", f"latency_ratio_high_t{t}_b{b}",
                     f"latency_settled_t{t}_b{b}"]  # fmt: skip
+    if _browser_runs(c):
+        columns += BROWSER_COLUMNS
     return columns
+
+
+def _browser_runs(c: Comparison) -> dict[str, browser.BrowserRun]:
+    return {run.key: run for run in (getattr(c, "browser", None) or [])}
+
+
+def browser_ratio(runs: dict[str, browser.BrowserRun], key: str) -> float | None:
+    """A variant's median in the browser over the original's in the same browser and page (None for the
+    original, or where either was not timed)."""
+    run, base = runs.get(key), runs.get(ORIGINAL)
+    if key == ORIGINAL or run is None or base is None or run.median_ms is None or not base.median_ms:
+        return None
+    return run.median_ms / base.median_ms
+
+
+def _browser_cells(runs: dict[str, browser.BrowserRun], key: str) -> dict[str, Any]:
+    run = runs.get(key)
+    return dict(zip(BROWSER_COLUMNS, (run.backend if run else None, run.median_ms if run else None,
+                                      browser_ratio(runs, key), run.passed if run else None), strict=True))  # fmt: skip
 
 
 def _cell(value: Any) -> str:
@@ -509,6 +537,7 @@ def to_csv(c: Comparison, pricing: _pricing.PricingChoice | None = None) -> str:
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns)
     writer.writeheader()
+    in_browser = _browser_runs(c)
     for r in c.all:
         s, p, rec = r.sizes, r.parity, r.record
         row: dict[str, Any] = {
@@ -551,6 +580,8 @@ def to_csv(c: Comparison, pricing: _pricing.PricingChoice | None = None) -> str:
             row[f"throughput_per_s_t{t}_b{b}"] = stats.throughput if stats else None
             for name in ("ratio", "ratio_low", "ratio_high", "settled"):
                 row[f"latency_{name}_t{t}_b{b}"] = getattr(stats, name, None) if r.key != ORIGINAL else None
+        if in_browser:
+            row |= _browser_cells(in_browser, r.key)
         if pricing is not None:
             row |= _pricing.cost_csv_values(pricing, costs[r.key])
         writer.writerow({k: _cell(v) for k, v in row.items()})

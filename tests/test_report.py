@@ -420,3 +420,37 @@ def test_original_row_is_the_baseline(mlp):
     assert original[0] == ORIGINAL
     assert original[header.index("Saving vs original (brotli)")] == "—"
     assert original[header.index("Parity")] == "pass"
+
+
+BROWSER_COLUMNS = ["browser_backend", "browser_median_ms", "browser_latency_ratio_vs_original", "browser_parity_passed"]
+
+
+def test_browser_measurements_kept_with_a_run_reach_the_csv_and_json(mlp):
+    """The app keeps ONNX Runtime Web runs with the comparison: per variant its backend, median and ratio to the
+    original's median in the same browser (empty where not measured), as the JSON, Markdown and HTML carry them."""
+    from shrinkray.measure.browser import BrowserRun
+
+    passed = mlp.get("float16").parity  # a verdict in the browser is the same kind of object as the server's
+    said = "true" if passed.passed else "false"
+    runs = [BrowserRun(key="original", backend="wasm", median_ms=2.0, runs=30, parity=passed),
+            BrowserRun(key="weights-int8", backend="wasm", median_ms=3.0, runs=30, parity=passed),
+            BrowserRun(key="float16", backend="wasm", error="com.microsoft:X(-1) is not a registered function/op",
+                       stage="session")]  # fmt: skip  (palettize and the broken method: not run in the browser)
+    measured = dataclasses.replace(mlp, browser=runs)
+    rows = {row["key"]: row for row in parse_csv(report.to_csv(measured))}
+    header = next(csv.reader(io.StringIO(report.to_csv(measured))))
+    assert header[-len(BROWSER_COLUMNS):] == BROWSER_COLUMNS == report.csv_columns(measured)[-len(BROWSER_COLUMNS):]
+    assert [rows["original"][c] for c in BROWSER_COLUMNS] == ["wasm", "2.0", "", said]
+    assert [rows["weights-int8"][c] for c in BROWSER_COLUMNS] == ["wasm", "3.0", "1.5", said]
+    assert [rows["float16"][c] for c in BROWSER_COLUMNS] == ["wasm", "", "", ""]  # did not load: nothing measured
+    not_run = [key for key in rows if key not in ("original", "weights-int8", "float16")]
+    assert len(not_run) == 2  # palettize and the broken method
+    for key in not_run:
+        assert [rows[key][c] for c in BROWSER_COLUMNS] == ["", "", "", ""]
+    assert not set(BROWSER_COLUMNS) & set(report.csv_columns(mlp))  # no browser runs: no browser columns
+
+    data = report.to_json(measured)
+    ratios = {run["key"]: run["median_ratio_vs_original"] for run in data["browser"]["runs"]}
+    assert ratios == {"original": None, "weights-int8": 1.5, "float16": None}
+    assert {run["key"]: run["backend"] for run in data["browser"]["runs"]}["weights-int8"] == "wasm"
+    assert "In your browser" in report.to_markdown(measured) and "<h2>In your browser</h2>" in report.to_html(measured)

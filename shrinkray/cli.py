@@ -31,6 +31,7 @@ from shrinkray.measure.inputs import InputOptions, is_sample_file, parse_dims, p
 from shrinkray.measure.parity import DEFAULT_PROFILE, KINDS, MEASURES, PROFILES, build_verdict
 from shrinkray.measure.sizes import check_zstd_level
 from shrinkray.methods import Variant, all_methods, get_method
+from shrinkray.methods.base import RunContext
 from shrinkray.pricing import DELIVERIES, PricingChoice
 from shrinkray.sandbox import run_capped
 from shrinkray.text_safety import terminal
@@ -169,9 +170,72 @@ def format_variant(variant: Variant, original_bytes: int, written: Path | None, 
     return "\n".join(lines)
 
 
+def _add_judging_flags(parser: argparse.ArgumentParser, purpose: str = "parity and latency") -> None:
+    """How outputs are judged and on which inputs: compare's parity, and the methods that judge or calibrate
+    (``shrink -m auto``, weights-int4's activation-aware scales)."""
+    p = parser
+    p.add_argument("--verdict", choices=sorted(PROFILES), default=None,
+                   help="parity profile: relative (default: each output judged in its own terms) or absolute "
+                   "(max abs error 0.06, mean abs error 0.02, cosine 0.99 on every float output)")  # fmt: skip
+    p.add_argument("--tolerance", action="append", metavar="[OUTPUT:]CRITERION=VALUE",
+                   help="set a parity criterion for every output or one output (repeatable), e.g. "
+                   "min_top1_agreement=0.995 or boxes:max_relative_error=0.02; criteria are min_ or max_ of: "
+                   + ", ".join(MEASURES))  # fmt: skip
+    p.add_argument("--output-kind", action="append", metavar="OUTPUT=KIND",
+                   help="how to judge an output (repeatable): " + ", ".join(KINDS))  # fmt: skip
+    p.add_argument("--abs-tol", type=float, help="shorthand for --tolerance max_abs_error=VALUE")
+    p.add_argument("--mean-tol", type=float, help="shorthand for --tolerance max_mean_abs_error=VALUE")
+    p.add_argument("--min-cosine", type=float, help="shorthand for --tolerance min_cosine=VALUE")
+    p.add_argument("--inputs", help=f"real inputs for {purpose}: an .npz keyed by input name or an .npy; "
+                   "or images (PNG/JPEG) / WAV files, comma-separated, one sample each")  # fmt: skip
+    p.add_argument("--image-range", default="auto", choices=["auto", *IMAGE_RANGES],
+                   help="value range images are mapped to (default auto: read from the model's graph)")  # fmt: skip
+    p.add_argument("--dim", action="append", metavar="NAME=VALUE", help="size of a free dimension (repeatable); "
+                   "unnamed ones as INPUT:AXIS=VALUE")  # fmt: skip
+    p.add_argument("--range", action="append", metavar="NAME=LOW:HIGH", help="value range of an input (repeatable)")
+    p.add_argument("--seed", type=int, default=0, help="seed for synthesized inputs")
+
+
+#: Judging flags that say the user asked for something (the others have defaults).
+_JUDGING_GIVEN = ("verdict", "tolerance", "output_kind", "abs_tol", "mean_tol", "min_cosine", "inputs", "dim", "range")
+
+
+def judging_settings(args: argparse.Namespace, **more: Any) -> CompareSettings:
+    """The verdict and inputs the flags ask for (``more``: the rest of a compare's settings)."""
+    given = [p.strip() for p in (args.inputs or "").split(",") if p.strip()]
+    sample_files = given if given and all(is_sample_file(p) for p in given) else []
+    if len(given) > 1 and not sample_files:
+        raise OptionError("--inputs takes one .npz/.npy file, or image / WAV files", "e.g. --inputs a.png,b.png")
+    return CompareSettings(
+        verdict=build_verdict(
+            args.verdict or DEFAULT_PROFILE, args.tolerance, args.output_kind,
+            max_abs_error=args.abs_tol, max_mean_abs_error=args.mean_tol, min_cosine=args.min_cosine,
+        ),
+        inputs=InputOptions(dims=parse_dims(args.dim), ranges=parse_ranges(args.range), seed=args.seed),
+        inputs_path=None if sample_files else args.inputs,
+        sample_files=sample_files,
+        image_range=args.image_range,
+        **more,
+    )  # fmt: skip
+
+
+def shrink_context(args: argparse.Namespace, method: str) -> RunContext | None:
+    """The verdict and inputs for a method that judges or calibrates on them; None for the others (and an
+    error when judging flags were given to a method that would ignore them)."""
+    if get_method(method).uses_context:
+        return RunContext(settings=judging_settings(args))
+    given = [f"--{name.replace('_', '-')}" for name in _JUDGING_GIVEN if getattr(args, name, None) not in (None, [])]
+    if given:
+        users = ", ".join(spec.name for spec in all_methods() if spec.uses_context)
+        raise OptionError(f"The {method} method does not judge outputs or read inputs, so {', '.join(given)} "
+                          "would have no effect", f"Leave them out, or use a method that does: {users}")  # fmt: skip
+    return None
+
+
 def cmd_shrink(args: argparse.Namespace) -> int:
     model_path = Path(args.model) if args.model else DEFAULT_MODEL
     method = args.method or DEFAULT_METHOD
+    context = shrink_context(args, method)  # checked before any work
     if args.model is None and not DEFAULT_MODEL.exists():
         raise MissingModelError(f"Missing {DEFAULT_MODEL}", "Run export first")
     if args.output:
@@ -185,7 +249,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     _status(args, f"Loading {model_path} and applying {method} (in a worker capped in memory and time) ...")
     with scratch_folder() as scratch:
         variant, written, written_bytes, input_bytes = run_capped(
-            shrink_job, model_path, output, method, _method_options(args), args.force, scratch,
+            shrink_job, model_path, output, method, _method_options(args), args.force, scratch, context,
             what=f"Shrinking with {method}",
         )  # fmt: skip
     _status(args, "Checked: onnx.checker passes and ONNX Runtime opens the result. Written.")
@@ -268,26 +332,15 @@ def _int_list(text: str, flag: str) -> list[int]:
 
 
 def compare_settings(args: argparse.Namespace) -> CompareSettings:
-    given = [p.strip() for p in (args.inputs or "").split(",") if p.strip()]
-    sample_files = given if given and all(is_sample_file(p) for p in given) else []
-    if len(given) > 1 and not sample_files:
-        raise OptionError("--inputs takes one .npz/.npy file, or image / WAV files", "e.g. --inputs a.png,b.png")
-    settings = CompareSettings(
+    settings = judging_settings(
+        args,
         methods=parse_method_list(args.methods, _method_options(args)),
-        verdict=build_verdict(
-            args.verdict, args.tolerance, args.output_kind,
-            max_abs_error=args.abs_tol, max_mean_abs_error=args.mean_tol, min_cosine=args.min_cosine,
-        ),
         runs=args.runs,
         latency=not args.no_latency,
         latency_budget_s=args.latency_budget,
         latency_target=args.latency_target,
         brotli_quality=args.brotli_quality,
         zstd_level=check_zstd_level(args.zstd),
-        inputs=InputOptions(dims=parse_dims(args.dim), ranges=parse_ranges(args.range), seed=args.seed),
-        inputs_path=None if sample_files else args.inputs,
-        sample_files=sample_files,
-        image_range=args.image_range,
         culprits=args.culprits and not args.no_culprits,
         culprit_budget_s=args.culprit_budget,
         auto=args.auto,
@@ -455,6 +508,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="replace the output file if it exists (never the input)")
     p.add_argument("--json", action="store_true", help="print the change record as JSON")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress messages")
+    judging = p.add_argument_group("judging (methods that judge outputs or calibrate on inputs: "
+                                   + ", ".join(s.name for s in all_methods() if s.uses_context) + ")")  # fmt: skip
+    _add_judging_flags(judging, "judging and calibration")
     _add_method_flags(p)
     p.set_defaults(func=cmd_shrink)
 
@@ -470,26 +526,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="all (default) or a comma list; give a method its own options with colons, e.g. "
         "palettize:levels=16,palettize:levels=256,weights-int8",
     )  # fmt: skip
-    p.add_argument("--verdict", choices=sorted(PROFILES), default=DEFAULT_PROFILE,
-                   help="parity profile: relative (default: each output judged in its own terms) or absolute "
-                   "(max abs error 0.06, mean abs error 0.02, cosine 0.99 on every float output)")  # fmt: skip
-    p.add_argument("--tolerance", action="append", metavar="[OUTPUT:]CRITERION=VALUE",
-                   help="set a parity criterion for every output or one output (repeatable), e.g. "
-                   "min_top1_agreement=0.995 or boxes:max_relative_error=0.02; criteria are min_ or max_ of: "
-                   + ", ".join(MEASURES))  # fmt: skip
-    p.add_argument("--output-kind", action="append", metavar="OUTPUT=KIND",
-                   help="how to judge an output (repeatable): " + ", ".join(KINDS))  # fmt: skip
-    p.add_argument("--abs-tol", type=float, help="shorthand for --tolerance max_abs_error=VALUE")
-    p.add_argument("--mean-tol", type=float, help="shorthand for --tolerance max_mean_abs_error=VALUE")
-    p.add_argument("--min-cosine", type=float, help="shorthand for --tolerance min_cosine=VALUE")
-    p.add_argument("--inputs", help="real inputs for parity and latency: an .npz keyed by input name or an .npy; "
-                   "or images (PNG/JPEG) / WAV files, comma-separated, one sample each")  # fmt: skip
-    p.add_argument("--image-range", default="auto", choices=["auto", *IMAGE_RANGES],
-                   help="value range images are mapped to (default auto: read from the model's graph)")  # fmt: skip
-    p.add_argument("--dim", action="append", metavar="NAME=VALUE", help="size of a free dimension (repeatable); "
-                   "unnamed ones as INPUT:AXIS=VALUE")  # fmt: skip
-    p.add_argument("--range", action="append", metavar="NAME=LOW:HIGH", help="value range of an input (repeatable)")
-    p.add_argument("--seed", type=int, default=0, help="seed for synthesized inputs")
+    _add_judging_flags(p)
     p.add_argument("--runs", type=int, help="a fixed number of timed rounds per setting (default: adaptive, until "
                    "every variant's latency ratio to the original is known within --latency-target, or the budget)")  # fmt: skip
     p.add_argument("--latency-target", type=float, default=0.03, help="adaptive timing stops when every ratio's 95%% "

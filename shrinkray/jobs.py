@@ -18,6 +18,7 @@ import onnx
 from shrinkray.compare import ComparePipeline, CompareSettings, variant_file_name
 from shrinkray.io import LoadedModel, check_output_path, save, save_all, write_outputs
 from shrinkray.methods import Variant, get_method
+from shrinkray.methods.base import RunContext
 from shrinkray.shrink import shrink
 from shrinkray.streaming import can_stream, shrink_to_files
 
@@ -40,9 +41,10 @@ def protected_files(model_path: Path, loaded: LoadedModel) -> list[Path]:
 
 
 def shrink_job(model_path: Path, output: Path, method: str, options: dict[str, Any], force: bool,
-               scratch: str) -> tuple[Variant, Path, int, int]:  # fmt: skip
+               scratch: str, context: RunContext | None = None) -> tuple[Variant, Path, int, int]:  # fmt: skip
     """Load, shrink, check and write, in the capped worker; returns the change record (without the
-    model), the file written, its bytes and the input's bytes."""
+    model), the file written, its bytes and the input's bytes. ``context``: the verdict and inputs a
+    method that judges or calibrates uses (auto, weights-int4)."""
     loaded = load_model_file(model_path, scratch, lazy_external=get_method(method).stream is not None)
     protected = protected_files(model_path, loaded)
     check_output_path(output, protect=protected, overwrite=force)
@@ -51,7 +53,7 @@ def shrink_job(model_path: Path, output: Path, method: str, options: dict[str, A
                                                           overwrite=force, **options)  # fmt: skip
         variant.model = onnx.ModelProto()
         return variant, written, written_bytes, loaded.file_bytes
-    variant = shrink(loaded, method, in_place=True, **options)  # this process owns this copy
+    variant = shrink(loaded, method, in_place=True, context=context, **options)  # this process owns this copy
     written = save(
         variant.model,
         output,

@@ -121,3 +121,150 @@ def test_a_target_below_one_keeps_that_margin_in_the_whole_model():
     (row,) = tight.details["precision_map"]
     assert row["precision"] in ("int8", "float16")  # 4-bit passes the verdict, but not with 95% to spare
     assert row["severity"]["int4"] > 0.05 > row["severity"][row["precision"]]
+
+
+# ---------------------------------------------------------------- the run's settings and inputs (RunContext)
+
+
+def _verdict(profile: str, criteria: list[str]):
+    from shrinkray.measure.parity import build_verdict
+
+    return build_verdict(profile, criteria, None)
+
+
+def test_a_stricter_tolerance_in_compare_keeps_more_precision_and_compare_says_it_passes_under_it():
+    strict = _verdict("relative", ["min_row_cosine=0.99999"])  # 4-bit passes the default, not this
+    default = compare(only_insensitive(), CompareSettings(methods=[("auto", {})], latency=False)).get("auto")
+    tight = compare(only_insensitive(), CompareSettings(methods=[("auto", {})], latency=False, verdict=strict))
+    auto = tight.get("auto")
+    assert default.record["details"]["precision_map"][0]["precision"] == "int4"
+    assert auto.record["details"]["precision_map"][0]["precision"] in ("int8", "float16")
+    assert auto.parity.passed  # judged by compare under the same strict verdict it was chosen by
+    assert tight.settings.verdict == strict
+
+
+def test_a_looser_tolerance_lets_auto_go_lower_than_the_default_allows():
+    from shrinkray.methods.base import RunContext
+
+    loose = _verdict("absolute", ["max_abs_error=1e9", "max_mean_abs_error=1e9", "min_cosine=-1"])
+    default = shrinkray.shrink(sensitive_and_insensitive(), "auto")
+    relaxed = shrinkray.shrink(sensitive_and_insensitive(), "auto", context=RunContext(CompareSettings(verdict=loose)))
+    assert {r["tensor"]: r["precision"] for r in default.details["precision_map"]}["W_big"] != "int4"
+    assert all(r["precision"] == "int4" for r in relaxed.details["precision_map"])
+
+
+def _user_inputs(tmp_path, fill: float = 0.37):
+    """An .npz the user gives: a constant no synthesizer makes, so it can be recognised wherever it is fed."""
+    x = np.full((3, 256), fill, dtype=np.float32)
+    x[:, ::7] = -2.5
+    path = tmp_path / "mine.npz"
+    np.savez(path, x=x)
+    return path, x
+
+
+def _is_users(fed: np.ndarray, x: np.ndarray) -> bool:
+    return fed.shape[-1] == x.shape[-1] and np.array_equal(fed.reshape(-1, x.shape[-1]), x[: fed.reshape(-1, 256).shape[0]])
+
+
+def test_auto_in_compare_judges_on_the_users_inputs(tmp_path, monkeypatch):
+    from shrinkray.methods import auto as auto_module
+
+    path, x = _user_inputs(tmp_path)
+    fed: list[np.ndarray] = []
+    real_run = auto_module._run
+    monkeypatch.setattr(auto_module, "_run", lambda session, samples: (fed.extend(s["x"] for s in samples),
+                                                                       real_run(session, samples))[1])  # fmt: skip
+    strict = _verdict("relative", ["min_row_cosine=0.99999"])  # so that tensors are measured too, not only the mix
+    c = compare(only_insensitive(), CompareSettings(methods=[("auto", {})], latency=False, verdict=strict,
+                                                    inputs_path=str(path)))  # fmt: skip
+    assert fed and all(_is_users(f, x) for f in fed), "auto ran on something other than the user's inputs"
+    auto = c.get("auto")
+    assert auto.parity.passed
+    assert any("inputs loaded from mine.npz" in n.lower() for n in auto.notes)
+
+
+def test_shrink_with_a_context_judges_auto_on_the_users_inputs(tmp_path, monkeypatch):
+    from shrinkray.methods import auto as auto_module
+    from shrinkray.methods.base import RunContext
+
+    path, x = _user_inputs(tmp_path, fill=-0.81)
+    fed: list[np.ndarray] = []
+    real_run = auto_module._run
+    monkeypatch.setattr(auto_module, "_run", lambda session, samples: (fed.extend(s["x"] for s in samples),
+                                                                       real_run(session, samples))[1])  # fmt: skip
+    shrinkray.shrink(only_insensitive(), "auto", context=RunContext(CompareSettings(inputs_path=str(path))))
+    assert fed and all(_is_users(f, x) for f in fed)
+
+
+def test_weights_int4_calibrates_on_the_users_inputs(tmp_path, monkeypatch):
+    """Activation-aware scales: the original runs on the run's inputs (the user's), not on synthesized ones."""
+    import onnxruntime
+
+    from shrinkray.methods.base import RunContext
+
+    path, x = _user_inputs(tmp_path, fill=1.23)
+    fed: list[np.ndarray] = []
+    real = onnxruntime.InferenceSession.run
+
+    def spy(self, output_names, feeds, *args, **kwargs):
+        if "x" in feeds:
+            fed.append(np.asarray(feeds["x"]))
+        return real(self, output_names, feeds, *args, **kwargs)
+
+    monkeypatch.setattr(onnxruntime.InferenceSession, "run", spy)
+    mine = shrinkray.shrink(only_insensitive(), "weights-int4", context=RunContext(CompareSettings(inputs_path=str(path))))
+    assert fed and all(_is_users(f, x) for f in fed)
+    fed.clear()
+    default = shrinkray.shrink(only_insensitive(), "weights-int4")
+    assert fed and not any(_is_users(f, x) for f in fed)
+    # and the scales follow the data: the same tensor encodes differently
+    stored = {t.name: numpy_helper.to_array(t) for t in mine.model.graph.initializer}
+    other = {t.name: numpy_helper.to_array(t) for t in default.model.graph.initializer}
+    assert any(k in other and (v.shape != other[k].shape or not np.array_equal(v, other[k])) for k, v in stored.items())
+
+
+def test_compare_passes_its_inputs_to_weights_int4_too(tmp_path, monkeypatch):
+    from shrinkray import activations
+
+    path, x = _user_inputs(tmp_path, fill=0.5)
+    seen = []
+    real = activations.input_channel_power
+
+    def spy(model, refs, context=None):
+        seen.append((context, [dict(sample) for sample in context.inputs.samples]))  # compare empties them later
+        return real(model, refs, context)
+
+    monkeypatch.setattr(activations, "input_channel_power", spy)
+    compare(only_insensitive(), CompareSettings(methods=[("weights-int4", {})], latency=False, inputs_path=str(path)))
+    ((context, samples),) = seen
+    assert context.settings.inputs_path == str(path)
+    assert _is_users(samples[0]["x"], x)  # compare's own parity inputs, not derived again
+
+
+def test_cli_shrink_auto_takes_the_verdict_and_inputs_flags(tmp_path, capsys):
+    import json
+
+    from shrinkray.cli import main
+
+    model_path = tmp_path / "plain.onnx"
+    onnx.save(only_insensitive(), model_path)
+    path, _ = _user_inputs(tmp_path)
+    out = tmp_path / "plain.auto.onnx"
+    code = main(["shrink", str(model_path), "-m", "auto", "--tolerance", "min_row_cosine=0.99999",
+                 "--inputs", str(path), "-o", str(out), "--json", "-q"])  # fmt: skip
+    assert code == 0
+    record = json.loads(capsys.readouterr().out)
+    (row,) = record["details"]["precision_map"]
+    assert row["precision"] in ("int8", "float16")  # the default verdict would take 4-bit (test above)
+    assert any("inputs loaded from mine.npz" in n.lower() for n in record["notes"])
+
+
+def test_cli_shrink_refuses_judging_flags_a_method_would_ignore(tmp_path, capsys):
+    from shrinkray.cli import main
+
+    model_path = tmp_path / "plain.onnx"
+    onnx.save(only_insensitive(), model_path)
+    code = main(["shrink", str(model_path), "-m", "float16", "--tolerance", "min_cosine=0.9", "-q"])
+    err = capsys.readouterr().err
+    assert code != 0 and "--tolerance" in err and "auto" in err
+    assert not (tmp_path / "plain.float16.onnx").exists()

@@ -20,8 +20,9 @@ comes from ``--timings`` (also in the JSON report). Results: bench/out/compare_s
 ``--before PATH`` runs the same command with ``PYTHONPATH=PATH`` (a checkout of an older commit, e.g.
 ``git archive <commit> | tar -x -C PATH``) right before each run of this tree, so before/after share the
 machine's load. ``--agreement`` times each sample's variants the way compare does now (pairwise against
-the original, adaptive, 5 s per setting, giving up on hopeless noise) and then the old way (all models,
-50 interleaved rounds, ratio of medians, 3 repeats), and counts the fixed-50 ratios inside the reported interval.
+the original, adaptive, 5 s per setting) and then the old way (all models, 50 interleaved rounds, ratio of
+medians), three times, and counts repeats inside each other's intervals and agreement within the combined
+uncertainty (bench/latency_agreement.py; raw rows bench/out/latency_agreement_third.json).
 """
 
 from __future__ import annotations
@@ -276,58 +277,11 @@ def session_memory(model: Path) -> int:
 
 
 def agreement(samples: list[str]) -> int:
-    """Pairwise adaptive ratios (as compare times them now) against the old fixed 50-run ratios."""
-    from functools import partial
+    """Compare's latency repeated three times per sample against the old fixed 50-run ratios, each with its
+    own error (issue 12, third pass): bench/latency_agreement.py, which also studies the timing setups."""
+    import latency_agreement
 
-    import shrinkray
-    from shrinkray.errors import ShrinkRayError
-    from shrinkray.measure.inputs import first_axis_dynamic, synthesize
-    from shrinkray.measure.latency import DEFAULT_RUNS, TARGET, measure_latency, time_pairwise
-    from shrinkray.validate import open_session
-
-    root = Path(__file__).resolve().parent.parent
-    rows = []
-    print(f"load average {os.getloadavg()[0]:.2f}; 1 thread, batch 1, budget 5 s shared by the pairs", flush=True)
-    for name in samples:
-        path = cnn_path() if name == "cnn3mb" else root / "sample_models" / f"{name}.onnx"
-        loaded = shrinkray.load(path)
-        models = {"original": loaded.model}
-        for method in ("dynamic-int8", "weights-int8", "weights-int4", "palettize", "float16"):
-            try:
-                variant = shrinkray.shrink(loaded, method)
-            except ShrinkRayError:
-                continue
-            if variant.changes:
-                models[method] = variant.model
-        source = models["original"]
-        feeds = synthesize(source, batch=1 if first_axis_dynamic(source) else None).feeds
-        original = open_session(source)
-        openers = [(k, lambda m=m, f=feeds: partial(open_session(m).run, None, f)) for k, m in models.items() if k != "original"]
-        t0 = time.perf_counter()
-        adaptive = time_pairwise("original", partial(original.run, None, feeds), openers, budget_s=5.0, warmup=5)
-        adaptive_s = time.perf_counter() - t0
-        fixed = [measure_latency(models, feeds, batch=1, runs=DEFAULT_RUNS, reference="original") for _ in range(3)]
-        for key in models:
-            if key == "original":
-                continue
-            a = adaptive[key]
-            olds = [f[key].median_ms / f["original"].median_ms for f in fixed]
-            inside = [a.ratio_low <= x <= a.ratio_high for x in olds]
-            rows.append({"sample": name, "variant": key, "ratio": a.ratio, "low": a.ratio_low, "high": a.ratio_high,
-                         "stopped_by": a.stopped_by, "settled": a.settled, "fixed50": olds, "inside": inside,
-                         "near": [a.ratio_low * (1 - TARGET) <= x <= a.ratio_high * (1 + TARGET) for x in olds]})  # fmt: skip
-            print(f"{name:14s} {key:13s} adaptive {a.ratio:.3f} [{a.ratio_low:.3f}-{a.ratio_high:.3f}] "
-                  f"{a.runs:5d} rounds {a.stopped_by:9s} | fixed-50 " + " ".join(f"{x:.3f}" for x in olds)
-                  + f" | inside {sum(inside)}/3", flush=True)  # fmt: skip
-        print(f"  {name}: adaptive pairwise {adaptive_s:.1f} s", flush=True)
-    first = sum(r["inside"][0] for r in rows)
-    print(f"\nfirst fixed-50 inside the interval: {first}/{len(rows)}; all repeats: "
-          f"{sum(sum(r['inside']) for r in rows)}/{3 * len(rows)}; within the interval widened by ±{TARGET:.0%}: "
-          f"{sum(sum(r['near']) for r in rows)}/{3 * len(rows)}; too noisy to call: "
-          f"{sum(not r['settled'] for r in rows)}/{len(rows)}; load average now {os.getloadavg()[0]:.2f}", flush=True)
-    (OUT / "latency_agreement_pairwise.json").write_text(json.dumps(rows, indent=1))
-    return 0
-
+    return latency_agreement.agreement(samples)
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -239,6 +239,7 @@ def advise(comparison: Comparison, delivery: str = "brotli") -> list[Advice]:
         option_note = spec.option_advice(result.options) if spec and spec.option_advice else None
         if option_note:
             notes.append(Advice("warning", f"{key} {option_note}", key))
+    notes += _undecided_outputs(comparison)
     if summary.quantized_ops:
         notes.append(
             Advice("info", "This model is already quantized: only its remaining float tensors can shrink, and "
@@ -268,6 +269,31 @@ def advise(comparison: Comparison, delivery: str = "brotli") -> list[Advice]:
         from shrinkray.measure.browser import advice_lines
 
         notes += [Advice("bad", line[2:]) for line in advice_lines(comparison, comparison.browser) if line.startswith("! ")]
+    return notes
+
+
+#: What a user's post-processing keeps from each output kind judged by its decisions.
+_DECIDED = {"detections": ("a detection head", "no box scored 0.25", "boxes"),
+            "map": ("a probability map", "no region rose above 0.3", "regions")}  # fmt: skip
+
+
+def _undecided_outputs(comparison: Comparison) -> list[Advice]:
+    """Outputs recognised as a detection head or a probability map on which nothing was decided: their
+    boxes or regions could not be compared, so the verdict fell back to their values (which missed boxes
+    that moved on a real detector: bench/verdicts.md). Say so once per output, with what to do."""
+    notes = []
+    seen: set[str] = set()
+    for result in comparison.variants:
+        for output in result.parity.outputs if result.ok and result.parity is not None else []:
+            if output.kind in _DECIDED and not output.decisions and output.checks and output.name not in seen:
+                seen.add(output.name)
+                what, nothing, things = _DECIDED[output.kind]
+                notes.append(Advice(
+                    "info",
+                    f"{output.name} looks like {what}, but {nothing} on these inputs, so its {things} could not be "
+                    f"compared and it was judged by its values. Give real inputs (images with objects or text) to "
+                    f"check the {things} a user's post-processing keeps.",
+                ))  # fmt: skip
     return notes
 
 

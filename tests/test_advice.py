@@ -403,3 +403,44 @@ def test_a_ratio_too_noisy_to_call_is_not_called_slower(steady):
     cmp.get("float16").latency = [sure if s is noisy else s for s in cmp.get("float16").latency]
     assert any("1.50x slower" in n.text for n in by_variant(advise(cmp), "float16"))
     assert recommended(cmp) is None
+
+
+# ------------------------------------------------------------------ maps and detection heads: plain words
+
+
+def head(moved: float = 0.0, score: float = 0.8) -> np.ndarray:
+    """[1, 6, 100] like YOLOv8 (2 classes): background anchors and one 40 x 40 box of class 1."""
+    rng = np.random.default_rng(0)
+    rows = np.column_stack([rng.uniform(20, 300, (100, 2)), rng.uniform(10, 60, (100, 2)), rng.uniform(0, 0.02, (100, 2))])
+    rows[0] = (100 + moved, 100, 40, 40, 0.01, score)
+    return rows.T[None]
+
+
+def detector_variant(key: str, size: int, variant: np.ndarray, reference: np.ndarray | None = None) -> VariantResult:
+    from shrinkray.measure.parity import OutputKind
+
+    kinds = {"output0": OutputKind("detections", -2, "a detection head")}
+    ref = head() if reference is None else reference
+    parity = compare_outputs({"output0": ref}, {"output0": variant}, kinds)
+    return VariantResult(key=key, method="weights-int8", options={}, sizes=sizes(size), parity=parity,
+                         record={"tensors_changed": 1})  # fmt: skip
+
+
+def test_a_moved_box_is_said_in_plain_words(summary):
+    cmp = hand_made(summary, [detector_variant("int4", 30, head(moved=10.0)), detector_variant("int8", 50, head(0.4))])
+    notes = advise(cmp)
+    bad = next(n.text for n in by_variant(notes, "int4") if "fails parity" in n.text)
+    assert bad.startswith("int4 fails parity (output0 (detections): 1 of 1 box moved (IoU 0.60 < 0.9); box agreement 0")
+    best = notes[0]
+    assert best.level == "good" and best.variant == "int8"
+    assert "closest call: output0 (detections): all 1 box kept (IoU >= 0.9)" in best.text
+
+
+def test_a_detector_without_boxes_on_these_inputs_says_so_once(summary):
+    empty = head(score=0.02)  # nothing scores 0.25: boxes cannot be compared
+    cmp = hand_made(summary, [detector_variant("a", 30, empty, empty), detector_variant("b", 40, empty, empty)])
+    info = [n for n in advise(cmp) if "looks like a detection head" in n.text]
+    assert len(info) == 1 and info[0].level == "info"
+    assert "no box scored 0.25 on these inputs" in info[0].text and "Give real inputs" in info[0].text
+    # with boxes to compare there is nothing to say
+    assert not [n for n in advise(hand_made(summary, [detector_variant("c", 30, head())])) if "looks like" in n.text]

@@ -970,7 +970,7 @@ def test_detections_box_lost_and_class_changed():
     assert compare_output("o", yolo_head(THREE), yolo_head(lost), DETECTIONS).decisions == "1 of 3 boxes lost"
     relabelled = [THREE[0], (200, 80, 60, 60, 2, 0.8), THREE[2]]
     out = compare_output("o", yolo_head(THREE), yolo_head(relabelled), DETECTIONS)
-    assert out.decisions == "1 of 3 boxes lost, 1 new boxes"
+    assert out.decisions == "1 of 3 boxes lost, 1 new box"
 
 
 def test_detections_ignore_what_no_post_processing_keeps():
@@ -1000,4 +1000,4 @@ def test_raw_yolox_offsets_are_decoded_on_their_grid():
     grown = rows.copy()
     grown[70, 2] += 0.4  # exp(0.4) = 1.5x as wide
     out = compare_output("o", rows[None], grown[None], kind)
-    assert out.decisions.startswith("1 of 1 boxes moved (IoU 0.67")
+    assert out.decisions.startswith("1 of 1 box moved (IoU 0.67")

@@ -61,17 +61,17 @@ class Decisions:
         return self.kept / self.total if self.total else 1.0
 
     def text(self) -> str:
-        """'2 of 37 boxes moved (IoU 0.85 < 0.9), 1 lost' in the user's terms."""
+        """'2 of 37 boxes moved (IoU 0.85 < 0.9), 1 of 37 boxes lost' in the user's terms."""
         n = self.kept + self.moved + self.lost
         parts = []
         if self.moved:
-            parts.append(f"{self.moved} of {n} {self.what} moved (IoU {self.worst_iou:.2f} < {MATCH_IOU:g})")
+            parts.append(f"{self.moved} of {_noun(n, self.what)} moved (IoU {self.worst_iou:.2f} < {MATCH_IOU:g})")
         if self.lost:
-            parts.append(f"{self.lost} of {n} {self.what} lost")
+            parts.append(f"{self.lost} of {_noun(n, self.what)} lost")
         if self.new:
-            parts.append(f"{self.new} new {self.what}")
+            parts.append(f"{self.new} new {_noun(self.new, self.what)[len(str(self.new)) + 1:]}")
         if not parts:
-            return f"all {n} {self.what} kept (IoU >= {MATCH_IOU:g})"
+            return f"all {_noun(n, self.what)} kept (IoU >= {MATCH_IOU:g})"
         where = f" above {self.threshold:g}" if self.what == "regions" else ""
         return ", ".join(parts) + where
 
@@ -85,6 +85,13 @@ class Decisions:
             f"{self.what}_new": float(self.new),
             f"worst_{key}_iou": self.worst_iou,
         }
+
+
+def _noun(count: int, plural: str) -> str:
+    """'1 box', '3 boxes', '1 region'."""
+    if count != 1:
+        return f"{count} {plural}"
+    return f"1 {plural[:-2] if plural.endswith('xes') else plural[:-1]}"
 
 
 def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:

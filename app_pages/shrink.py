@@ -7,7 +7,7 @@ import streamlit as st
 from app_ui.controls import friendly_errors, method_controls
 from app_ui.results import show_results
 from app_ui.runs import follow_run, start_run
-from app_ui.state import current_model, latest_comparison
+from app_ui.state import current_model, latest_comparison, session_setting
 from shrinkray.compare import CompareSettings
 from shrinkray.measure.parity import KINDS, MEASURES, PROFILES, VerdictSettings, build_verdict
 from shrinkray.methods import all_methods
@@ -30,10 +30,11 @@ with st.container(border=True):
     for spec in specs:
         st.markdown(f"- **{spec.title}** (`{spec.name}`): {spec.summary}")
 
-# Every setting keeps its value for the whole browser session (persist_state), across page changes.
+# Every setting keeps its value for the whole browser session (persist_state), across page changes; its key holds
+# its starting value (session_setting), never also a default= / value= (Streamlit warns about both).
 chosen = st.multiselect(
-    "Methods to compare", [s.name for s in specs], default=[s.name for s in specs if s.in_default_set],
-    format_func=lambda n: next(s.title for s in specs if s.name == n), key="shrink.methods", persist_state="session",
+    "Methods to compare", [s.name for s in specs], format_func=lambda n: next(s.title for s in specs if s.name == n),
+    key=session_setting("shrink.methods", [s.name for s in specs if s.in_default_set]), persist_state="session",
 )  # fmt: skip
 methods = []
 for spec in specs:
@@ -48,7 +49,7 @@ with st.expander("Measurement settings"):
                                "absolute": "Absolute tolerances (max abs 0.06, mean abs 0.02, cosine 0.99)"}.get(p, p),
         help="Relative: class scores must keep their top-1 decisions, maps and boxes stay within a share of their "
         "own range, embeddings keep their cosine row by row. Absolute: the same error limits for every output.",
-        key="shrink.profile", persist_state="session",
+        key=session_setting("shrink.profile", list(PROFILES)[0]), persist_state="session",
     )  # fmt: skip
     st.caption("How each output is judged. Leave **auto** to let the tool decide from the graph, the name and the "
                "shape; add criteria such as `min_top1_agreement=0.995` or `max_relative_error=0.05`, comma-separated.")  # fmt: skip
@@ -65,20 +66,20 @@ with st.expander("Measurement settings"):
     )  # fmt: skip
     kept_rows[loaded.sha256] = [dict(row) for row in outputs_table]  # the next visit starts from these
     c1, c2 = st.columns(2)
-    runs = c1.number_input("Timed runs per model", min_value=0, max_value=500, value=0,
+    runs = c1.number_input("Timed runs per model", min_value=0, max_value=500,
                            help="0: adaptive. Original and variants run interleaved until every variant's speed ratio "
                            "is known within ±3% (95% interval), or 10 s per setting. A number: exactly that many runs. "
-                           "Median and p90 are reported.", key="shrink.runs", persist_state="session")  # fmt: skip
-    latency = c2.toggle("Measure latency", value=True, key="shrink.latency", persist_state="session")
+                           "Median and p90 are reported.", key=session_setting("shrink.runs", 0), persist_state="session")  # fmt: skip
+    latency = c2.toggle("Measure latency", key=session_setting("shrink.latency", True), persist_state="session")
     culprits = st.toggle(
-        "When a variant fails, find the tensors that hurt and try leaving them in float (slower)", value=False,
+        "When a variant fails, find the tensors that hurt and try leaving them in float (slower)",
         help="Rewrites the failing variant's tensors one at a time, ranks them by how far they move the outputs, "
         "and adds a variant that keeps the worst ones in float until parity passes.",
-        key="shrink.culprits", persist_state="session",
+        key=session_setting("shrink.culprits", False), persist_state="session",
     )  # fmt: skip
-    sweep = c2.toggle("Throughput at batch 1, 8, 32", value=False,
+    sweep = c2.toggle("Throughput at batch 1, 8, 32",
                       help="Also time batches of 8 and 32 (when the batch axis is free); batch 1 only by default.",
-                      key="shrink.sweep", persist_state="session")  # fmt: skip
+                      key=session_setting("shrink.sweep", False), persist_state="session")  # fmt: skip
 
 previous = comparison.settings if (comparison := latest_comparison(loaded)) else None  # this model's inputs only
 verdict = None

@@ -157,8 +157,23 @@ def _label(name: str) -> str:
     return name.replace("_", " ").capitalize()
 
 
+def _initial(default: Any, kind: str, has_choices: bool) -> Any:
+    """An option's default as its widget holds it (a list is comma-separated text)."""
+    if kind == "bool":
+        return bool(default)
+    if has_choices:
+        return default
+    if kind == "int":
+        return int(default)
+    if kind == "float":
+        return float(default)
+    return ",".join(map(str, default)) if isinstance(default, list) else str(default)
+
+
 def method_controls(spec: MethodSpec, key: str) -> dict[str, Any]:
     """One widget per option field; returns only the values that differ from the defaults."""
+    from app_ui.state import session_setting
+
     chosen: dict[str, Any] = {}
     kinds = spec.options_type.field_kinds()
     for f in dataclasses.fields(spec.options_type):
@@ -167,25 +182,23 @@ def method_controls(spec: MethodSpec, key: str) -> dict[str, Any]:
         kind = kinds[f.name]
         widget_key = f"{key}:{spec.name}:{f.name}"
         help_text = meta.get("help", "")
+        # kept across pages (app_ui.runs.keep_method_settings), seeded by a run link: the key holds the value
+        session_setting(widget_key, _initial(default, kind, "choices" in meta))
         if kind == "bool":
-            value = st.toggle(_label(f.name), value=default, help=help_text, key=widget_key)
+            value = st.toggle(_label(f.name), help=help_text, key=widget_key)
         elif "choices" in meta:
-            choices = list(meta["choices"])
-            value = st.selectbox(_label(f.name), choices, index=choices.index(default), help=help_text, key=widget_key)
+            value = st.selectbox(_label(f.name), list(meta["choices"]), help=help_text, key=widget_key)
         elif kind == "int":
             value = int(
                 st.number_input(
-                    _label(f.name), min_value=meta.get("min"), max_value=meta.get("max"), value=int(default),
-                    step=1, help=help_text, key=widget_key,
+                    _label(f.name), min_value=meta.get("min"), max_value=meta.get("max"), step=1, help=help_text,
+                    key=widget_key,
                 )
             )
         elif kind == "float":
-            value = float(st.number_input(_label(f.name), value=float(default), help=help_text, key=widget_key))
+            value = float(st.number_input(_label(f.name), help=help_text, key=widget_key))
         else:
-            text = st.text_input(
-                _label(f.name), value=",".join(default) if isinstance(default, list) else str(default),
-                help=help_text, key=widget_key,
-            )  # fmt: skip
+            text = st.text_input(_label(f.name), help=help_text, key=widget_key)
             value = [v.strip() for v in text.split(",") if v.strip()]
         if value != default:
             chosen[f.name] = value

@@ -150,7 +150,8 @@ def open_run_from_address() -> None:
 
 def _seed_settings(settings) -> None:
     """A session opening a run (a reload, a shared link) starts from that run's Shrink settings: methods,
-    their options, the verdict profile and the toggles (only where the session has chosen nothing yet)."""
+    their options, the verdict profile and the toggles (only where the session has chosen nothing yet).
+    The widgets take their values from these keys alone (:func:`app_ui.state.session_setting`)."""
     if settings is None:
         return
     seeds = {

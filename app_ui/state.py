@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import streamlit as st
 
@@ -18,6 +19,15 @@ from shrinkray.io import LoadedModel, load
 
 SAMPLES_DIR = Path(__file__).resolve().parent.parent / "sample_models"
 UPLOAD_LIMIT_MB = int(st.get_option("server.maxUploadSize"))
+
+
+def session_setting(key: str, default: Any) -> str:
+    """``key``, holding ``default`` until the visitor (or a run link) set it: a widget kept for the session
+    takes its value from its key alone, never also from a ``value=``/``default=``/``index=`` (Streamlit warns
+    about a widget given both in the run its key was set: a run link's settings, kept method options)."""
+    if key not in st.session_state:
+        st.session_state[key] = default
+    return key
 
 
 def sample_names() -> list[str]:

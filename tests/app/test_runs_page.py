@@ -3,8 +3,10 @@ message, a live run shows its queue status and can be cancelled."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 import shrinkray
@@ -121,6 +123,67 @@ def test_shrink_settings_survive_a_visit_to_another_page():
     assert next(n for n in at.number_input if n.label == "Levels").value == 16
     assert next(t for t in at.toggle if t.label == "Measure latency").value is False
     assert next(r for r in at.radio if r.label == "Parity verdict").value == "absolute"
+
+
+@pytest.fixture
+def duplicate_value_warnings(monkeypatch):
+    """Streamlit's "created with a default value but also had its value set via the Session State API" log lines,
+    every one (Streamlit logs only the first of a process: the once-flag is reset before each widget's check)."""
+    from streamlit.elements.lib import policies
+
+    said: list[str] = []
+
+    class Catch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "set via the Session State API" in record.getMessage():
+                said.append(record.getMessage())
+
+    original = policies.check_session_state_rules
+
+    def every_time(*args, **kwargs):
+        policies._shown_default_value_warning = False
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(policies, "check_session_state_rules", every_time)
+    handler = Catch()
+    policies._LOGGER.addHandler(handler)
+    yield said
+    policies._LOGGER.removeHandler(handler)
+
+
+def test_kept_settings_never_draw_streamlits_default_value_warning(duplicate_value_warnings):
+    """Settings that persist across pages (and those a run link brings) are set without the widgets also being
+    given a default: Streamlit warns about every such widget on every rerun of the Shrink page otherwise."""
+    from app_ui.runs import runs_service
+    from shrinkray.compare import CompareSettings
+
+    loaded = shrinkray.load(ROOT / "sample_models" / "mlp.onnx")
+    at = _shrink_page(loaded)
+    at.multiselect[0].set_value(["weights-int4", "palettize", "float16"]).run()
+    next(n for n in at.number_input if n.label == "Levels").set_value(16).run()
+    at.run()
+    for page in ("compare", "pricing", "shrink", "model", "shrink"):
+        at.switch_page(f"app_pages/{page}.py").run()
+    at.run()
+    assert not at.exception, at.exception
+    assert next(n for n in at.number_input if n.label == "Levels").value == 16  # still kept
+
+    service = runs_service()  # a colleague's run link, with settings that differ from every default
+    settings = CompareSettings(methods=[("palettize", {"levels": 64, "min_elements": 32}), ("float16", {})], runs=7,
+                               latency=False)  # fmt: skip
+    rid = service.store.create(model_name="mlp", model_sha256=loaded.sha256, settings=settings)
+    shrinkray.save(loaded.model, service.store.folder(rid) / "model.onnx", overwrite=True)
+    service.store.fail(rid, "cancelled", error="The run was cancelled", problem="The run was cancelled")
+    other = AppTest.from_file(APP, default_timeout=240)
+    other.query_params["run"] = rid
+    other.switch_page("app_pages/shrink.py").run()
+    other.run()
+    assert not other.exception, other.exception
+    assert other.multiselect[0].value == ["palettize", "float16"]  # the link's settings, as before
+    assert next(n for n in other.number_input if n.label == "Levels").value == 64
+    assert next(n for n in other.number_input if n.label == "Timed runs per model").value == 7
+    assert next(t for t in other.toggle if t.label == "Measure latency").value is False
+    assert duplicate_value_warnings == []
 
 
 def test_a_run_link_to_the_model_page_points_to_the_results():

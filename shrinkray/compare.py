@@ -743,7 +743,8 @@ def _measure_all_latency(
         text = (
             f"ONNX Runtime CPU, each variant timed against the original in interleaved rounds after {settings.warmup} "
             f"warm-up runs, until its time ratio to the original is known within ±{settings.latency_target:.0%} "
-            f"(95% interval, distribution-free, over blocks of consecutive rounds) or the budget is spent "
+            f"(the 95% range a repeat of the measurement falls in; runs under 1 ms timed in short warm bursts) "
+            f"or the budget is spent "
             f"({budget} per setting, shared by the variants); median and p90; threads {settings.threads}"
         )
     else:

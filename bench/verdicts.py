@@ -5,6 +5,10 @@ still good?":
 
 * **task**: the truth. The package's own post-processing on REALISTIC inputs, original vs variant
   (same decoded text, same boxes, same top-1 class, same speech frames, same sentence embedding).
+
+The report also lists the kind each profile gave every output (``scores``, ``continuous``, ``embedding``,
+``map``, ``detections``, ``exact``: shrinkray/measure/output_kinds.py) and why, since the kind decides
+how an output is judged.
 * **old**: ``compare`` with the absolute verdict (max abs 0.06, mean abs 0.02, cosine >= 0.99) on
   the product's own synthesized inputs.
 * **new**: ``compare`` with the default ``CompareSettings()`` on synthesized inputs.
@@ -248,6 +252,11 @@ def run_model(key: str, methods: list[tuple[str, dict[str, Any]]], say, baseline
         record["notes"].append(f"{BEFORE} ({baseline}): {_one_line(before['note'], 300)}")
         say(f"{key}: {BEFORE} verdicts (engine {baseline}) in {time.perf_counter() - t0:.0f} s")
 
+    record["kinds"] = {}
+    for profile, comp in comparisons.items():
+        judged = next((v.parity for v in ([] if isinstance(comp, str) else comp.variants) if v.parity), None)
+        if judged is not None:
+            record["kinds"][profile] = {o.name: [o.kind, _one_line(o.kind_reason, 160)] for o in judged.outputs}
     for index, (name, opts) in enumerate(methods):
         row: dict[str, Any] = {"method": method_label(name, opts)}
         if before is not None:
@@ -483,6 +492,14 @@ def write_markdown(
                 lines.append(f"- `{model}` {row['method']} ({c}): " + "; ".join(info["failing"][:3]))
             elif row[c].startswith("error") or row[c] == "not measured":
                 lines.append(f"- `{model}` {row['method']} ({c}): {row[c]}")
+    lines += ["", "## Output kinds (what each profile judged every output as, and why)", ""]
+    for r in records:
+        kinds = r.get("kinds") or {}
+        names = list(dict.fromkeys(n for by in kinds.values() for n in by))
+        for name in names:
+            seen = {p: kinds[p][name] for p in kinds if name in kinds[p]}
+            text = "; ".join(f"{p}: {k} ({why})" for p, (k, why) in seen.items())
+            lines.append(f"- `{r['model']}` `{name}`: {text}")
     lines += ["", "## Inputs each verdict used", ""]
     for r in records:
         for note in r.get("notes", []):

@@ -407,3 +407,81 @@ def test_outliers_need_opset_11_and_are_skipped_below():
     variant = shrinkray.shrink(model, "weights-int4", min_elements=1, activation_aware=False)
     assert "ScatterND" not in {n.op_type for n in variant.model.graph.node}
     onnx.checker.check_model(variant.model)
+
+
+# --------------------------------------------------------------------------- GPTQ (error-compensating rounding)
+
+
+def _correlated_mlp(seed: int = 0):
+    """x -> MatMul(w) where x's channels move together; returns the model and a sampler of x."""
+    rng = np.random.default_rng(seed)
+    d, n = 160, 64  # K = 160: the last block of 32 is full, of 64 / 128 padded
+    mix = rng.standard_normal((d // 4, d)).astype(np.float32)
+    w = (rng.standard_normal((d, n)) / np.sqrt(d)).astype(np.float32)
+    w[17, 3] = 1.5  # an outlier weight
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])], "corr",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", d])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", n])],
+        [numpy_helper.from_array(w, "w")],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+
+    def sample(tokens: int, which: int) -> np.ndarray:
+        r = np.random.default_rng([seed, which])
+        return (r.standard_normal((tokens, d // 4)).astype(np.float32) @ mix
+                + 0.2 * r.standard_normal((tokens, d)).astype(np.float32)).astype(np.float32)  # fmt: skip
+
+    return model, sample
+
+
+@pytest.mark.parametrize("optimized", [True, False], ids=["ort-optimized", "ort-unoptimized"])
+@pytest.mark.parametrize("options", [{"outliers": 0}, {}], ids=["matmulnbits", "outliers-standard"])
+@pytest.mark.parametrize("block_size", [32, 64])
+def test_gptq_on_calibration_inputs_lowers_the_error_on_other_inputs(optimized, options, block_size):
+    from types import SimpleNamespace
+
+    from shrinkray.methods.base import RunContext
+
+    model, sample = _correlated_mlp()
+    calibration = RunContext(inputs=SimpleNamespace(samples=[{"x": sample(256, k)} for k in range(4)]))
+    x = sample(512, 99)  # not a calibration sample
+    want = open_session(model).run(None, {"x": x})[0].astype(np.float64)
+
+    def err(variant) -> float:
+        got = open_session(variant.model, optimized=optimized).run(None, {"x": x})[0]
+        return float(np.sum((got - want) ** 2))
+
+    common = {"min_elements": 1, "activation_aware": False, "block_size": block_size, **options}
+    off = shrinkray.shrink(model, "weights-int4", gptq="off", context=calibration, **common)
+    on = shrinkray.shrink(model, "weights-int4", gptq="on", context=calibration, **common)
+    ops = {n.op_type for n in on.model.graph.node}
+    assert ("ScatterND" in ops) == ("outliers" not in options)
+    assert ("MatMulNBits" in ops) == ("outliers" in options)
+    onnx.checker.check_model(on.model)
+    assert err(on) < 0.85 * err(off)
+    again = shrinkray.shrink(model, "weights-int4", gptq="on", context=calibration, **common)
+    assert again.model.SerializeToString() == on.model.SerializeToString()  # deterministic
+
+
+def test_gptq_auto_stays_off_on_synthesized_inputs():
+    """Without the user's inputs, "auto" builds exactly what "off" builds (GPTQ on random tokens made
+    transformers worse: bench/results.md)."""
+    model, _ = _correlated_mlp()
+    auto = shrinkray.shrink(model, "weights-int4", min_elements=1)
+    off = shrinkray.shrink(model, "weights-int4", min_elements=1, gptq="off")
+    assert auto.model.SerializeToString() == off.model.SerializeToString()
+
+
+@pytest.mark.parametrize("name", ["transformer", "mlp"])
+@pytest.mark.parametrize("optimized", [True, False], ids=["ort-optimized", "ort-unoptimized"])
+def test_gptq_on_synthesized_inputs_keeps_samples_valid_and_close(name, optimized):
+    variant = shrinkray.shrink(cached_sample(name), "weights-int4", gptq="on")
+    original = open_session(cached_sample(name))
+    feeds = make_feeds(original)
+    want = original.run(None, feeds)
+    got = open_session(variant.model, optimized=optimized).run(None, feeds)
+    for a, b in zip(want, got, strict=True):
+        if is_float_array(a):
+            assert cosine(a, b) > MIN_COSINE

@@ -302,7 +302,7 @@ def _build(model: onnx.ModelProto, choices: list[Choice], options: AutoOptions, 
 
 #: Options of the building methods: 4-bit blocks built data-free, exactly as ``approximate()`` measured
 #: them (activation-aware scales would re-run the model on every build and differ from what was judged).
-BUILD_OPTIONS: dict[str, dict[str, Any]] = {"int4": {"activation_aware": False}}
+BUILD_OPTIONS: dict[str, dict[str, Any]] = {"int4": {"activation_aware": False, "gptq": "off"}}
 #: Verification builds between the last failing and the first passing target (each a whole build + run).
 BISECT_STEPS = 2
 #: A bisection step whose mix is predicted to save less than this share of the best mix's bytes is not

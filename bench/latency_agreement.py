@@ -15,9 +15,9 @@ rounds with compare's bursts (:func:`burst_for`). Counted:
   :data:`REPEAT_SD` (the fixed-50 ratio has an error too: 50 rounds).
 
 **Setups** (``--setups``): raw per-run times of one pair timed four ways with the same sessions,
-alternating one run each (A B, B A, ...), in bursts (k runs each, first dropped), alone (the
-original n runs, the variant 2n, the original n: one warm model at a time, as deployed), and the old
-rotation of every model; which setup's ratio matches the model running alone?
+alternating one run each (A B, B A, ...), in bursts (~5 ms of runs each, first dropped), "alone" (bursts
+of ~50 ms: one warm model at a time, as deployed, still interleaved so that load hits both alike), and the
+old rotation of every model; which setup's ratio matches the model running alone?
 
     python bench/latency_agreement.py --samples mlp,cnn,transformer,rnn,shared_weight,cnn3mb
     python bench/latency_agreement.py --setups --samples mlp,transformer,rnn --seconds 0.7 --reps 2
@@ -214,7 +214,10 @@ def collect_setups(samples: list[str], seconds: float, reps: int) -> list[dict]:
                 sched = [x for i in range(nb) for x in (["original"] * k_burst + [v] * k_burst if i % 2 == 0
                                                         else [v] * k_burst + ["original"] * k_burst)]  # fmt: skip
                 pair["burst"] = [sched, _play(runners, sched)]
-                sched = ["original"] * n + [v] * (2 * n) + ["original"] * n
+                k_long = max(k_burst, round(50.0 / max(one, 0.01)))  # ~50 ms: one warm model at a time
+                nl = max(6, 2 * n // k_long)
+                sched = [x for i in range(nl) for x in (["original"] * k_long + [v] * k_long if i % 2 == 0
+                                                        else [v] * k_long + ["original"] * k_long)]  # fmt: skip
                 pair["alone"] = [sched, _play(runners, sched)]
                 sched = _alternating(v, n)
                 pair["alt2"] = [sched, _play(runners, sched)]
@@ -255,7 +258,7 @@ def setup_ratios(rec: dict, v: str) -> dict[str, float]:
     s, t = pair["burst"]
     out["burst"] = ratio_interval(_bursts(s, t, v), _bursts(s, t, "original"))[0]
     s, t = pair["alone"]
-    out["alone"] = float(np.median(of(s, t, v)) / np.median(of(s, t, "original")))
+    out["alone"] = ratio_interval(_bursts(s, t, v), _bursts(s, t, "original"))[0]
     s, t = rec["rotation"]
     out["rotation"] = float(np.median(of(s, t, v)) / np.median(of(s, t, "original")))
     return out

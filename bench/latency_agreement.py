@@ -21,6 +21,7 @@ old rotation of every model; which setup's ratio matches the model running alone
 
     python bench/latency_agreement.py --samples mlp,cnn,transformer,rnn,shared_weight,cnn3mb
     python bench/latency_agreement.py --setups --samples mlp,transformer,rnn --seconds 0.7 --reps 2
+    python bench/latency_agreement.py --calibrate bench/out/latency_setups.json   # repeats vs intervals, by tau
 """
 
 from __future__ import annotations
@@ -290,6 +291,41 @@ def report_setups(data: list[dict]) -> None:
     print("median |log(setup / alone)|: " + ", ".join(f"{k} {np.median(v):.4f} (p90 {np.percentile(v, 90):.4f})" for k, v in dev.items()))
 
 
+def calibrate(data: list[dict]) -> None:
+    """How often a repeat's ratio lies inside the other measurement's interval: the within-run interval
+    alone, and the reported one (x sqrt 2, run-to-run term tau) for a few values of tau. Input: raw setups
+    rows; every alternating measurement of a pair (``alt``, ``alt2``; ``alt1`` in older rows) against every
+    other of the same sample and variant (the same sessions seconds apart, and fresh sessions)."""
+    found: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
+    for rec in data:
+        rec_load = rec["load"][0] if isinstance(rec["load"], list) else rec["load"]
+        for v, pair in rec["pairs"].items():
+            for kind in ("alt", "alt1", "alt2"):
+                if kind not in pair:
+                    continue
+                s, t = pair[kind]
+                ratio, low, high = ratio_interval([x for k, x in zip(s, t, strict=True) if k == v],
+                                                  [x for k, x in zip(s, t, strict=True) if k == "original"])  # fmt: skip
+                if low is not None and high is not None and low > 0:
+                    se = max(math.log(high / ratio), math.log(ratio / low)) / Z
+                    found.setdefault((rec["sample"], v), []).append((math.log(ratio), se, rec_load))
+    pairs = np.array([(abs(a[0] - b[0]), a[1], max(a[2], b[2]))
+                      for ms in found.values() for a, b in itertools.permutations(ms, 2)])  # fmt: skip
+    print(f"{len(pairs)} ordered pairs of measurements; within-run se median {np.median(pairs[:, 1]):.4f}")
+    print("tau    | repeat inside: within-run interval / reported interval   (all, load < 4, load >= 4)")
+    for tau in (0.0, 0.003, 0.005, 0.007, 0.01):
+        cells = []
+        for mask in (np.ones(len(pairs), bool), pairs[:, 2] < 4, pairs[:, 2] >= 4):
+            p = pairs[mask]
+            if not len(p):
+                cells.append("-")
+                continue
+            within = float(np.mean(p[:, 0] <= Z * p[:, 1]))
+            reported = float(np.mean(p[:, 0] <= Z * np.sqrt(2 * (p[:, 1] ** 2 + tau**2))))
+            cells.append(f"{within:.3f} / {reported:.3f} (n {len(p)})")
+        print(f"{tau:.3f}  | " + "   ".join(cells))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", default=SAMPLES)
@@ -299,8 +335,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=0.7, help="setups: seconds per pair and setup")
     parser.add_argument("--reps", type=int, default=2, help="setups: fresh sessions this many times")
     parser.add_argument("--report", help="setups: print the table of a saved latency_setups.json")
+    parser.add_argument("--calibrate", help="setups: repeats inside the intervals, by run-to-run term, of a saved file")
     args = parser.parse_args(argv)
     samples = [s for s in args.samples.split(",") if s]
+    if args.calibrate:
+        calibrate(json.loads(Path(args.calibrate).read_text()))
+        return 0
     if args.report:
         report_setups(json.loads(Path(args.report).read_text()))
         return 0

@@ -109,7 +109,9 @@ measure = buttons.button("Shrink and measure", type="primary", disabled=not meth
 smallest = buttons.button(
     "Smallest that passes", disabled=verdict is None or busy, icon=":material/auto_awesome:",
     help="Measures how far each tensor's precision moves the outputs, then gives every tensor the smallest of "
-    "float16, 8-bit or 4-bit that keeps the whole model within the parity verdict (shown beside 8-bit).",
+    "float16, 8-bit or 4-bit that keeps the whole model within the parity verdict set under \"Measurement "
+    "settings\", judged on the inputs used for parity (yours, when you gave them on the Compare page); shown "
+    "beside 8-bit.",
 )  # fmt: skip
 if smallest:  # the search, beside plain 8-bit for scale (each with the options set above, if any)
     options = dict(methods)

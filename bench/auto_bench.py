@@ -16,6 +16,11 @@ the load average beside the timing. Results go to bench/out/auto_bench.json, one
 
     python bench/auto_bench.py                       # transformer + default real models
     python bench/auto_bench.py --models transformer,minilm,ppocr-det
+    python bench/auto_bench.py --speed-rounds 3 --models ppocr-det,ppocr-rec   # speed only, interleaved
+
+``--speed-rounds N`` times only the speed target, in N interleaved rounds (a plain compare, then a
+compare of auto alone, again and again, so load changes hit both alike); medians, per-round ratios
+and load averages go to the JSON (``speed`` rows).
 """
 
 from __future__ import annotations
@@ -159,14 +164,47 @@ def bench_model(key: str) -> dict:
     return row
 
 
+def speed_rounds(key: str, rounds: int) -> dict:
+    """Interleaved: plain compare, then auto alone inside compare (its shrink time from the progress marks)."""
+    import statistics
+
+    import real_models as rm
+
+    path = bench_run.generated_model() if key == "transformer" else rm.Case(key).path
+    loaded = shrinkray.load(str(path))
+    plain, auto, loads, ratios = [], [], [], []
+    for i in range(rounds):
+        _, wall, load, _, _ = timed_compare(loaded, SINGLE)
+        result, _, load2, marks, _ = timed_compare(loaded, [("auto", {})])
+        shrink_s = auto_shrink_seconds(marks)
+        plain.append(round(wall, 2))
+        auto.append(round(shrink_s, 2))
+        loads += [load, load2]
+        ratios.append(round(shrink_s / wall, 2))
+        print(f"[{key}] round {i + 1}: plain {wall:.1f} s (load {load}), auto {shrink_s:.1f} s (load {load2}), "
+              f"{shrink_s / wall:.2f}x; {result.get('auto').notes[0][:160]}", flush=True)
+    return {"model": key, "plain_s": plain, "auto_s": auto, "ratios": ratios, "loads": loads,
+            "median_ratio": round(statistics.median(ratios), 2),
+            "ratio_of_medians": round(statistics.median(auto) / statistics.median(plain), 2)}  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default=DEFAULT_MODELS)
     ap.add_argument("--json", default=str(OUT / "auto_bench.json"))
     ap.add_argument("--max-load", type=float, default=LOAD_LIMIT, help="wait for a 1-minute load average below this")
     ap.add_argument("--patience", type=float, default=PATIENCE, help="seconds to wait for it before timing anyway")
+    ap.add_argument("--speed-rounds", type=int, default=0, help="only the speed target, in this many interleaved "
+                    "rounds of a plain compare and a compare of auto alone")  # fmt: skip
     args = ap.parse_args(argv)
     globals().update(LOAD_LIMIT=args.max_load, PATIENCE=args.patience)
+    if args.speed_rounds:
+        out = Path(args.json)
+        rows = json.loads(out.read_text()) if out.exists() else {}
+        for key in [k.strip() for k in args.models.split(",") if k.strip()]:
+            rows[key] = speed_rounds(key, args.speed_rounds) | {"date": time.strftime("%Y-%m-%d %H:%M")}
+            out.write_text(json.dumps(rows, indent=1, default=str))
+        return 0
     out = Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)
     rows = json.loads(out.read_text()) if out.exists() else {}

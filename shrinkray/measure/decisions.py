@@ -38,6 +38,8 @@ MARGIN = 0.05
 MIN_SIDE = 3
 #: At most this many candidate boxes per image go into NMS (best scores first).
 MAX_CANDIDATES = 1000
+#: A map with more regions than this in one image is speckle, not objects: it is judged as values.
+MAX_REGIONS = 1000
 YOLOX_STRIDES = (8, 16, 32)
 #: Box columns all within +-this are raw offsets and log sizes, not pixel coordinates.
 RAW_LIMIT = 16.0
@@ -169,15 +171,7 @@ def regions(values: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarra
     count = np.clip(hi - lo + 1, 0, None)
     b = np.repeat(np.arange(n), count)
     a = np.repeat(lo, count) + (np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count))
-    label = np.arange(n)
-    while True:  # label propagation with pointer jumping: every run ends with its component's lowest run
-        low = np.minimum(label[a], label[b])
-        before = label.copy()
-        np.minimum.at(label, a, low)
-        np.minimum.at(label, b, low)
-        label = label[label]
-        if np.array_equal(label, before):
-            break
+    label = _components(n, a, b)
     flat = np.append(values.reshape(-1), values.dtype.type(0))
     starts = ry.astype(np.int64) * w + rx0
     bounds = np.stack([starts, starts + (rx1 - rx0)], 1).reshape(-1)
@@ -199,9 +193,28 @@ def regions(values: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarra
     return boxes[big], peak[big]
 
 
-def map_decisions(reference: np.ndarray, variant: np.ndarray) -> Decisions | None:
+def _components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Connected components of ``n`` nodes joined by edges (a, b): each node's lowest member. Roots hook
+    onto the lower root across every edge, then paths are shortened to their root (Shiloach-Vishkin):
+    a few rounds even for a component spanning the whole map."""
+    parent = np.arange(n)
+    while True:
+        ra, rb = parent[a], parent[b]
+        differ = ra != rb
+        if not differ.any():
+            return parent
+        np.minimum.at(parent, np.maximum(ra, rb)[differ], np.minimum(ra, rb)[differ])
+        while True:
+            jumped = parent[parent]
+            if np.array_equal(jumped, parent):
+                break
+            parent = jumped
+
+
+def map_decisions(reference: np.ndarray, variant: np.ndarray) -> Decisions | str:
     """Regions of every 2-D map (the last two axes), original vs variant, at each of MAP_THRESHOLDS: the
-    threshold with the lowest agreement decides. None when neither output has a region."""
+    threshold with the lowest agreement decides. When there is nothing to compare, why not (no region in
+    either output, or speckle: more than MAX_REGIONS regions in one map)."""
     ref = np.asarray(reference, np.float64)
     var = np.asarray(variant, np.float64)
     h, w = ref.shape[-2:]
@@ -215,6 +228,8 @@ def map_decisions(reference: np.ndarray, variant: np.ndarray) -> Decisions | Non
         for r, v in zip(ref, var, strict=True):
             a_box, a_peak = regions(r, threshold)
             b_box, b_peak = regions(v, threshold)
+            if max(len(a_box), len(b_box)) > MAX_REGIONS:
+                return f"more than {MAX_REGIONS} regions above {threshold:g} in one map (speckle, not objects)"
             parts.append(
                 _match(a_box + margin, np.zeros(len(a_box)), a_peak, b_box + margin, np.zeros(len(b_box)), b_peak,
                        threshold)
@@ -222,7 +237,7 @@ def map_decisions(reference: np.ndarray, variant: np.ndarray) -> Decisions | Non
         found = _combine("regions", threshold, parts)
         if found.total and (worst is None or found.agreement < worst.agreement):
             worst = found
-    return worst
+    return worst if worst is not None else f"no region above {MAP_THRESHOLDS[0]:g} in either output"
 
 
 def looks_like_map(values: np.ndarray) -> bool:

@@ -544,7 +544,7 @@ def _decide(ref: np.ndarray, var: np.ndarray, kind: OutputKind):
     found = None
     if kind.kind == "map" and ref.ndim >= 2:
         found = decisions.map_decisions(ref, var)
-        nothing = "no region above 0.3 in either output"
+        nothing, found = (found, None) if isinstance(found, str) else ("", found)
     else:
         layout = decisions.head_layout(ref, kind.input_size)
         found = decisions.box_decisions(ref, var, layout) if layout is not None else None

@@ -1,8 +1,85 @@
-"""Browser tests: the app servers they start keep runs in a temporary store (never the user's cache)."""
+"""Browser tests: the app servers they start keep runs in a temporary store (never the user's cache), and every
+test opens its pages the same way (Debian's Chromium with the same flags, a fresh context per visitor, its
+JavaScript errors collected): the ``chromium`` and ``pages`` fixtures."""
 
 from __future__ import annotations
 
 import os
 import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
 
 os.environ.setdefault("SHRINKRAY_RUNS_DIR", tempfile.mkdtemp(prefix="shrinkray-e2e-runs-"))
+
+CHROMIUM = "/usr/bin/chromium"
+#: No sandbox (containers), no GPU, and nothing that would make Chromium itself call out to the network.
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run", "--disable-quic",
+]  # fmt: skip
+#: What the app's first page shows once it has drawn.
+READY = "text=Load an ONNX model"
+
+
+def _require_browser() -> None:
+    missing = []
+    if not Path(CHROMIUM).exists():
+        missing.append(f"{CHROMIUM} (apt-get install chromium)")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        missing.append("the playwright package (pip install -r requirements-dev.txt)")
+    if missing:
+        message = "browser tests need " + " and ".join(missing)
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    """One headless Chromium per test module (skipped, saying why, without it; a failure in CI)."""
+    _require_browser()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+class BrowserPages:
+    """Opens pages, each in a fresh browser context (a new visitor), and collects their JavaScript errors."""
+
+    def __init__(self, browser: Any) -> None:
+        self.browser = browser
+        self.errors: list[str] = []
+
+    def open(self, url: str | None = None, *, width: int = 1440, height: int = 2000, ready: str | None = READY,
+             requests: list[str] | None = None, **context: Any) -> Any:  # fmt: skip
+        """A page at ``url`` (when given) once ``ready`` shows; ``requests`` collects every URL the context asks
+        for (the component's frame too), from the first; ``context``: Playwright's options (color_scheme...)."""
+        ctx = self.browser.new_context(viewport={"width": width, "height": height}, **context)
+        if requests is not None:
+            ctx.on("request", lambda request: requests.append(request.url))
+        page = ctx.new_page()
+        page.on("pageerror", lambda exc: self.errors.append(str(exc)))
+        if url is not None:
+            page.goto(url)
+            if ready:
+                page.wait_for_selector(ready, timeout=60_000)
+        return page
+
+
+@pytest.fixture
+def pages(chromium) -> BrowserPages:
+    """``pages.open(url, ...)`` for a test; assert ``not pages.errors`` at its end."""
+    return BrowserPages(chromium)
+
+
+@pytest.fixture(scope="module")
+def module_pages(chromium) -> BrowserPages:
+    """The same for a page a whole module shares (its fixture asserts no errors when the module ends)."""
+    return BrowserPages(chromium)

@@ -9,7 +9,6 @@ locally the test is skipped without them, under CI=true it fails instead.
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
@@ -25,27 +24,7 @@ from shrinkray.validate import validate
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = Path(__file__).resolve().parent / "screenshots"
-CHROMIUM = "/usr/bin/chromium"
 STARTED = time.time() - 1  # screenshots written after this were taken by this run (1 s for coarse mtimes)
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run", "--disable-quic",
-]  # fmt: skip
-
-
-def _require_browser() -> None:
-    missing = []
-    if not Path(CHROMIUM).exists():
-        missing.append(f"{CHROMIUM} (apt-get install chromium)")
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        missing.append("the playwright package (pip install -r requirements-dev.txt)")
-    if missing:
-        message = "browser tests need " + " and ".join(missing)
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
 
 
 def _free_port() -> int:
@@ -55,11 +34,10 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def app_url():
+def app_url(chromium):
     """`streamlit run` as deployed: no file watcher (an edit to the sources during the run, e.g. other work in
     the same checkout, would reload shrinkray modules, and objects already in a session would no longer
-    pickle for the capped worker)."""
-    _require_browser()
+    pickle for the capped worker). After ``chromium``: without a browser nothing is started."""
     port = _free_port()
     log = open(SHOTS.parent / "streamlit.log", "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
@@ -86,21 +64,10 @@ def app_url():
 
 
 @pytest.fixture(scope="module")
-def page(app_url):
-    from playwright.sync_api import sync_playwright
-
+def page(app_url, module_pages):
     SHOTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1440, "height": 2400}, accept_downloads=True)
-        pg = context.new_page()
-        errors: list[str] = []
-        pg.on("pageerror", lambda exc: errors.append(str(exc)))
-        pg.goto(app_url)
-        pg.wait_for_selector("text=Load an ONNX model", timeout=60_000)
-        yield pg
-        browser.close()
-        assert not errors, errors
+    yield module_pages.open(app_url, height=2400, accept_downloads=True)
+    assert not module_pages.errors, module_pages.errors
 
 
 def _shot(page, name: str) -> Path:
@@ -191,8 +158,7 @@ def test_a_broken_upload_shows_a_message_and_the_app_keeps_working(page, tmp_pat
     _no_traceback(page)
 
 
-def test_screenshots_are_written():
-    _require_browser()
+def test_screenshots_are_written(chromium):  # skipped with the others when there is no browser
     # Written by this run: files left by an earlier run do not count.
     fresh = {p.name for p in SHOTS.glob("*.png") if p.stat().st_mtime >= STARTED}
     assert {"1_model_empty.png", "2_model_loaded.png", "3_shrink_results.png", "4_compare.png"} <= fresh, fresh
@@ -208,16 +174,12 @@ def _png_file(path: Path, color: tuple[int, int, int]) -> Path:
     return path
 
 
-def test_real_samples_and_parity_settings_in_a_real_browser(page, app_url, tmp_path):
+def test_real_samples_and_parity_settings_in_a_real_browser(pages, app_url, tmp_path):
     """A fresh session: Shrink cnn with the default settings, re-measure on two uploaded PNGs on Compare,
     then the parity settings and the per-output table on Shrink; nothing leaves localhost."""
-    pg = page.context.new_page()
     requests: list[str] = []
-    errors: list[str] = []
-    pg.on("request", lambda request: requests.append(request.url))
-    pg.on("pageerror", lambda exc: errors.append(str(exc)))
-    pg.goto(app_url)
-    pg.wait_for_selector("text=Load an ONNX model", timeout=60_000)
+    pg = pages.open(app_url, height=2400, accept_downloads=True, requests=requests)
+    errors = pages.errors
     pg.locator("input[type=file]").set_input_files(str(ROOT / "sample_models" / "cnn.onnx"))
     pg.wait_for_selector("text=Weight tensors", timeout=60_000)
 

@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from shrinkray.methods import all_methods
-from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS, ROOT, SHOTS, _no_traceback, _require_browser, app_url
+from tests.e2e.test_browser import ROOT, SHOTS, _no_traceback, app_url
 
 __all__ = ["app_url"]  # the fixture: this module gets its own `streamlit run`
 
@@ -97,54 +97,42 @@ def _shot_panel(pg, name: str) -> None:
     pg.screenshot(path=str(SHOTS / f"{name}.png"))
 
 
-def test_every_sample_runs_in_onnx_runtime_web(app_url, tmp_path):  # noqa: F811 - the fixture imported above
-    from playwright.sync_api import sync_playwright
-
-    _require_browser()
+def test_every_sample_runs_in_onnx_runtime_web(app_url, pages, tmp_path):  # noqa: F811 - the fixture imported above
     SHOTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1440, "height": 2400})
-        pg = context.new_page()
-        requests: list[str] = []
-        errors: list[str] = []
-        context.on("request", lambda request: requests.append(request.url))  # the component's frame too
-        pg.on("pageerror", lambda exc: errors.append(str(exc)))
-        pg.goto(app_url)
-        pg.wait_for_selector("text=Load an ONNX model", timeout=60_000)
-        for index, sample in enumerate(SAMPLES):
-            _shrink(pg, sample, latency=index == 0)  # server latency once (the chart), not nine times
-            body = _run_in_browser(pg, expected=1 + len(WANTED))
-            runs = pg.frame_locator("iframe[title*='in_browser']").locator("#log li")
-            assert runs.count() == 1 + len(WANTED)
-            texts = [runs.nth(i).inner_text() for i in range(runs.count())]
-            assert all("failed" not in t for t in texts), (sample.name, texts)
-            MEASURED.append(f"{sample.stem}: " + "; ".join(texts))
-            table = pg.locator("[data-testid=stTable]").first.inner_text()
-            assert "fails" not in table and "did not run" not in table, (sample.name, table)
-            assert table.count("passes") >= 2 * (1 + len(WANTED)), (sample.name, table)
-            assert "ONNX Runtime Web" in body and "as gzip" in table
-            if index == 0:
-                _shot_panel(pg, "10_in_your_browser")
-            _no_traceback(pg)
-
-        unsupported = _unsupported_op_model(tmp_path / "scaled_silu.onnx")
-        _shrink(pg, unsupported, latency=False)
-        body = _run_in_browser(pg, expected=1 + len(WANTED), problems=True)
-        assert "The original runs on the server but not in onnxruntime-web 1.30.0 (wasm)" in body, body
-        assert "ScaledSiLU(-1) is not a registered function/op" in body
-        assert "Nor do its variants (weights-int8, palettize, float16), with the same error" in body
-        _shot_panel(pg, "11_in_your_browser_unsupported_op")
+    requests: list[str] = []  # the component's frame too
+    pg = pages.open(app_url, height=2400, requests=requests)
+    for index, sample in enumerate(SAMPLES):
+        _shrink(pg, sample, latency=index == 0)  # server latency once (the chart), not nine times
+        body = _run_in_browser(pg, expected=1 + len(WANTED))
+        runs = pg.frame_locator("iframe[title*='in_browser']").locator("#log li")
+        assert runs.count() == 1 + len(WANTED)
+        texts = [runs.nth(i).inner_text() for i in range(runs.count())]
+        assert all("failed" not in t for t in texts), (sample.name, texts)
+        MEASURED.append(f"{sample.stem}: " + "; ".join(texts))
+        table = pg.locator("[data-testid=stTable]").first.inner_text()
+        assert "fails" not in table and "did not run" not in table, (sample.name, table)
+        assert table.count("passes") >= 2 * (1 + len(WANTED)), (sample.name, table)
+        assert "ONNX Runtime Web" in body and "as gzip" in table
+        if index == 0:
+            _shot_panel(pg, "10_in_your_browser")
         _no_traceback(pg)
-        pg.get_by_role("link", name="Pricing").click()  # every page has been visited: none fetched from elsewhere
-        pg.wait_for_selector("text=Cost per variant", timeout=60_000)
-        pg.wait_for_timeout(1000)
-        browser.close()
+
+    unsupported = _unsupported_op_model(tmp_path / "scaled_silu.onnx")
+    _shrink(pg, unsupported, latency=False)
+    body = _run_in_browser(pg, expected=1 + len(WANTED), problems=True)
+    assert "The original runs on the server but not in onnxruntime-web 1.30.0 (wasm)" in body, body
+    assert "ScaledSiLU(-1) is not a registered function/op" in body
+    assert "Nor do its variants (weights-int8, palettize, float16), with the same error" in body
+    _shot_panel(pg, "11_in_your_browser_unsupported_op")
+    _no_traceback(pg)
+    pg.get_by_role("link", name="Pricing").click()  # every page has been visited: none fetched from elsewhere
+    pg.wait_for_selector("text=Cost per variant", timeout=60_000)
+    pg.wait_for_timeout(1000)
     print("\nPanel button to results, per sample: " + ", ".join(TIMINGS))
     print("\n".join(MEASURED))
     elsewhere = [u for u in requests if not u.startswith((app_url, "data:", "blob:"))]
     assert not elsewhere, elsewhere
-    assert not errors, errors
+    assert not pages.errors, pages.errors
 
 
 pytestmark = pytest.mark.e2e

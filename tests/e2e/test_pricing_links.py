@@ -3,7 +3,7 @@ in one press, and malformed values give messages. Screenshots in light and dark 
 
 from __future__ import annotations
 
-from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS, ROOT, SHOTS, _no_traceback, app_url  # noqa: F401
+from tests.e2e.test_browser import ROOT, SHOTS, _no_traceback, app_url  # noqa: F401
 
 
 def _metrics(pg) -> list[str]:
@@ -25,85 +25,72 @@ def _on_page(pg, path: str) -> bool:
     return pg.url.split("?", 1)[0].rstrip("/").endswith(path)
 
 
-def test_a_pricing_link_shows_the_same_money_elsewhere_and_back_leaves_in_one_press(app_url):  # noqa: F811
-    from playwright.sync_api import sync_playwright
-
+def test_a_pricing_link_shows_the_same_money_elsewhere_and_back_leaves_in_one_press(app_url, pages):  # noqa: F811
     SHOTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        errors: list[str] = []
-        mine = browser.new_context(viewport={"width": 1440, "height": 1800}, color_scheme="light")
-        pg = mine.new_page()
-        pg.on("pageerror", lambda exc: errors.append(str(exc)))
-        pg.goto(app_url)
-        pg.wait_for_selector("text=Load an ONNX model", timeout=60_000)
-        pg.locator("input[type=file]").set_input_files(str(ROOT / "sample_models" / "mlp.onnx"))
-        pg.wait_for_selector("text=Weight tensors", timeout=60_000)
+    pg = pages.open(app_url, height=1800, color_scheme="light")
+    pg.locator("input[type=file]").set_input_files(str(ROOT / "sample_models" / "mlp.onnx"))
+    pg.wait_for_selector("text=Weight tensors", timeout=60_000)
 
-        pg.get_by_role("link", name="Shrink").click()
-        pg.wait_for_selector("text=Shrink and measure", timeout=30_000)
-        for name in ("Dynamic INT8 (ONNX Runtime)",):
-            button = pg.get_by_role("button", name=f"Remove {name}")
-            if button.count():
-                button.click()
-                pg.wait_for_timeout(500)
-        pg.get_by_role("button", name="Shrink and measure").click()
-        pg.wait_for_selector("text=Reports", timeout=300_000)
-        _no_traceback(pg)
+    pg.get_by_role("link", name="Shrink").click()
+    pg.wait_for_selector("text=Shrink and measure", timeout=30_000)
+    for name in ("Dynamic INT8 (ONNX Runtime)",):
+        button = pg.get_by_role("button", name=f"Remove {name}")
+        if button.count():
+            button.click()
+            pg.wait_for_timeout(500)
+    pg.get_by_role("button", name="Shrink and measure").click()
+    pg.wait_for_selector("text=Reports", timeout=300_000)
+    _no_traceback(pg)
 
-        pg.get_by_role("link", name="Pricing").click()
-        seen = _metrics(pg)
-        assert any(m.startswith("original (reference)") for m in seen) and len(seen) >= 3, seen
-        assert any("recommended" in m for m in seen), seen
-        # Change the what-if a few times: each change replaces the address, none adds a history entry.
-        pg.get_by_text("gzip", exact=True).click()
-        pg.wait_for_function("window.location.search.includes('delivery=gzip')", timeout=30_000)
-        growth = pg.get_by_role("spinbutton", name="Growth per month (%)")
-        growth.fill("5")
-        growth.press("Enter")
-        pg.wait_for_function("window.location.search.includes('growth=5')", timeout=30_000)
-        seen = _metrics(pg)
-        link = pg.url
-        assert "sizes=original=" in link and "delivery=gzip" in link and "growth=5" in link, link
-        _shot(pg, "pricing_light")
-        _no_traceback(pg)
+    pg.get_by_role("link", name="Pricing").click()
+    seen = _metrics(pg)
+    assert any(m.startswith("original (reference)") for m in seen) and len(seen) >= 3, seen
+    assert any("recommended" in m for m in seen), seen
+    # Change the what-if a few times: each change replaces the address, none adds a history entry.
+    pg.get_by_text("gzip", exact=True).click()
+    pg.wait_for_function("window.location.search.includes('delivery=gzip')", timeout=30_000)
+    growth = pg.get_by_role("spinbutton", name="Growth per month (%)")
+    growth.fill("5")
+    growth.press("Enter")
+    pg.wait_for_function("window.location.search.includes('growth=5')", timeout=30_000)
+    seen = _metrics(pg)
+    link = pg.url
+    assert "sizes=original=" in link and "delivery=gzip" in link and "growth=5" in link, link
+    _shot(pg, "pricing_light")
+    _no_traceback(pg)
 
-        # A colleague's browser (a fresh context, dark theme): the same money from the link alone.
-        theirs = browser.new_context(viewport={"width": 1440, "height": 1800}, color_scheme="dark")
-        other = theirs.new_page()
-        other.on("pageerror", lambda exc: errors.append(str(exc)))
-        other.goto(link)
-        assert _metrics(other) == seen
-        _shot(other, "pricing_dark")
-        _no_traceback(other)
+    # A colleague's browser (a fresh context, dark theme): the same money from the link alone.
+    other = pages.open(link, height=1800, color_scheme="dark", ready=None)
+    assert _metrics(other) == seen
+    _shot(other, "pricing_dark")
+    _no_traceback(other)
 
-        # Malformed values: a message each, the defaults shown, no traceback.
-        other.goto(app_url + "/pricing?downloads=abc&growth=x&sizes=a%3Dlots&currency=toolong&provider=zz")
-        _metrics(other)
-        alerts = other.locator("[data-testid=stAlertContentError]").all_inner_texts()
-        for param in ("downloads=abc", "growth=x", "sizes=a=lots", "currency=toolong", "provider=zz"):
-            assert any(param in a for a in alerts), (param, alerts)
-        _shot(other, "pricing_bad_link_dark")
-        _no_traceback(other)
+    # Malformed values: a message each, the defaults shown, no traceback.
+    other.goto(app_url + "/pricing?downloads=abc&growth=x&sizes=a%3Dlots&currency=toolong&provider=zz")
+    _metrics(other)
+    alerts = other.locator("[data-testid=stAlertContentError]").all_inner_texts()
+    for param in ("downloads=abc", "growth=x", "sizes=a=lots", "currency=toolong", "provider=zz"):
+        assert any(param in a for a in alerts), (param, alerts)
+    _shot(other, "pricing_bad_link_dark")
+    _no_traceback(other)
 
-        # Users can switch theme themselves (the config does not force one): the menu offers Dark.
-        def background() -> str:
-            return pg.evaluate("getComputedStyle(document.querySelector('[data-testid=stApp]')).backgroundColor")
+    # Users can switch theme themselves (the config does not force one): the menu offers Dark.
+    def background() -> str:
+        return pg.evaluate("getComputedStyle(document.querySelector('[data-testid=stApp]')).backgroundColor")
 
-        light = background()
-        pg.locator("[data-testid=stMainMenu]").click()
-        pg.locator("[data-testid=stMainMenuItem-theme-Dark]").click()
-        pg.wait_for_function(f"getComputedStyle(document.querySelector('[data-testid=stApp]')).backgroundColor !== '{light}'",
-                             timeout=30_000)  # fmt: skip
-        rgb = [int(v) for v in background().removeprefix("rgb(").removesuffix(")").split(",")[:3]]
-        assert sum(rgb) < 3 * 80, rgb  # dark
-        pg.keyboard.press("Escape")
-        _shot(pg, "pricing_switched_to_dark")
+    light = background()
+    pg.locator("[data-testid=stMainMenu]").click()
+    pg.locator("[data-testid=stMainMenuItem-theme-Dark]").click()
+    pg.wait_for_function(f"getComputedStyle(document.querySelector('[data-testid=stApp]')).backgroundColor !== '{light}'",
+                         timeout=30_000)  # fmt: skip
+    rgb = [int(v) for v in background().removeprefix("rgb(").removesuffix(")").split(",")[:3]]
+    assert sum(rgb) < 3 * 80, rgb  # dark
+    pg.keyboard.press("Escape")
+    _shot(pg, "pricing_switched_to_dark")
 
-        # Back leaves Pricing in one press (to the Shrink page it was opened from).
-        pg.go_back(wait_until="commit")
-        pg.wait_for_selector("text=Shrink and measure", timeout=30_000)
-        assert _on_page(pg, "/shrink"), pg.url
-        assert "Cost per variant" not in pg.inner_text("body")
-        browser.close()
-        assert not errors, errors
+    # Back leaves Pricing in one press (to the Shrink page it was opened from).
+    pg.go_back(wait_until="commit")
+    pg.wait_for_selector("text=Shrink and measure", timeout=30_000)
+    assert _on_page(pg, "/shrink"), pg.url
+    assert "Cost per variant" not in pg.inner_text("body")
+    assert not pages.errors, pages.errors

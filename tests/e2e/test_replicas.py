@@ -15,7 +15,7 @@ import urllib.request
 import pytest
 from rqserver import MISSING, REDIS_SERVER, free_port, start_redis, start_worker, stop
 
-from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS, ROOT, SHOTS, _no_traceback, _require_browser
+from tests.e2e.test_browser import ROOT, SHOTS, _no_traceback
 from tests.e2e.test_runs import _cards, _wait_results, start_small_run
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=MISSING)
@@ -42,9 +42,9 @@ def _start_app(env: dict[str, str], log) -> tuple[subprocess.Popen, str]:
 
 
 @pytest.fixture(scope="module")
-def replicas(tmp_path_factory):
-    """Redis, one worker and two app replicas sharing SHRINKRAY_QUEUE and SHRINKRAY_RUNS_DIR."""
-    _require_browser()
+def replicas(chromium, tmp_path_factory):
+    """Redis, one worker and two app replicas sharing SHRINKRAY_QUEUE and SHRINKRAY_RUNS_DIR (after ``chromium``:
+    without a browser nothing is started)."""
     folder = tmp_path_factory.mktemp("replicas")
     redis_server, redis_url = start_redis(folder)
     env = {**os.environ, "SHRINKRAY_QUEUE": redis_url, "SHRINKRAY_QUEUE_NAME": "e2e",
@@ -65,35 +65,26 @@ def replicas(tmp_path_factory):
         stop(redis_server)
 
 
-def test_a_run_started_on_one_replica_opens_on_the_other(replicas):
-    from playwright.sync_api import sync_playwright
-
+def test_a_run_started_on_one_replica_opens_on_the_other(replicas, pages):
     first_url, second_url = replicas
     SHOTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_context(viewport={"width": 1440, "height": 2000}).new_page()
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        start_small_run(page, first_url)
-        page.wait_for_function("new URLSearchParams(location.search).get('run')", timeout=30_000)
-        run_id = re.search(r"[?&]run=([A-Za-z0-9_-]+)", page.url).group(1)
+    page = pages.open()
+    start_small_run(page, first_url)
+    page.wait_for_function("new URLSearchParams(location.search).get('run')", timeout=30_000)
+    run_id = re.search(r"[?&]run=([A-Za-z0-9_-]+)", page.url).group(1)
 
-        # the other replica, a fresh browser: it follows the run (maybe still running) and shows its results
-        other = browser.new_context(viewport={"width": 1440, "height": 2000}).new_page()
-        other.on("pageerror", lambda exc: errors.append(str(exc)))
-        other.goto(f"{second_url}/shrink?run={run_id}")
-        _wait_results(other)
-        _wait_results(page)
-        metrics = page.locator("[data-testid='stMetricValue']").count()
-        _wait_results(other, metrics)
-        first = _cards(page)
-        assert "weights-int8" in first and "float16" in first, first
-        assert _cards(other) == first
-        assert "cnn" in other.locator("[data-testid='stSidebar']").inner_text()
-        page.screenshot(path=str(SHOTS / "replicas_1_started_here.png"))
-        other.screenshot(path=str(SHOTS / "replicas_2_opened_there.png"))
-        _no_traceback(page)
-        _no_traceback(other)
-        browser.close()
-    assert not errors, errors
+    # the other replica, a fresh browser: it follows the run (maybe still running) and shows its results
+    other = pages.open(f"{second_url}/shrink?run={run_id}", ready=None)
+    _wait_results(other)
+    _wait_results(page)
+    metrics = page.locator("[data-testid='stMetricValue']").count()
+    _wait_results(other, metrics)
+    first = _cards(page)
+    assert "weights-int8" in first and "float16" in first, first
+    assert _cards(other) == first
+    assert "cnn" in other.locator("[data-testid='stSidebar']").inner_text()
+    page.screenshot(path=str(SHOTS / "replicas_1_started_here.png"))
+    other.screenshot(path=str(SHOTS / "replicas_2_opened_there.png"))
+    _no_traceback(page)
+    _no_traceback(other)
+    assert not pages.errors, pages.errors

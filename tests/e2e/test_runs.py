@@ -7,7 +7,7 @@ import re
 
 import shrinkray
 from shrinkray.validate import validate
-from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS, ROOT, SHOTS, _no_traceback, app_url  # noqa: F401
+from tests.e2e.test_browser import ROOT, SHOTS, _no_traceback, app_url  # noqa: F401
 
 SAMPLE = ROOT / "sample_models" / "cnn.onnx"
 
@@ -57,82 +57,72 @@ def start_small_run(page, url: str) -> None:
     page.get_by_role("button", name="Shrink and measure").click()
 
 
-def test_a_run_is_kept_and_reopens_from_its_address(app_url, tmp_path):  # noqa: F811
-    from playwright.sync_api import sync_playwright
-
+def test_a_run_is_kept_and_reopens_from_its_address(app_url, pages, tmp_path):  # noqa: F811
     SHOTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1440, "height": 2000}, accept_downloads=True)
-        page = context.new_page()
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        start_small_run(page, app_url)
-        page.wait_for_function("new URLSearchParams(location.search).get('run')", timeout=30_000)
-        run_id = re.search(r"[?&]run=([A-Za-z0-9_-]+)", page.url).group(1)
-        assert len(run_id) == 22
-        page.reload()  # mid-run (or just after): the run goes on, and the page finds it again by its address
-        page.wait_for_selector("text=Shrink and measure", timeout=60_000)
-        assert f"run={run_id}" in page.url
-        _wait_results(page)
-        first = _cards(page)
-        assert "weights-int8" in first and "float16" in first, first
-        metrics = page.locator("[data-testid='stMetricValue']").count()
-        page.screenshot(path=str(SHOTS / "runs_1_done.png"))
-        _no_traceback(page)
+    page = pages.open(accept_downloads=True)
+    start_small_run(page, app_url)
+    page.wait_for_function("new URLSearchParams(location.search).get('run')", timeout=30_000)
+    run_id = re.search(r"[?&]run=([A-Za-z0-9_-]+)", page.url).group(1)
+    assert len(run_id) == 22
+    page.reload()  # mid-run (or just after): the run goes on, and the page finds it again by its address
+    page.wait_for_selector("text=Shrink and measure", timeout=60_000)
+    assert f"run={run_id}" in page.url
+    _wait_results(page)
+    first = _cards(page)
+    assert "weights-int8" in first and "float16" in first, first
+    metrics = page.locator("[data-testid='stMetricValue']").count()
+    page.screenshot(path=str(SHOTS / "runs_1_done.png"))
+    _no_traceback(page)
 
-        # Settings survive a page change (two methods, latency off)
-        page.get_by_role("link", name="Compare").click()
-        page.wait_for_selector("text=Inputs used for parity", timeout=60_000)
-        page.wait_for_function("new URLSearchParams(location.search).get('run')", timeout=30_000)
-        assert f"run={run_id}" in page.url
-        page.get_by_role("link", name="Shrink").click()
-        page.wait_for_selector("text=Shrink and measure", timeout=30_000)
-        page.wait_for_function("new URLSearchParams(location.search).get('run')", timeout=30_000)
-        assert f"run={run_id}" in page.url
-        assert page.get_by_role("button", name="Remove Dynamic INT8 (ONNX Runtime)").count() == 0
-        assert page.get_by_role("button", name="Remove Weights-only 8-bit").count() == 1
-        assert page.get_by_role("button", name="Remove float16 weights").count() == 1
-        _open_measurement_settings(page)
-        latency = page.locator("label", has_text="Measure latency").locator("input")
-        assert not latency.is_checked()
-        _wait_results(page, metrics)
-        assert _cards(page) == first  # and the results are still there
-        page.screenshot(path=str(SHOTS / "runs_2_settings_kept.png"))
+    # Settings survive a page change (two methods, latency off)
+    page.get_by_role("link", name="Compare").click()
+    page.wait_for_selector("text=Inputs used for parity", timeout=60_000)
+    page.wait_for_function("new URLSearchParams(location.search).get('run')", timeout=30_000)
+    assert f"run={run_id}" in page.url
+    page.get_by_role("link", name="Shrink").click()
+    page.wait_for_selector("text=Shrink and measure", timeout=30_000)
+    page.wait_for_function("new URLSearchParams(location.search).get('run')", timeout=30_000)
+    assert f"run={run_id}" in page.url
+    assert page.get_by_role("button", name="Remove Dynamic INT8 (ONNX Runtime)").count() == 0
+    assert page.get_by_role("button", name="Remove Weights-only 8-bit").count() == 1
+    assert page.get_by_role("button", name="Remove float16 weights").count() == 1
+    _open_measurement_settings(page)
+    latency = page.locator("label", has_text="Measure latency").locator("input")
+    assert not latency.is_checked()
+    _wait_results(page, metrics)
+    assert _cards(page) == first  # and the results are still there
+    page.screenshot(path=str(SHOTS / "runs_2_settings_kept.png"))
 
-        # Reload: the same run, the same cards
-        page.reload()
-        _wait_results(page, metrics)
-        assert _cards(page) == first
-        assert f"run={run_id}" in page.url
-        page.screenshot(path=str(SHOTS / "runs_3_reloaded.png"))
-        page.go_back()  # one press leaves the page: the run id replaced the address, it added no entry
-        page.wait_for_selector("text=Inputs used for parity", timeout=60_000)
-        assert "/compare" in page.url
+    # Reload: the same run, the same cards
+    page.reload()
+    _wait_results(page, metrics)
+    assert _cards(page) == first
+    assert f"run={run_id}" in page.url
+    page.screenshot(path=str(SHOTS / "runs_3_reloaded.png"))
+    page.go_back()  # one press leaves the page: the run id replaced the address, it added no entry
+    page.wait_for_selector("text=Inputs used for parity", timeout=60_000)
+    assert "/compare" in page.url
 
-        # A fresh browser context (a colleague): the same cards, and the download works
-        other = browser.new_context(viewport={"width": 1440, "height": 2000}, accept_downloads=True)
-        fresh = other.new_page()
-        fresh.goto(f"{app_url}/shrink?run={run_id}")
-        _wait_results(fresh, metrics)
-        assert _cards(fresh) == first
-        assert "cnn" in fresh.locator("[data-testid='stSidebar']").inner_text()
-        with fresh.expect_download() as info:
-            fresh.get_by_role("button", name="Download cnn.weights-int8.onnx").click()
-        target = tmp_path / "from_link.onnx"
-        info.value.save_as(str(target))
-        validate(shrinkray.load(target).model)
-        assert target.stat().st_size < 0.35 * SAMPLE.stat().st_size
-        fresh.screenshot(path=str(SHOTS / "runs_4_fresh_context.png"))
-        _no_traceback(fresh)
+    # A fresh browser context (a colleague): the same cards, and the download works
+    fresh = pages.open(f"{app_url}/shrink?run={run_id}", accept_downloads=True, ready=None)
+    _wait_results(fresh, metrics)
+    assert _cards(fresh) == first
+    assert "cnn" in fresh.locator("[data-testid='stSidebar']").inner_text()
+    with fresh.expect_download() as info:
+        fresh.get_by_role("button", name="Download cnn.weights-int8.onnx").click()
+    target = tmp_path / "from_link.onnx"
+    info.value.save_as(str(target))
+    validate(shrinkray.load(target).model)
+    assert target.stat().st_size < 0.35 * SAMPLE.stat().st_size
+    fresh.screenshot(path=str(SHOTS / "runs_4_fresh_context.png"))
+    _no_traceback(fresh)
 
-        # Bad links: a malformed id and an unknown one each get a message, never a traceback
-        fresh.goto(f"{app_url}/shrink?run=not-a-run")
-        fresh.wait_for_selector("text=This run link cannot be opened", timeout=60_000)
-        assert "not valid" in fresh.inner_text("body")
-        fresh.screenshot(path=str(SHOTS / "runs_5_bad_link.png"))
-        fresh.goto(f"{app_url}/shrink?run={'A' * 22}")
-        fresh.wait_for_selector("text=No run with this id is kept here", timeout=60_000)
-        _no_traceback(fresh)
-        browser.close()
-        assert not errors, errors
+    # Bad links: a malformed id and an unknown one each get a message, never a traceback
+    fresh.goto(f"{app_url}/shrink?run=not-a-run")
+    fresh.wait_for_selector("text=This run link cannot be opened", timeout=60_000)
+    assert "not valid" in fresh.inner_text("body")
+    fresh.screenshot(path=str(SHOTS / "runs_5_bad_link.png"))
+    fresh.goto(f"{app_url}/shrink?run={'A' * 22}")
+    fresh.wait_for_selector("text=No run with this id is kept here", timeout=60_000)
+    _no_traceback(fresh)
+    assert not pages.errors, pages.errors

@@ -326,6 +326,25 @@ def calibrate(data: list[dict]) -> None:
         print(f"{tau:.3f}  | " + "   ".join(cells))
 
 
+def summary(rows: list[dict]) -> None:
+    """Markdown table of a saved agreement file: one line per sample."""
+    print("| sample | load | our repeats inside each other | fixed-50 inside ours | agree (combined) | too noisy to call |")
+    print("|---|---|---|---|---|---|")
+    by: dict[str, list[dict]] = {}
+    for r in rows:
+        by.setdefault(r["sample"], []).append(r)
+    total = [0, 0, 0, 0, 0, 0, 0]
+    for sample, rs in by.items():
+        loads = [x for r in rs[:1] for pair in r["loads"] for x in pair]
+        cells = (sum(r["repeats_inside"] for r in rs), sum(r["repeats_pairs"] for r in rs),
+                 sum(sum(r["fixed_inside"]) for r in rs), sum(sum(r["agree"]) for r in rs),
+                 sum(len(r["agree"]) for r in rs), sum(not x for r in rs for x in r["settled"]))  # fmt: skip
+        total = [a + b for a, b in zip(total, (*cells, 0), strict=True)]
+        print(f"| {sample} | {min(loads):.1f}-{max(loads):.1f} | {cells[0]}/{cells[1]} | {cells[2]}/{cells[4]} | "
+              f"{cells[3]}/{cells[4]} | {cells[5]}/{cells[4]} |")
+    print(f"| **all** | | {total[0]}/{total[1]} | {total[2]}/{total[4]} | {total[3]}/{total[4]} | {total[5]}/{total[4]} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", default=SAMPLES)
@@ -335,9 +354,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=0.7, help="setups: seconds per pair and setup")
     parser.add_argument("--reps", type=int, default=2, help="setups: fresh sessions this many times")
     parser.add_argument("--report", help="setups: print the table of a saved latency_setups.json")
+    parser.add_argument("--summary", help="agreement: markdown table of a saved latency_agreement_third.json")
     parser.add_argument("--calibrate", help="setups: repeats inside the intervals, by run-to-run term, of a saved file")
     args = parser.parse_args(argv)
     samples = [s for s in args.samples.split(",") if s]
+    if args.summary:
+        summary(json.loads(Path(args.summary).read_text()))
+        return 0
     if args.calibrate:
         calibrate(json.loads(Path(args.calibrate).read_text()))
         return 0

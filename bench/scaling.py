@@ -186,13 +186,14 @@ def linear_fit(rows: list[dict], step: str) -> str:
     sxx = sum((x - mx) ** 2 for x, _ in pts)
     b = sum((x - mx) * (y - my) for x, y in pts) / sxx if sxx else 0.0
     a = my - b * mx
-    per_gb = ", ".join(f"{x:g} MB: {y:g} s ({(y - a) / x * 1000:.1f} s/GB above the fixed {a:.1f} s)" for x, y in pts)
-    return f"{step}: wall ~ {a:.1f} s + {b * 1000:.1f} s per GB ({per_gb})"
+    points = ", ".join(f"{x:g} MB: {y:g} s (fit {a + b * x:.1f} s)" for x, y in pts)
+    return f"{step}: wall ~ {a:.1f} s + {b * 1000:.1f} s per GB; {points}"
 
 
 def svg_plot(rows: list[dict], path: Path) -> None:
     """Log-log plot, no plotting library: wall time (left) and worker peak memory (right) against file size."""
-    width, height, pad = 900, 380, 60
+    width, height, pad = 900, 440, 60
+    bottom = height - 100  # the plots' lower edge: tick labels, axis title and legend below
     panels = [("wall time (s)", "wall_s"), ("peak memory of the worker (MB)", "single_peak_mb")]
     steps = sorted({series(r) for r in rows})
     colours = ["#6d28d9", "#0891b2", "#d97706", "#16a34a", "#dc2626"]
@@ -211,16 +212,16 @@ def svg_plot(rows: list[dict], path: Path) -> None:
             return left + (math.log10(v) - x0) / (x1 - x0) * pw
 
         def py(v: float, y0: float = y0, y1: float = y1) -> float:
-            return height - pad - (math.log10(v) - y0) / (y1 - y0) * (height - 2 * pad)
+            return bottom - (math.log10(v) - y0) / (y1 - y0) * (bottom - pad)
 
-        parts.append(f'<rect x="{left}" y="{pad}" width="{pw}" height="{height - 2 * pad}" fill="none" stroke="#999"/>')
+        parts.append(f'<rect x="{left}" y="{pad}" width="{pw}" height="{bottom - pad}" fill="none" stroke="#999"/>')
         parts.append(f'<text x="{left + pw / 2}" y="{pad - 20}" text-anchor="middle" font-weight="bold">{title}</text>')
-        parts.append(f'<text x="{left + pw / 2}" y="{height - 15}" text-anchor="middle">model size (MB, log)</text>')
+        parts.append(f'<text x="{left + pw / 2}" y="{bottom + 32}" text-anchor="middle">model size (MB, log)</text>')
         for dec in range(math.floor(x0), math.ceil(x1) + 1):
             v = 10**dec
             if x0 <= dec <= x1:
-                parts.append(f'<line x1="{px(v)}" x2="{px(v)}" y1="{pad}" y2="{height - pad}" stroke="#eee"/>'
-                             f'<text x="{px(v)}" y="{height - pad + 15}" text-anchor="middle">{v:g}</text>')  # fmt: skip
+                parts.append(f'<line x1="{px(v)}" x2="{px(v)}" y1="{pad}" y2="{bottom}" stroke="#eee"/>'
+                             f'<text x="{px(v)}" y="{bottom + 15}" text-anchor="middle">{v:g}</text>')  # fmt: skip
         for dec in range(math.floor(y0), math.ceil(y1) + 1):
             v = 10**dec
             if y0 <= dec <= y1:
@@ -235,14 +236,15 @@ def svg_plot(rows: list[dict], path: Path) -> None:
             for x, y in pts:
                 parts.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="4" fill="{colour}"/>'
                              f'<text x="{px(x) + 6:.1f}" y="{py(y) - 6:.1f}" fill="{colour}">{y:g}</text>')  # fmt: skip
-        if key == "single_peak_mb":  # the 1x-file line: memory equal to the model's size
-            parts.append(f'<line x1="{px(min(xs))}" y1="{py(max(min(xs), 10**y0))}" x2="{px(max(xs))}" '
-                         f'y2="{py(min(max(xs), 10**y1))}" stroke="#999" stroke-dasharray="4 4"/>'
-                         f'<text x="{px(max(xs)) - 4}" y="{py(min(max(xs), 10**y1)) + 14}" text-anchor="end" '
-                         f'fill="#777">1x model size</text>')  # fmt: skip
+        if key == "single_peak_mb":  # the 1x-file line: memory equal to the model's size (MB = MB)
+            lo, hi = max(min(xs), 10**y0), min(max(xs), 10**y1)
+            parts.append(f'<line x1="{px(lo):.1f}" y1="{py(lo):.1f}" x2="{px(hi):.1f}" y2="{py(hi):.1f}" '
+                         f'stroke="#999" stroke-dasharray="4 4"/><text x="{px(hi) - 4:.1f}" y="{py(hi) + 14:.1f}" '
+                         f'text-anchor="end" fill="#777">1x model size</text>')  # fmt: skip
     for i, step in enumerate(steps):
-        parts.append(f'<rect x="{pad + 10}" y="{pad + 8 + i * 16}" width="10" height="10" fill="{colours[i % 5]}"/>'
-                     f'<text x="{pad + 25}" y="{pad + 17 + i * 16}">{step}</text>')  # fmt: skip
+        lx, ly = pad + (i % 3) * 270, bottom + 50 + (i // 3) * 16
+        parts.append(f'<rect x="{lx}" y="{ly}" width="10" height="10" fill="{colours[i % 5]}"/>'
+                     f'<text x="{lx + 15}" y="{ly + 9}">{step}</text>')  # fmt: skip
     parts.append("</svg>")
     path.write_text("\n".join(parts))
 

@@ -168,6 +168,18 @@ class DataFileWriter:
         self._point(tensor, offset, len(data))
         return True
 
+    def spilled(self, tensor: onnx.TensorProto) -> onnx.TensorProto:
+        """A new tensor pointing at ``tensor``'s bytes, appended to the file (for tensors the method just
+        made: name, type, dims and raw bytes only). A new message, because clearing ``raw_data`` in place
+        does not give its memory back: protobuf keeps it in the message's arena until the message goes."""
+        data = tensor.raw_data
+        light = onnx.TensorProto(name=tensor.name, data_type=tensor.data_type, dims=tensor.dims)
+        offset = self._start(len(data))
+        self._fh.write(data)
+        self.size += len(data)
+        self._point(light, offset, len(data))
+        return light
+
     def copy(self, tensor: onnx.TensorProto, base_dir: Path) -> None:
         """Copy an external tensor of the input, chunk by chunk, and point it at the copy."""
         length = external_place(tensor, base_dir).length
@@ -207,8 +219,10 @@ class SpillingEditor(GraphEditor):
     def replace(self, ref, stored, build):  # noqa: ANN001 - GraphEditor.replace's signature
         names = super().replace(ref, stored, build)
         if ref.kind == "initializer":
-            for tensor in self._new_inits[ref.scope][-len(names) :]:
-                self.writer.spill(tensor)
+            made = self._new_inits[ref.scope]
+            for k in range(len(made) - len(names), len(made)):
+                if sys.getsizeof(made[k].raw_data) >= SIZE_THRESHOLD:
+                    made[k] = self.writer.spilled(made[k])
         return names
 
 

@@ -228,13 +228,13 @@ def test_compare_passes_its_inputs_to_weights_int4_too(tmp_path, monkeypatch):
 
     path, x = _user_inputs(tmp_path, fill=0.5)
     seen = []
-    real = activations.input_channel_power
+    real = activations.calibrate
 
-    def spy(model, refs, context=None):
+    def spy(model, refs, context=None, **kwargs):
         seen.append((context, [dict(sample) for sample in context.inputs.samples]))  # compare empties them later
-        return real(model, refs, context)
+        return real(model, refs, context, **kwargs)
 
-    monkeypatch.setattr(activations, "input_channel_power", spy)
+    monkeypatch.setattr(activations, "calibrate", spy)
     compare(only_insensitive(), CompareSettings(methods=[("weights-int4", {})], latency=False, inputs_path=str(path)))
     ((context, samples),) = seen
     assert context.settings.inputs_path == str(path)

@@ -25,8 +25,9 @@ defaults), so the result passes where it is shown.
    session on the full judging inputs (one inference); only a mix that passes
    there is built by the methods (4-bit, then 8-bit, then float16 tensors, each
    by name, validated once) and judged again as a whole model. A failing mix
-   halves the target and the assignment is redone; after a pass, two bisection
-   steps between the failing and the passing target look for a smaller mix.
+   halves the target and the assignment is redone; when the first one passes,
+   the target doubles until a mix fails; then two bisection steps between the
+   failing and the passing target look for a smaller mix.
    Uniform 8-bit and float16 are tried too when predicted smaller than the mix
    found, so the result is never larger than a single method that passes. All
    within ``budget`` seconds; without a passing mix it falls back to all 8-bit.
@@ -305,6 +306,8 @@ def _build(model: onnx.ModelProto, choices: list[Choice], options: AutoOptions, 
 BUILD_OPTIONS: dict[str, dict[str, Any]] = {"int4": {"activation_aware": False, "gptq": "off"}}
 #: Verification builds between the last failing and the first passing target (each a whole build + run).
 BISECT_STEPS = 2
+#: Doublings of the target tried after the first assignment passed (stops at the first that fails).
+RAISE_STEPS = 3
 #: A bisection step whose mix is predicted to save less than this share of the best mix's bytes is not
 #: tried: below what a build and a verification are worth.
 MIN_SAVING = 0.005
@@ -404,9 +407,20 @@ def apply(model: onnx.ModelProto, options: AutoOptions, context: RunContext | No
             if not attempt(f"target {target:.3g}"):
                 failed = target
                 target /= 2
+        passed = target
+        # The first assignment passed: the predictions were conservative (one sample, predicted higher
+        # precisions), and a larger budget may pass too. A mix that fails costs one inference (judged
+        # before building), so doubling until one fails is cheap.
+        for _ in range(RAISE_STEPS if best is not None and failed is None else 0):
+            assign(choices, passed * 2)
+            if time.monotonic() >= deadline or _predicted_bytes(choices) >= best[0] * (1 - MIN_SAVING):
+                break
+            if not attempt(f"target {passed * 2:.3g}"):
+                failed = passed * 2
+                break
+            passed *= 2
         # Halving overshoots: between the last target that failed and the one that passed, a larger
         # target may still pass with a smaller mix (two geometric bisection steps, time permitting).
-        passed = target
         for _ in range(BISECT_STEPS if best is not None and failed is not None else 0):
             middle = math.sqrt(passed * failed)
             assign(choices, middle)

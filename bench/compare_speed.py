@@ -16,6 +16,7 @@ comes from ``--timings`` (also in the JSON report). Results: bench/out/compare_s
     python bench/compare_speed.py --before /tmp/old-tree   # also time another checkout (same run, alternating)
     python bench/compare_speed.py --agreement     # pairwise adaptive latency vs the old fixed 50-run ratios
     python bench/compare_speed.py --session-memory   # what each variant's ONNX Runtime session holds
+    python bench/compare_speed.py --trace         # in-process: peak resident memory per compare step
 
 ``--before PATH`` runs the same command with ``PYTHONPATH=PATH`` (a checkout of an older commit, e.g.
 ``git archive <commit> | tar -x -C PATH``) right before each run of this tree, so before/after share the
@@ -201,9 +202,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--patience", type=float, default=300.0, help="seconds to wait for load < 2.5 before each run")
     ap.add_argument("--agreement", action="store_true", help="latency agreement with the fixed 50-run ratios")
     ap.add_argument("--session-memory", action="store_true", help="memory each variant's ONNX Runtime session adds")
+    ap.add_argument("--trace", action="store_true", help="peak memory per step of compare, in this process")
     ap.add_argument("--samples", default="mlp,cnn,transformer,rnn,shared_weight,cnn3mb")
     args = ap.parse_args(argv)
     PATIENCE[0] = args.patience
+    if args.trace:
+        return trace(bench_run.generated_model())
     if args.session_memory:
         return session_memory(bench_run.generated_model())
     if args.agreement:
@@ -239,9 +243,16 @@ threading.Thread(target=sample, daemon=True).start()
 time.sleep(0.05)
 base = rss()
 opts = ort.SessionOptions(); opts.intra_op_num_threads = 1; opts.inter_op_num_threads = 1
+level = sys.argv[2]
+if level == "none":
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
 session = ort.InferenceSession(sys.argv[1], opts, providers=["CPUExecutionProvider"])
 time.sleep(0.05)
-print(rss() - base, peak[0] - base)
+held = rss() - base
+import ctypes
+ctypes.CDLL("libc.so.6").malloc_trim(0)  # what compare does after every open (shrinkray.memory)
+time.sleep(0.05)
+print(held, rss() - base, peak[0] - base)
 """
 
 
@@ -267,12 +278,67 @@ def session_memory(model: Path) -> int:
             files[spec.name] = Path(tmp) / f"{spec.name}.onnx"
             files[spec.name].write_bytes(variant.model.SerializeToString())
             del variant
-        print(f"{model.name}: {size / 1e6:.1f} MB; session memory (optimized, 1 thread), held / peak while opening")
+        print(f"{model.name}: {size / 1e6:.1f} MB; session memory (1 thread): held after opening, held after "
+              "malloc_trim, peak while opening; optimized (what latency and parity open) and not")
         for key, path in files.items():
-            done = subprocess.run([sys.executable, "-c", SESSION_PROBE, str(path)], capture_output=True, text=True)
-            held, peak = (int(x) for x in done.stdout.split())
-            print(f"  {key:14s} file {path.stat().st_size / 1e6:6.1f} MB  session +{held / 1e6:6.0f} MB "
-                  f"({held / size:.2f}x the original file), peak +{peak / 1e6:6.0f} MB", flush=True)
+            cells = []
+            for level in ("all", "none"):
+                done = subprocess.run([sys.executable, "-c", SESSION_PROBE, str(path), level], capture_output=True,
+                                      text=True)  # fmt: skip
+                held, trimmed, peak = (int(x) / 1e6 for x in done.stdout.split())
+                cells.append(f"{level:4s} +{held:5.0f} / +{trimmed:5.0f} / peak +{peak:5.0f} MB")
+            print(f"  {key:14s} file {path.stat().st_size / 1e6:6.1f} MB  " + " | ".join(cells), flush=True)
+    return 0
+
+
+def trace(model: Path) -> int:
+    """compare_job (what the CLI worker runs, default methods) in this process, resident memory sampled
+    every 5 ms: the peak of each progress step and of each ONNX Runtime session opening inside it."""
+    import tempfile
+
+    from shrinkray import compare as compare_module
+    from shrinkray.jobs import compare_job
+    from shrinkray.results import CompareSettings
+
+    def rss() -> int:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        return 0
+
+    state: dict = {"step": "loading the model", "peaks": {}}
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            step = state["step"]
+            state["peaks"][step] = max(state["peaks"].get(step, 0), rss())
+            time.sleep(0.005)
+
+    real_open = compare_module._open_file_session
+
+    def opening(files, threads):
+        step = state["step"]
+        state["step"] = f"{step} / opening {Path(files[0]).name}"
+        try:
+            return real_open(files, threads)
+        finally:
+            state["step"] = step
+
+    compare_module._open_file_session = opening
+    threading.Thread(target=sample, daemon=True).start()
+    size = model.stat().st_size
+    print(f"imports: {rss() / 1e6:.0f} MB; load average {os.getloadavg()[0]:.2f}", flush=True)
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        result = compare_job(model, CompareSettings(), None, False, tmp,
+                             progress=lambda step, _f: state.update(step=step))  # fmt: skip
+    done.set()
+    print(f"wall {time.perf_counter() - start:.1f} s; phases " + ", ".join(f"{k} {v:.1f} s" for k, v in result.timings.items()))
+    for step, peak in state["peaks"].items():
+        print(f"  {peak / 1e6:6.0f} MB ({peak / size:5.2f}x)  {step}")
+    top = max(state["peaks"].values())
+    print(f"peak {top / 1e6:.0f} MB ({top / size:.2f}x the file); load average {os.getloadavg()[0]:.2f}")
     return 0
 
 

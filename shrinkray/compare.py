@@ -14,7 +14,6 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -53,7 +52,7 @@ from shrinkray.methods import Variant, all_methods, get_method
 from shrinkray.methods.base import RunContext
 from shrinkray.results import ORIGINAL, CompareSettings, Comparison, Culprit, VariantResult
 from shrinkray.shrink import shrink
-from shrinkray.validate import explain_runtime_error, open_session
+from shrinkray.validate import explain_runtime_error, open_file_session, open_session
 
 Progress = Callable[[str, float], None]
 
@@ -380,6 +379,7 @@ class ComparePipeline:
             loaded = LoadedModel(model=loaded, name=loaded.graph.name or "model", file_bytes=loaded.ByteSize())
         self.loaded = loaded
         self.owns_model = owns_model
+        self._session = None  # the session _store opened on the variant it wrote
         self.say = progress or (lambda _step, _fraction: None)
         self.on_partial = on_partial
         self.source = loaded.model
@@ -390,6 +390,8 @@ class ComparePipeline:
         check_memory(tensor_payload_bytes(self.source), variants=1 if settings.variants_dir else len(self.requested))
         self.summary = inspect_model(loaded)
         self.keep_models = settings.variants_dir is None
+        # an owned model with variants written to files is dropped once its own file exists (the first step)
+        self.reload_source = owns_model and not self.keep_models
         self.original = VariantResult(key=ORIGINAL, method=None, options={}, model=self.source if self.keep_models else None)
         self.variants: list[VariantResult] = []
         self.taken = {ORIGINAL}
@@ -424,17 +426,13 @@ class ComparePipeline:
     def run(self) -> Comparison:
         """Every step in order; the finished comparison."""
         self.measure_original()
-        # A method that works in a child process (its thread waits) is built in the background while
-        # the others are built and measured; it is measured after them. Results keep the requested order.
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="shrink") as pool:
-            later: list[tuple[VariantResult, Future]] = []
-            for method, options in self.requested:
-                if get_method(method).runs_in_child_process:
-                    later.append((self._reserve(method, options), pool.submit(self._shrink, method, options)))
-                else:
-                    self.add_variant(method, options)
-            for result, future in later:
-                self._complete(result, future, time.perf_counter())
+        # One variant at a time, in the requested order. A method that works in a child process (dynamic-int8)
+        # was built in a background thread meanwhile, but its side of the worker holds the original about
+        # three times over (ONNX Runtime's pre-processed copy, the quantized model, the values before), and
+        # stacked on another variant's session opening it set the worker's peak (bench/results.md "Compare
+        # peak memory"); the child itself still runs beside the original's size measurement.
+        for method, options in self.requested:
+            self.add_variant(method, options)
         self.find_culprits()
         self.wait_for_sizes()
         self.measure_latency()
@@ -444,14 +442,21 @@ class ComparePipeline:
         """Inputs the original accepts and its outputs on them; its sizes start in the background."""
         lap = time.perf_counter()
         self.say("Running the original on its inputs", 0.02)
-        self.inputs = parity_inputs(self.source, self.settings)
+        # the file first: every session opens from a file, and an owned model is not held while they do
+        self.files[ORIGINAL] = _write_model(self.source, self._scratch / "original.onnx", atomic=False)
+        self.sizes.submit(ORIGINAL, self.files[ORIGINAL])
+        lap = _lap(self.timings, "sizes", lap)
+        if self.reload_source:
+            self.source = _skeleton(self.source)  # inputs and signature only; shrink reloads the file
+            self.loaded.model = None
+            release_free_memory()
+        session = _open_file_session(self.files[ORIGINAL], 1)
+        self.inputs = parity_inputs(self.source, self.settings, session)
+        del session
         self.input_note = self.inputs.note
         self.original.parity = _parity(self.inputs.reference, self.inputs.reference, self.inputs, self.settings)
         release_free_memory()  # the original's session and its temporaries, before the first variant
-        lap = _lap(self.timings, "parity", lap)
-        self.files[ORIGINAL] = _write_model(self.source, self._scratch / "original.onnx", atomic=False)
-        self.sizes.submit(ORIGINAL, self.files[ORIGINAL])
-        _lap(self.timings, "sizes", lap)
+        _lap(self.timings, "parity", lap)
         self._emit()
         self._flush()
 
@@ -471,19 +476,23 @@ class ComparePipeline:
         return result
 
     def _shrink(self, method: str, options: dict[str, Any]) -> Variant | ShrinkRayError:
+        """Build and check (onnx.checker); :meth:`_complete` opens its session from the written file."""
         try:
             # the run's verdict and inputs: a method that judges or calibrates (auto, weights-int4) does so
             # on exactly what its result is judged on here
-            return shrink(self.loaded, method, keep_session=True, context=RunContext(self.settings, self.inputs),
-                          **options)  # fmt: skip
+            context = RunContext(self.settings, self.inputs)
+            if self.reload_source:  # the method rewrites a fresh load of the original, not a copy of a held one
+                return shrink(self.full_source(), method, in_place=True, open_runtime=False, context=context,
+                              **options)  # fmt: skip
+            return shrink(self.loaded, method, open_runtime=False, context=context, **options)
         except OptionError:
             raise
         except ShrinkRayError as exc:
             return exc
 
-    def _complete(self, result: VariantResult, built: Variant | ShrinkRayError | Future, lap: float) -> VariantResult:
+    def _complete(self, result: VariantResult, built: Variant | ShrinkRayError, lap: float) -> VariantResult:
         """Store a built variant (or its error), then judge its parity in the session validation opened."""
-        variant = built.result() if isinstance(built, Future) else built
+        variant = built
         if isinstance(variant, ShrinkRayError):
             result.error = str(variant)
             _lap(self.timings, "shrink", lap)
@@ -492,7 +501,13 @@ class ComparePipeline:
         result.record = variant.summary()
         result.warnings = list(variant.warnings)
         result.notes = list(variant.notes)
-        self._store(result, variant.model)
+        model, variant.model = variant.model, None
+        if not self._store(result, model):  # written, then opened from the file (its validation session)
+            _lap(self.timings, "shrink", lap)
+            self._emit()
+            return result
+        variant.session, self._session = self._session, None
+        del model
         lap = _lap(self.timings, "shrink", lap)
         self._emit()  # its card shows what was rewritten while sizes and parity are measured
         self._flush()
@@ -505,7 +520,7 @@ class ComparePipeline:
         else:
             index = self.variants.index(result)
             self.say(f"Checking parity: {result.key}", 0.05 + 0.4 * (index + 0.5) / max(len(self.requested), 1))
-            _measure_parity(result, self.inputs, self.settings, variant.session, variant.model)
+            _measure_parity(result, self.inputs, self.settings, variant.session, result.model)
         variant.session = None
         variant.model = None
         del variant, built
@@ -527,7 +542,7 @@ class ComparePipeline:
                 changed = [c["name"] for c in sorted(result.record.get("changes", []),
                            key=lambda c: -(c.get("relative_rms_error") or 0))]  # fmt: skip
                 result.culprits = find_culprits(
-                    self.source, result.method, result.options, changed, self.inputs, settings,
+                    self.full_source(), result.method, result.options, changed, self.inputs, settings,
                     lambda step, f: self.say(step, 0.55 + 0.1 * f),
                 )  # fmt: skip
                 if len(result.culprits) < len(changed):
@@ -538,11 +553,11 @@ class ComparePipeline:
         if settings.auto:
             for result in list(self.variants):
                 if result.culprits:
-                    found = _auto_variant(self.source, result, self.inputs, settings, self.taken)
+                    found = _auto_variant(self.full_source(), result, self.inputs, settings, self.taken)
                     if found is not None:
                         auto, model = found
                         self.variants.append(auto)
-                        self._store(auto, model)
+                        self._store(auto, model, validated=True)
                         del model
         _lap(self.timings, "culprits", lap)
         self._flush()
@@ -578,18 +593,46 @@ class ComparePipeline:
 
     # ------------------------------------------------------------ helpers
 
-    def _store(self, result: VariantResult, model: onnx.ModelProto) -> None:
-        """Write a checked model (to ``variants_dir``: the user's copy), start its sizes, keep or drop it."""
+    def _store(self, result: VariantResult, model: onnx.ModelProto, *, validated: bool = False) -> bool:
+        """Write a checked model (to ``variants_dir``: the user's copy), open its session from the file
+        (``self._session``: its validation, where parity runs), start its sizes; keep or drop the model.
+        False (the result carries the error, the file is removed) when ONNX Runtime cannot open it.
+
+        The model is not held while its session opens (unless the caller keeps models): opening is the
+        costliest moment of a variant (constant folding), ``validated`` skips it (a session already proved it).
+        """
         if self.settings.variants_dir is not None:
             folder = Path(self.settings.variants_dir)
             folder.mkdir(parents=True, exist_ok=True)
             files = _write_model(model, folder / variant_file_name(self._stem, result.key), atomic=True)
-            result.file = str(files[0])
         else:
             files = _write_model(model, self._scratch / f"variant-{len(self.files)}.onnx", atomic=False)
+        method = result.method
+        result.model = model if self.keep_models else None
+        del model
+        if not validated:
+            release_free_memory()
+            try:
+                self._session = _open_file_session(files, 1)
+            except ShrinkRayError as exc:
+                for path in files:  # nothing of a variant that failed validation is kept
+                    path.unlink(missing_ok=True)
+                result.model = None
+                result.error = (f"The {method} result failed validation, so it was not kept: {exc.problem}. "
+                                "Try other options or another method, and report the model if it runs in ONNX "
+                                "Runtime before shrinking")  # fmt: skip
+                return False
+        if self.settings.variants_dir is not None:
+            result.file = str(files[0])
         self.files[result.key] = files
         self.sizes.submit(result.key, files)
-        result.model = model if self.keep_models else None
+        return True
+
+    def full_source(self) -> onnx.ModelProto | LoadedModel:
+        """The original with its weights: the loaded model, or a fresh load of its file once it was dropped."""
+        if not self.reload_source:
+            return self.loaded
+        return onnx.load(str(self.files[ORIGINAL][0]))
 
     def _flush(self) -> None:
         """Publish what became known: sizes as they land, each variant's parity as soon as it is judged (parity
@@ -665,16 +708,35 @@ def _lap(timings: dict[str, float], phase: str, since: float) -> float:
 
 
 def _open_file_session(files: list[Path], threads: int):
-    """A CPU session on a model file (external data beside it), and the milliseconds it took."""
-    import onnxruntime
+    """An optimized CPU session on a model file (external data beside it); what opening freed is trimmed."""
+    return open_file_session(files[0], optimized=True, threads=threads)
 
-    from shrinkray.validate import session_options
 
-    try:
-        return onnxruntime.InferenceSession(str(files[0]), session_options(True, threads),
-                                            providers=["CPUExecutionProvider"])  # fmt: skip
-    except Exception as exc:  # noqa: BLE001 - ORT raises several unrelated exception types
-        raise explain_runtime_error(exc) from None
+#: Initializers of at most this many bytes keep their values in :func:`_skeleton` (shapes, small constants).
+SKELETON_KEEP_BYTES = 1 << 16
+
+
+def _skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model without the values of its large initializers: what synthesizing inputs and reading the
+    signature need (names, types, shapes, small constants), without holding the weights."""
+    light = onnx.ModelProto(ir_version=model.ir_version, producer_name=model.producer_name)
+    light.opset_import.extend(model.opset_import)
+    light.metadata_props.extend(model.metadata_props)
+    light.functions.extend(model.functions)
+    graph = light.graph
+    graph.name = model.graph.name
+    graph.input.extend(model.graph.input)
+    graph.output.extend(model.graph.output)
+    graph.value_info.extend(model.graph.value_info)
+    graph.node.extend(model.graph.node)
+    for tensor in model.graph.initializer:
+        if tensor.ByteSize() <= SKELETON_KEEP_BYTES:
+            graph.initializer.append(tensor)
+        else:
+            empty = graph.initializer.add()
+            empty.name, empty.data_type = tensor.name, tensor.data_type
+            empty.dims.extend(tensor.dims)
+    return light
 
 
 def _latency_plan(source: onnx.ModelProto, settings: CompareSettings,

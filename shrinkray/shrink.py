@@ -22,6 +22,7 @@ def shrink(
     *,
     in_place: bool = False,
     keep_session: bool = False,
+    open_runtime: bool = True,
     context: RunContext | None = None,
     **options: Any,
 ) -> Variant:
@@ -33,8 +34,9 @@ def shrink(
     the method fails, or the result does not pass onnx.checker or open in
     ONNX Runtime. ``keep_session`` validates with the optimized session that
     measuring needs and leaves it in ``variant.session`` (opened once, used for
-    parity and culprits). ``context``: the run's verdict and inputs, for a method that judges or
-    calibrates on them (``MethodSpec.uses_context``; others ignore it); None: the defaults.
+    parity and culprits); ``open_runtime=False`` runs onnx.checker only, for a caller that opens the
+    session itself (compare, from the written file) and reports a failure to open as a failed validation.
+    ``context``: the run's verdict and inputs, for a method that judges or calibrates on them (``MethodSpec.uses_context``; others ignore it); None: the defaults.
     """
     spec = get_method(method)
     opts = spec.make_options(**options)
@@ -57,7 +59,7 @@ def shrink(
             "so check parity"
         )
     try:
-        variant.session = validate(variant.model, keep_session=keep_session)
+        variant.session = validate(variant.model, keep_session=keep_session, open_runtime=open_runtime)
     except ShrinkRayError as exc:
         raise type(exc)(
             f"The {spec.name} result failed validation, so it was not kept: {exc.problem}",

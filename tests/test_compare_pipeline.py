@@ -6,6 +6,7 @@ import itertools
 import pickle
 from pathlib import Path
 
+import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
@@ -166,15 +167,61 @@ def test_a_failing_method_is_published_with_its_error():
     assert [v.key for v in snapshots[-1].variants] == [v.key for v in result.variants]
 
 
-def test_a_child_process_method_is_built_in_the_background_and_keeps_its_place():
+def test_a_child_process_method_keeps_its_place():
     snapshots: list[Comparison] = []
-    settings = CompareSettings(methods=[("dynamic-int8", {}), ("float16", {})], latency=False, brotli_quality=5)
+    settings = CompareSettings(methods=[("float16", {}), ("dynamic-int8", {})], latency=False, brotli_quality=5)
     result = compare(shrinkray.load(sample_path("mlp")), settings, on_partial=snapshots.append)
-    assert [v.key for v in result.variants] == ["dynamic-int8", "float16"]
+    assert [v.key for v in result.variants] == ["float16", "dynamic-int8"]
     assert all(v.sizes is not None and v.parity is not None for v in result.variants)
-    # float16 was measured while dynamic-int8 was still being built (it waits in its place, empty)
-    assert any(s.get("float16").sizes is not None and s.get("dynamic-int8").sizes is None for s in snapshots
-               if len(s.variants) == 2)  # fmt: skip
+
+
+def test_an_owned_model_is_dropped_once_its_file_exists_and_each_variant_rewrites_a_fresh_load(tmp_path, monkeypatch):
+    """A worker's pipeline does not hold the original's weights while variants are built and opened: shrink
+    gets a fresh load of the original's file to rewrite in place (no copy beside a held original)."""
+    from shrinkray import compare as compare_module
+    from shrinkray.compare import ComparePipeline
+
+    calls = []
+    real = compare_module.shrink
+
+    def recording(source, method, **kwargs):
+        calls.append((type(source).__name__, kwargs.get("in_place"), kwargs.get("open_runtime")))
+        return real(source, method, **kwargs)
+
+    monkeypatch.setattr(compare_module, "shrink", recording)
+    settings = CompareSettings(methods=METHODS[:2], latency=False, brotli_quality=5, variants_dir=str(tmp_path))
+    with ComparePipeline(shrinkray.load(sample_path("mlp")), settings, owns_model=True) as pipeline:
+        pipeline.measure_original()
+        assert pipeline.loaded.model is None
+        big = [t for t in pipeline.source.graph.initializer if np.prod(t.dims) * 4 > 1 << 16]
+        assert big and not any(t.raw_data or t.float_data for t in big)  # names and shapes, no values
+        for method, options in METHODS[:2]:
+            pipeline.add_variant(method, options)
+        result = pipeline.result()
+    assert calls == [("ModelProto", True, False)] * 2  # a fresh load, rewritten in place, session opened from its file
+    assert all(v.ok and v.parity is not None and Path(v.file).exists() for v in result.variants)
+
+
+def test_a_variant_onnx_runtime_cannot_open_is_an_error_and_leaves_no_file(tmp_path, monkeypatch):
+    from shrinkray import compare as compare_module
+    from shrinkray.errors import RuntimeUnsupportedError
+
+    real = compare_module._open_file_session
+
+    def refusing(files, threads):
+        if "float16" in files[0].name:
+            raise RuntimeUnsupportedError("ONNX Runtime cannot open this model: no kernel", "Try another method")
+        return real(files, threads)
+
+    monkeypatch.setattr(compare_module, "_open_file_session", refusing)
+    result = compare(shrinkray.load(sample_path("mlp")),
+                     CompareSettings(methods=[("weights-int8", {}), ("float16", {})], latency=False,
+                                     brotli_quality=5, variants_dir=str(tmp_path)))  # fmt: skip
+    int8, f16 = result.variants
+    assert int8.ok and Path(int8.file).exists()
+    assert not f16.ok and "failed validation" in f16.error and "no kernel" in f16.error
+    assert f16.sizes is None and f16.file is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == [Path(int8.file).name]
 
 
 def test_no_private_folder_is_left_behind(tmp_path, monkeypatch):

@@ -217,6 +217,8 @@ class Runs:
         record = self.store.get(run_id)
         if job is not None and job.finished and record.live:
             record = self.store.get(run_id)  # the outcome was being written: read it again
+            if record.live and job.state != DONE:
+                record = _outcome_not_kept(record, job)
         return RunView(record, job)
 
     def cancel(self, run_id: str) -> bool:
@@ -244,6 +246,16 @@ class Runs:
         if record.status != DONE:
             raise RunNotFound("This run has not finished", "Wait for it, or start it again")
         return absolute_files(record.result, record.folder)
+
+
+def _outcome_not_kept(record: RunRecord, job: JobStatus) -> RunRecord:
+    """A run that ended but whose store could not record it (full, read-only): the queue's outcome, not 'running'
+    for ever."""
+    problem = job.problem or job.error or "The run stopped"
+    return dataclasses.replace(record, status=job.state, step=job.step, error=job.error, setting=job.setting,
+                               problem=f"{problem}; the server could not record it in its run folder",
+                               hint=job.hint or "Start the run again; if it repeats, the server's run folder is full "
+                                                "or not writable")  # fmt: skip
 
 
 def _cannot_keep(exc: BaseException) -> ShrinkRayError:

@@ -156,7 +156,7 @@ def to_json(c: Comparison, delivery: str = DELIVERY, pricing: _pricing.PricingCh
         data["cost"] = _pricing.cost_json(pricing, _pricing.comparison_costs(c, pricing))
     if getattr(c, "browser", None):
         runs = _browser_runs(c)
-        data["browser"] = {"runs": [run.as_dict() | {"median_ratio_vs_original": browser_ratio(runs, run.key)}
+        data["browser"] = {"runs": [run.as_dict() | {"median_ratio_vs_original": browser.median_ratio(runs, run.key)}
                                     for run in c.browser], "notes": browser.report_notes(c, c.browser)}  # fmt: skip
     return plain(data)
 
@@ -496,19 +496,10 @@ def _browser_runs(c: Comparison) -> dict[str, browser.BrowserRun]:
     return {run.key: run for run in (getattr(c, "browser", None) or [])}
 
 
-def browser_ratio(runs: dict[str, browser.BrowserRun], key: str) -> float | None:
-    """A variant's median in the browser over the original's in the same browser and page (None for the
-    original, or where either was not timed)."""
-    run, base = runs.get(key), runs.get(ORIGINAL)
-    if key == ORIGINAL or run is None or base is None or run.median_ms is None or not base.median_ms:
-        return None
-    return run.median_ms / base.median_ms
-
-
 def _browser_cells(runs: dict[str, browser.BrowserRun], key: str) -> dict[str, Any]:
     run = runs.get(key)
     return dict(zip(BROWSER_COLUMNS, (run.backend if run else None, run.median_ms if run else None,
-                                      browser_ratio(runs, key), run.passed if run else None), strict=True))  # fmt: skip
+                                      browser.median_ratio(runs, key), run.passed if run else None), strict=True))  # fmt: skip
 
 
 def _cell(value: Any) -> str:

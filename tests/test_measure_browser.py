@@ -248,3 +248,21 @@ def test_runs_whose_outputs_differ_in_shape_are_a_failure_not_a_crash():
     text = {"emb": one.reference["emb"], "label": np.array(["a"] * 4)}  # text where the server has numbers
     run = judge(one, _page_result("original", [text]))
     assert not run.ok and run.stage == "outputs" and "could not be read" in run.error
+
+
+def test_the_browser_table_gives_each_variants_median_over_the_originals(load_sample):
+    from shrinkray.compare import CompareSettings, compare
+    from shrinkray.measure.browser import median_ratio, prepare, report_table
+
+    model = load_sample("mlp")
+    settings = CompareSettings(methods=[("float16", {})], latency=False)
+    comparison = compare(model, settings)
+    inputs = prepare(model, settings)
+    results = [_page_result("original", [inputs.reference], medianMs=8.0, runs=5),
+               _page_result("float16", [inputs.reference], medianMs=6.0, runs=5)]  # fmt: skip
+    runs = judge_all(inputs, results, served_by="this app's server")
+    header, rows = report_table(comparison, runs)
+    column = header.index("vs original")
+    assert [row[column] for row in rows] == ["–", "0.75x"]
+    assert median_ratio({r.key: r for r in runs}, "float16") == 0.75
+    assert median_ratio({r.key: r for r in runs[1:]}, "float16") is None  # no original timed: no ratio

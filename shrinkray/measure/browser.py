@@ -327,11 +327,28 @@ def _ms(value: float | None) -> str:
     return DASH if value is None else (f"{value:,.0f} ms" if value >= 100 else f"{value:.1f} ms")
 
 
+def median_ratio(runs: dict[str, BrowserRun], key: str) -> float | None:
+    """A variant's median in the browser over the original's in the same browser and page (None for the
+    original, or where either was not timed)."""
+    from shrinkray.results import ORIGINAL  # results imports this module's BrowserRun
+
+    run, base = runs.get(key), runs.get(ORIGINAL)
+    if key == ORIGINAL or run is None or base is None or run.median_ms is None or not base.median_ms:
+        return None
+    return run.median_ms / base.median_ms
+
+
+def _ratio(value: float | None) -> str:
+    return DASH if value is None else f"{value:.2f}x"
+
+
 def report_table(comparison, runs: list[BrowserRun]) -> tuple[list[str], list[list[str]]]:
     """The browser runs as a table for the reports and the app: one row per model, the server beside it."""
-    header = ["model", "received", "download", "session", "first run", "median", "server median (1 thread)",
+    header = ["model", "received", "download", "session", "first run", "median", "vs original",
+              "server median (1 thread)",
               "parity in the browser", "parity on the server"]  # fmt: skip
     rows = []
+    by_key = {run.key: run for run in runs}
     for run in runs:
         try:
             server = comparison.get(run.key)
@@ -348,7 +365,7 @@ def report_table(comparison, runs: list[BrowserRun]) -> tuple[list[str], list[li
         rows.append([
             run.key, received, _ms(run.transfer_ms), _ms(run.session_ms), _ms(run.first_run_ms),
             f"{_ms(run.median_ms)} ({run.runs} runs)" if run.median_ms is not None else DASH,
-            _ms(stats.median_ms) if stats else DASH,
+            _ratio(median_ratio(by_key, run.key)), _ms(stats.median_ms) if stats else DASH,
             verdict, DASH if server.parity is None else ("passes" if server.parity.passed else "fails"),
         ])  # fmt: skip
     return header, rows

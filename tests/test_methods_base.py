@@ -122,3 +122,26 @@ def test_closing_early_leaves_no_worker_running(four_workers, counting_pool):
     assert not [t for t in threading.enumerate() if t.name.startswith("shrinkray-tensor")]
     assert counting_pool == list(range(5))  # nothing new was submitted after the first result
     assert sorted(finished) == list(range(5))  # the tasks in flight ran to the end, no more
+
+
+def test_only_a_method_whose_spec_asks_for_it_receives_the_runs_context():
+    import pickle
+
+    from shrinkray.results import CompareSettings
+
+    got = []
+    with_context = base.MethodSpec(
+        name="t-ctx", title="t", summary="t", options_type=base.TensorSelection,
+        apply=lambda model, options, context: got.append(context) or "made", candidates=lambda r, o: r,
+        uses_context=True,
+    )  # fmt: skip
+    without = dataclasses.replace(with_context, apply=lambda model, options: got.append("none") or "made",
+                                  uses_context=False)  # fmt: skip
+    mine = base.RunContext(CompareSettings(inputs_path="mine.npz"), inputs=object())
+    assert with_context.run(None, None, mine) == "made" and got[-1] is mine
+    with_context.run(None, None)
+    assert isinstance(got[-1], base.RunContext) and got[-1].judging_settings() == CompareSettings()  # the defaults
+    without.run(None, None, mine)
+    assert got[-1] == "none"
+    sent = pickle.loads(pickle.dumps(mine))  # to a worker: the settings go, the samples are derived there
+    assert sent.settings.inputs_path == "mine.npz" and sent.inputs is None

@@ -405,6 +405,28 @@ class _Nodes:
                                            self.final else out, **attrs))  # fmt: skip
         return out
 
+    def _unpack_bits(self, packed: str, shape: tuple[int, ...], count: int, tag: str) -> str:
+        """:meth:`unpack` with the nibbles split by BitShift in uint8: one float step (the Cast) instead of seven."""
+        four = self.const("four", np.array(4, np.uint8))
+        high = self.add("BitShift", [packed, four], f"{tag}_hi", direction="RIGHT")
+        shifted = self.add("BitShift", [packed, four], f"{tag}_shl", direction="LEFT")  # high nibble dropped
+        low = self.add("BitShift", [shifted, four], f"{tag}_lo", direction="RIGHT")
+        column = self.const(f"{tag}_col", np.array([*shape, 1], dtype=np.int64))
+        pairs = self.add(
+            "Concat",
+            [self.add("Reshape", [low, column], f"{tag}_lo_col"), self.add("Reshape", [high, column], f"{tag}_hi_col")],
+            f"{tag}_pairs",
+            axis=len(shape),
+        )
+        flat_len = shape[-1] * 2
+        flat = self.add("Reshape", [pairs, self.const(f"{tag}_shape", np.array([*shape[:-1], flat_len], np.int64))],
+                        f"{tag}_codes")  # fmt: skip
+        if count != flat_len:
+            out = self.alloc.new(f"{self.prefix}/{tag}_trim")
+            self.nodes.append(self.slice(flat, count, len(shape) - 1, out))
+            flat = out
+        return self.add("Cast", [flat], f"{tag}_f", to=onnx.TensorProto.FLOAT)
+
     def slice(self, data: str, end: int, axis: int, out: str) -> onnx.NodeProto:
         """``data[..., :end, ...]`` along ``axis``: attributes before opset 10, inputs from 10."""
         name = self.alloc.new(f"{out}_slice")
@@ -415,6 +437,8 @@ class _Nodes:
 
     def unpack(self, packed: str, shape: tuple[int, ...], count: int, tag: str) -> str:
         """Float codes ``shape[:-1] + (count,)`` from uint8 ``packed`` (two codes per byte, low nibble first)."""
+        if self.opset >= LEAN_OPSET:
+            return self._unpack_bits(packed, shape, count, tag)
         as_f = self.add("Cast", [packed], f"{tag}_f", to=onnx.TensorProto.FLOAT)
         high = self.add("Floor", [self.add("Mul", [as_f, self.const("sixteenth", np.float32(1 / 16))], f"{tag}_div")],
                         f"{tag}_hi")  # fmt: skip
@@ -435,6 +459,14 @@ class _Nodes:
             self.nodes.append(self.slice(flat, count, len(shape) - 1, out))
             flat = out
         return flat
+
+
+#: From this opset the standard decode unpacks nibbles with BitShift (opset 11) in uint8 and keeps the float
+#: steps few (:func:`_standard`). ONNX Runtime's constant folding holds every intermediate until it ends, so
+#: each full-size float step costs a float copy of the weight while a session opens: the weights-int4
+#: variant of the 101 MB benchmark transformer (15.8 MB) took 876 MB to open with the float unpacking
+#: (bench/results.md "Compare peak memory"). The folded weights are the same values either way.
+LEAN_OPSET = 11
 
 
 def _standard(enc: Encoded, ref: WeightRef, opset: int):
@@ -466,19 +498,10 @@ def _standard(enc: Encoded, ref: WeightRef, opset: int):
         if enc.unit != 1.0:
             scale = b.add("Mul", [scale, b.const("unit", np.float32(enc.unit))], "scale_abs")
         values = b.add("Mul", [centred, scale], "values")
-        values = b.add("Reshape", [values, b.const("rows_shape", np.array([rows, blocks * size], np.int64))], "rows")
-        if codes.length != blocks * size:
-            out = alloc.new(f"{b.prefix}/unpadded")
-            b.nodes.append(b.slice(values, codes.length, 1, out))
-            values = out
-        if "inv_scale" in tags:  # activation-aware scales undone along the reduction axis
-            values = b.add("Mul", [values, names[tags.index("inv_scale")]], "unscaled")
-        if "outlier" in tags:  # the values kept exactly, written over their (zeroed) places
-            flat = b.add("Reshape", [values, b.const("flat", np.array([-1], np.int64))], "flat")
-            at = b.add("Cast", [names[tags.index("outlier_at")]], "outlier_at64", to=onnx.TensorProto.INT64)
-            flat = b.add("ScatterND", [flat, at, names[tags.index("outlier")]], "with_outliers")
-            values = b.add("Reshape", [flat, b.const("rows2d", np.array([rows, codes.length], np.int64))],
-                           "rows_exact")  # fmt: skip
+        if opset >= LEAN_OPSET and codes.length == blocks * size:
+            values = _lean_tail(b, values, names, tags, blocks, size)  # on [rows, blocks, size]: no copies
+        else:
+            values = _rows_tail(b, values, names, tags, rows, blocks, size, codes.length)
         final_needs_cast = ref.dtype != onnx.TensorProto.FLOAT
         needs_transpose = inverse != tuple(range(len(inverse)))
         shaped_out = None if (needs_transpose or final_needs_cast) else output
@@ -491,6 +514,42 @@ def _standard(enc: Encoded, ref: WeightRef, opset: int):
         return b.nodes
 
     return stored, build
+
+
+def _rows_tail(b: _Nodes, values: str, names: list[str], tags: list[str], rows: int, blocks: int, size: int,
+               length: int) -> str:
+    """``[rows, length]`` from the blocks: unpadded, activation-aware scales undone, outliers written back."""
+    values = b.add("Reshape", [values, b.const("rows_shape", np.array([rows, blocks * size], np.int64))], "rows")
+    if length != blocks * size:
+        out = b.alloc.new(f"{b.prefix}/unpadded")
+        b.nodes.append(b.slice(values, length, 1, out))
+        values = out
+    if "inv_scale" in tags:  # activation-aware scales undone along the reduction axis
+        values = b.add("Mul", [values, names[tags.index("inv_scale")]], "unscaled")
+    if "outlier" in tags:  # the values kept exactly, written over their (zeroed) places
+        flat = b.add("Reshape", [values, b.const("flat", np.array([-1], np.int64))], "flat")
+        at = b.add("Cast", [names[tags.index("outlier_at")]], "outlier_at64", to=onnx.TensorProto.INT64)
+        flat = b.add("ScatterND", [flat, at, names[tags.index("outlier")]], "with_outliers")
+        values = b.add("Reshape", [flat, b.const("rows2d", np.array([rows, length], np.int64))], "rows_exact")
+    return values
+
+
+def _lean_tail(b: _Nodes, values: str, names: list[str], tags: list[str], blocks: int, size: int) -> str:
+    """:func:`_rows_tail` on the ``[rows, blocks, size]`` blocks themselves (no padding to cut): the scales and
+    the outliers' places are reshaped instead of the weight (small tensors), so no full-size copy is made."""
+    if "inv_scale" in tags:
+        shape = b.const("inv_blocks", np.array([1, blocks, size], np.int64))
+        values = b.add("Mul", [values, b.add("Reshape", [names[tags.index("inv_scale")], shape], "inv_3d")], "unscaled")
+    if "outlier" in tags:  # flat places in [rows, length] as (row, block, position) triples
+        at = b.add("Cast", [names[tags.index("outlier_at")]], "outlier_at64", to=onnx.TensorProto.INT64)
+        length = b.const("length", np.array(blocks * size, np.int64))
+        width = b.const("size", np.array(size, np.int64))
+        column = b.add("Mod", [at, length], "outlier_col")
+        parts = [b.add("Div", [at, length], "outlier_row"), b.add("Div", [column, width], "outlier_block"),
+                 b.add("Mod", [column, width], "outlier_pos")]  # fmt: skip
+        where = b.add("Concat", parts, "outlier_where", axis=1)
+        values = b.add("ScatterND", [values, where, names[tags.index("outlier")]], "with_outliers")
+    return values
 
 
 def pack_flat(zero_point: np.ndarray) -> np.ndarray:

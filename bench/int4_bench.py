@@ -38,24 +38,25 @@ from shrinkray.validate import open_session  # noqa: E402
 #: 16% raw on 8-bit for the tensors most sensitive on those calibration feeds.
 OURS = [
     ("int4 b32 previous default (outliers + AWQ on synthesized inputs)", {}),
-    ("int4 b32 outliers + AWQ on calibration inputs", {"_calib": True}),
-    ("int4 b32 GPTQ on calibration inputs + outliers (gptq on)", {"_calib": True, "gptq": "on", "activation_aware": False}),
-    ("int4 b32 GPTQ + AWQ + outliers on calibration inputs", {"_calib": True, "gptq": "on"}),
-    ("int4 b32 GPTQ, no outliers", {"_calib": True, "gptq": "on", "activation_aware": False, "outliers": 0}),
-    ("int4 b32 GPTQ on synthesized inputs", {"gptq": "on", "activation_aware": False}),
-    ("int4 b32 GPTQ + 8-bit for the most sensitive tensors up to 16%",
-     {"_calib": True, "gptq": "on", "activation_aware": False, "_int8": 0.16}),
+    ("int4 b32 outliers + AWQ on calibration inputs", {"_calib": True, "gptq": "off"}),
+    ("int4 b32 GPTQ on calibration inputs + outliers (default with the user's inputs)", {"_calib": True}),
+    ("int4 b32 GPTQ, no outliers", {"_calib": True, "outliers": 0}),
+    ("int4 b32 GPTQ on synthesized inputs", {"gptq": "on"}),
+    ("int4 b32 GPTQ + 8-bit for the most sensitive tensors up to 16%", {"_calib": True, "_int8": 0.16}),
     ("int4 b32 rescaled, data-free, no outliers (first version)", {"outliers": 0, "activation_aware": False}),
 ]
 
 
 def calibration_context(samples: list[dict[str, np.ndarray]]):
-    """A RunContext whose inputs are the calibration samples (what compare passes for the user's own inputs)."""
+    """A RunContext whose inputs are the calibration samples, as compare passes the user's own inputs (a
+    ``--inputs`` file: so ``gptq`` "auto" is on)."""
     from types import SimpleNamespace
 
     from shrinkray.methods.base import RunContext
+    from shrinkray.results import CompareSettings
 
-    return RunContext(inputs=SimpleNamespace(samples=samples, note="calibration"))
+    settings = CompareSettings(inputs_path="calibration.npz")  # marks the inputs as the user's; never read
+    return RunContext(settings=settings, inputs=SimpleNamespace(samples=samples, note="calibration"))
 
 
 def build_ours(model: onnx.ModelProto, opts: dict, calib: list[dict]) -> onnx.ModelProto:
@@ -261,8 +262,7 @@ def measure(key: str, args) -> list[dict]:
         ort_names = _matmul_weights(model)
         others = [r.name for r in shrinkray.graph.find_weights(model) if r.name not in ort_names]
         for label, opts in (("int4 b32, MatMul weights only", {}),
-                            ("int4 b32 GPTQ, MatMul weights only", {"_calib": True, "gptq": "on",
-                                                                     "activation_aware": False})):  # fmt: skip
+                            ("int4 b32 GPTQ, MatMul weights only", {"_calib": True})):  # fmt: skip
             if opts.get("_calib") and not calib:
                 continue
             t = time.perf_counter()

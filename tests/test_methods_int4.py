@@ -485,3 +485,17 @@ def test_gptq_on_synthesized_inputs_keeps_samples_valid_and_close(name, optimize
     for a, b in zip(want, got, strict=True):
         if is_float_array(a):
             assert cosine(a, b) > MIN_COSINE
+
+
+def test_gptq_auto_is_on_with_the_users_inputs_and_replaces_activation_aware_scales():
+    from types import SimpleNamespace
+
+    from shrinkray.methods.base import RunContext
+    from shrinkray.results import CompareSettings
+
+    model, sample = _correlated_mlp()
+    samples = [{"x": sample(256, k)} for k in range(2)]
+    users = RunContext(settings=CompareSettings(inputs_path="mine.npz"), inputs=SimpleNamespace(samples=samples))
+    auto = shrinkray.shrink(model, "weights-int4", min_elements=1, context=users)
+    on = shrinkray.shrink(model, "weights-int4", min_elements=1, context=users, gptq="on", activation_aware=False)
+    assert auto.model.SerializeToString() == on.model.SerializeToString()

@@ -19,7 +19,7 @@ CLI does the work in a capped worker). Steps:
     python bench/scaling.py --plot-only                   # redraw bench/out/scaling.svg from the JSON
 
 Results: bench/out/scaling.json (appended; each row has its load average at start and end), a table and
-a linear fit of shrink time against size printed at the end, and bench/out/scaling.svg (log-log: wall
+a linear fit of wall and CPU time against size per series printed at the end, and bench/out/scaling.svg (log-log: CPU
 time and peak memory against file size). Check free disk before the 2.5 GB model: ~2.6 GB for the
 folder, as much for the zip and for its unpacked copy during shrink-zip, 0.7 GB per output (``df -h /tmp``).
 """
@@ -144,6 +144,9 @@ def timed(cmd: list[str], code: str | None = None) -> dict:
     lines = [ln for ln in (out + "\n" + err).splitlines() if ln.startswith(("Error", "File:", "Note: Converted"))]
     if lines:
         row["said"] = " | ".join(lines)[:600]
+    cpu = re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", err)
+    if cpu:  # the process tree's CPU seconds: far less sensitive than wall time to other work on the machine
+        row["cpu_s"] = round(sum(float(x) for x in cpu), 1)
     if rc:
         row["stderr_tail"] = err[-800:]
     timings = [line for line in out.splitlines() if line.startswith("Phase timings")]
@@ -156,11 +159,12 @@ def timed(cmd: list[str], code: str | None = None) -> dict:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| size | file MB | step | wall s | worker peak MB (x file) | tree peak MB (x file) | load start / end | date |",
-             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = ["| size | file MB | step | wall s | CPU s | worker peak MB (x file) | tree peak MB (x file) | load start / end | date |",
+             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in rows:
         lines.append(
             f"| {r['size']} | {r['file_mb']} | {r['step']} | {r['wall_s']}{'' if not r['rc'] else ' (rc ' + str(r['rc']) + ')'} "
+            f"| {r.get('cpu_s', '')} "
             f"| {r['single_peak_mb']} ({r.get('single_peak_x_file')}x) | {r['tree_peak_mb']} ({r['tree_peak_x_file']}x) "
             f"| {r['load_start']} / {r['load_end']} | {r['date']} |"
         )
@@ -176,9 +180,9 @@ def series(row: dict) -> str:
     return row["step"] + (", external data" if row.get("external_data") else "")
 
 
-def linear_fit(rows: list[dict], step: str) -> str:
-    """Least squares wall = a + b * MB over the successful rows of one series, and each row's residual."""
-    pts = [(r["file_mb"], r["wall_s"]) for r in rows if series(r) == step and not r["rc"]]
+def linear_fit(rows: list[dict], step: str, key: str = "wall_s") -> str:
+    """Least squares seconds = a + b * MB over the successful rows of one series, and each row's fit."""
+    pts = [(r["file_mb"], r[key]) for r in rows if series(r) == step and not r["rc"] and r.get(key) is not None]
     if len(pts) < 2:
         return f"{step}: fewer than two rows"
     n = len(pts)
@@ -187,19 +191,19 @@ def linear_fit(rows: list[dict], step: str) -> str:
     b = sum((x - mx) * (y - my) for x, y in pts) / sxx if sxx else 0.0
     a = my - b * mx
     points = ", ".join(f"{x:g} MB: {y:g} s (fit {a + b * x:.1f} s)" for x, y in pts)
-    return f"{step}: wall ~ {a:.1f} s + {b * 1000:.1f} s per GB; {points}"
+    return f"{step}: {key} ~ {a:.1f} s + {b * 1000:.1f} s per GB; {points}"
 
 
 def svg_plot(rows: list[dict], path: Path) -> None:
-    """Log-log plot, no plotting library: wall time (left) and worker peak memory (right) against file size."""
+    """Log-log plot, no plotting library: CPU time (left) and worker peak memory (right) against file size."""
     width, height, pad = 900, 440, 60
     bottom = height - 100  # the plots' lower edge: tick labels, axis title and legend below
-    panels = [("wall time (s)", "wall_s"), ("peak memory of the worker (MB)", "single_peak_mb")]
+    panels = [("CPU time of the process tree (s)", "cpu_s"), ("peak memory of the worker (MB)", "single_peak_mb")]
     steps = sorted({series(r) for r in rows})
     colours = ["#6d28d9", "#0891b2", "#d97706", "#16a34a", "#dc2626"]
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
              f'font-size="12"><rect width="100%" height="100%" fill="white"/>']  # fmt: skip
-    good = [r for r in rows if not r["rc"] and r.get("single_peak_mb")]
+    good = [r for r in rows if not r["rc"] and r.get("single_peak_mb") and r.get("cpu_s")]
     xs = [r["file_mb"] for r in good]
     x0, x1 = math.log10(min(xs) / 1.5), math.log10(max(xs) * 1.5)
     pw = (width - 3 * pad) / 2
@@ -261,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--patience", type=float, default=60.0, help="seconds to wait for load < 2.5 before each step")
     ap.add_argument("--json", default=str(OUT / "scaling.json"))
     ap.add_argument("--plot-only", action="store_true")
+    ap.add_argument("--label", default="", help="recorded in each row (e.g. the commit the --code copy holds)")
     ap.add_argument("--code", help="run this checkout of shrinkray (e.g. a `git archive HEAD` copy), not the installed one")
     ap.add_argument("--build-one", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -273,9 +278,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.plot_only:
         run_steps(args, rows, out)
     print("\n" + table(rows))
-    runs = [r for r in rows if r.get("pass") == "third"]
+    latest = {(r["size"], r["step"]): r for r in rows if r.get("pass") == "third"}  # the last run of each
+    runs = list(latest.values())
     for step in sorted({series(r) for r in runs}):
         print(linear_fit(runs, step))
+        print(linear_fit(runs, step, "cpu_s"))
     if runs:
         svg_plot(runs, OUT / "scaling.svg")
         print(f"plot: {OUT / 'scaling.svg'}")
@@ -309,7 +316,7 @@ def run_steps(args: argparse.Namespace, rows: list[dict], out: Path) -> None:
                 row = {"size": size, "file_mb": round(nbytes / 1e6, 1), "step": step, "built_s": round(built_s, 1),
                        "external_data": size in EXTERNAL, "load_start": load, **timed(cmd, args.code),
                        "load_end": round(os.getloadavg()[0], 2), "date": time.strftime("%Y-%m-%d %H:%M"),
-                       "command": " ".join(["shrinkray", *cmd[1:]]), "pass": "third"}  # fmt: skip
+                       "command": " ".join(["shrinkray", *cmd[1:]]), "pass": "third", "label": args.label}  # fmt: skip
                 if target.exists():
                     row["output_mb"] = round(files_bytes(target) / 1e6, 1)
                 row["tree_peak_x_file"] = round(row["tree_peak_mb"] * 1e6 / nbytes, 2)

@@ -612,15 +612,6 @@ def _ensure_ms_opset(model: onnx.ModelProto) -> None:
         model.opset_import.append(helper.make_opsetid(MS_DOMAIN, 1))
 
 
-def apply(model: onnx.ModelProto, options: WeightsInt4Options, context: RunContext | None = None) -> Variant:
-    """``context``: the run's inputs, which activation-aware scales and GPTQ are calibrated on (the user's own
-    when given, else the samples compare synthesizes)."""
-    from shrinkray.gptq import single_blas_thread
-
-    with single_blas_thread():  # many small products on the tensor workers (gptq.py: measured 2x)
-        return _apply(model, options, context)
-
-
 def uses_gptq(options: WeightsInt4Options, context: RunContext | None) -> bool:
     """``gptq`` "auto" is on when the run calibrates on the user's own inputs (a file or samples)."""
     if options.gptq != "auto":
@@ -629,7 +620,11 @@ def uses_gptq(options: WeightsInt4Options, context: RunContext | None) -> bool:
     return bool(settings is not None and (getattr(settings, "inputs_path", None) or getattr(settings, "sample_files", None)))
 
 
-def _apply(model: onnx.ModelProto, options: WeightsInt4Options, context: RunContext | None) -> Variant:
+def apply(model: onnx.ModelProto, options: WeightsInt4Options, context: RunContext | None = None) -> Variant:
+    """``context``: the run's inputs, which activation-aware scales and GPTQ are calibrated on (the user's own
+    when given, else the samples compare synthesizes)."""
+    from shrinkray.gptq import single_blas_thread
+
     opset = default_opset(model)
     if options.form == "dequantize-linear" and opset < 21:
         raise MethodError(
@@ -656,6 +651,10 @@ def _apply(model: onnx.ModelProto, options: WeightsInt4Options, context: RunCont
             variant.notes.append(cal.note)
 
     def encode(ref: WeightRef) -> Encoded | None:
+        with single_blas_thread():  # many small products, one tensor per worker thread (gptq.py: measured 2x)
+            return encode_one(ref)
+
+    def encode_one(ref: WeightRef) -> Encoded | None:
         local = not ref.scope
         return encode_tensor(ref.array(), ref, options, forms[ref.name + "\0" + ref.scope],
                              importance.get(ref.name) if local else None, outliers_ok,

@@ -199,11 +199,11 @@ def svg_plot(rows: list[dict], path: Path) -> None:
     width, height, pad = 900, 440, 60
     bottom = height - 100  # the plots' lower edge: tick labels, axis title and legend below
     panels = [("CPU time of the process tree (s)", "cpu_s"), ("peak memory of the worker (MB)", "single_peak_mb")]
-    steps = sorted({series(r) for r in rows})
     colours = ["#6d28d9", "#0891b2", "#d97706", "#16a34a", "#dc2626"]
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
              f'font-size="12"><rect width="100%" height="100%" fill="white"/>']  # fmt: skip
     good = [r for r in rows if not r["rc"] and r.get("single_peak_mb") and r.get("cpu_s")]
+    steps = sorted({series(r) for r in good})  # a series with no finished run has nothing to draw
     xs = [r["file_mb"] for r in good]
     x0, x1 = math.log10(min(xs) / 1.5), math.log10(max(xs) * 1.5)
     pw = (width - 3 * pad) / 2

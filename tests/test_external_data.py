@@ -210,3 +210,22 @@ def test_a_model_without_external_data_takes_the_in_memory_path(tmp_path):
     path.write_bytes(_model(np.random.default_rng(2)).SerializeToString())
     loaded = load(path, lazy_external=True)
     assert not loaded.is_lazy and not can_stream(loaded, "weights-int8")
+
+
+def test_a_model_with_one_data_file_per_tensor_streams_into_one_file(tmp_path):
+    model = _model(np.random.default_rng(3))
+    folder = tmp_path / "per-tensor"
+    folder.mkdir()
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    onnx.save_model(copy, str(folder / "model.onnx"), save_as_external_data=True, all_tensors_to_one_file=False,
+                    size_threshold=1024)  # fmt: skip
+    assert len(list(folder.iterdir())) > 2  # the model and a file per large tensor
+    _, written, _ = shrink_to_files(load(folder / "model.onnx", lazy_external=True), "weights-int8",
+                                    tmp_path / "small.onnx")  # fmt: skip
+    in_memory = weights_int8.apply(onnx.load(str(folder / "model.onnx")), weights_int8.WeightsInt8Options())
+    expected = _values(save(in_memory.model, tmp_path / "reference.onnx", external_data=True))
+    got = _values(written)
+    assert all(np.array_equal(got[k], v) for k, v in expected.items()) and sorted(got) == sorted(expected)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["per-tensor", "reference.onnx", "reference.onnx.data",
+                                                          "small.onnx", "small.onnx.data"]  # fmt: skip

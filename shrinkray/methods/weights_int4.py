@@ -106,8 +106,8 @@ class WeightsInt4Options(TensorSelection):
         "auto",
         "Error-compensating rounding (GPTQ) of MatMul/Gemm weights: measure how each weight's input channels "
         "move together on the calibration inputs and round every block so that the values still to come make "
-        "up for the error of those already rounded. auto (default): on when the run has the user's own inputs, "
-        "off on synthesized ones (they made it worse: random tokens are not text); on; off",
+        "up for the error of those already rounded. auto (default): on when you give your own inputs for judging, "
+        "off with synthesized ones (they made it worse: random tokens are not text); on; off",
         choices=["auto", "on", "off"],
     )
 

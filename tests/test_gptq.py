@@ -154,3 +154,37 @@ def test_single_blas_thread_restores_the_setting_and_nests():
             assert int(get()) == 1
         assert int(get()) == 1
     assert int(get()) == before
+
+
+def test_calibrate_keeps_second_moments_within_its_memory_cap_smallest_first():
+    from types import SimpleNamespace
+
+    from onnx import TensorProto, helper, numpy_helper
+
+    from shrinkray.activations import calibrate
+    from shrinkray.graph import find_weights
+    from shrinkray.methods.base import RunContext
+
+    rng = np.random.default_rng(0)
+    w1 = rng.standard_normal((64, 128)).astype(np.float32)
+    w2 = rng.standard_normal((128, 32)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("MatMul", ["h", "w2"], ["y"])], "two",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 32])],
+        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    samples = [{"x": _correlated(50, 64, seed=1, sample=k)} for k in range(3)]
+    refs = find_weights(model)
+    context = RunContext(inputs=SimpleNamespace(samples=samples))
+    cal = calibrate(model, refs, context, gram=True, max_gram_bytes=64 * 64 * 4 + 100)
+    assert set(cal.power) == {"w1", "w2"} and set(cal.gram) == {"w1"}  # 128 x 128 did not fit
+    assert "1 activation" in cal.note and cal.tokens == 150
+    x = np.concatenate([s["x"] for s in samples]).astype(np.float64)
+    np.testing.assert_allclose(cal.gram["w1"], x.T @ x / len(x), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(cal.power["w1"], np.mean(x**2, axis=0), rtol=1e-5)
+    everything = calibrate(model, refs, context, gram=True)
+    assert set(everything.gram) == {"w1", "w2"} and not everything.note
+    assert not calibrate(model, refs, context).gram  # second moments only when asked

@@ -41,6 +41,7 @@ def test_gptq_output_error_is_below_round_to_nearest_on_correlated_inputs(block,
     assert output_error(test, w, codes.decode()) < output_error(test, w, rtn)
 
 
+@pytest.mark.fuzz
 @PROPERTY
 @given(st.integers(1, 6), st.integers(1, 150), st.sampled_from(BLOCK_SIZES), st.booleans(), st.integers(0, 10**6))
 def test_codes_are_on_the_4_bit_grid_and_decode_as_stored(rows, k, block, symmetric, seed):
@@ -94,6 +95,7 @@ def test_feedback_of_dead_channels_passes_nothing():
     assert np.all(f[5, :] == 0.0) and np.all(f[:, 5] == 0.0)
 
 
+@pytest.mark.fuzz
 @PROPERTY
 @given(st.integers(1, 200), st.integers(0, 10**6))
 def test_panel_cholesky_equals_lapack(n, seed):

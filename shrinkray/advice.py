@@ -274,7 +274,7 @@ def advise(comparison: Comparison, delivery: str = "brotli") -> list[Advice]:
 
 #: What a user's post-processing keeps from each output kind judged by its decisions.
 _DECIDED = {"detections": ("a detection head", "no box scored 0.25", "boxes"),
-            "map": ("a probability map", "no region rose above 0.3", "regions")}  # fmt: skip
+            "map": ("a probability map", "no region stood out (none above 0.3, or only speckle)", "regions")}  # fmt: skip
 
 
 def _undecided_outputs(comparison: Comparison) -> list[Advice]:

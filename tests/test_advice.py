@@ -444,3 +444,14 @@ def test_a_detector_without_boxes_on_these_inputs_says_so_once(summary):
     assert "no box scored 0.25 on these inputs" in info[0].text and "Give real inputs" in info[0].text
     # with boxes to compare there is nothing to say
     assert not [n for n in advise(hand_made(summary, [detector_variant("c", 30, head())])) if "looks like" in n.text]
+
+
+def test_a_map_without_regions_says_so(summary):
+    from shrinkray.measure.parity import OutputKind
+
+    flat = np.full((1, 1, 32, 32), 0.02)
+    parity = compare_outputs({"prob": flat}, {"prob": flat + 0.01}, {"prob": OutputKind("map", why="a map")})
+    variant = VariantResult(key="v", method="weights-int8", options={}, sizes=sizes(30), parity=parity,
+                            record={"tensors_changed": 1})  # fmt: skip
+    info = [n.text for n in advise(hand_made(summary, [variant])) if "looks like a probability map" in n.text]
+    assert len(info) == 1 and "its regions could not be compared" in info[0]

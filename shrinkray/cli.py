@@ -34,6 +34,7 @@ from shrinkray.methods import Variant, all_methods, get_method
 from shrinkray.methods.base import RunContext
 from shrinkray.pricing import DELIVERIES, PricingChoice
 from shrinkray.sandbox import run_capped
+from shrinkray.size_check import EXTERNAL_SETTING, STREAM_SETTING, check_fits, model_size
 from shrinkray.text_safety import terminal
 from shrinkray.units import format_bytes, format_percent, text_table
 
@@ -246,6 +247,9 @@ def cmd_shrink(args: argparse.Namespace) -> int:
         output = default_output(model_path, method)
     if model_path.exists():
         check_output_path(output, protect=[model_path], overwrite=args.force)  # before any work
+        size = model_size(model_path)
+        if size is not None and not (size.external and get_method(method).stream is not None):
+            check_fits(size, f"shrinking it with {method}")  # in memory: refused before it is read
     _status(args, f"Loading {model_path} and applying {method} (in a worker capped in memory and time) ...")
     with scratch_folder() as scratch:
         variant, written, written_bytes, input_bytes = run_capped(
@@ -369,6 +373,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise OptionError(f"--save-dir {save_dir} is a file, not a folder", "Name a folder (it is created if missing)")
     if not Path(args.model).exists():
         load_model_file(args.model)  # the usual message for a missing file, before starting a worker
+    check_fits(model_size(args.model), "comparing")  # a model too big is refused before it is read
     with scratch_folder() as scratch:
         comparison = run_capped(
             compare_job, Path(args.model), settings, save_dir, args.force, scratch,
@@ -504,7 +509,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--method", "-m", choices=[s.name for s in all_methods()], help=f"shrinking method (default {DEFAULT_METHOD})"
     )
-    p.add_argument("-o", "--output", help="output path (default: next to the input as NAME.METHOD.onnx)")
+    p.add_argument("-o", "--output", help="output path (default: next to the input as NAME.METHOD.onnx); a name ending in .zip gets the model "
+                   "and its data file packed into one stored zip")
     p.add_argument("--force", action="store_true", help="replace the output file if it exists (never the input)")
     p.add_argument("--json", action="store_true", help="print the change record as JSON")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress messages")
@@ -587,6 +593,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 #: How the command line words the engine's hints that name a setting.
 CLI_HINTS = {
+    STREAM_SETTING: "Shrink it with `shrinkray shrink -m weights-int8 MODEL -o OUT.zip`, which works tensor by "
+    "tensor, or use a machine with more memory and raise SHRINKRAY_MAX_MEMORY_BYTES",
+    EXTERNAL_SETTING: "Save it with its weights in external data files (onnx.save_model(..., "
+    "save_as_external_data=True)), then `shrinkray shrink -m weights-int8` converts it tensor by tensor",
     "inputs": "Set free dimensions with --dim NAME=VALUE (unnamed ones as INPUT:AXIS=VALUE), value ranges with "
     "--range NAME=LOW:HIGH, or give real inputs with --inputs (an .npz file, or images / WAV files)",
 }

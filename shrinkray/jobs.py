@@ -20,7 +20,7 @@ from shrinkray.io import LoadedModel, check_output_path, save, save_all, write_o
 from shrinkray.methods import Variant, get_method
 from shrinkray.methods.base import RunContext
 from shrinkray.shrink import shrink
-from shrinkray.streaming import can_stream, shrink_to_files
+from shrinkray.streaming import can_stream, shrink_to_files, zip_files
 
 
 def load_model_file(path: str | Path, scratch: str | Path | None = None, lazy_external: bool = False) -> LoadedModel:
@@ -44,10 +44,32 @@ def shrink_job(model_path: Path, output: Path, method: str, options: dict[str, A
                scratch: str, context: RunContext | None = None) -> tuple[Variant, Path, int, int]:  # fmt: skip
     """Load, shrink, check and write, in the capped worker; returns the change record (without the
     model), the file written, its bytes and the input's bytes. ``context``: the verdict and inputs a
-    method that judges or calibrates uses (auto, weights-int4)."""
+    method that judges or calibrates uses (auto, weights-int4). An ``output`` ending in ``.zip`` gets
+    the model (and its data file) packed into a stored zip, written chunk by chunk."""
     loaded = load_model_file(model_path, scratch, lazy_external=get_method(method).stream is not None)
     protected = protected_files(model_path, loaded)
     check_output_path(output, protect=protected, overwrite=force)
+    if Path(output).suffix.lower() != ".zip":
+        return _shrink_into(loaded, output, method, options, force, protected, context)
+    folder = Path(scratch) / "zip-out"
+    folder.mkdir(parents=True, exist_ok=True)
+    inner = folder / (Path(output).name[: -len(".zip")].removesuffix(".onnx") + ".onnx")
+    variant, written, _, input_bytes = _shrink_into(loaded, inner, method, options, True, protected, context)
+    del loaded
+    data = written.with_name(written.name + ".data")
+    has_data = data.exists()
+    zipped, zipped_bytes = zip_files([written] + ([data] if has_data else []), output, protect=protected,
+                                     overwrite=force)  # fmt: skip
+    shutil.rmtree(folder, ignore_errors=True)
+    variant.notes = [n for n in variant.notes if "keep both files together" not in n]  # they travel together now
+    variant.notes.append(f"Packed into {zipped.name} (stored, not compressed): unzip it to get {inner.name}"
+                         + (f" and {data.name}, which belong together" if has_data else ""))  # fmt: skip
+    return variant, zipped, zipped_bytes, input_bytes
+
+
+def _shrink_into(loaded: LoadedModel, output: Path, method: str, options: dict[str, Any], force: bool,
+                 protected: list[Path], context: RunContext | None) -> tuple[Variant, Path, int, int]:  # fmt: skip
+    """Shrink ``loaded`` into ``output`` (tensor by tensor when its weights are still in their files)."""
     if can_stream(loaded, method):  # weights in external files: one tensor at a time (shrinkray.streaming)
         variant, written, written_bytes = shrink_to_files(loaded, method, output, protect=protected,
                                                           overwrite=force, **options)  # fmt: skip

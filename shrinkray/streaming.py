@@ -131,3 +131,31 @@ def shrink_to_files(
         f"in {data.name} (keep both files together)"
     )
     return variant, path, written
+
+
+#: Bytes read and written at a time when packing outputs into a zip.
+ZIP_CHUNK = 16 << 20
+
+
+def zip_files(files: list[Path], output: str | Path, *, protect: list[str | Path] | None = None,
+              overwrite: bool = False) -> tuple[Path, int]:  # fmt: skip
+    """Pack ``files`` (a model and its data file) into ``output``, stored (no compression), chunk by chunk.
+
+    Stored because the int8 codes hardly compress and a model's data file is read by offset: a stored zip
+    unpacks at disk speed and never holds more than one chunk in memory here. Written in a staging folder
+    and renamed into place (nothing is left behind on failure); zip64 where a member needs it. Returns the
+    path and its bytes.
+    """
+    import zipfile
+
+    path = check_output_path(output, protect=protect, overwrite=overwrite)
+    with staged_outputs([path]) as (tmp,):
+        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+            for source in files:
+                info = zipfile.ZipInfo.from_file(source, arcname=source.name)
+                info.compress_type = zipfile.ZIP_STORED
+                with open(source, "rb") as src, zf.open(info, "w", force_zip64=info.file_size >= (1 << 31)) as dst:
+                    while chunk := src.read(ZIP_CHUNK):
+                        dst.write(chunk)
+        size = tmp.stat().st_size
+    return path, size

@@ -4,16 +4,17 @@ import pandas as pd
 import streamlit as st
 
 from app_ui.controls import friendly_errors, sample_descriptions, size_limit_text
+from app_ui.large_models import large_model_notice, load_uploaded
 from app_ui.results import metric_row
 from app_ui.state import (
     UPLOAD_LIMIT_MB,
     current_model,
     load_sample,
-    load_upload,
     runtime_problem,
     sample_names,
     set_model,
     summary,
+    workspace,
 )
 from shrinkray import charts
 from shrinkray.text_safety import streamlit_markdown as md
@@ -30,14 +31,16 @@ with upload_col:
     uploaded = st.file_uploader(
         f"Drop an .onnx file, or a .zip of a model with its external data files (up to {size_limit_text(UPLOAD_LIMIT_MB)})",
         type=["onnx", "zip"],
-        help="The file stays in this browser session's memory (a zip is unpacked into a private folder that is "
-        "removed right after loading); it is never written next to anything else. The limit is "
-        "server.maxUploadSize in .streamlit/config.toml; model limits are SHRINKRAY_MAX_* (see the README).",
+        help="The file is copied into this browser session's private folder (a zip is unpacked there) and "
+        "removed once the model is in memory; it is never written next to anything else. A model too large to "
+        "measure here is kept there as its graph alone, and the Shrink page shrinks it with weights-int8, "
+        "tensor by tensor. The limit is server.maxUploadSize in .streamlit/config.toml; model limits are "
+        "SHRINKRAY_MAX_* (see the README).",
     )
     if uploaded is not None and st.session_state.get("upload_id") != uploaded.file_id:
         st.session_state["upload_id"] = uploaded.file_id
         with friendly_errors(f"Loading {uploaded.name}"):
-            set_model(load_upload(uploaded.name, uploaded.getvalue()), f"Uploaded: {uploaded.name}")
+            set_model(load_uploaded(uploaded, workspace()), f"Uploaded: {uploaded.name}")
             st.session_state["loaded_now"] = True
 with sample_col:
     descriptions = sample_descriptions()
@@ -69,7 +72,10 @@ with friendly_errors("Inspecting the model"):
     cols[1].metric("Weights", format_percent(s.weight_share), help=f"{format_bytes(s.weight_bytes)} in {len(s.weights)} tensors")
     cols[2].metric("Nodes", f"{s.node_count:,}", help=f"including {s.subgraph_count} subgraphs")
     cols[3].metric("Opset", ", ".join(f"{d} {v}" for d, v in s.opsets.items()), help=md(f"IR version {s.ir_version}; {s.producer}"))
-    problem = runtime_problem(loaded)
+    if loaded.is_lazy:  # its weights stay in their files: nothing here reads them
+        st.info(md(large_model_notice(loaded)), icon=":material/info:")
+        st.page_link("app_pages/shrink.py", label="Shrink it tensor by tensor", icon=":material/compress:")
+    problem = None if loaded.is_lazy else runtime_problem(loaded)
     if problem:
         st.warning(
             f"{md(problem)} Inspection works; shrinking and measuring need ONNX Runtime to check every result, "

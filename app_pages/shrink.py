@@ -23,6 +23,11 @@ if loaded is None:
     st.info("Load a model on the **Model** page first.", icon=":material/info:")
     st.page_link("app_pages/model.py", label="Go to Model", icon=":material/upload_file:")
     st.stop()
+if loaded.is_lazy:  # too large to load whole here: only the methods that stream, into a zip to download
+    from app_ui.large_models import large_shrink_panel
+
+    large_shrink_panel(loaded)
+    st.stop()
 
 specs = all_methods()
 with st.container(border=True):

@@ -58,6 +58,11 @@ def start_run(loaded, settings, what: str = "Shrinking and measuring") -> str:
     """Queue a comparison of ``loaded`` and make it this session's run (its id goes into the address)."""
     from app_ui.state import settings_key
 
+    if getattr(loaded, "is_lazy", False):  # loaded as its graph alone (too large): refused before it is read
+        from app_ui.large_models import refusal
+
+        raise refusal(loaded, "comparing")
+
     key = (loaded.sha256, settings_key(settings))
     earlier = st.session_state.setdefault("runs_by_settings", {}).get(key)
     if earlier is not None:  # the same model and settings measured before in this session: show that run

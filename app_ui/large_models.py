@@ -1,0 +1,158 @@
+"""Uploads too large to hold in memory: copied to disk in chunks, loaded as a graph, shrunk tensor by tensor.
+
+Streamlit keeps an upload in the server's memory once (that is what bounds
+``server.maxUploadSize``); everything after that works from disk. The upload
+is copied into the session's folder a chunk at a time (no second in-memory
+copy). A model that fits this server's memory plan is loaded whole as before
+(and the copy removed); a larger one with external data is loaded lazily (its
+tensors stay in their files) and only a streaming method (weights-int8) may
+shrink it, in the capped worker, into a stored zip offered for download.
+Anything that would read it whole (Compare, the other methods) is refused
+with :func:`refusal` before it starts.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from shrinkray.errors import ShrinkRayError
+from shrinkray.io import LoadedModel
+from shrinkray.size_check import ModelSize, check_fits, model_size
+
+#: Bytes copied from the upload to disk at a time.
+COPY_CHUNK = 8 << 20
+
+
+def save_upload(uploaded: Any, folder: Path) -> Path:
+    """Copy an UploadedFile into ``folder`` chunk by chunk (``read(n)``, never ``getvalue()``)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    suffix = ".zip" if uploaded.name.lower().endswith(".zip") else ".onnx"
+    target = Path(tempfile.mkdtemp(prefix="upload-", dir=folder)) / f"upload{suffix}"
+    uploaded.seek(0)
+    with open(target, "wb") as out:
+        while chunk := uploaded.read(COPY_CHUNK):
+            out.write(chunk)
+    uploaded.seek(0)
+    return target
+
+
+def load_uploaded(uploaded: Any, workspace: Path) -> LoadedModel:
+    """The uploaded model: whole in memory when it fits this server's plan, else its graph alone (a zip with
+    external data), else a refusal saying what to do. Never reads a too-large model whole."""
+    from shrinkray.archive import load_any
+
+    path = save_upload(uploaded, workspace / "uploads")
+    keep = False
+    try:
+        size = model_size(path)
+        try:
+            check_fits(size, "measuring it")
+        except ShrinkRayError:
+            if size is None or not size.external:
+                raise  # a single-file model too big to load: saved with external data, it can stream
+            loaded = load_any(path, name=uploaded.name, workdir=path.parent / "unpacked", lazy_external=True)
+            keep = loaded.is_lazy
+            if keep:
+                return loaded  # its path is the zip on disk, which the shrink job reads
+            raise
+        loaded = load_any(path, name=uploaded.name, workdir=workspace)
+        loaded.path = None  # as an upload held in memory: the copy on disk goes now
+        return loaded
+    finally:
+        if not keep:
+            shutil.rmtree(path.parent, ignore_errors=True)
+
+
+def refusal(loaded: LoadedModel, doing: str) -> ShrinkRayError:
+    """Why ``doing`` (``"comparing"``) cannot run on a model loaded as its graph alone, in one sentence."""
+    size = ModelSize(loaded.file_bytes, external=True)
+    try:
+        check_fits(size, doing, limits=None)
+    except ShrinkRayError as exc:
+        return exc
+    return ShrinkRayError(f"This model was loaded as its graph alone, so {doing} cannot read its weights",
+                          "Shrink it with weights-int8, which works tensor by tensor", "stream")  # fmt: skip
+
+
+def shrink_large(loaded: LoadedModel, method: str, options: dict[str, Any], out_dir: Path) -> dict[str, Any]:
+    """Shrink ``loaded`` (its zip on disk) with a streaming method in the capped worker, into
+    ``out_dir/NAME.METHOD.zip`` (stored). Returns what the page shows: the zip's path and size, notes."""
+    from shrinkray.jobs import shrink_job
+    from shrinkray.sandbox import run_capped
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    output = out_dir / f"{loaded.name}.{method}.zip"
+    scratch = Path(tempfile.mkdtemp(prefix="scratch-", dir=out_dir))
+    try:
+        variant, written, written_bytes, input_bytes = run_capped(
+            shrink_job, Path(loaded.path), output, method, options, True, str(scratch),
+            what=f"Shrinking with {method}",
+        )  # fmt: skip
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return {"zip": str(written), "bytes": written_bytes, "input_bytes": input_bytes, "method": method,
+            "tensors": len(variant.changes), "notes": list(variant.notes), "warnings": list(variant.warnings)}  # fmt: skip
+
+
+def large_model_notice(loaded: LoadedModel) -> str:
+    from app_ui.controls import app_message
+
+    return app_message(refusal(loaded, "comparing"))
+
+
+def read_file(path: str) -> bytes:
+    """The download's bytes, read only when the button is pressed (Streamlit's deferred download)."""
+    return Path(path).read_bytes()
+
+
+def st_download(result: dict[str, Any]) -> None:
+    st.download_button(
+        f"Download {Path(result['zip']).name}", data=lambda: read_file(result["zip"]), file_name=Path(result["zip"]).name,
+        mime="application/zip", type="primary", icon=":material/download:",
+    )  # fmt: skip
+
+
+def large_shrink_panel(loaded: LoadedModel) -> None:
+    """The Shrink page for a model loaded as its graph alone: the methods that stream, and the zip to download."""
+    from app_ui.controls import friendly_errors, method_controls
+    from app_ui.state import workspace
+    from shrinkray.methods import all_methods
+    from shrinkray.text_safety import streamlit_markdown as md
+    from shrinkray.units import format_bytes, format_percent
+
+    st.info(md(large_model_notice(loaded)), icon=":material/info:")
+    specs = [s for s in all_methods() if s.stream is not None]
+    names = [s.name for s in specs]
+    method = st.selectbox("Method", names, format_func=lambda n: next(s.title for s in specs if s.name == n),
+                          help="The methods that read and write one tensor at a time.")  # fmt: skip
+    spec = next(s for s in specs if s.name == method)
+    st.markdown(f"**{spec.title}**: {spec.summary}")
+    with st.expander(f"Options: {spec.title}"):
+        options = method_controls(spec, "shrink")
+    results = st.session_state.setdefault("large_results", {})
+    key = (loaded.sha256, method)
+    if st.button("Shrink tensor by tensor", type="primary", icon=":material/compress:"):
+        with friendly_errors(f"Shrinking with {spec.title}"), st.spinner(
+            f"Shrinking {format_bytes(loaded.file_bytes)} tensor by tensor, then checking the result in ONNX "
+            "Runtime (about half a minute per GB on two cores)"
+        ):
+            results[key] = shrink_large(loaded, method, options, workspace() / "large-outputs" / loaded.sha256[:16])
+    result = results.get(key)
+    if result is None or not Path(result["zip"]).is_file():
+        return
+    st.success(
+        f"{md(spec.title)}: {result['tensors']} tensors rewritten; {format_bytes(result['input_bytes'])} -> "
+        f"{format_bytes(result['bytes'])} ({format_percent(result['bytes'] / max(result['input_bytes'], 1))} of "
+        "the original). Checked: onnx.checker passes and ONNX Runtime opens the result.",
+        icon=":material/check_circle:",
+    )
+    for note in result["notes"]:
+        st.caption(md(note))
+    for warning in result["warnings"]:
+        st.warning(md(warning), icon=":material/warning:")
+    st_download(result)

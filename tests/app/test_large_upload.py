@@ -1,0 +1,89 @@
+"""A model too large to measure here, uploaded as a zip: kept as its graph, shrunk tensor by tensor into a zip.
+
+The model is tiny (260 KB); SHRINKRAY_MAX_MEMORY_BYTES is set low so the same path runs as for a multi-GB
+upload. AppTest has no file uploader, so the upload is an UploadedFile built from the zip's bytes and handed
+to the function the Model page calls; the Shrink page then runs as the visitor sees it.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.proto.Common_pb2 import FileURLs
+from streamlit.runtime.uploaded_file_manager import UploadedFile, UploadedFileRec
+from streamlit.testing.v1 import AppTest
+
+from app_ui.large_models import load_uploaded, refusal
+from shrinkray import cli
+from shrinkray.errors import LimitExceededError
+from tests.test_large_models import outputs, tiny_external_model, zip_folder
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _upload(path: Path) -> UploadedFile:
+    return UploadedFile(UploadedFileRec("id-1", path.name, "application/zip", path.read_bytes()), FileURLs())
+
+
+@pytest.fixture
+def big_zip(tmp_path: Path, monkeypatch) -> Path:
+    monkeypatch.setenv("SHRINKRAY_MAX_MEMORY_BYTES", "100KiB")  # 5 x 260 KB is "too much" here
+    tiny_external_model(tmp_path / "model")
+    return zip_folder(tmp_path / "model", tmp_path / "model.zip")
+
+
+def test_large_zip_is_kept_as_its_graph_and_compare_refuses(big_zip: Path, tmp_path: Path) -> None:
+    loaded = load_uploaded(_upload(big_zip), tmp_path / "ws")
+    assert loaded.is_lazy and loaded.path is not None and loaded.path.is_file()
+    assert all(not t.raw_data for t in loaded.model.graph.initializer)  # the weights stayed in their file
+    message = str(refusal(loaded, "comparing"))
+    assert message.startswith("This model is ") and "comparing needs about" in message
+
+
+def test_small_zip_loads_whole_and_leaves_no_copy(tmp_path: Path) -> None:
+    tiny_external_model(tmp_path / "model")
+    loaded = load_uploaded(_upload(zip_folder(tmp_path / "model", tmp_path / "model.zip")), tmp_path / "ws")
+    assert not loaded.is_lazy and loaded.path is None
+    assert not any((tmp_path / "ws" / "uploads").iterdir())
+
+
+def test_single_file_too_large_is_told_to_use_external_data(tmp_path: Path, monkeypatch) -> None:
+    import onnx
+
+    monkeypatch.setenv("SHRINKRAY_MAX_MEMORY_BYTES", "100KiB")
+    single = tmp_path / "single.onnx"
+    onnx.save_model(onnx.load(str(tiny_external_model(tmp_path / "m"))), str(single))
+    upload = UploadedFile(UploadedFileRec("id-2", "single.onnx", "", single.read_bytes()), FileURLs())
+    with pytest.raises(LimitExceededError) as info:
+        load_uploaded(upload, tmp_path / "ws")
+    assert info.value.setting == "external_data"
+    assert not any((tmp_path / "ws" / "uploads").iterdir())
+
+
+def test_shrink_page_streams_and_offers_the_zip(big_zip: Path, tmp_path: Path) -> None:
+    loaded = load_uploaded(_upload(big_zip), tmp_path / "ws")
+    at = AppTest.from_file(str(ROOT / "app_pages" / "shrink.py"), default_timeout=180)
+    at.session_state["model"] = loaded
+    at.run()
+    assert not at.exception
+    info = " ".join(i.value for i in at.info)
+    assert "This model is " in info and "comparing needs about" in info
+    assert "on the Shrink page, which works tensor by tensor" in info and "SHRINKRAY" not in info
+    assert not [b for b in at.button if b.label == "Shrink and measure"]  # the in-memory page is not offered
+    next(b for b in at.button if b.label == "Shrink tensor by tensor").click()
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert "Checked: onnx.checker passes" in at.success[0].value
+    result = at.session_state["large_results"][(loaded.sha256, "weights-int8")]
+    with zipfile.ZipFile(result["zip"]) as zf:
+        assert sorted(zf.namelist()) == ["model.weights-int8.onnx", "model.weights-int8.onnx.data"]
+        assert all(i.compress_type == zipfile.ZIP_STORED for i in zf.infolist())
+        zf.extractall(tmp_path / "from_app")
+    cli_out = tmp_path / "cli" / "model.int8.onnx"
+    cli_out.parent.mkdir()
+    assert cli.main(["shrink", str(big_zip), "-m", "weights-int8", "-o", str(cli_out), "-q"]) == 0
+    np.testing.assert_array_equal(outputs(tmp_path / "from_app" / "model.weights-int8.onnx"), outputs(cli_out))
+    assert not list(Path(result["zip"]).parent.glob("scratch-*"))  # the worker's scratch folder is gone

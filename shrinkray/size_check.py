@@ -81,7 +81,7 @@ def planned_memory(model_bytes: int, variants: int = 1) -> int:
 def fits(size: ModelSize, variants: int = 1, limits: Limits | None = None) -> bool:
     """True when loading and working on the whole model in memory stays within this server's limits."""
     limits = limits if limits is not None else Limits.from_env()
-    return planned_memory(size.bytes, variants) <= min(limits.max_memory_bytes, limits.max_job_memory_bytes)
+    return planned_memory(size.bytes, variants) <= limits.max_memory_bytes  # check_memory's plan and limit
 
 
 def check_fits(size: ModelSize | None, doing: str, variants: int = 1, limits: Limits | None = None) -> None:

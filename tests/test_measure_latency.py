@@ -475,9 +475,21 @@ def test_bursts_time_warm_runs_and_one_at_a_time_pays_the_switch():
     clock, runners = switching({"original": 0.05, "variant": 0.0}, ms)
     stats = time_models(runners, runs=20, warmup=2, timer=clock)  # burst from the warm-up's run time
     v = stats["variant"]
-    assert v.burst == latency.burst_for(0.15) > 1 and stats["original"].burst == v.burst
+    assert v.burst == latency.burst_for(0.10) > 1 and stats["original"].burst == v.burst  # the warm run time
     assert v.ratio == pytest.approx(0.8) and v.ratio_low <= 0.8 <= v.ratio_high
     assert stats["original"].median_ms == pytest.approx(0.10)
+
+
+def test_burst_length_comes_from_typical_warm_up_runs_not_a_preempted_one():
+    clock = FakeClock()
+    calls = [0]
+
+    def run() -> None:  # 0.1 ms runs, but the 3rd warm-up run is preempted for 5 ms
+        calls[0] += 1
+        clock.now += (5.0 if calls[0] == 3 else 0.1) / 1000
+
+    v = time_models({"original": run, "variant": run}, runs=5, warmup=5, timer=clock)["variant"]
+    assert v.burst == latency.burst_for(0.1) > 1
 
 
 def test_bursts_still_stop_adaptively_at_the_known_ratio():

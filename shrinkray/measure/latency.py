@@ -247,13 +247,16 @@ def _rounds(
     """
     keys = list(runners)
     timer = t.timer
-    last = 0.0
+    typical: list[float] = []  # each model's median warm-up run after its first (a preempted run is no guide)
     for runner in runners.values():
+        warm = []
         for _ in range(t.warmup):
             t0 = timer()
             runner()
-            last = max(last, (timer() - t0) * 1000.0)
-    burst = t.burst if t.burst is not None else burst_for(last if t.warmup else None)
+            warm.append((timer() - t0) * 1000.0)
+        if warm:
+            typical.append(statistics.median(warm[1:] or warm))
+    burst = t.burst if t.burst is not None else burst_for(max(typical) if typical else None)
     times: dict[str, list[float]] = {k: [] for k in keys}
     limit = t.runs if t.runs is not None else MAX_ROUNDS
     next_check = max(t.min_rounds, 1)

@@ -249,3 +249,21 @@ def test_a_model_name_with_folders_writes_its_variants_inside_variants_dir(tmp_p
     assert Path(result.variants[0].file).parent == variants
     assert sorted(p.name for p in variants.iterdir()) == [variant_file_name("escaped", "float16")]
     assert not list(tmp_path.glob("*.onnx"))
+
+
+def test_a_pipeline_makes_later_threads_share_the_main_heap_before_its_size_threads_start(monkeypatch):
+    """What size threads and per-tensor workers free must be trimmable (shrinkray.memory.limit_malloc_arenas)."""
+    from shrinkray import compare as compare_module
+    from shrinkray.measure import sizes as sizes_module
+
+    order = []
+    monkeypatch.setattr(compare_module, "limit_malloc_arenas", lambda: order.append("arenas"))
+    real = sizes_module.BackgroundSizes.__init__
+
+    def init(self, *args, **kwargs):
+        order.append("size threads")
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(sizes_module.BackgroundSizes, "__init__", init)
+    compare(shrinkray.load(sample_path("mlp")), CompareSettings(methods=METHODS[:1], latency=False, brotli_quality=5))
+    assert order[:2] == ["arenas", "size threads"]

@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from app_ui.controls import friendly_errors, sample_descriptions, size_limit_text
-from app_ui.large_models import large_model_notice, load_uploaded
+from app_ui.large_models import large_model_notice, load_uploaded, release_upload
 from app_ui.results import metric_row
 from app_ui.state import (
     UPLOAD_LIMIT_MB,
@@ -40,7 +40,10 @@ with upload_col:
     if uploaded is not None and st.session_state.get("upload_id") != uploaded.file_id:
         st.session_state["upload_id"] = uploaded.file_id
         with friendly_errors(f"Loading {uploaded.name}"):
-            set_model(load_uploaded(uploaded, workspace()), f"Uploaded: {uploaded.name}")
+            loaded_upload = load_uploaded(uploaded, workspace())
+            set_model(loaded_upload, f"Uploaded: {uploaded.name}")
+            if loaded_upload.is_lazy:
+                release_upload(uploaded)  # on disk now: the server's in-memory copy goes (the uploader empties)
             st.session_state["loaded_now"] = True
 with sample_col:
     descriptions = sample_descriptions()

@@ -13,6 +13,7 @@ with :func:`refusal` before it starts.
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 from pathlib import Path
@@ -23,6 +24,8 @@ import streamlit as st
 from shrinkray.errors import ShrinkRayError
 from shrinkray.io import LoadedModel
 from shrinkray.size_check import ModelSize, check_fits, model_size
+
+log = logging.getLogger("shrinkray.app")
 
 #: Bytes copied from the upload to disk at a time.
 COPY_CHUNK = 8 << 20
@@ -156,3 +159,19 @@ def large_shrink_panel(loaded: LoadedModel) -> None:
     for warning in result["warnings"]:
         st.warning(md(warning), icon=":material/warning:")
     st_download(result)
+
+
+def release_upload(uploaded: Any) -> None:
+    """Drop Streamlit's in-memory copy of an upload already copied to disk (a model kept as its graph): the
+    server holds it for the session otherwise, the size of the model. The uploader then shows no file; the
+    model stays loaded (the sidebar names it)."""
+    try:
+        from streamlit.runtime import Runtime
+        from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+
+        ctx = get_script_run_ctx()
+        if ctx is not None and Runtime.exists():
+            Runtime.instance().uploaded_file_mgr.remove_file(ctx.session_id, uploaded.file_id)
+    except Exception:  # noqa: BLE001 - only memory is at stake; the model is loaded either way
+        log.warning("could not release an upload's memory", exc_info=True)
+    uploaded.close()

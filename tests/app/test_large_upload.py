@@ -87,3 +87,26 @@ def test_shrink_page_streams_and_offers_the_zip(big_zip: Path, tmp_path: Path) -
     assert cli.main(["shrink", str(big_zip), "-m", "weights-int8", "-o", str(cli_out), "-q"]) == 0
     np.testing.assert_array_equal(outputs(tmp_path / "from_app" / "model.weights-int8.onnx"), outputs(cli_out))
     assert not list(Path(result["zip"]).parent.glob("scratch-*"))  # the worker's scratch folder is gone
+
+
+def test_a_run_of_a_model_kept_as_its_graph_is_refused_in_the_apps_words(big_zip: Path, tmp_path: Path) -> None:
+    """Compare (and Shrink and measure) queue runs through start_run: it refuses before anything reads the weights."""
+
+    def page() -> None:
+        import streamlit as st
+
+        from app_ui.controls import friendly_errors
+        from app_ui.runs import start_run
+        from shrinkray.compare import CompareSettings
+
+        with friendly_errors("Starting the run"):
+            start_run(st.session_state["model"], CompareSettings())
+
+    loaded = load_uploaded(_upload(big_zip), tmp_path / "ws")
+    at = AppTest.from_function(page, default_timeout=60)
+    at.session_state["model"] = loaded
+    at.run()
+    assert not at.exception
+    text = " ".join(e.value for e in at.error)
+    assert "This model is " in text and "comparing needs about" in text
+    assert "on the Shrink page, which works tensor by tensor" in text and "--" not in text and "SHRINKRAY" not in text

@@ -82,8 +82,19 @@ def refusal(loaded: LoadedModel, doing: str) -> ShrinkRayError:
                           "Shrink it with weights-int8, which works tensor by tensor", "stream")  # fmt: skip
 
 
+def job_input(loaded: LoadedModel) -> Path:
+    """The unpacked .onnx the Model page already checked (its data files beside it), so the worker reads the
+    tensors in place instead of unpacking the zip again (a second copy on disk, ~3 s per GB); the zip when
+    the unpacked folder does not name one model."""
+    if loaded.external_base is not None:
+        models = sorted(Path(loaded.external_base).glob("*.onnx"))
+        if len(models) == 1:
+            return models[0]
+    return Path(loaded.path)
+
+
 def shrink_large(loaded: LoadedModel, method: str, options: dict[str, Any], out_dir: Path) -> dict[str, Any]:
-    """Shrink ``loaded`` (its zip on disk) with a streaming method in the capped worker, into
+    """Shrink ``loaded`` (its unpacked files, or its zip, on disk) with a streaming method in the capped worker, into
     ``out_dir/NAME.METHOD.zip`` (stored). Returns what the page shows: the zip's path and size, notes."""
     from shrinkray.jobs import shrink_job
     from shrinkray.sandbox import run_capped
@@ -93,7 +104,7 @@ def shrink_large(loaded: LoadedModel, method: str, options: dict[str, Any], out_
     scratch = Path(tempfile.mkdtemp(prefix="scratch-", dir=out_dir))
     try:
         variant, written, written_bytes, input_bytes = run_capped(
-            shrink_job, Path(loaded.path), output, method, options, True, str(scratch),
+            shrink_job, job_input(loaded), output, method, options, True, str(scratch),
             what=f"Shrinking with {method}",
         )  # fmt: skip
     finally:

@@ -39,6 +39,9 @@ def test_large_zip_is_kept_as_its_graph_and_compare_refuses(big_zip: Path, tmp_p
     loaded = load_uploaded(_upload(big_zip), tmp_path / "ws")
     assert loaded.is_lazy and loaded.path is not None and loaded.path.is_file()
     assert all(not t.raw_data for t in loaded.model.graph.initializer)  # the weights stayed in their file
+    from app_ui.large_models import job_input
+
+    assert job_input(loaded).name == "model.onnx" and job_input(loaded).parent == loaded.external_base
     message = str(refusal(loaded, "comparing"))
     assert message.startswith("This model is ") and "comparing needs about" in message
 

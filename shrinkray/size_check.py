@@ -59,9 +59,12 @@ def model_size(path: str | os.PathLike) -> ModelSize | None:
                  if entry.key == "location"}  # fmt: skip
     data = 0
     for location in locations:
-        target = (path.parent / location).resolve()
-        if target.is_relative_to(path.parent.resolve()) and target.is_file():
-            data += target.stat().st_size
+        try:
+            target = (path.parent / location).resolve()
+            if target.is_relative_to(path.parent.resolve()) and target.is_file():
+                data += target.stat().st_size
+        except (OSError, ValueError):  # a NUL byte, a name too long...: the loader refuses it in its words
+            continue
     return ModelSize(size + data, external=bool(locations))
 
 

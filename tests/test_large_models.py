@@ -134,3 +134,19 @@ def test_zip_output_of_an_in_memory_method(tmp_path: Path) -> None:
     assert written == tmp_path / "f16.zip" and written.stat().st_size == written_bytes
     with zipfile.ZipFile(written) as zf:
         assert zf.namelist() == ["f16.onnx"]
+
+
+@pytest.mark.parametrize("location", ["a\0b", "x" * 5000])
+def test_model_size_of_a_hostile_location_is_not_a_traceback(tmp_path: Path, location: str, capsys) -> None:
+    """A data file name the OS cannot take (NUL byte, too long) is the loader's to refuse, in its words."""
+    path = tiny_external_model(tmp_path / "m")
+    model = onnx.load(str(path), load_external_data=False)
+    for entry in model.graph.initializer[0].external_data:
+        if entry.key == "location":
+            entry.value = location
+    path.write_bytes(model.SerializeToString())
+    size = model_size(path)
+    assert size is not None and size.external
+    assert cli.main(["compare", str(path), "--no-latency"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 1

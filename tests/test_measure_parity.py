@@ -1001,3 +1001,12 @@ def test_raw_yolox_offsets_are_decoded_on_their_grid():
     grown[70, 2] += 0.4  # exp(0.4) = 1.5x as wide
     out = compare_output("o", rows[None], grown[None], kind)
     assert out.decisions.startswith("1 of 1 box moved (IoU 0.67")
+
+
+@pytest.mark.parametrize("shape", [(1, 0, 5), (5, 0), (7,)])
+def test_an_output_set_to_map_that_has_no_grid_is_judged_as_values(shape):
+    """An output the user set to ``map`` that is empty or flat on these inputs: judged as values, no crash."""
+    ref = np.full(shape, 0.5, np.float32)
+    result = compare_output("mask", ref, ref.copy(), OutputKind("map"))
+    assert result.passed
+    assert "not a grid of values: judged as values" in result.kind_reason

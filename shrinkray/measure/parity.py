@@ -542,8 +542,8 @@ def _decide(ref: np.ndarray, var: np.ndarray, kind: OutputKind):
     from shrinkray.measure import decisions
 
     found = None
-    if kind.kind == "map" and ref.ndim >= 2:
-        found = decisions.map_decisions(ref, var)
+    if kind.kind == "map":
+        found = decisions.map_decisions(ref, var) if ref.ndim >= 2 and ref.size else "not a grid of values"
         nothing, found = (found, None) if isinstance(found, str) else ("", found)
     else:
         layout = decisions.head_layout(ref, kind.input_size)

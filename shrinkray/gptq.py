@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -83,6 +83,16 @@ def feedback_of(gram: np.ndarray) -> np.ndarray:
             _FEEDBACK.pop(next(iter(_FEEDBACK)))
         _FEEDBACK[key] = (gram, f)
         return f
+
+
+def forget_feedback(grams: Iterable[np.ndarray]) -> None:
+    """Drop the cached feedback of these second-moment matrices (a method's run is over): the cache would
+    otherwise keep up to four K x K matrices and their feedback alive for the rest of the process."""
+    with _FEEDBACK_LOCK:
+        for gram in grams:
+            hit = _FEEDBACK.get(id(gram))
+            if hit is not None and hit[0] is gram:
+                del _FEEDBACK[id(gram)]
 
 
 _BLAS_NAMES = ("scipy_openblas_{}_num_threads64_", "scipy_openblas_{}_num_threads", "openblas_{}_num_threads64_",

@@ -499,3 +499,22 @@ def test_gptq_auto_is_on_with_the_users_inputs_and_replaces_activation_aware_sca
     auto = shrinkray.shrink(model, "weights-int4", min_elements=1, context=users)
     on = shrinkray.shrink(model, "weights-int4", min_elements=1, context=users, gptq="on", activation_aware=False)
     assert auto.model.SerializeToString() == on.model.SerializeToString()
+
+
+def test_gptq_keeps_no_feedback_matrix_once_the_method_is_done(monkeypatch):
+    """The K x K feedback matrices are cached while the tensors are encoded, not for the rest of the process
+    (compare's worker goes on building and timing other variants)."""
+    from types import SimpleNamespace
+
+    from shrinkray import gptq
+    from shrinkray.methods.base import RunContext
+
+    model, sample = _correlated_mlp()
+    calibration = RunContext(inputs=SimpleNamespace(samples=[{"x": sample(256, k)} for k in range(2)]))
+    before = set(gptq._FEEDBACK)
+    calls = []
+    original = gptq.feedback_of
+    monkeypatch.setattr(gptq, "feedback_of", lambda gram: calls.append(gram.shape) or original(gram))
+    shrinkray.shrink(model, "weights-int4", gptq="on", context=calibration, min_elements=1, activation_aware=False)
+    assert calls == [(160, 160)]  # GPTQ ran on the MatMul weight
+    assert set(gptq._FEEDBACK) <= before

@@ -623,7 +623,7 @@ def uses_gptq(options: WeightsInt4Options, context: RunContext | None) -> bool:
 def apply(model: onnx.ModelProto, options: WeightsInt4Options, context: RunContext | None = None) -> Variant:
     """``context``: the run's inputs, which activation-aware scales and GPTQ are calibrated on (the user's own
     when given, else the samples compare synthesizes)."""
-    from shrinkray.gptq import single_blas_thread
+    from shrinkray.gptq import forget_feedback, single_blas_thread
 
     opset = default_opset(model)
     if options.form == "dequantize-linear" and opset < 21:
@@ -664,20 +664,23 @@ def apply(model: onnx.ModelProto, options: WeightsInt4Options, context: RunConte
     contrib_edits: list[Callable[[], None]] = []
     fallback_axis: list[str] = []
     skipped_dq: list[str] = []
-    for ref, enc in zip(refs, map_tensors(encode, refs), strict=True):
-        if enc is None:
-            variant.warnings.append(
-                f"Kept '{ref.name}' as it was: it holds inf or NaN values, or values beyond float32's range"
-            )
-            continue
-        if not enc.layout.reason:
-            fallback_axis.append(ref.name)
-        bytes_after, encoding = _rewrite(ref, enc, opset, editor, contrib_edits, skipped_dq)
-        if bytes_after is None:
-            continue
-        change = TensorChange.of(ref, bytes_after=bytes_after, stats=enc.stats, encoding=encoding)
-        variant.changes.append(change)
-        warn_if_damaged(variant, change)
+    try:
+        for ref, enc in zip(refs, map_tensors(encode, refs), strict=True):
+            if enc is None:
+                variant.warnings.append(
+                    f"Kept '{ref.name}' as it was: it holds inf or NaN values, or values beyond float32's range"
+                )
+                continue
+            if not enc.layout.reason:
+                fallback_axis.append(ref.name)
+            bytes_after, encoding = _rewrite(ref, enc, opset, editor, contrib_edits, skipped_dq)
+            if bytes_after is None:
+                continue
+            change = TensorChange.of(ref, bytes_after=bytes_after, stats=enc.stats, encoding=encoding)
+            variant.changes.append(change)
+            warn_if_damaged(variant, change)
+    finally:  # the feedback matrices cached for these second moments (K x K each) go with them
+        forget_feedback(grams.values())
     casts = [c for c in (edit() for edit in contrib_edits) if c]  # consumers change in place, before the
     _insert_after(model, casts)  # editor rebuilds the node lists
     if contrib_edits:

@@ -12,7 +12,14 @@ from onnx import TensorProto, helper
 
 from shrinkray.errors import RuntimeUnsupportedError
 from shrinkray.measure import latency
-from shrinkray.measure.latency import LatencyStats, default_threads, measure_latency, median_interval, time_models
+from shrinkray.measure.latency import (
+    LatencyStats,
+    default_threads,
+    measure_latency,
+    median_interval,
+    time_models,
+    time_pairwise,
+)
 
 
 def tiny(op: str) -> onnx.ModelProto:
@@ -543,3 +550,14 @@ def _times(runners, clock, rounds):
             runners[key]()
             t[key].append((clock() - t0) * 1000)
     return t["variant"], t["original"]
+
+
+def test_pairwise_reports_the_bursts_the_original_ran_in():
+    """Compare times pairs: the original's figures pool its runs from every pair, which ran in bursts too."""
+    ms = {"original": 0.10, "variant": 0.08}
+    clock, runners = switching({"original": 0.05, "variant": 0.0}, ms)
+    stats = time_pairwise("original", runners["original"], [("variant", lambda: runners["variant"])],
+                          runs=10, warmup=2, timer=clock)  # fmt: skip
+    assert stats["variant"].burst == latency.burst_for(0.10) > 1
+    assert stats["original"].burst == stats["variant"].burst
+    assert stats["original"].median_ms == pytest.approx(0.10)  # warm runs: the switch was dropped

@@ -336,6 +336,7 @@ def time_pairwise(
     out: dict[str, LatencyStats] = {}
     pooled: list[float] = []
     reasons: list[str] = []
+    bursts: list[int] = []
     spent = 0.0  # seconds of timing (session opens are not part of the budget)
     for index, (key, opener) in enumerate(openers):
         t0 = timer()
@@ -351,11 +352,12 @@ def time_pairwise(
         out[key] = _stats(times, reference, [key], replace(t, burst=burst), session_ms, stopped_by)[key]
         pooled += times[reference]
         reasons.append(stopped_by)
+        bursts.append(burst)
     if not openers:
         times, stopped_by, burst = _rounds({reference: reference_runner}, reference, [], t)
         return _stats(times, reference, [], replace(t, burst=burst), session_ms, stopped_by)
     stopped = next((r for r in reasons if r != "precision"), "precision")
-    original = _stats({reference: pooled}, reference, [], t, session_ms, stopped)[reference]
+    original = _stats({reference: pooled}, reference, [], replace(t, burst=max(bursts)), session_ms, stopped)[reference]
     original.settled = all(s.settled for s in out.values())
     return {reference: original, **out}
 

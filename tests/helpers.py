@@ -241,3 +241,13 @@ def framed_audio_model(frame: int = 512) -> onnx.ModelProto:
     model.ir_version = 8
     onnx.checker.check_model(model)
     return model
+
+
+def press(page, name: str, timeout_ms: int = 60_000) -> None:
+    """Click the app's one button called ``name`` once Streamlit has finished redrawing: while a rerun is
+    drawing, the stale copy of a widget and its new one are both on the page (strict-mode clicks then fail)."""
+    from playwright.sync_api import expect
+
+    button = page.get_by_role("button", name=name)
+    expect(button).to_have_count(1, timeout=timeout_ms)
+    button.click()

@@ -18,6 +18,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from helpers import press
 
 import shrinkray
 from shrinkray.validate import validate
@@ -104,7 +105,7 @@ def test_full_flow_in_a_real_browser(page, tmp_path):
     for name in ("Dynamic INT8 (ONNX Runtime)", "N-value palettization"):
         page.get_by_role("button", name=f"Remove {name}").click()
         page.wait_for_timeout(500)
-    page.get_by_role("button", name="Shrink and measure").click()
+    press(page, "Shrink and measure")
     page.wait_for_selector("text=Reports", timeout=240_000)
     body = page.inner_text("body")
     assert "weights-int8" in body and "float16" in body
@@ -186,7 +187,7 @@ def test_real_samples_and_parity_settings_in_a_real_browser(pages, app_url, tmp_
     pg.get_by_role("link", name="Shrink").click()
     pg.wait_for_selector("text=Shrink and measure", timeout=30_000)
     started = time.perf_counter()
-    pg.get_by_role("button", name="Shrink and measure").click()
+    press(pg, "Shrink and measure")
     pg.locator("h3", has_text="weights-int8").first.wait_for(timeout=300_000)
     first_card_s = time.perf_counter() - started
     print(f"\n'Shrink and measure' to the first variant card (cnn, default settings): {first_card_s:.1f} s")

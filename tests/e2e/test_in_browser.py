@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from helpers import press
 from onnx import TensorProto, helper, numpy_helper
 
 from shrinkray.methods import all_methods
@@ -68,7 +69,7 @@ def _shrink(pg, sample: Path, latency: bool) -> None:
     if toggle.is_checked() != latency:
         pg.get_by_text("Measure latency", exact=True).first.click()
         pg.wait_for_timeout(300)
-    pg.get_by_role("button", name="Shrink and measure").click()
+    press(pg, "Shrink and measure")
     pg.wait_for_selector("text=Reports", timeout=240_000)
 
 

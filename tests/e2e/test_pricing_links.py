@@ -3,6 +3,8 @@ in one press, and malformed values give messages. Screenshots in light and dark 
 
 from __future__ import annotations
 
+from helpers import press
+
 from tests.e2e.test_browser import ROOT, SHOTS, _no_traceback, app_url  # noqa: F401
 
 
@@ -38,7 +40,7 @@ def test_a_pricing_link_shows_the_same_money_elsewhere_and_back_leaves_in_one_pr
         if button.count():
             button.click()
             pg.wait_for_timeout(500)
-    pg.get_by_role("button", name="Shrink and measure").click()
+    press(pg, "Shrink and measure")
     pg.wait_for_selector("text=Reports", timeout=300_000)
     _no_traceback(pg)
 

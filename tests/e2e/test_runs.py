@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from helpers import press
+
 import shrinkray
 from shrinkray.validate import validate
 from tests.e2e.test_browser import ROOT, SHOTS, _no_traceback, app_url  # noqa: F401
@@ -54,7 +56,7 @@ def start_small_run(page, url: str) -> None:
     _open_measurement_settings(page)
     page.get_by_text("Measure latency").click()
     page.wait_for_timeout(400)
-    page.get_by_role("button", name="Shrink and measure").click()
+    press(page, "Shrink and measure")
 
 
 def test_a_run_is_kept_and_reopens_from_its_address(app_url, pages, tmp_path):  # noqa: F811

@@ -71,6 +71,18 @@ def load_uploaded(uploaded: Any, workspace: Path) -> LoadedModel:
             shutil.rmtree(path.parent, ignore_errors=True)
 
 
+def discard_upload(loaded: LoadedModel | None, workspace: Path) -> None:
+    """Remove the files a model kept as its graph still reads (its uploaded zip and the unpacked folder), once
+    another model replaces it: they are the model's size twice over, and nothing reads them any more. Only a
+    folder this module made below ``workspace/uploads`` is removed."""
+    if loaded is None or not loaded.is_lazy or loaded.path is None:
+        return
+    folder = Path(loaded.path).parent
+    uploads = (workspace / "uploads").resolve()
+    if folder.resolve().parent == uploads and folder.name.startswith("upload-"):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def refusal(loaded: LoadedModel, doing: str) -> ShrinkRayError:
     """Why ``doing`` (``"comparing"``) cannot run on a model loaded as its graph alone, in one sentence."""
     size = ModelSize(loaded.file_bytes, external=True)

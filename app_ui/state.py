@@ -59,6 +59,10 @@ def set_model(loaded: LoadedModel, source: str, keep_run: bool = False) -> None:
         from app_ui.runs import forget_run
 
         forget_run()
+    if current is not None and current is not loaded:
+        from app_ui.large_models import discard_upload
+
+        discard_upload(current, workspace())  # a model kept as its graph: its files on disk go with it
     st.session_state["model"] = loaded
     st.session_state["model_source"] = source
 

@@ -113,3 +113,34 @@ def test_a_run_of_a_model_kept_as_its_graph_is_refused_in_the_apps_words(big_zip
     text = " ".join(e.value for e in at.error)
     assert "This model is " in text and "comparing needs about" in text
     assert "on the Shrink page, which works tensor by tensor" in text and "--" not in text and "SHRINKRAY" not in text
+
+
+def test_a_model_kept_as_its_graph_leaves_no_files_once_another_replaces_it(big_zip: Path, tmp_path: Path,
+                                                                             monkeypatch) -> None:  # fmt: skip
+    """Its upload and unpacked folder (twice the model's size on disk) go when the visitor loads another model;
+    the new model's own files stay."""
+    import streamlit as st
+
+    from app_ui import runs, state
+
+    ws = tmp_path / "ws"
+    first = load_uploaded(_upload(big_zip), ws)
+    second = load_uploaded(_upload(big_zip), ws)
+    assert first.is_lazy and second.is_lazy and len(list((ws / "uploads").iterdir())) == 2
+    monkeypatch.setattr(st, "session_state", {})
+    monkeypatch.setattr(state, "workspace", lambda: ws)
+    monkeypatch.setattr(runs, "forget_run", lambda: None)
+    state.set_model(first, "Uploaded: model.zip")
+    state.set_model(first, "Uploaded: model.zip")  # the same model again: nothing removed
+    assert Path(first.path).is_file()
+    state.set_model(second, "Uploaded: model.zip")
+    assert not Path(first.path).parent.exists()
+    assert [p.name for p in (ws / "uploads").iterdir()] == [Path(second.path).parent.name]
+    from app_ui.large_models import job_input
+
+    assert job_input(second).is_file()
+    elsewhere = tmp_path / "mine.zip"  # a zip that is not one of this workspace's uploads is never removed
+    elsewhere.write_bytes(big_zip.read_bytes())
+    second.path = elsewhere
+    state.set_model(first, "Uploaded: model.zip")
+    assert elsewhere.is_file()

@@ -177,8 +177,17 @@ def test_every_form_rebuilds_the_weight_it_recorded(form, symmetric, optimized):
 
 def test_dequantize_linear_form_needs_opset_21():
     model, _ = _identity_matmul(64, 32, 17)
-    with pytest.raises(MethodError, match="opset 21"):
+    with pytest.raises(MethodError, match="opset 21") as caught:
         shrinkray.shrink(model, "weights-int4", form="dequantize-linear")
+    assert "--" not in str(caught.value)  # the app shows it too: no command-line flag
+
+
+def test_weights_int8_dequantize_linear_refusal_names_no_flag():
+    """The app shows the engine's message as it is: it says "the dequantize-linear form", not a CLI flag."""
+    model, _ = _identity_matmul(64, 32, 9)
+    with pytest.raises(MethodError, match="opset 10") as caught:
+        shrinkray.shrink(model, "weights-int8", form="dequantize-linear", granularity="per-tensor")
+    assert "--" not in str(caught.value) and "dequantize-linear form" in caught.value.problem
 
 
 @pytest.mark.parametrize("options", [{"block_size": 48}, {"rounding": "nearest"}, {"form": "int4"}])

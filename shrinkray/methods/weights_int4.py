@@ -628,8 +628,8 @@ def apply(model: onnx.ModelProto, options: WeightsInt4Options, context: RunConte
     opset = default_opset(model)
     if options.form == "dequantize-linear" and opset < 21:
         raise MethodError(
-            f"--form dequantize-linear needs opset 21 (INT4 and block_size); this model uses {opset}",
-            "Use the default --form auto (or standard / contrib, which work at any opset)",
+            f"The dequantize-linear form needs opset 21 (INT4 and block_size); this model uses {opset}",
+            "Use the default form, auto (or standard / contrib, which work at any opset)",
         )
     variant = Variant(method="weights-int4", options=options.as_dict(), model=model)
     refs = candidates(find_weights(model), options)

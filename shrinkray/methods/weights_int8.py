@@ -174,8 +174,8 @@ def rewrite(
     per_channel = options.granularity == "per-channel"
     if options.form == "dequantize-linear" and opset < (13 if per_channel else 10):
         raise MethodError(
-            f"--form dequantize-linear needs opset {13 if per_channel else 10} or newer; this model uses {opset}",
-            "Use the default --form cast-mul",
+            f"The dequantize-linear form needs opset {13 if per_channel else 10} or newer; this model uses {opset}",
+            "Use the default form, cast-mul",
         )
     variant = Variant(method="weights-int8", options=options.as_dict(), model=model)
 

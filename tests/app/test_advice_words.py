@@ -100,3 +100,23 @@ def test_a_surely_slower_variant_shows_its_change_even_when_timing_was_too_noisy
     assert "1.50x slower" in "\n".join(_texts(at))
     deltas = [m.delta for m in at.metric if m.label == "Latency" and "Too noisy" in str(m.proto.help)]
     assert "+50% time" in deltas, deltas
+
+
+def test_a_latency_too_noisy_to_call_says_so_on_the_card(failing_and_slower, tmp_path):
+    """Timing that ended too noisy with its interval around 1 showed a bare "0.26 ms" (no change, no word):
+    next to a card with "-20% time" it read as unchanged. The card says "too noisy to call", uncoloured."""
+    c = pickle.loads(failing_and_slower.read_bytes())
+    base = c.original.latency[0]
+    f16 = c.get("float16")
+    f16.latency = [dataclasses.replace(s, ratio=0.8, ratio_low=0.6, ratio_high=1.1, settled=False)
+                   if (s.threads, s.batch) == (base.threads, base.batch) else s for s in f16.latency]  # fmt: skip
+    path = tmp_path / "straddles.pkl"
+    path.write_bytes(pickle.dumps(c))
+    at = AppTest.from_function(_show, args=(str(path),), default_timeout=120).run()
+    assert not at.exception, at.exception
+    noisy = [m for m in at.metric if m.label == "Latency" and "Too noisy" in str(m.proto.help)]
+    latency = [m for m in at.metric if m.label == "Latency"]
+    assert len(latency) == 3 and latency[-1] in noisy, [m.delta for m in latency]  # float16 is the third card
+    assert latency[-1].delta == "too noisy to call", latency[-1].delta
+    assert all(m.delta == "too noisy to call" or m.delta.endswith("% time") for m in noisy), [m.delta for m in noisy]
+    assert latency[-1].proto.color == latency[-1].proto.MetricColor.GRAY  # neither better (green) nor worse (red)

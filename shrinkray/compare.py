@@ -47,7 +47,7 @@ from shrinkray.measure.latency import time_pairwise
 from shrinkray.measure.output_kinds import classify_outputs
 from shrinkray.measure.parity import OutputKind, Parity, compare_outputs
 from shrinkray.measure.sizes import BackgroundSizes
-from shrinkray.memory import limit_malloc_arenas, release_free_memory
+from shrinkray.memory import release_free_memory
 from shrinkray.methods import Variant, all_methods, get_method
 from shrinkray.methods.base import RunContext
 from shrinkray.results import ORIGINAL, CompareSettings, Comparison, Culprit, VariantResult
@@ -375,7 +375,6 @@ class ComparePipeline:
                  progress: Progress | None = None, on_partial: Snapshot | None = None, *,
                  owns_model: bool = False) -> None:  # fmt: skip
         self.settings = settings = settings or CompareSettings()
-        limit_malloc_arenas()  # before the size threads: what they free must be trimmable (shrinkray.memory)
         if isinstance(loaded, onnx.ModelProto):
             loaded = LoadedModel(model=loaded, name=loaded.graph.name or "model", file_bytes=loaded.ByteSize())
         self.loaded = loaded

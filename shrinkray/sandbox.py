@@ -17,7 +17,6 @@ stdout.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import pickle
 import queue
@@ -32,6 +31,7 @@ from typing import Any, BinaryIO
 
 from shrinkray.errors import LimitExceededError, ShrinkRayError
 from shrinkray.limits import Limits
+from shrinkray.memory import limit_malloc_arenas
 from shrinkray.units import format_bytes
 
 Progress = Callable[[str, float], None]
@@ -75,8 +75,13 @@ def _limit_memory(memory_bytes: int) -> None:
 
     with contextlib.suppress(ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-    with contextlib.suppress(OSError, AttributeError):  # fewer malloc arenas: less address space reserved
-        ctypes.CDLL("libc.so.6").mallopt(-8, 2)  # M_ARENA_MAX
+
+
+def _share_one_heap() -> None:
+    """The worker's threads share one malloc heap: less address space reserved under the cap, and what compare's
+    size threads free can be returned (shrinkray.memory). Process-wide, so only in this worker, never in a
+    caller's own process."""
+    limit_malloc_arenas(1)
 
 
 def _is_memory(text: str) -> bool:
@@ -93,6 +98,7 @@ def _worker_main() -> None:
         return
     _, (fn, args, kwargs, memory_bytes, wants_progress, wants_partial) = request
     _limit_memory(memory_bytes)
+    _share_one_heap()
     lock = threading.Lock()  # the engine may report from its compression threads
 
     def send(message: tuple[str, Any]) -> None:

@@ -251,19 +251,26 @@ def test_a_model_name_with_folders_writes_its_variants_inside_variants_dir(tmp_p
     assert not list(tmp_path.glob("*.onnx"))
 
 
-def test_a_pipeline_makes_later_threads_share_the_main_heap_before_its_size_threads_start(monkeypatch):
-    """What size threads and per-tensor workers free must be trimmable (shrinkray.memory.limit_malloc_arenas)."""
-    from shrinkray import compare as compare_module
-    from shrinkray.measure import sizes as sizes_module
+def test_compare_leaves_the_callers_malloc_settings_alone_and_the_worker_shares_one_heap(monkeypatch):
+    """M_ARENA_MAX is process-wide: only the capped worker sets it (before the job's threads start), never a
+    compare running in the caller's own process (shrinkray.memory.limit_malloc_arenas)."""
+    import io
 
-    order = []
-    monkeypatch.setattr(compare_module, "limit_malloc_arenas", lambda: order.append("arenas"))
-    real = sizes_module.BackgroundSizes.__init__
+    from shrinkray import memory, sandbox
 
-    def init(self, *args, **kwargs):
-        order.append("size threads")
-        real(self, *args, **kwargs)
-
-    monkeypatch.setattr(sizes_module.BackgroundSizes, "__init__", init)
+    calls = []
+    monkeypatch.setattr(memory, "limit_malloc_arenas", lambda count=1: calls.append(count))
+    monkeypatch.setattr(sandbox, "limit_malloc_arenas", lambda count=1: calls.append(count))
     compare(shrinkray.load(sample_path("mlp")), CompareSettings(methods=METHODS[:1], latency=False, brotli_quality=5))
-    assert order[:2] == ["arenas", "size threads"]
+    assert calls == []
+
+    request, reply = io.BytesIO(), io.BytesIO()
+    sandbox._send(request, ("call", (len, ([1, 2, 3],), {}, 1 << 40, False, False)))
+    request.seek(0)
+    monkeypatch.setattr(sandbox, "_limit_memory", lambda memory_bytes: None)  # not this test process's cap
+    monkeypatch.setattr(sandbox.signal, "signal", lambda *args: None)  # nor its Ctrl-C
+    monkeypatch.setattr(sandbox.sys, "stdin", type("In", (), {"buffer": request})())
+    monkeypatch.setattr(sandbox.sys, "stdout", type("Out", (), {"buffer": reply})())
+    sandbox._worker_main()
+    reply.seek(0)
+    assert calls == [1] and sandbox._receive(reply) == ("result", 3)

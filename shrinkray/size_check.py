@@ -46,9 +46,13 @@ def model_size(path: str | os.PathLike) -> ModelSize | None:
         if zipfile.is_zipfile(path):
             with zipfile.ZipFile(path) as zf:
                 members = [i for i in zf.infolist() if not i.is_dir()]
-            total = sum(i.file_size for i in members)
-            model = sum(i.file_size for i in members if i.filename.lower().endswith(".onnx"))
-            return ModelSize(total, external=total > model)
+                graphs = [i for i in members if i.filename.lower().endswith(".onnx")]
+                # external data = what the graph refers to, not "other files in the zip" (a README beside an
+                # inline model must not earn the streaming advice); a graph too big to read is inline
+                small = [i for i in graphs if i.file_size <= GRAPH_READ_LIMIT]
+                external = len(graphs) == len(small) == 1 and _refers_to_external(
+                    onnx.load_model_from_string(zf.read(small[0])))
+            return ModelSize(sum(i.file_size for i in members), external=external)
         size = path.stat().st_size
         if size > GRAPH_READ_LIMIT:
             return ModelSize(size, external=False)
@@ -66,6 +70,10 @@ def model_size(path: str | os.PathLike) -> ModelSize | None:
         except (OSError, ValueError):  # a NUL byte, a name too long...: the loader refuses it in its words
             continue
     return ModelSize(size + data, external=bool(locations))
+
+
+def _refers_to_external(model: onnx.ModelProto) -> bool:
+    return any(is_external(t) for t in _tensors(model))
 
 
 def _tensors(model: onnx.ModelProto):

@@ -62,6 +62,17 @@ def test_model_size_reads_files_not_tensors(tmp_path: Path) -> None:
     assert zipped == size  # the zip's members, unpacked
 
 
+def test_an_inline_model_zipped_with_other_files_is_not_taken_for_external_data(tmp_path: Path) -> None:
+    inline = onnx.load(str(tiny_external_model(tmp_path / "src")))  # loads the weights back inline
+    folder = tmp_path / "inline"
+    folder.mkdir()
+    onnx.save_model(inline, str(folder / "model.onnx"))
+    (folder / "README.txt").write_bytes(b"notes " * 50_000)  # larger than the graph
+    size = model_size(zip_folder(folder, tmp_path / "inline.zip"))
+    assert size is not None and not size.external  # streaming could not help: save it with external data
+    assert size.bytes == sum(f.stat().st_size for f in folder.iterdir())
+
+
 def test_compare_refuses_before_reading_the_model(tmp_path: Path, monkeypatch, capsys) -> None:
     path = tiny_external_model(tmp_path / "m")
     monkeypatch.setenv("SHRINKRAY_MAX_MEMORY_BYTES", "100KiB")

@@ -101,7 +101,7 @@ with left:
     _seed("pricing:growth", float(link.growth * 100))
     growth = c2.number_input("Growth per month (%)", min_value=float(pricing.MIN_GROWTH * 100),
                              max_value=float(pricing.MAX_GROWTH * 100), step=1.0, key="pricing:growth",
-                             help="5 means 5% more downloads every month (the CLI's --growth reads 5 the same way).")  # fmt: skip
+                             help="5 means 5% more downloads every month, compounded month by month.")  # fmt: skip
 with right:
     _seed("pricing:delivery", link.delivery)
     delivery = st.radio(

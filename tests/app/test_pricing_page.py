@@ -230,3 +230,18 @@ def test_the_slider_follows_a_typed_download_count():
     assert at.select_slider(key="pricing:downloads_preset").value == 200_000  # the nearest round number
     at.select_slider(key="pricing:downloads_preset").set_value(5_000_000).run()
     assert at.number_input(key="pricing:downloads").value == 5_000_000  # and the slider still sets the count
+
+
+def test_the_page_names_no_command_line_flag():
+    """The app never names a CLI flag: the growth control's help said "the CLI's --growth reads 5 the same way"
+    and each provider's notes say "--price-per-gb" in the engine's data (the page words them as its controls)."""
+    import re
+
+    flag = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+    for provider in ("gcs", "s3", "custom"):
+        at = _pricing({"provider": provider, "price": "0.1", "sizes": "model=52428800"})
+        helps = [str(w.proto.help) for kind in ("number_input", "radio", "selectbox", "select_slider", "text_input")
+                 for w in at.get(kind) if getattr(w.proto, "help", "")]  # fmt: skip
+        texts = [str(e.value) for kind in ("markdown", "caption", "info", "warning") for e in at.get(kind)]
+        leaks = [t for t in helps + texts if flag.search(t.replace("\\", ""))]
+        assert helps and not leaks, leaks

@@ -411,6 +411,10 @@ class _Nodes:
         high = self.add("BitShift", [packed, four], f"{tag}_hi", direction="RIGHT")
         shifted = self.add("BitShift", [packed, four], f"{tag}_shl", direction="LEFT")  # high nibble dropped
         low = self.add("BitShift", [shifted, four], f"{tag}_lo", direction="RIGHT")
+        return self.add("Cast", [self._interleave(low, high, shape, count, tag)], f"{tag}_f", to=onnx.TensorProto.FLOAT)
+
+    def _interleave(self, low: str, high: str, shape: tuple[int, ...], count: int, tag: str) -> str:
+        """Codes ``shape[:-1] + (count,)``: each byte's low nibble, then its high one, trimmed to ``count``."""
         column = self.const(f"{tag}_col", np.array([*shape, 1], dtype=np.int64))
         pairs = self.add(
             "Concat",
@@ -425,7 +429,7 @@ class _Nodes:
             out = self.alloc.new(f"{self.prefix}/{tag}_trim")
             self.nodes.append(self.slice(flat, count, len(shape) - 1, out))
             flat = out
-        return self.add("Cast", [flat], f"{tag}_f", to=onnx.TensorProto.FLOAT)
+        return flat
 
     def slice(self, data: str, end: int, axis: int, out: str) -> onnx.NodeProto:
         """``data[..., :end, ...]`` along ``axis``: attributes before opset 10, inputs from 10."""
@@ -444,21 +448,7 @@ class _Nodes:
                         f"{tag}_hi")  # fmt: skip
         low = self.add("Sub", [as_f, self.add("Mul", [high, self.const("sixteen", np.float32(16))], f"{tag}_hi16")],
                        f"{tag}_lo")  # fmt: skip
-        column = self.const(f"{tag}_col", np.array([*shape, 1], dtype=np.int64))
-        pairs = self.add(
-            "Concat",
-            [self.add("Reshape", [low, column], f"{tag}_lo_col"), self.add("Reshape", [high, column], f"{tag}_hi_col")],
-            f"{tag}_pairs",
-            axis=len(shape),
-        )
-        flat_len = shape[-1] * 2
-        flat = self.add("Reshape", [pairs, self.const(f"{tag}_shape", np.array([*shape[:-1], flat_len], np.int64))],
-                        f"{tag}_codes")  # fmt: skip
-        if count != flat_len:
-            out = self.alloc.new(f"{self.prefix}/{tag}_trim")
-            self.nodes.append(self.slice(flat, count, len(shape) - 1, out))
-            flat = out
-        return flat
+        return self._interleave(low, high, shape, count, tag)
 
 
 #: From this opset the standard decode unpacks nibbles with BitShift (opset 11) in uint8 and keeps the float

@@ -302,7 +302,10 @@ def latency_chart(c: Comparison, threads: int | None = None) -> go.Figure:
         f"Median of {_runs_text(stats)} (whisker: p90), {_threads_text(threads)}, ONNX Runtime CPU, "
         "interleaved; lower is better"
     )
-    fig = _figure(title, subtitle, notes=[_failed_note(c.all)], cols=len(batches),
+    noisy = sorted({r.key for r in c.variants for s in r.latency if s.threads == threads and s.too_noisy})
+    noisy_note = (f"hatched: too noisy to call against the original ({', '.join(noisy)}), the bars are not a settled "
+                  "difference") if noisy else ""  # fmt: skip
+    fig = _figure(title, subtitle, notes=[_failed_note(c.all), noisy_note], cols=len(batches),
                   panel_titles=[f"batch {b}" for b in batches])  # fmt: skip
     base = {s.batch: s for s in c.original.latency if s.threads == threads}
     for result in c.all:
@@ -315,6 +318,8 @@ def latency_chart(c: Comparison, threads: int | None = None) -> go.Figure:
                 if batch in base and base[batch].median_ms > 0
                 else ""
             )
+            if s.ratio is not None:  # the measured ratio and where a repeat would land, or "too noisy to call"
+                ratio = f"vs the original: {s.call()}"
             trace = go.Bar(
                 name=result.key,
                 legendgroup=result.key,
@@ -331,6 +336,7 @@ def latency_chart(c: Comparison, threads: int | None = None) -> go.Figure:
                     "color": MUTED_COLOR,
                 },
                 marker_color=colors[result.key],
+                marker_pattern_shape="/" if s.too_noisy and result.key != ORIGINAL else "",
                 customdata=[[s.p90_ms, s.mean_ms, s.runs, s.throughput, ratio, s.session_ms]],
                 hovertemplate="<b>%{fullData.name}</b><br>median %{y:.3f} ms, p90 %{customdata[0]:.3f} ms"
                 "<br>mean %{customdata[1]:.3f} ms over %{customdata[2]} runs<br>%{customdata[3]:,.0f} samples/s"
@@ -745,7 +751,9 @@ def pareto_chart(c: Comparison, delivery: str = "brotli") -> go.Figure:
         star = by_key[best.key]
         fig.add_annotation(
             x=star.size / div, y=math.log10(plotted(star.error)) if use_log else plotted(star.error),
-            text=f"<b>Recommended: {_esc(best.key)}</b>", showarrow=True, arrowhead=2, ax=45, ay=-50,
+            # below and left of the star: a variant both smaller and closer to the original would usually be the
+            # recommendation itself, so that corner rarely holds a point and never the (falling) Pareto line
+            text=f"<b>Recommended: {_esc(best.key)}</b>", showarrow=True, arrowhead=2, ax=-40, ay=45, xanchor="right",
             font={"size": FONT_SIZE}, bgcolor=LABEL_BACKGROUND, bordercolor=RECOMMENDED_COLOR,
         )  # fmt: skip
     if abs_tol > 0:

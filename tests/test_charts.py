@@ -402,3 +402,26 @@ def test_empty_figure_is_an_annotation_without_axes():
     fig = charts.empty_figure("Nothing", "Because <reasons>")
     assert len(fig.data) == 0 and fig.layout.xaxis.visible is False
     assert "Because" in annotations(fig)
+
+
+def test_latency_bars_too_noisy_to_call_are_hatched_and_named(transformer):
+    import copy
+    import dataclasses
+
+    c = copy.deepcopy(transformer)
+    noisy = c.get("float16")
+    noisy.latency = [dataclasses.replace(s, ratio=1.1, ratio_low=0.8, ratio_high=1.4, settled=False)
+                     for s in noisy.latency]  # fmt: skip
+    settled = c.get("weights-int8")
+    settled.latency = [dataclasses.replace(s, ratio=1.0, ratio_low=0.99, ratio_high=1.01, settled=True)
+                       for s in settled.latency]  # fmt: skip
+    fig = charts.latency_chart(c)
+    shapes = {t.name: t.marker.pattern.shape for t in fig.data}
+    assert shapes["float16"] == "/" and not shapes["weights-int8"] and not shapes["original"]
+    assert "too noisy to call against the original (float16)" in subtitle(fig)
+    hover = {t.name: t.customdata[0][4] for t in fig.data}
+    assert hover["float16"].startswith("vs the original: too noisy to call (95%: 0.80-1.40x)")
+    assert hover["weights-int8"] == "vs the original: 1.00x (95%: 0.99-1.01x)"
+    noisy.latency = [dataclasses.replace(s, settled=True) for s in noisy.latency]
+    calm = charts.latency_chart(c)
+    assert "too noisy" not in subtitle(calm) and not any(t.marker.pattern.shape for t in calm.data)

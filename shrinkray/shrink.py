@@ -50,20 +50,31 @@ def shrink(
         model.CopyFrom(original)
     variant = spec.run(model, opts, context)
     release_free_memory()  # the method's temporaries, before validation serializes the result
-    if 0 < variant.model.ir_version < 4:
-        variant.model.ir_version = 4  # IR 3 requires every initializer (ours too) to be a graph input
+    settle(variant.model, variant, quantized)
+    try:
+        variant.session = validate(variant.model, keep_session=keep_session, open_runtime=open_runtime)
+    except ShrinkRayError as exc:
+        raise not_kept(spec.name, exc) from None
+    return variant
+
+
+def settle(model: onnx.ModelProto, variant: Variant, quantized: list[str]) -> None:
+    """What every shrunk model gets before validation, in memory or streamed: an IR version that allows our
+    initializers, and a note when the input was already quantized (``quantized``: its quantized op types)."""
+    if 0 < model.ir_version < 4:
+        model.ir_version = 4  # IR 3 requires every initializer (ours too) to be a graph input
     if quantized:
         variant.notes.append(
             "This model is already quantized (" + ", ".join(quantized) + "): only its remaining float tensors "
             "can change, and run-time activation quantization makes it sensitive to small weight changes, "
             "so check parity"
         )
-    try:
-        variant.session = validate(variant.model, keep_session=keep_session, open_runtime=open_runtime)
-    except ShrinkRayError as exc:
-        raise type(exc)(
-            f"The {spec.name} result failed validation, so it was not kept: {exc.problem}",
-            "Nothing was written. Try other options or another method, and report the model if it runs "
-            "in ONNX Runtime before shrinking",
-        ) from None
-    return variant
+
+
+def not_kept(method_name: str, exc: ShrinkRayError) -> ShrinkRayError:
+    """A result that failed validation, said as such: nothing was written."""
+    return type(exc)(
+        f"The {method_name} result failed validation, so it was not kept: {exc.problem}",
+        "Nothing was written. Try other options or another method, and report the model if it runs "
+        "in ONNX Runtime before shrinking",
+    )

@@ -30,13 +30,14 @@ from typing import Any
 
 import onnx
 
-from shrinkray.errors import InvalidModelError, MethodError, ShrinkRayError
+from shrinkray.errors import MethodError, ShrinkRayError
 from shrinkray.external_data import DataFileWriter, SpillingEditor, finish, ref_reader
 from shrinkray.graph import quantized_ops
 from shrinkray.io import LoadedModel, _write_synced, check_output_path, staged_outputs
 from shrinkray.memory import release_free_memory
 from shrinkray.methods import Variant, get_method
-from shrinkray.validate import check_opsets, explain_runtime_error, session_options
+from shrinkray.shrink import not_kept, settle
+from shrinkray.validate import check_opsets, checker_error, explain_runtime_error, session_options
 
 
 def can_stream(loaded: LoadedModel, method: str) -> bool:
@@ -60,11 +61,7 @@ def validate_file(path: Path, model: onnx.ModelProto) -> None:
     try:
         onnx.checker.check_model(str(path))
     except onnx.checker.ValidationError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InvalidModelError(
-            f"The model is not valid ONNX: {first}",
-            "Export it again, or fix the graph with onnx.checker's message as a guide",
-        ) from None
+        raise checker_error(exc) from None
     try:
         session = ort.InferenceSession(str(path), session_options(optimized=False), providers=["CPUExecutionProvider"])
     except Exception as exc:  # noqa: BLE001 - ORT raises several unrelated exception types
@@ -107,23 +104,12 @@ def shrink_to_files(
         finally:
             writer.close()
         release_free_memory()
-        if 0 < model.ir_version < 4:
-            model.ir_version = 4  # IR 3 requires every initializer (ours too) to be a graph input
-        if quantized:
-            variant.notes.append(
-                "This model is already quantized (" + ", ".join(quantized) + "): only its remaining float "
-                "tensors can change, and run-time activation quantization makes it sensitive to small weight "
-                "changes, so check parity"
-            )
+        settle(model, variant, quantized)
         _write_synced(tmp_model, model.SerializeToString())
         try:
             validate_file(tmp_model, model)
         except ShrinkRayError as exc:
-            raise type(exc)(
-                f"The {spec.name} result failed validation, so it was not kept: {exc.problem}",
-                "Nothing was written. Try other options or another method, and report the model if it runs "
-                "in ONNX Runtime before shrinking",
-            ) from None
+            raise not_kept(spec.name, exc) from None
         written = tmp_model.stat().st_size + tmp_data.stat().st_size
     variant.model = model
     variant.notes.append(

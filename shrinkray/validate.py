@@ -78,11 +78,16 @@ def check_structure(model: onnx.ModelProto, serialized: bytes | None = None) -> 
         else:
             onnx.checker.check_model(serialized if serialized is not None else model)
     except onnx.checker.ValidationError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InvalidModelError(
-            f"The model is not valid ONNX: {first}",
-            "Export it again, or fix the graph with onnx.checker's message as a guide",
-        ) from None
+        raise checker_error(exc) from None
+
+
+def checker_error(exc: onnx.checker.ValidationError) -> InvalidModelError:
+    """onnx.checker's complaint as the user's problem: its first line, and what to do."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return InvalidModelError(
+        f"The model is not valid ONNX: {first}",
+        "Export it again, or fix the graph with onnx.checker's message as a guide",
+    )
 
 
 def custom_ops(model: onnx.ModelProto) -> list[str]:

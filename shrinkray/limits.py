@@ -802,6 +802,11 @@ def check_graph_structure(model: onnx.ModelProto) -> None:
             )
 
 
+def planned_memory(model_bytes: int, variants: int = 1) -> int:
+    """Peak memory of shrinking and measuring ``variants`` variants of a model in memory (measured factors)."""
+    return model_bytes * (SHRINK_MEMORY_FACTOR + VARIANT_MEMORY_FACTOR * max(variants - 1, 0))
+
+
 def check_memory(tensor_bytes: int, variants: int, limits: Limits | None = None) -> None:
     """Refuse work whose planned peak memory exceeds ``max_memory_bytes``, before any is done.
 
@@ -810,7 +815,7 @@ def check_memory(tensor_bytes: int, variants: int, limits: Limits | None = None)
     too large for this server gets a clear message instead of an out-of-memory kill.
     """
     limits = limits if limits is not None else Limits.from_env()
-    planned = tensor_bytes * (SHRINK_MEMORY_FACTOR + VARIANT_MEMORY_FACTOR * max(variants - 1, 0))
+    planned = planned_memory(tensor_bytes, variants)
     if planned > limits.max_memory_bytes:
         raise limits.exceeded(
             "max_memory_bytes",

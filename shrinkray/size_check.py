@@ -19,7 +19,7 @@ from pathlib import Path
 import onnx
 
 from shrinkray.errors import LimitExceededError
-from shrinkray.limits import SHRINK_MEMORY_FACTOR, VARIANT_MEMORY_FACTOR, Limits, is_external
+from shrinkray.limits import Limits, is_external, planned_memory
 from shrinkray.units import format_bytes
 
 #: A .onnx above this is not parsed for the early estimate (its size is the estimate): its tensors are inline.
@@ -82,11 +82,6 @@ def _tensors(model: onnx.ModelProto):
         for attr in node.attribute:
             if attr.type == onnx.AttributeProto.TENSOR:
                 yield attr.t
-
-
-def planned_memory(model_bytes: int, variants: int = 1) -> int:
-    """Peak memory of shrinking and measuring ``variants`` variants in memory (:func:`shrinkray.limits.check_memory`)."""
-    return model_bytes * (SHRINK_MEMORY_FACTOR + VARIANT_MEMORY_FACTOR * max(variants - 1, 0))
 
 
 def fits(size: ModelSize, variants: int = 1, limits: Limits | None = None) -> bool:

@@ -16,7 +16,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from shrinkray import cli, jobs
-from shrinkray.size_check import check_fits, model_size, planned_memory
+from shrinkray.limits import planned_memory
+from shrinkray.size_check import check_fits, model_size
 
 
 def tiny_external_model(folder: Path, name: str = "model.onnx") -> Path:

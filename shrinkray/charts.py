@@ -303,8 +303,8 @@ def latency_chart(c: Comparison, threads: int | None = None) -> go.Figure:
         "interleaved; lower is better"
     )
     noisy = sorted({r.key for r in c.variants for s in r.latency if s.threads == threads and s.too_noisy})
-    noisy_note = (f"hatched: too noisy to call against the original ({', '.join(noisy)}), the bars are not a settled "
-                  "difference") if noisy else ""  # fmt: skip
+    named = ", ".join(noisy) if len(noisy) <= 2 else f"{len(noisy)} variants"  # the hatching shows which
+    noisy_note = f"hatched: too noisy to call against the original ({named})" if noisy else ""
     fig = _figure(title, subtitle, notes=[_failed_note(c.all), noisy_note], cols=len(batches),
                   panel_titles=[f"batch {b}" for b in batches])  # fmt: skip
     base = {s.batch: s for s in c.original.latency if s.threads == threads}
@@ -751,9 +751,9 @@ def pareto_chart(c: Comparison, delivery: str = "brotli") -> go.Figure:
         star = by_key[best.key]
         fig.add_annotation(
             x=star.size / div, y=math.log10(plotted(star.error)) if use_log else plotted(star.error),
-            # below and left of the star: a variant both smaller and closer to the original would usually be the
-            # recommendation itself, so that corner rarely holds a point and never the (falling) Pareto line
-            text=f"<b>Recommended: {_esc(best.key)}</b>", showarrow=True, arrowhead=2, ax=-40, ay=45, xanchor="right",
+            # wholly above and right of the star: the Pareto line falls through it from upper left to lower right,
+            # so it never enters that corner; the star sits near the left edge more often than the right
+            text=f"<b>Recommended: {_esc(best.key)}</b>", showarrow=True, arrowhead=2, ax=40, ay=-45, xanchor="left",
             font={"size": FONT_SIZE}, bgcolor=LABEL_BACKGROUND, bordercolor=RECOMMENDED_COLOR,
         )  # fmt: skip
     if abs_tol > 0:

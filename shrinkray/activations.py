@@ -68,7 +68,7 @@ def calibrate(
             probe.graph.output.append(onnx.ValueInfoProto(name=act))
     try:
         session = open_session(probe)
-        samples = (context or RunContext()).parity_inputs(probe, session=session).samples
+        samples = (context or RunContext()).calibration_inputs(probe, session=session).samples  # never the judged ones
     except ShrinkRayError as exc:
         return Calibration(note=f"Calibration was skipped (blocks are data-free): {exc.problem}")
     del probe

@@ -80,6 +80,7 @@ class ParityInputs:
     note: str
     tried: list[str] = field(default_factory=list)  # probes that the original rejected
     options: InputOptions = field(default_factory=InputOptions)  # the dims that worked, for latency runs
+    user_data: bool = False  # the user's own inputs (a file or samples), not synthesized ones
 
     @property
     def count(self) -> int:
@@ -161,14 +162,16 @@ def parity_inputs(model: onnx.ModelProto, settings: CompareSettings, session=Non
         feeds = load_inputs(settings.inputs_path, model)
         reference = _session_outputs(session, [feeds], model)
         kinds = _classify(model, reference, 1, settings)
-        return ParityInputs([feeds], reference, kinds, f"Inputs loaded from {Path(settings.inputs_path).name}")
+        return ParityInputs([feeds], reference, kinds, f"Inputs loaded from {Path(settings.inputs_path).name}",
+                            user_data=True)  # fmt: skip
     if settings.sample_files:
         samples = load_sample_files(settings.sample_files, model, settings.inputs, settings.image_range)
         reference = _session_outputs(session, samples, model)
         kinds = _classify(model, reference, len(samples), settings)
         names = ", ".join(Path(p).name for p in settings.sample_files)
         shapes = ", ".join(f"{k} {list(v.shape)}" for k, v in samples[0].items())
-        return ParityInputs(samples, reference, kinds, f"Real samples ({len(samples)}): {names}; {shapes}")
+        return ParityInputs(samples, reference, kinds, f"Real samples ({len(samples)}): {names}; {shapes}",
+                            user_data=True)  # fmt: skip
     batch = settings.parity_batch if first_axis_dynamic(model) else None
     started = time.perf_counter()
     tried: list[str] = []
@@ -195,6 +198,72 @@ def parity_inputs(model: onnx.ModelProto, settings: CompareSettings, session=Non
         kinds = _classify(model, reference, len(samples), settings)
         return ParityInputs(samples, reference, kinds, note, tried, options)
     raise _explain_rejection(first_error, tried)
+
+
+#: Synthesized calibration samples use seeds from here on, clear of the parity samples' (seed, seed+1, ...).
+CALIBRATION_SEED_OFFSET = 1000
+
+
+@dataclass
+class CalibrationSplit:
+    """What a method that learns from inputs (calibrates or searches) may see, and what its result is judged
+    on: never the same samples, or its verdict would be measured on what it was fitted to."""
+
+    calibration: ParityInputs
+    judged: ParityInputs
+    note: str  # how the samples were split, for the variant's notes
+
+
+def user_halves(samples: list[dict[str, np.ndarray]], model: onnx.ModelProto) -> tuple[list, list] | None:
+    """(judged, calibration) parts of the user's samples: every other run, or the two halves of one batch
+    (judged gets the larger); None when there is a single sample to split."""
+    if len(samples) >= 2:
+        return samples[0::2], samples[1::2]
+    feeds = samples[0] if samples else {}
+    firsts = {v.shape[0] for v in feeds.values() if v.ndim}
+    if not feeds or not first_axis_dynamic(model) or any(v.ndim == 0 for v in feeds.values()) or len(firsts) != 1:
+        return None
+    rows = firsts.pop()
+    if rows < 2:
+        return None
+    cut = (rows + 1) // 2
+    return [{k: v[:cut] for k, v in feeds.items()}], [{k: v[cut:] for k, v in feeds.items()}]
+
+
+def split_for_calibration(inputs: ParityInputs, model: onnx.ModelProto, settings: CompareSettings,
+                          session=None) -> CalibrationSplit:  # fmt: skip
+    """Hold out part of the run's samples from calibration.
+
+    The user's samples are split in two (every other sample, or the halves of one batch), each with the
+    original's outputs; a single sample is kept for judging and calibration gets synthesized inputs. With
+    synthesized parity inputs, calibration gets another synthesized set (other seeds, the dims that worked)."""
+    session = session or open_session(model)
+    halves = user_halves(inputs.samples, model) if inputs.user_data else None
+    if halves is not None:
+        judged_feeds, cal_feeds = halves
+        parts = []
+        for feeds, role in ((judged_feeds, "judged"), (cal_feeds, "calibration")):
+            reference = _session_outputs(session, feeds, model)
+            parts.append(ParityInputs(feeds, reference, inputs.kinds, f"{inputs.note} ({role} part)",
+                                      options=inputs.options, user_data=True))  # fmt: skip
+        judged, calibration = parts
+        note = (f"Calibrated on {calibration.count} of your samples and judged on the other {judged.count}, "
+                "so its verdict is not measured on what it learned from")  # fmt: skip
+        return CalibrationSplit(calibration, judged, note)
+    options = replace(inputs.options, seed=inputs.options.seed + CALIBRATION_SEED_OFFSET)
+    synthetic = replace(settings, inputs_path=None, sample_files=[], inputs=options)
+    try:
+        calibration = parity_inputs(model, synthetic, session)
+    except ShrinkRayError as exc:
+        note = (f"Calibrated on the samples it is judged on, so its verdict may flatter it: other samples could "
+                f"not be made ({exc.problem})")  # fmt: skip
+        return CalibrationSplit(inputs, inputs, note)
+    if inputs.user_data:
+        note = ("Calibrated on synthesized inputs: your single sample is kept for judging it (give two or more "
+                "samples to calibrate on your own data)")  # fmt: skip
+    else:
+        note = "Calibrated on other synthesized samples than the ones it is judged on"
+    return CalibrationSplit(calibration, inputs, note)
 
 
 def _classify(model: onnx.ModelProto, reference: dict[str, np.ndarray], runs: int,
@@ -254,12 +323,15 @@ def find_culprits(
     inputs: ParityInputs,
     settings: CompareSettings,
     progress: Progress | None = None,
+    context: RunContext | None = None,
 ) -> list[Culprit]:
-    """Rewrite one tensor at a time and rank tensors by how far they move the outputs.
+    """Rewrite one tensor at a time and rank tensors by how far they move the outputs on ``inputs``.
 
     Tensors are tried largest weight error first; work stops when the budget
     is spent, so the list may be partial on big graphs (it says so in notes).
+    ``context``: what a calibrating method learns from (compare's split), else ``inputs``.
     """
+    context = context or RunContext(settings, inputs)
     found: list[Culprit] = []
     started = time.perf_counter()
     for index, name in enumerate(changed):
@@ -269,8 +341,7 @@ def find_culprits(
             progress(f"{method}: testing tensor {index + 1}/{len(changed)} alone", index / max(len(changed), 1))
         opts = {k: v for k, v in options.items() if k not in ("include", "exclude")}
         try:
-            variant = shrink(source, method, include=[name], keep_session=True, context=RunContext(settings, inputs),
-                             **opts)  # fmt: skip
+            variant = shrink(source, method, include=[name], keep_session=True, context=context, **opts)
             outputs = _session_outputs(variant.session, inputs.samples, variant.model)
         except ShrinkRayError:
             continue  # this tensor alone cannot be tested; the others still can
@@ -305,8 +376,10 @@ def _auto_variant(
     inputs: ParityInputs,
     settings: CompareSettings,
     taken: set[str],
+    context: RunContext | None = None,
 ) -> tuple[VariantResult, onnx.ModelProto] | None:
-    """Exclude the worst tensors (1, 2, 4, ...) until parity passes; the result and its model."""
+    """Exclude the worst tensors (1, 2, 4, ...) until parity on ``inputs`` passes; the result and its model."""
+    context = context or RunContext(settings, inputs)
     ranked = [c.tensor for c in result.culprits]
     changed = int(result.record.get("tensors_changed", 0))
     counts = sorted({min(2**k, len(ranked)) for k in range(len(ranked).bit_length() + 1)}) if ranked else []
@@ -315,7 +388,7 @@ def _auto_variant(
         options = dict(result.options)
         options["exclude"] = list(options.get("exclude", [])) + ranked[:count]
         try:
-            variant = shrink(source, result.method, keep_session=True, context=RunContext(settings, inputs), **options)
+            variant = shrink(source, result.method, keep_session=True, context=context, **options)
             outputs = _session_outputs(variant.session, inputs.samples, variant.model)
         except ShrinkRayError:
             continue
@@ -399,6 +472,7 @@ class ComparePipeline:
         self.input_note = ""
         self.latency_note = ""
         self.inputs: ParityInputs | None = None
+        self.split: CalibrationSplit | None = None  # for methods that learn from inputs (spec.uses_context)
         self.files: dict[str, list[Path]] = {}  # key -> the files holding that model (sizes and latency read them)
         base = Path(loaded.name).name or "model"  # a name is not a path: variants stay inside variants_dir
         self._stem = Path(base).stem if base.lower().endswith(".onnx") else base
@@ -452,6 +526,8 @@ class ComparePipeline:
             release_free_memory()
         session = _open_file_session(self.files[ORIGINAL], 1)
         self.inputs = parity_inputs(self.source, self.settings, session)
+        if any(get_method(method).uses_context for method, _ in self.requested):
+            self.split = split_for_calibration(self.inputs, self.source, self.settings, session)
         del session
         self.input_note = self.inputs.note
         self.original.parity = _parity(self.inputs.reference, self.inputs.reference, self.inputs, self.settings)
@@ -478,9 +554,9 @@ class ComparePipeline:
     def _shrink(self, method: str, options: dict[str, Any]) -> Variant | ShrinkRayError:
         """Build and check (onnx.checker); :meth:`_complete` opens its session from the written file."""
         try:
-            # the run's verdict and inputs: a method that judges or calibrates (auto, weights-int4) does so
-            # on exactly what its result is judged on here
-            context = RunContext(self.settings, self.inputs)
+            # the run's verdict and its calibration samples: a method that calibrates or searches (auto,
+            # weights-int4) learns from samples its result is not judged on
+            context = self._judging(method)[0]
             if self.reload_source:  # the method rewrites a fresh load of the original, not a copy of a held one
                 return shrink(self.full_source(), method, in_place=True, open_runtime=False, context=context,
                               **options)  # fmt: skip
@@ -520,7 +596,10 @@ class ComparePipeline:
         else:
             index = self.variants.index(result)
             self.say(f"Checking parity: {result.key}", 0.05 + 0.4 * (index + 0.5) / max(len(self.requested), 1))
-            _measure_parity(result, self.inputs, self.settings, variant.session, result.model)
+            context, judged = self._judging(result.method)
+            if context.calibration is not None:
+                result.notes.append(self.split.note)
+            _measure_parity(result, judged, self.settings, variant.session, result.model)
         variant.session = None
         variant.model = None
         del variant, built
@@ -541,9 +620,10 @@ class ComparePipeline:
             if result.ok and result.parity and not result.parity.passed and get_method(result.method).traceable:
                 changed = [c["name"] for c in sorted(result.record.get("changes", []),
                            key=lambda c: -(c.get("relative_rms_error") or 0))]  # fmt: skip
+                context, judged = self._judging(result.method)
                 result.culprits = find_culprits(
-                    self.full_source(), result.method, result.options, changed, self.inputs, settings,
-                    lambda step, f: self.say(step, 0.55 + 0.1 * f),
+                    self.full_source(), result.method, result.options, changed, judged, settings,
+                    lambda step, f: self.say(step, 0.55 + 0.1 * f), context,
                 )  # fmt: skip
                 if len(result.culprits) < len(changed):
                     result.notes.append(
@@ -553,7 +633,8 @@ class ComparePipeline:
         if settings.auto:
             for result in list(self.variants):
                 if result.culprits:
-                    found = _auto_variant(self.full_source(), result, self.inputs, settings, self.taken)
+                    context, judged = self._judging(result.method)
+                    found = _auto_variant(self.full_source(), result, judged, settings, self.taken, context)
                     if found is not None:
                         auto, model = found
                         self.variants.append(auto)
@@ -627,6 +708,14 @@ class ComparePipeline:
         self.files[result.key] = files
         self.sizes.submit(result.key, files)
         return True
+
+    def _judging(self, method: str) -> tuple[RunContext, ParityInputs]:
+        """The context ``method`` is built with and the samples its result is judged on: a method that learns
+        from inputs (its spec ``uses_context``) gets the split's calibration part and is judged on the other."""
+        assert self.inputs is not None, "measure_original() first"
+        if self.split is None or not get_method(method).uses_context:
+            return RunContext(self.settings, self.inputs), self.inputs
+        return RunContext(self.settings, self.inputs, self.split.calibration), self.split.judged
 
     def full_source(self) -> onnx.ModelProto | LoadedModel:
         """The original with its weights: the loaded model, or a fresh load of its file once it was dropped."""

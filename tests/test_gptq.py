@@ -180,7 +180,7 @@ def test_calibrate_keeps_second_moments_within_its_memory_cap_smallest_first():
     model.ir_version = 8
     samples = [{"x": _correlated(50, 64, seed=1, sample=k)} for k in range(3)]
     refs = find_weights(model)
-    context = RunContext(inputs=SimpleNamespace(samples=samples))
+    context = RunContext(calibration=SimpleNamespace(samples=samples, user_data=False))
     cal = calibrate(model, refs, context, gram=True, max_gram_bytes=64 * 64 * 4 + 100)
     assert set(cal.power) == {"w1", "w2"} and set(cal.gram) == {"w1"}  # 128 x 128 did not fit
     assert "1 activation" in cal.note and cal.tokens == 150

@@ -454,7 +454,7 @@ def test_gptq_on_calibration_inputs_lowers_the_error_on_other_inputs(optimized, 
     from shrinkray.methods.base import RunContext
 
     model, sample = _correlated_mlp()
-    calibration = RunContext(inputs=SimpleNamespace(samples=[{"x": sample(256, k)} for k in range(4)]))
+    calibration = RunContext(calibration=SimpleNamespace(samples=[{"x": sample(256, k)} for k in range(4)], user_data=False))
     x = sample(512, 99)  # not a calibration sample
     want = open_session(model).run(None, {"x": x})[0].astype(np.float64)
 
@@ -504,7 +504,8 @@ def test_gptq_auto_is_on_with_the_users_inputs_and_replaces_activation_aware_sca
 
     model, sample = _correlated_mlp()
     samples = [{"x": sample(256, k)} for k in range(2)]
-    users = RunContext(settings=CompareSettings(inputs_path="mine.npz"), inputs=SimpleNamespace(samples=samples))
+    users = RunContext(settings=CompareSettings(inputs_path="mine.npz"),
+                       calibration=SimpleNamespace(samples=samples, user_data=True))
     auto = shrinkray.shrink(model, "weights-int4", min_elements=1, context=users)
     on = shrinkray.shrink(model, "weights-int4", min_elements=1, context=users, gptq="on", activation_aware=False)
     assert auto.model.SerializeToString() == on.model.SerializeToString()
@@ -519,7 +520,7 @@ def test_gptq_keeps_no_feedback_matrix_once_the_method_is_done(monkeypatch):
     from shrinkray.methods.base import RunContext
 
     model, sample = _correlated_mlp()
-    calibration = RunContext(inputs=SimpleNamespace(samples=[{"x": sample(256, k)} for k in range(2)]))
+    calibration = RunContext(calibration=SimpleNamespace(samples=[{"x": sample(256, k)} for k in range(2)], user_data=False))
     before = set(gptq._FEEDBACK)
     calls = []
     original = gptq.feedback_of

@@ -335,7 +335,8 @@ def apply(model: onnx.ModelProto, options: AutoOptions, context: RunContext | No
         return variant
     probe = _overridable(model, [r.name for r in refs])
     session = open_session(probe)
-    inputs = context.parity_inputs(probe, session=session)  # what compare judges on: the user's inputs if given
+    # the run's calibration samples: compare judges the result on others, so the search is not fitted to them
+    inputs = context.calibration_inputs(probe, session=session)
     approx = Approximations()
     choices = _choices(refs, options.lowest)
     tries: list[str] = []

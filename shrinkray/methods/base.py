@@ -256,6 +256,9 @@ class RunContext:
 
     settings: Any = None
     inputs: Any = None
+    #: The samples a method may learn from (compare's ``CalibrationSplit.calibration``): never those its
+    #: result is judged on. None: :meth:`calibration_inputs` splits the run's inputs the same way.
+    calibration: Any = None
 
     def judging_settings(self) -> Any:
         from shrinkray.results import CompareSettings
@@ -270,8 +273,35 @@ class RunContext:
 
         return parity_inputs(model, self.judging_settings(), session=session)
 
+    def calibration_inputs(self, model: onnx.ModelProto, session: Any = None) -> Any:
+        """Samples with the original's outputs that calibration or a search may use: the run's own split,
+        or one made here from the run's inputs (``model``: the original, or a copy with the same inputs)."""
+        if self.calibration is not None:
+            return self.calibration
+        from shrinkray.compare import split_for_calibration
+        from shrinkray.validate import open_session
+
+        session = session if session is not None else open_session(model)
+        inputs = self.parity_inputs(model, session)
+        self.calibration = split_for_calibration(inputs, model, self.judging_settings(), session).calibration
+        return self.calibration
+
+    def calibrates_on_user_data(self, model: onnx.ModelProto) -> bool:
+        """Whether calibration gets the user's own samples (two or more of them, so some are held out)."""
+        if self.calibration is not None:
+            return bool(self.calibration.user_data)
+        settings = self.judging_settings()
+        if len(settings.sample_files or []) >= 2:
+            return True
+        if not settings.inputs_path:
+            return False
+        from shrinkray.compare import user_halves
+        from shrinkray.measure.inputs import load_inputs
+
+        return user_halves([load_inputs(settings.inputs_path, model)], model) is not None
+
     def __getstate__(self) -> dict[str, Any]:
-        return {"settings": self.settings, "inputs": None}  # a worker derives the inputs itself
+        return {"settings": self.settings, "inputs": None, "calibration": None}  # a worker derives them itself
 
 
 @dataclass(frozen=True)

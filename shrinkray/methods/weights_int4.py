@@ -106,8 +106,9 @@ class WeightsInt4Options(TensorSelection):
         "auto",
         "Error-compensating rounding (GPTQ) of MatMul/Gemm weights: measure how each weight's input channels "
         "move together on the calibration inputs and round every block so that the values still to come make "
-        "up for the error of those already rounded. auto (default): on when you give your own inputs for judging, "
-        "off with synthesized ones (they made it worse: random tokens are not text); on; off",
+        "up for the error of those already rounded. auto (default): on when you give two or more samples of your "
+        "own (it learns from some and is judged on the others), off with synthesized ones (they made it worse: "
+        "random tokens are not text); on; off",
         choices=["auto", "on", "off"],
     )
 
@@ -602,12 +603,12 @@ def _ensure_ms_opset(model: onnx.ModelProto) -> None:
         model.opset_import.append(helper.make_opsetid(MS_DOMAIN, 1))
 
 
-def uses_gptq(options: WeightsInt4Options, context: RunContext | None) -> bool:
-    """``gptq`` "auto" is on when the run calibrates on the user's own inputs (a file or samples)."""
+def uses_gptq(options: WeightsInt4Options, context: RunContext | None, model: onnx.ModelProto) -> bool:
+    """``gptq`` "auto" is on when the run calibrates on the user's own inputs (two or more samples, so some
+    are held out for judging)."""
     if options.gptq != "auto":
         return options.gptq == "on"
-    settings = context.settings if context is not None else None
-    return bool(settings is not None and (getattr(settings, "inputs_path", None) or getattr(settings, "sample_files", None)))
+    return context is not None and context.calibrates_on_user_data(model)
 
 
 def apply(model: onnx.ModelProto, options: WeightsInt4Options, context: RunContext | None = None) -> Variant:
@@ -627,7 +628,7 @@ def apply(model: onnx.ModelProto, options: WeightsInt4Options, context: RunConte
     outliers_ok = opset >= 11  # ScatterND puts them back
     importance: dict[str, np.ndarray] = {}
     grams: dict[str, np.ndarray] = {}
-    gptq = uses_gptq(options, context)
+    gptq = uses_gptq(options, context, model)
     # GPTQ replaces the activation-aware scales: together they measured +0.0007 hidden cosine on MiniLM and
     # -0.0010 on the generated transformer against GPTQ alone (bench/results.md), for more time.
     awq = options.activation_aware and options.form != "dequantize-linear" and not gptq

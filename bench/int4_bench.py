@@ -56,7 +56,10 @@ def calibration_context(samples: list[dict[str, np.ndarray]]):
     from shrinkray.results import CompareSettings
 
     settings = CompareSettings(inputs_path="calibration.npz")  # marks the inputs as the user's; never read
-    return RunContext(settings=settings, inputs=SimpleNamespace(samples=samples, note="calibration"))
+    given = SimpleNamespace(samples=samples, note="calibration", user_data=True)
+    context = RunContext(settings=settings, inputs=given)
+    context.calibration = given  # what calibration sees (RunContext's held-out split): these samples, all of them
+    return context
 
 
 def build_ours(model: onnx.ModelProto, opts: dict, calib: list[dict]) -> onnx.ModelProto:

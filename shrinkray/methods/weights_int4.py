@@ -26,7 +26,7 @@ How the graph gets the weights back (``--form``):
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -110,6 +110,14 @@ class WeightsInt4Options(TensorSelection):
         "own (it learns from some and is judged on the others), off with synthesized ones (they made it worse: "
         "random tokens are not text); on; off",
         choices=["auto", "on", "off"],
+    )
+    int8_budget: float = option(
+        0.16,
+        "Where error-compensating rounding runs: the tensors whose 4-bit rounding loses the largest share of their "
+        "output on the calibration inputs, per extra byte, are kept at 8-bit while the file stays within this share "
+        "of the original's size (0.16: 16%); 0 turns it off",
+        min=0.0,
+        max=1.0,
     )
 
 
@@ -200,10 +208,14 @@ class Encoded:
     codes: BlockCodes
     unit: float  # scales are stored as float16 multiples of this power of two (standard form), else 1
     stats: ErrorStats
-    form: str  # "standard", "matmulnbits", "gather", "gather16" (float16 scales) or "dequantize-linear"
+    #: "standard", "matmulnbits", "matmulnbits16" / "gather16" (float16 scales), "gather" or "dequantize-linear"
+    form: str
     outliers: np.ndarray | None = None  # flat indices into [rows, length] kept exactly
     outlier_values: np.ndarray | None = None  # their float32 values
     inv_scale: np.ndarray | None = None  # 1 / activation-aware scale per position along the reduction axis
+    #: The share of the tensor's output lost to 4-bit: ``|X E.T|^2 / |X W.T|^2`` on the calibration inputs (E the
+    #: rounding error, X the weight's input) where its second moments were measured, else ``|E|^2 / |W|^2``.
+    loss: float = 0.0
 
     def decode(self) -> np.ndarray:
         """The float32 ``[rows, length]`` values the graph rebuilds."""
@@ -290,8 +302,10 @@ def encode_tensor(
         if this_form == "standard":
             unit = scale_unit(blocks_view, options.symmetric)
             scale_dtype = np.float16
-        elif this_form == "gather" and _float16_scales_fit(blocks_view, options.symmetric):
-            unit, scale_dtype = 1.0, np.float16  # GatherBlockQuantized takes float16 scales (then a Cast)
+        elif this_form in ("gather", "matmulnbits") and _float16_scales_fit(blocks_view, options.symmetric):
+            # GatherBlockQuantized takes float16 scales (then a Cast of its output); MatMulNBits gets them through
+            # a Cast that ONNX Runtime folds at load: 4.6 instead of 5.1 bits per weight, same speed
+            unit, scale_dtype = 1.0, np.float16
         else:
             unit, scale_dtype = 1.0, np.float32
         kept = None
@@ -321,8 +335,8 @@ def encode_tensor(
                 x2d, options.block_size, symmetric=options.symmetric, search=options.rounding,
                 scale_dtype=scale_dtype, unit=unit,
             )  # fmt: skip
-        if scale_dtype == np.float16 and this_form == "gather":
-            this_form = "gather16"
+        if scale_dtype == np.float16 and this_form in ("gather", "matmulnbits"):
+            this_form += "16"
         enc = Encoded(layout, codes, unit, ErrorStats(0.0, 0.0, 0.0), this_form)
         if idx.size:
             enc.outliers = idx
@@ -331,8 +345,22 @@ def encode_tensor(
             enc.inv_scale = (1.0 / s).astype(np.float32)
         enc.stats = _stats(enc, original, ref.dtype)
         if best is None or enc.stats.rms < best.stats.rms:
+            enc.loss = _loss(original, enc.decode(), gram if use_gram else None)
             best = enc
     return best
+
+
+def _loss(original: np.ndarray, decoded: np.ndarray, gram: np.ndarray | None) -> float:
+    """:attr:`Encoded.loss`: with ``H = X.T X`` (``gram``) the error and the output energy are ``tr(E H E.T)`` and
+    ``tr(W H W.T)`` (one product of ``[W; E]`` by H), else plain squared sums."""
+    err = original - decoded
+    if gram is None:
+        total = float(np.sum(np.square(original, dtype=np.float64)))
+        return float(np.sum(np.square(err, dtype=np.float64))) / total if total > 0 else 0.0
+    both = np.concatenate([original, err]).astype(np.float32, copy=False)
+    prod = np.einsum("ij,ij->i", both @ gram, both, dtype=np.float64)  # per row: w H w.T, then e H e.T
+    total = float(prod[: len(original)].sum())
+    return float(prod[len(original) :].sum()) / total if total > 0 else 0.0
 
 
 #: Plain float16 scales must stay normal numbers (11 significant bits) with room for the search's refits.
@@ -651,34 +679,49 @@ def apply(model: onnx.ModelProto, options: WeightsInt4Options, context: RunConte
                              importance.get(ref.name) if local else None, outliers_ok,
                              grams.get(ref.name) if local else None)  # fmt: skip
 
+    original_bytes = model.ByteSize() if gptq and options.int8_budget > 0 else 0
     editor = GraphEditor(model)
     contrib_edits: list[Callable[[], None]] = []
     fallback_axis: list[str] = []
     skipped_dq: list[str] = []
     try:
-        for ref, enc in zip(refs, map_tensors(encode, refs), strict=True):
+        encoded: Iterable[Encoded | None] = map_tensors(encode, refs)
+        wider: dict[int, tuple[object, int]] = {}
+        if original_bytes:  # the 4-bit losses of every tensor are needed before the first is written
+            encoded = list(encoded)
+            wider = pick_8bit(refs, encoded, options.int8_budget * original_bytes - original_bytes)
+        for k, (ref, enc) in enumerate(zip(refs, encoded, strict=True)):
             if enc is None:
                 variant.warnings.append(
                     f"Kept '{ref.name}' as it was: it holds inf or NaN values, or values beyond float32's range"
                 )
                 continue
-            if not enc.layout.reason:
-                fallback_axis.append(ref.name)
-            bytes_after, encoding = _rewrite(ref, enc, opset, editor, contrib_edits, skipped_dq)
+            stats = enc.stats
+            if k in wider:
+                bytes_after, encoding, stats = _rewrite_8bit(ref, *wider[k], editor)
+            else:
+                if not enc.layout.reason:
+                    fallback_axis.append(ref.name)
+                bytes_after, encoding = _rewrite(ref, enc, opset, editor, contrib_edits, skipped_dq)
             if bytes_after is None:
                 continue
-            change = TensorChange.of(ref, bytes_after=bytes_after, stats=enc.stats, encoding=encoding)
+            change = TensorChange.of(ref, bytes_after=bytes_after, stats=stats, encoding=encoding)
             variant.changes.append(change)
             warn_if_damaged(variant, change)
     finally:  # the feedback matrices cached for these second moments (K x K each) go with them
         forget_feedback(grams.values())
-    casts = [c for c in (edit() for edit in contrib_edits) if c]  # consumers change in place, before the
+    casts = [c for edit in contrib_edits for c in edit()]  # consumers change in place, before the
     _insert_after(model, casts)  # editor rebuilds the node lists
     if contrib_edits:
         _ensure_ms_opset(model)
     editor.apply()
     if not variant.changes:
         variant.notes.append(f"No float tensor has at least {options.min_elements:,} values, so nothing was quantized")
+    if wider:
+        variant.notes.append(
+            f"{len(wider)} tensor(s) whose 4-bit rounding lost the most of their output on the calibration inputs "
+            f"per byte are kept at 8-bit within {options.int8_budget:.0%} of the original's size"
+        )
     if fallback_axis:
         variant.notes.append(
             f"{len(fallback_axis)} tensor(s) feed no MatMul, Gemm, Conv, Gather or RNN directly, so their blocks "
@@ -692,23 +735,91 @@ def apply(model: onnx.ModelProto, options: WeightsInt4Options, context: RunConte
     return variant
 
 
+def graph_bytes(form: str, name: str) -> int:
+    """Bytes of graph (decode nodes, names) a rewritten tensor adds beside its stored arrays, for the 8-bit
+    budget; on the high side of what MiniLM measured (~3.6 KB per standard decode with its 45-character names,
+    ~0.3 KB per contrib op, ~0.75 KB per 8-bit decode). ``form``: an :class:`Encoded` form, or "8-bit"."""
+    if form == "standard":
+        return 3072 + 16 * len(name)
+    if form.startswith(("matmulnbits", "gather")):
+        return 256 + 4 * len(name)
+    return 512 + 8 * len(name)
+
+
+def stored_bytes(enc: Encoded) -> int:
+    """Bytes the rewrite stores for ``enc`` (codes, scales, zero points, outliers, activation-aware scales)."""
+    codes = enc.codes
+    scales = codes.rows * codes.blocks
+    total = math.ceil(codes.rows * codes.blocks * codes.block_size / 2)
+    total += scales * (2 if enc.form in ("standard", "gather16", "matmulnbits16") else 4)
+    if not codes.symmetric:  # packed flat (standard) or per row (contrib ops)
+        total += math.ceil(scales / 2) if enc.form == "standard" else codes.rows * math.ceil(codes.blocks / 2)
+    if enc.outliers is not None:
+        total += 8 * int(enc.outliers.size)
+    if enc.inv_scale is not None:
+        total += 4 * int(enc.inv_scale.size)
+    return total
+
+
+def pick_8bit(refs: list[WeightRef], encoded: list[Encoded | None], room: float) -> dict[int, tuple[object, int]]:
+    """Which tensors (by index) go 8-bit, with their codes and stored bytes: the 4-bit losses per extra byte
+    (:attr:`Encoded.loss`, the share of the tensor's output lost on the calibration inputs), largest first,
+    while the extra bytes fit in ``room`` (the budget's bytes minus the whole model's bytes: negative) plus what
+    4-bit saves on every tensor. Only float32 initializers of the main graph, the 8-bit decode's domain."""
+    from shrinkray.methods.weights_int8 import best_codes
+
+    def cost4(k: int) -> int:
+        return stored_bytes(encoded[k]) + graph_bytes(encoded[k].form, refs[k].name)
+
+    room += sum(r.nbytes - cost4(k) for k, r in enumerate(refs) if encoded[k] is not None)
+    order = sorted((k for k, e in enumerate(encoded) if e is not None and e.loss > 0 and not refs[k].scope
+                    and refs[k].dtype == onnx.TensorProto.FLOAT),
+                   key=lambda k: -encoded[k].loss / max(refs[k].elements - cost4(k), 1))  # fmt: skip
+    picked: dict[int, tuple[object, int]] = {}
+    for k in order:
+        ref = refs[k]
+        if ref.elements - cost4(k) > room:  # at least one byte per value
+            continue
+        codes = best_codes(ref.array(), ref, symmetric=False)
+        if codes is None:
+            continue
+        size = int(codes.codes.nbytes + codes.scale.nbytes + codes.zero_point.astype(np.float32).nbytes)
+        extra = size + graph_bytes("8-bit", ref.name) - cost4(k)
+        if extra <= room:
+            picked[k] = (codes, size)
+            room -= extra
+    return picked
+
+
+def _rewrite_8bit(ref: WeightRef, codes, size: int, editor: GraphEditor) -> tuple[int, str, ErrorStats]:
+    """The weights-int8 encoding (uint8 codes per channel, decode folded at load) for a tensor the budget keeps
+    at 8-bit."""
+    from shrinkray.methods.weights_int8 import _decode_nodes
+
+    stored, build = _decode_nodes(codes, ref.dtype, "cast-mul")
+    editor.replace(ref, stored, build)
+    where = f"per-channel (axis {codes.axis})" if codes.axis is not None else "per-tensor"
+    stats = codes.error_against(ref.array(), FLOAT_TYPES[ref.dtype])
+    return size, f"uint8 asymmetric {where}, kept at 8-bit (the most output lost at 4-bit per byte)", stats
+
+
 def _insert_after(model: onnx.ModelProto, extra: list) -> None:
     """Put each ``(consumer, node, after)`` node right after (or before) its consumer's node, one rebuild
     per graph."""
     from shrinkray.graph import iter_graphs
 
-    wanted = {c.node.output[0]: (node, after) for c, node, after in extra}
+    wanted: dict[str, list] = {}
+    for c, node, after in extra:
+        wanted.setdefault(c.node.output[0], []).append((node, after))
     for _, graph in reversed(list(iter_graphs(model.graph))):  # innermost first, as GraphEditor does
         if not any(o in wanted for n in graph.node for o in n.output[:1]):
             continue
         nodes = []
         for n in graph.node:
-            add, after = wanted.get(n.output[0], (None, True)) if n.output else (None, True)
-            if add is not None and not after:
-                nodes.append(add)
+            adds = wanted.get(n.output[0], []) if n.output else []
+            nodes.extend(add for add, after in adds if not after)
             nodes.append(n)
-            if add is not None and after:
-                nodes.append(add)
+            nodes.extend(add for add, after in adds if after)
         graph.ClearField("node")
         graph.node.extend(nodes)
 
@@ -730,10 +841,10 @@ def _rewrite(ref, enc, opset, editor, contrib_edits, skipped_dq) -> tuple[int | 
         tensors, axis = built
         editor.replace(ref, {}, _dq_builder(ref, tensors, axis, codes.block_size))
         return _nbytes(v for _, v in tensors.values()), f"{desc}, float32 block scales (DequantizeLinear)"
-    op = "MatMulNBits" if enc.form == "matmulnbits" else "GatherBlockQuantized"
-    half = enc.form == "gather16"
+    op = "MatMulNBits" if enc.form.startswith("matmulnbits") else "GatherBlockQuantized"
+    half = enc.form.endswith("16")
     stored = {"q4": codes.packed_codes(), "scales": codes.scale.astype(np.float16 if half else np.float32)}
-    if enc.form != "matmulnbits":
+    if op != "MatMulNBits":
         stored["q4"] = stored["q4"].reshape(codes.rows, -1)
     if not codes.symmetric:
         stored["zero_points"] = codes.packed_zero_points()
@@ -756,26 +867,31 @@ def _nbytes(arrays) -> int:
 def _to_contrib(ref: WeightRef, enc: Encoded, names: dict[str, str], op: str, alloc: NameAllocator):
     """Turn the weight's consumer (MatMul / Gemm / Gather) into the com.microsoft op, in place.
 
-    Returns ``(consumer, node, after)``: a node to place right after the consumer (a Cast when the op's
-    output is float16 while the Gather gave float32) or right before it (the Mul of the activations by
-    the activation-aware scales), or None.
+    Returns ``(consumer, node, after)`` triples: nodes to place right after the consumer (a Cast when the op's
+    output is float16 while the Gather gave float32) or right before it (the Cast of float16 scales to the
+    float32 MatMulNBits takes, folded at load; the Mul of the activations by the activation-aware scales).
     """
-    node = ref.consumers[0].node
+    consumer = ref.consumers[0]
+    node = consumer.node
     codes = enc.codes
     outputs = list(node.output)
-    cast = None
+    extra = []
     if enc.form == "gather16":
         half = alloc.new(f"{outputs[0]}__f16")
-        cast = helper.make_node("Cast", [half], [outputs[0]], name=alloc.new(f"{half}_cast"), to=ref.dtype)
+        extra.append(helper.make_node("Cast", [half], [outputs[0]], name=alloc.new(f"{half}_cast"), to=ref.dtype))
         outputs[0] = half
     q, scales = names["q4"], names["scales"]
     zero = names.get("zero_points", "")
     if op == "MatMulNBits":
         bias = node.input[2] if node.op_type == "Gemm" and len(node.input) > 2 else ""
         act = node.input[0]
+        if enc.form == "matmulnbits16":
+            wide = alloc.new(f"{scales}_f32")
+            extra.append(helper.make_node("Cast", [scales], [wide], name=wide, to=onnx.TensorProto.FLOAT))
+            scales = wide
         if "inv_scale" in names:
             scaled = alloc.new(f"{act}__awq")
-            cast = helper.make_node("Mul", [act, names["inv_scale"]], [scaled], name=scaled)
+            extra.append(helper.make_node("Mul", [act, names["inv_scale"]], [scaled], name=scaled))
             act = scaled
         inputs = [act, q, scales, zero, "", bias]
         while not inputs[-1]:
@@ -786,9 +902,7 @@ def _to_contrib(ref: WeightRef, enc: Encoded, names: dict[str, str], op: str, al
         attrs = {"bits": 4, "block_size": codes.block_size, "gather_axis": 0, "quantize_axis": 1}
     new = helper.make_node(op, inputs, outputs, name=node.name, domain=MS_DOMAIN, **attrs)
     node.CopyFrom(new)
-    if cast is None:
-        return None
-    return (ref.consumers[0], cast, cast.op_type == "Cast")
+    return [(consumer, n, op != "MatMulNBits") for n in extra]
 
 
 class _Int4(np.ndarray):

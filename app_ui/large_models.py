@@ -61,7 +61,10 @@ def load_uploaded(uploaded: Any, workspace: Path) -> LoadedModel:
             loaded = load_any(path, name=uploaded.name, workdir=path.parent / "unpacked", lazy_external=True)
             keep = loaded.is_lazy
             if keep:
-                return loaded  # its path is the zip on disk, which the shrink job reads
+                if (unpacked := job_input(loaded)) != path:
+                    path.unlink()  # the job reads the unpacked files: the zip would be the model's size again
+                    loaded.path = unpacked
+                return loaded  # its path (the unpacked model, or the zip) is inside the folder discard removes
             raise
         loaded = load_any(path, name=uploaded.name, workdir=workspace)
         loaded.path = None  # as an upload held in memory: the copy on disk goes now
@@ -77,10 +80,11 @@ def discard_upload(loaded: LoadedModel | None, workspace: Path) -> None:
     folder this module made below ``workspace/uploads`` is removed."""
     if loaded is None or not loaded.is_lazy or loaded.path is None:
         return
-    folder = Path(loaded.path).parent
     uploads = (workspace / "uploads").resolve()
-    if folder.resolve().parent == uploads and folder.name.startswith("upload-"):
-        shutil.rmtree(folder, ignore_errors=True)
+    for folder in Path(loaded.path).resolve().parents:
+        if folder.parent == uploads and folder.name.startswith("upload-"):
+            shutil.rmtree(folder, ignore_errors=True)
+            return
 
 
 def refusal(loaded: LoadedModel, doing: str) -> ShrinkRayError:
@@ -96,8 +100,8 @@ def refusal(loaded: LoadedModel, doing: str) -> ShrinkRayError:
 
 def job_input(loaded: LoadedModel) -> Path:
     """The unpacked .onnx the Model page already checked (its data files beside it), so the worker reads the
-    tensors in place instead of unpacking the zip again (a second copy on disk, ~3 s per GB); the zip when
-    the unpacked folder does not name one model."""
+    tensors in place instead of unpacking the zip again (a second copy on disk, ~3 s per GB; the zip itself is
+    removed once unpacked); the zip when the unpacked folder does not name one model."""
     if loaded.external_base is not None:
         models = sorted(Path(loaded.external_base).glob("*.onnx"))
         if len(models) == 1:

@@ -42,6 +42,7 @@ def test_large_zip_is_kept_as_its_graph_and_compare_refuses(big_zip: Path, tmp_p
     from app_ui.large_models import job_input
 
     assert job_input(loaded).name == "model.onnx" and job_input(loaded).parent == loaded.external_base
+    assert not list((tmp_path / "ws" / "uploads").rglob("*.zip"))  # unpacked: the zip is not kept beside it
     message = str(refusal(loaded, "comparing"))
     assert message.startswith("This model is ") and "comparing needs about" in message
 
@@ -135,7 +136,8 @@ def test_a_model_kept_as_its_graph_leaves_no_files_once_another_replaces_it(big_
     assert Path(first.path).is_file()
     state.set_model(second, "Uploaded: model.zip")
     assert not Path(first.path).parent.exists()
-    assert [p.name for p in (ws / "uploads").iterdir()] == [Path(second.path).parent.name]
+    kept = next(p for p in Path(second.path).parents if p.parent == ws / "uploads")  # its upload-* folder
+    assert [p.name for p in (ws / "uploads").iterdir()] == [kept.name]
     from app_ui.large_models import job_input
 
     assert job_input(second).is_file()

@@ -125,6 +125,9 @@ def variant_card(c: Comparison, result: VariantResult, advice_items, partial: bo
             with st.expander("Parity per output"):
                 header, rows = report.output_table(result)
                 st.dataframe([dict(zip(header, row, strict=True)) for row in rows], hide_index=True, width="stretch")
+        if result.notes:  # how it was made and judged: held-out samples, calibration, tensors left in float
+            with st.expander("How it was made"):
+                st.markdown("\n".join(f"- {md(app_words(note))}" for note in result.notes))
         for warning in result.warnings[:5]:
             st.warning(md(app_words(warning)), icon=":material/warning:")
         data = None if partial else _model_download(result)

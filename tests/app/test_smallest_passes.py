@@ -39,3 +39,6 @@ def test_smallest_that_passes_uses_the_pages_verdict_and_the_uploaded_inputs():
     assert any(f"inputs loaded from {copy}" in n.lower() for n in auto.notes)  # auto judged on them too
     checks = {c.criterion for out in auto.parity.outputs for c in out.checks}
     assert "max_relative_rms_error" in checks
+    assert auto.parity.samples == 2 and any("judged on the other 2" in n for n in auto.notes)  # of 3: held out
+    shown = [m.value for e in at.expander if e.label == "How it was made" for m in e.markdown]
+    assert any("judged on the other 2" in text for text in shown), shown  # the card says how it was judged

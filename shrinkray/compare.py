@@ -262,7 +262,7 @@ def split_for_calibration(inputs: ParityInputs, model: onnx.ModelProto, settings
         note = ("Calibrated on synthesized inputs: your single sample is kept for judging it (give two or more "
                 "samples to calibrate on your own data)")  # fmt: skip
     else:
-        note = "Calibrated on other synthesized samples than the ones it is judged on"
+        note = "Calibrated on synthesized samples other than the ones it is judged on (other seeds)"
     return CalibrationSplit(calibration, inputs, note)
 
 

@@ -317,11 +317,11 @@ def trace(model: Path) -> int:
 
     real_open = compare_module._open_file_session
 
-    def opening(files, threads):
+    def opening(files, threads, *more):
         step = state["step"]
         state["step"] = f"{step} / opening {Path(files[0]).name}"
         try:
-            return real_open(files, threads)
+            return real_open(files, threads, *more)
         finally:
             state["step"] = step
 

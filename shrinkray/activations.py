@@ -55,19 +55,16 @@ def calibrate(
 ) -> Calibration:  # fmt: skip
     """Activation statistics of the MatMul/Gemm weights in ``refs`` on the run's parity inputs (``context``;
     None: the default synthesized ones); ``gram`` also collects the second-moment matrices."""
-    from shrinkray.validate import open_session
+    from shrinkray.measure.prefold import measuring_session
+    from shrinkray.memory import release_free_memory
 
     acts = {r.name: a for r in refs if (a := _activation_of(r)) is not None}
     if not acts:
         return Calibration()
-    probe = onnx.ModelProto()
-    probe.CopyFrom(model)
-    present = {o.name for o in probe.graph.output}
-    for act in sorted(set(acts.values())):
-        if act not in present:
-            probe.graph.output.append(onnx.ValueInfoProto(name=act))
     try:
-        session = open_session(probe)
+        # from a measuring copy on disk: neither a second copy of the model nor its bytes are held while the
+        # session opens (measure/prefold.py; this step's peak on the 101 MB benchmark model: +391 -> +194 MB)
+        session, probe = measuring_session(model, outputs=sorted(set(acts.values())))
         samples = (context or RunContext()).calibration_inputs(probe, session=session).samples  # never the judged ones
     except ShrinkRayError as exc:
         return Calibration(note=f"Calibration was skipped (blocks are data-free): {exc.problem}")
@@ -100,6 +97,8 @@ def calibrate(
             rows[act] = rows.get(act, 0) + a.shape[0]
             if act in grams and grams[act].shape[1] == a.shape[1]:
                 grams[act] += a.T @ a
+    del session, samples  # what opening and running it freed goes back to the system before the caller quantizes
+    release_free_memory()  # (glibc kept ~110 MB of it on the 101 MB benchmark model)
     grams = grams or {}
     for act, g in grams.items():
         g /= np.float32(max(rows.get(act, 0), 1))

@@ -46,6 +46,7 @@ from shrinkray.measure.inputs import (
 from shrinkray.measure.latency import time_pairwise
 from shrinkray.measure.output_kinds import classify_outputs
 from shrinkray.measure.parity import OutputKind, Parity, compare_outputs
+from shrinkray.measure.prefold import MeasuringCopies
 from shrinkray.measure.sizes import BackgroundSizes
 from shrinkray.memory import release_free_memory
 from shrinkray.methods import Variant, all_methods, get_method
@@ -486,6 +487,7 @@ class ComparePipeline:
         # remove what a killed worker (memory or time cap) left behind.
         sweep_orphans(tempfile.gettempdir(), SCRATCH_PREFIX)
         self._scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
+        self.copies = MeasuringCopies(self._scratch / "measuring")  # what sessions open (decodes folded)
 
     def __enter__(self) -> ComparePipeline:
         return self
@@ -524,7 +526,7 @@ class ComparePipeline:
             self.source = _skeleton(self.source)  # inputs and signature only; shrink reloads the file
             self.loaded.model = None
             release_free_memory()
-        session = _open_file_session(self.files[ORIGINAL], 1)
+        session = _open_file_session(self.files[ORIGINAL], 1, self.copies)
         self.inputs = parity_inputs(self.source, self.settings, session)
         if any(get_method(method).uses_context for method, _ in self.requested):
             self.split = split_for_calibration(self.inputs, self.source, self.settings, session)
@@ -664,7 +666,7 @@ class ComparePipeline:
                 self.loaded.model = self.source = None
                 release_free_memory()
             self.latency_note = _measure_all_latency(plan, [self.original, *self.variants], self.files,
-                                                     self.settings, self.say)  # fmt: skip
+                                                     self.settings, self.say, self.copies)  # fmt: skip
         _lap(self.timings, "latency", lap)
         self.say("Done", 1.0)
         self._emit()
@@ -694,7 +696,7 @@ class ComparePipeline:
         if not validated:
             release_free_memory()
             try:
-                self._session = _open_file_session(files, 1)
+                self._session = _open_file_session(files, 1, self.copies)
             except ShrinkRayError as exc:
                 for path in files:  # nothing of a variant that failed validation is kept
                     path.unlink(missing_ok=True)
@@ -796,8 +798,12 @@ def _lap(timings: dict[str, float], phase: str, since: float) -> float:
     return now
 
 
-def _open_file_session(files: list[Path], threads: int):
-    """An optimized CPU session on a model file (external data beside it); what opening freed is trimmed."""
+def _open_file_session(files: list[Path], threads: int, copies: MeasuringCopies | None = None):
+    """An optimized CPU session on a model file (external data beside it); what opening freed is trimmed.
+    With ``copies``, on its measuring copy: the same graph once optimized, its decodes folded one weight at a
+    time beforehand (measure/prefold.py: ONNX Runtime's folding held them all while opening)."""
+    if copies is not None:
+        return copies.session(files, threads)
     return open_file_session(files[0], optimized=True, threads=threads)
 
 
@@ -852,6 +858,7 @@ def _measure_all_latency(
     files: dict[str, list[Path]],
     settings: CompareSettings,
     say: Progress,
+    copies: MeasuringCopies | None = None,
 ) -> str:
     """Time every runnable variant against the original per (threads, batch), adaptively and pairwise
     (two sessions alive at a time); a batch the model refuses skips larger ones."""
@@ -867,11 +874,11 @@ def _measure_all_latency(
         say(f"Timing: {threads} thread(s), batch {batch or 'as given'}", 0.7 + 0.3 * index / len(combos))
         try:
             start = time.perf_counter()
-            original = _open_file_session(files[ORIGINAL], threads)
+            original = _open_file_session(files[ORIGINAL], threads, copies)
             opened_ms = (time.perf_counter() - start) * 1000
             run_original = partial(original.run, None, feeds)
             run_original()  # a batch the model refuses fails here, before any variant opens
-            openers = [(key, partial(_runner, files[key], threads, feeds)) for key in runnable]
+            openers = [(key, partial(_runner, files[key], threads, feeds, copies)) for key in runnable]
             stats = time_pairwise(
                 ORIGINAL, run_original, openers, batch=_batch_of(feeds), threads=threads,
                 session_ms={ORIGINAL: opened_ms}, runs=settings.runs, warmup=settings.warmup,
@@ -909,8 +916,9 @@ def _measure_all_latency(
     return text + ("; " + "; ".join(notes) if notes else "")
 
 
-def _runner(files: list[Path], threads: int, feeds: dict[str, np.ndarray]) -> Callable[[], Any]:
-    return partial(_open_file_session(files, threads).run, None, feeds)
+def _runner(files: list[Path], threads: int, feeds: dict[str, np.ndarray],
+            copies: MeasuringCopies | None = None) -> Callable[[], Any]:  # fmt: skip
+    return partial(_open_file_session(files, threads, copies).run, None, feeds)
 
 
 def _batch_of(feeds: dict[str, np.ndarray]) -> int:

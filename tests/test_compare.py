@@ -522,8 +522,8 @@ def test_recorded_batch_is_the_batch_actually_run(monkeypatch):
     seen: list[tuple[int, int]] = []
     real = compare_module._runner
 
-    def spy(files, threads, feeds):
-        runner = real(files, threads, feeds)
+    def spy(files, threads, feeds, *more):
+        runner = real(files, threads, feeds, *more)
         seen.append((runner.args[1]["features"].shape[0], feeds["features"].shape[0]))
         return runner
 

@@ -1,7 +1,11 @@
-"""One ONNX Runtime session per variant: validation, parity (and culprits) share it."""
+"""One ONNX Runtime session per variant: validation, parity (and culprits) share it.
+
+Sessions on models open from files (the model's measuring copy, measure/prefold.py). The only other
+sessions are the copy's fold chains: one decoded weight's nodes each, run unoptimized, from bytes."""
 
 from __future__ import annotations
 
+import onnx
 import onnxruntime as ort
 import pytest
 from helpers import sample_path
@@ -11,15 +15,23 @@ from shrinkray.compare import CompareSettings, compare
 from shrinkray.methods import all_methods, get_method
 
 
+def _chain(source) -> bool:
+    """A fold chain's session (measure/prefold.py): from bytes, one output, graph "fold"."""
+    if not isinstance(source, bytes):
+        return False
+    model = onnx.load_from_string(source)
+    return model.graph.name == "fold" and len(model.graph.output) == 1
+
+
 @pytest.fixture
 def opened(monkeypatch):
-    """Counts every session ONNX Runtime opens."""
-    count = {"n": 0}
+    """Counts every session ONNX Runtime opens on a model ("n"), and fold chains apart ("chains")."""
+    count = {"n": 0, "chains": 0}
     real = ort.InferenceSession
 
-    def counting(*args, **kwargs):
-        count["n"] += 1
-        return real(*args, **kwargs)
+    def counting(source, *args, **kwargs):
+        count["chains" if _chain(source) else "n"] += 1
+        return real(source, *args, **kwargs)
 
     monkeypatch.setattr(ort, "InferenceSession", counting)
     return count
@@ -30,6 +42,7 @@ def test_each_variant_is_opened_once_for_validation_and_parity(opened):
     result = compare(shrinkray.load(sample_path("mlp")), CompareSettings(methods=methods, latency=False))
     assert all(v.parity is not None for v in result.variants)
     assert opened["n"] == 1 + len(methods)  # the original once, each variant once
+    assert opened["chains"] > 0  # weights-int8's Cast/Mul decodes were folded before its session opened
 
 
 def test_each_variant_is_built_and_judged_before_the_next_is_made():
@@ -65,4 +78,7 @@ def test_sessions_open_from_files_never_from_bytes(monkeypatch):
     monkeypatch.setattr(ort, "InferenceSession", recording)
     methods = [(name, {}) for name in ("weights-int8", "float16")]
     compare(shrinkray.load(sample_path("mlp")), CompareSettings(methods=methods, runs=2, warmup=0, threads=[1]))
-    assert sources and all(isinstance(s, str) and s.endswith(".onnx") for s in sources)
+    models = [s for s in sources if not _chain(s)]
+    assert models and all(isinstance(s, str) and s.endswith(".onnx") for s in models)
+    chains = [s for s in sources if _chain(s)]
+    assert chains and all(len(s) < shrinkray.load(sample_path("mlp")).file_bytes for s in chains)

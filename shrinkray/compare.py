@@ -34,6 +34,7 @@ from shrinkray.io import (
     write_bytes_atomic,
 )
 from shrinkray.limits import check_memory
+from shrinkray.measure import recurrent
 from shrinkray.measure.inputs import (
     InputOptions,
     first_axis_dynamic,
@@ -93,17 +94,34 @@ class ParityInputs:
 
 
 def _session_outputs(session, samples: list[dict[str, np.ndarray]], model: onnx.ModelProto) -> dict[str, np.ndarray]:
-    """Run every sample; several samples are stacked on a new first axis."""
+    """Run every sample; several samples are stacked on a new first axis. A model with a recurrent state runs
+    them as one stream, each step fed the state it returned the step before (measure/recurrent.py)."""
     names = [o.name for o in session.get_outputs()]
-    runs = []
-    for feeds in samples:
-        try:
-            runs.append(session.run(None, feeds))
-        except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
-            raise explain_runtime_error(exc, model, running=True) from None
+    return _stacked(names, recurrent.run_samples(session, samples, partial(_run_feeds, session, model)))
+
+
+def _run_feeds(session, model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list:
+    try:
+        return session.run(None, feeds)
+    except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
+        raise explain_runtime_error(exc, model, running=True) from None
+
+
+def _stacked(names: list[str], runs: list[list]) -> dict[str, np.ndarray]:
     if len(runs) == 1:
         return dict(zip(names, runs[0], strict=True))
     return {name: np.stack([np.asarray(r[i]) for r in runs]) for i, name in enumerate(names)}
+
+
+def _reference(session, samples: list[dict[str, np.ndarray]], model: onnx.ModelProto,
+               note: str) -> tuple[list[dict[str, np.ndarray]], dict[str, np.ndarray], str]:  # fmt: skip
+    """The original's outputs on the parity samples. A model with a recurrent state is run as a short stream
+    of them (recurrent.stream_reference): its steps become the samples every variant runs, and the note says so."""
+    stream = recurrent.stream_reference(session, samples, partial(_run_feeds, session, model))
+    if stream is None:
+        return samples, _session_outputs(session, samples, model), note
+    names = [o.name for o in session.get_outputs()]
+    return stream.steps, _stacked(names, stream.runs), note + stream.note()
 
 
 def _run(model: onnx.ModelProto, samples: dict[str, np.ndarray] | list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -161,18 +179,18 @@ def parity_inputs(model: onnx.ModelProto, settings: CompareSettings, session=Non
     session = session or open_session(model)
     if settings.inputs_path:
         feeds = load_inputs(settings.inputs_path, model)
-        reference = _session_outputs(session, [feeds], model)
-        kinds = _classify(model, reference, 1, settings)
-        return ParityInputs([feeds], reference, kinds, f"Inputs loaded from {Path(settings.inputs_path).name}",
-                            user_data=True)  # fmt: skip
+        samples, reference, note = _reference(session, [feeds], model,
+                                              f"Inputs loaded from {Path(settings.inputs_path).name}")  # fmt: skip
+        kinds = _classify(model, reference, len(samples), settings)
+        return ParityInputs(samples, reference, kinds, note, user_data=True)
     if settings.sample_files:
         samples = load_sample_files(settings.sample_files, model, settings.inputs, settings.image_range)
-        reference = _session_outputs(session, samples, model)
-        kinds = _classify(model, reference, len(samples), settings)
         names = ", ".join(Path(p).name for p in settings.sample_files)
         shapes = ", ".join(f"{k} {list(v.shape)}" for k, v in samples[0].items())
-        return ParityInputs(samples, reference, kinds, f"Real samples ({len(samples)}): {names}; {shapes}",
-                            user_data=True)  # fmt: skip
+        samples, reference, note = _reference(session, samples, model,
+                                              f"Real samples ({len(samples)}): {names}; {shapes}")  # fmt: skip
+        kinds = _classify(model, reference, len(samples), settings)
+        return ParityInputs(samples, reference, kinds, note, user_data=True)
     batch = settings.parity_batch if first_axis_dynamic(model) else None
     started = time.perf_counter()
     tried: list[str] = []
@@ -185,7 +203,7 @@ def parity_inputs(model: onnx.ModelProto, settings: CompareSettings, session=Non
         options = replace(settings.inputs, dims={**dims, **settings.inputs.dims})
         try:
             samples, note = _samples(model, options, plan_batch, settings.parity_batch)
-            reference = _session_outputs(session, samples, model)
+            samples, reference, note = _reference(session, samples, model, note)
         except ShrinkRayError as exc:
             first_error = first_error or exc
             tried.append(f"{description}: {exc.problem}")

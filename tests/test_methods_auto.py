@@ -271,3 +271,43 @@ def test_cli_shrink_refuses_judging_flags_a_method_would_ignore(tmp_path, capsys
     err = capsys.readouterr().err
     assert code != 0 and "--tolerance" in err and "auto" in err
     assert not (tmp_path / "plain.float16.onnx").exists()
+
+
+def _only_in_branches() -> onnx.ModelProto:
+    """Every weight inside an If's branches (silero-vad keeps its weights so: one branch per sample rate)."""
+    rng = np.random.default_rng(1)
+
+    def branch(name: str) -> onnx.GraphProto:
+        w = numpy_helper.from_array(rng.standard_normal((64, 256)).astype(np.float32), f"{name}/W")
+        return helper.make_graph([helper.make_node("MatMul", ["x", f"{name}/W"], [f"{name}_y"])], name, [],
+                                 [helper.make_tensor_value_info(f"{name}_y", TensorProto.FLOAT, ["batch", 256])], [w])  # fmt: skip
+
+    graph = helper.make_graph(
+        [helper.make_node("If", ["flag"], ["y"], then_branch=branch("then"), else_branch=branch("else"))], "branches",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 64]),
+         helper.make_tensor_value_info("flag", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 256])],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def test_tensors_in_subgraphs_get_one_precision_together_so_auto_is_never_larger_than_8_bit():
+    """The overridable session cannot replace an If/Loop body's tensors one by one; they get the lowest
+    precision whose whole build still passes (they were left in float32: 3x weights-int8 on this sample)."""
+    auto = shrinkray.shrink(shrinkray.load(sample_path("subgraph")), "auto")
+    int8 = shrinkray.shrink(shrinkray.load(sample_path("subgraph")), "weights-int8")
+    rows = {r["tensor"]: r["precision"] for r in auto.details["precision_map"]}
+    assert {"then/W1", "then/W2", "else/W1", "else/W2", "body/W_in"} <= set(rows)
+    assert all(rows[name] != "float32" for name in ("then/W1", "else/W2", "body/W_in"))
+    assert auto.model.ByteSize() <= int8.model.ByteSize()
+    assert any("got one precision together" in note for note in auto.notes)
+
+
+def test_a_model_with_every_weight_in_subgraphs_is_still_shrunk():
+    auto = shrinkray.shrink(_only_in_branches(), "auto")
+    rows = {r["tensor"]: r["precision"] for r in auto.details["precision_map"]}
+    assert set(rows) == {"then/W", "else/W"} and len(set(rows.values())) == 1 and rows["then/W"] != "float32"
+    assert {c.name for c in auto.changes} == {"then/W", "else/W"}
+    assert "chosen together" in auto.notes[0]

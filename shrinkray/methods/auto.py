@@ -328,10 +328,18 @@ def apply(model: onnx.ModelProto, options: AutoOptions, context: RunContext | No
     constants_to_initializers(model, options.min_elements)  # Constant-node weights (older exporters) count too
     selected = candidates(find_weights(model), options)
     refs = [r for r in selected if r.kind == "initializer" and not r.scope]
-    skipped = len(selected) - len(refs)
+    rest = [r for r in selected if r.scope or r.kind != "initializer"]  # no override reaches them: chosen together
     if not refs:
         variant = Variant(method="auto", options=options.as_dict(), model=model)
-        variant.notes.append("No large float initializer in the main graph, so there is nothing to choose")
+        if not rest:
+            variant.notes.append("No large float initializer, so there is nothing to choose")
+            return variant
+        inputs = context.calibration_inputs(model)
+        tries: list[str] = []
+        level = _rest_together(variant, rest, options, context, inputs, settings, tries, deadline)
+        variant.notes.append(f"Precision of the {len(rest)} tensor(s) in subgraphs, chosen together: {level} "
+                             f"(search: {'; '.join(tries)}; judged on {_lower(inputs.note)})")  # fmt: skip
+        variant.details["precision_map"] = precision_map(_rest_choices(rest, level, options.lowest))
         return variant
     probe = _overridable(model, [r.name for r in refs])
     session = open_session(probe)
@@ -451,12 +459,65 @@ def apply(model: onnx.ModelProto, options: AutoOptions, context: RunContext | No
     variant.notes.append(
         "Precision per tensor: " + ", ".join(f"{n} {level}" for level, n in per_level.items() if n)
         + f" (search: {'; '.join(tries)}; {counts['runs']} inference runs, {counts['builds']} model(s) built; "
-        f"judged on {inputs.note[:1].lower() + inputs.note[1:]})"
+        f"judged on {_lower(inputs.note)})"
     )
-    if skipped:
-        variant.notes.append(f"{skipped} tensor(s) in subgraphs were left as they are")
-    variant.details["precision_map"] = precision_map(choices)
+    extra = []
+    if rest:
+        level = _rest_together(variant, rest, options, context, inputs, settings, tries, deadline)
+        extra = _rest_choices(rest, level, options.lowest)
+        variant.notes.append(f"The {len(rest)} tensor(s) in subgraphs (which the search cannot replace one by one) "
+                             f"got one precision together: {level}")  # fmt: skip
+    variant.details["precision_map"] = precision_map(choices + extra)
     return variant
+
+
+def _lower(text: str) -> str:
+    return text[:1].lower() + text[1:]
+
+
+def _rest_together(variant: Variant, rest: list[WeightRef], options: AutoOptions, context: RunContext, inputs,
+                   settings: Any, tries: list[str], deadline: float) -> str:  # fmt: skip
+    """Give the tensors in subgraphs (If/Loop bodies, which the overridable session cannot replace) one
+    precision together: the lowest whose whole build still passes on ``inputs``, lowest first (a build and a
+    run each); ``variant`` takes it. Returns the precision chosen ("float32" when none passed)."""
+    from shrinkray.errors import ShrinkRayError
+    from shrinkray.validate import validate
+
+    names = [glob.escape(r.name) for r in rest]
+    for level in reversed(LEVELS[1 : LEVELS.index(options.lowest) + 1]):
+        if time.monotonic() >= deadline:
+            tries.append(f"subgraph tensors at {level}: not tried (out of time)")
+            break
+        spec = get_method(METHOD_OF[level])
+        opts = spec.make_options(include=names, min_elements=options.min_elements, **BUILD_OPTIONS.get(level, {}))
+        current = onnx.ModelProto()
+        current.CopyFrom(variant.model)
+        try:
+            step = spec.run(current, opts, context)
+            session = validate(step.model, keep_session=True)
+            parity = _judge(inputs, _run(session, inputs.samples), settings)
+        except ShrinkRayError as exc:
+            tries.append(f"subgraph tensors at {level}: could not be built ({exc.problem})")
+            continue
+        del session
+        ok = parity.passed and parity.severity <= options.target
+        tries.append(f"subgraph tensors at {level}: {'passes' if ok else 'fails'} ({parity.severity:.0%} of allowed)")
+        if ok and step.changes:
+            for change in step.changes:
+                change.encoding = f"{level}: {change.encoding}"
+            variant.model = step.model
+            variant.changes += step.changes
+            variant.warnings += step.warnings
+            return level
+    return "float32"
+
+
+def _rest_choices(rest: list[WeightRef], level: str, lowest: str) -> list[Choice]:
+    """Rows of the precision map for the subgraph tensors: their common precision, no per-tensor severity."""
+    choices = _choices(rest, lowest)
+    for c in choices:
+        c.level = level
+    return choices
 
 
 def precision_map(choices: list[Choice]) -> list[dict[str, Any]]:

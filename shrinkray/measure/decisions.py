@@ -385,3 +385,93 @@ def box_decisions(reference: np.ndarray, variant: np.ndarray, layout: HeadLayout
     ]
     found = _combine("boxes", BOX_THRESHOLD, parts)
     return found if found.total else None
+
+
+# ---- multi-stride heads with box distributions (PicoDet / GFL) --------------------------------
+
+#: Strides a multi-stride head's levels may have (PicoDet: 8, 16, 32, 64).
+GFL_STRIDES = (8, 16, 32, 64, 128)
+
+
+@dataclass(frozen=True)
+class GflLevel:
+    """One level of a multi-stride head: its class-score output, its box-distribution output, its grid."""
+
+    scores: str
+    boxes: str
+    stride: int
+    rows: int
+    cols: int
+
+
+def gfl_levels(outputs: dict[str, np.ndarray], input_size: tuple[int, int] | None) -> tuple[GflLevel, ...]:
+    """The levels of a detection head split over outputs per stride, read from the outputs alone: for each
+    anchor count N one ``[batch, N, classes]`` output of probabilities and one ``[batch, N, 4 x bins]``
+    output of logits (a distribution of each side's distance in ``bins`` steps, GFL / PicoDet), N being
+    the cells of a stride 8-128 grid on the model's input (ceil(H / s) x ceil(W / s)). Empty when they
+    do not all fit."""
+    if input_size is None:
+        return ()
+    by_count: dict[int, dict[str, list[str]]] = {}
+    for name, value in outputs.items():
+        arr = np.asarray(value)
+        if arr.ndim != 3 or arr.dtype.kind != "f" or arr.size == 0 or not np.isfinite(arr).all():
+            continue
+        n, width = arr.shape[1], arr.shape[2]
+        slot = by_count.setdefault(n, {"scores": [], "boxes": []})
+        if arr.min() >= 0 and arr.max() <= 1 and width <= 1000:
+            slot["scores"].append(name)
+        elif width % 4 == 0 and width // 4 >= 2:
+            slot["boxes"].append(name)
+    height, width = input_size
+    grids = {-(-height // s) * -(-width // s): s for s in GFL_STRIDES}
+    levels = []
+    for n, slot in by_count.items():
+        if len(slot["scores"]) == 1 and len(slot["boxes"]) == 1 and n in grids:
+            s = grids[n]
+            levels.append(GflLevel(slot["scores"][0], slot["boxes"][0], s, -(-height // s), -(-width // s)))
+    if len(levels) < 2 or len({lv.stride for lv in levels}) != len(levels):
+        return ()
+    classes = {np.asarray(outputs[lv.scores]).shape[2] for lv in levels}
+    bins = {np.asarray(outputs[lv.boxes]).shape[2] for lv in levels}
+    if len(classes) != 1 or len(bins) != 1:
+        return ()
+    return tuple(sorted(levels, key=lambda lv: lv.stride))
+
+
+def _gfl_images(outputs: dict[str, np.ndarray], levels: tuple[GflLevel, ...]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Boxes, scores and classes of every anchor of every image (runs and batch flattened)."""
+    boxes, scores, labels = [], [], []
+    for lv in levels:
+        score = np.asarray(outputs[lv.scores], np.float64)
+        dist = np.asarray(outputs[lv.boxes], np.float64)
+        n, classes, width = score.shape[-2], score.shape[-1], dist.shape[-1]
+        score, dist = score.reshape(-1, n, classes), dist.reshape(-1, n, 4, width // 4)
+        e = np.exp(dist - dist.max(axis=-1, keepdims=True))
+        distance = (e / e.sum(axis=-1, keepdims=True) * np.arange(width // 4)).sum(axis=-1) * lv.stride
+        cols, rows = np.meshgrid(np.arange(lv.cols), np.arange(lv.rows))
+        cx, cy = (cols.ravel() + 0.5) * lv.stride, (rows.ravel() + 0.5) * lv.stride
+        boxes.append(np.stack([cx - distance[..., 0], cy - distance[..., 1], cx + distance[..., 2],
+                               cy + distance[..., 3]], axis=-1))  # fmt: skip
+        scores.append(score.max(axis=-1))
+        labels.append(score.argmax(axis=-1))
+    boxes_all, scores_all, labels_all = (np.concatenate(p, axis=1) for p in (boxes, scores, labels))
+    found = []
+    for b, s, c in zip(boxes_all, scores_all, labels_all, strict=True):
+        confident = np.flatnonzero(s >= BOX_THRESHOLD)
+        kept = confident[nms(b[confident], s[confident], c[confident])] if confident.size else confident
+        found.append((b[kept], c[kept], s[kept]))
+    return found
+
+
+def gfl_decisions(reference: dict[str, np.ndarray], variant: dict[str, np.ndarray],
+                  levels: tuple[GflLevel, ...]) -> Decisions | None:  # fmt: skip
+    """Boxes decoded from every level of the original vs the variant's; None when neither has a confident box."""
+    ref, var = _gfl_images(reference, levels), _gfl_images(variant, levels)
+    if not any(len(r[0]) + len(v[0]) for r, v in zip(ref, var, strict=True)):
+        return None
+    parts = [
+        _match(rb, rl, rs, vb, vl, vs, BOX_THRESHOLD) for (rb, rl, rs), (vb, vl, vs) in zip(ref, var, strict=True)
+    ]
+    found = _combine("boxes", BOX_THRESHOLD, parts)
+    return found if found.total else None

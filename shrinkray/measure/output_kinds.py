@@ -12,7 +12,10 @@ every report says which one decided):
    below 0.1 or above 0.9: text and object masks) is ``map``; a detection
    head (``[batch, 4 + classes, anchors]`` or ``[batch, anchors, 4/5 + classes]``
    with scores in [0, 1] and pixel boxes, or raw YOLOX offsets) is
-   ``detections``; any other output computed by Sigmoid is ``continuous``
+   ``detections``, and so is every output of a head split by stride
+   (PicoDet / GFL: per stride ``[batch, N, classes]`` probabilities and
+   ``[batch, N, 4 x bins]`` box distributions, N the cells of the stride's grid
+   on the input), judged by the boxes decoded from all of them; any other output computed by Sigmoid is ``continuous``
    (independent probabilities: voice activity, per-anchor class scores);
 4. names: ``embed``, ``hidden``, ``pool``, ``feature``, ``encod``, ``vector``
    mean ``embedding``; ``logit``, ``score``, ``prob``, ``class``, ``cls``,
@@ -34,7 +37,7 @@ import re
 import numpy as np
 import onnx
 
-from shrinkray.measure.decisions import head_layout, looks_like_map
+from shrinkray.measure.decisions import gfl_levels, head_layout, looks_like_map
 from shrinkray.measure.parity import OutputKind, VerdictSettings
 
 #: Ops that only move or retype values: the output "is" what their input is.
@@ -192,10 +195,19 @@ def classify_outputs(
     """Kinds of every output of the original (the user's choices first)."""
     chosen = verdict.kinds if verdict is not None else {}
     producers = _producers(model)
+    size = _input_size(model)
+    levels = gfl_levels({k: v for k, v in reference.items() if k not in chosen}, size)
+    heads = {name: levels for level in levels for name in (level.scores, level.boxes)}
     kinds = {}
     for name, value in reference.items():
         if name in chosen:
             kinds[name] = OutputKind(chosen[name], -1, "set by you")
+        elif name in heads:
+            strides = "/".join(str(level.stride) for level in levels)
+            kinds[name] = OutputKind(
+                "detections", -1, f"one of {2 * len(levels)} outputs of a detection head split by stride "
+                f"({strides}: class scores and box distributions): judged by the boxes decoded from all of them "
+                "that score 0.25 after NMS", size, levels)  # fmt: skip
         else:
             kinds[name] = classify_output(name, value, model, producers)
     return kinds

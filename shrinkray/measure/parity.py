@@ -201,6 +201,8 @@ class OutputKind:
     axis: int = -1  # class axis for scores, counted from the end
     why: str = ""
     input_size: tuple[int, int] | None = None  # detections: the model's image size (to place raw YOLOX offsets)
+    #: detections split over outputs per stride (decisions.GflLevel each): judged by the boxes of all of them
+    levels: tuple = ()
 
 
 @dataclass
@@ -475,8 +477,10 @@ def compare_output(
     variant: np.ndarray,
     kind: OutputKind | None = None,
     verdict: VerdictSettings | None = None,
+    grouped=None,
 ) -> OutputParity:
-    """Judge one output of the variant against the original's."""
+    """Judge one output of the variant against the original's. ``grouped``: for an output of a head split
+    over several outputs (``kind.levels``), the boxes decoded from all of them (:func:`compare_outputs`)."""
     ref, var = np.asarray(reference), np.asarray(variant)
     verdict = verdict or VerdictSettings()
     if kind is None:
@@ -502,7 +506,7 @@ def compare_output(
         r64[~np.isfinite(r64)], v64[~np.isfinite(v64)], equal_nan=True
     )
     measures = float_measures(r64, v64, kind)
-    criteria_kind, decided, kind = _decide(r64, v64, kind)
+    criteria_kind, decided, kind = _decide(r64, v64, kind, grouped)
     if decided is not None:
         measures.update(decided.measures())
     criteria = verdict.criteria_for(name, criteria_kind)
@@ -532,7 +536,7 @@ def compare_output(
     )  # fmt: skip
 
 
-def _decide(ref: np.ndarray, var: np.ndarray, kind: OutputKind):
+def _decide(ref: np.ndarray, var: np.ndarray, kind: OutputKind, grouped=None):
     """For a map or detection head: (kind whose criteria apply, the decisions compared, the kind as judged).
 
     With nothing decided (no region or confident box in either output, or a head whose layout cannot be
@@ -542,7 +546,10 @@ def _decide(ref: np.ndarray, var: np.ndarray, kind: OutputKind):
     from shrinkray.measure import decisions
 
     found = None
-    if kind.kind == "map":
+    if kind.levels:
+        found = grouped
+        nothing = "no box scores 0.25 in either output"
+    elif kind.kind == "map":
         found = decisions.map_decisions(ref, var) if ref.ndim >= 2 and ref.size else "not a grid of values"
         nothing, found = (found, None) if isinstance(found, str) else ("", found)
     else:
@@ -566,14 +573,31 @@ def compare_outputs(
     verdict = verdict or VerdictSettings()
     kinds = kinds or {}
     outputs = []
+    heads: dict[tuple, Any] = {}  # a head split over outputs: its boxes, decoded once from all of them
     for name, ref in reference.items():
         kind = kinds.get(name)
         if name not in variant:
             arr = np.asarray(ref)
             outputs.append(_broken(name, arr, kind or OutputKind("continuous"), "output missing from the variant"))
             continue
-        outputs.append(compare_output(name, ref, variant[name], kind, verdict))
+        grouped = None
+        if kind is not None and kind.levels:
+            if kind.levels not in heads:
+                heads[kind.levels] = _head_decisions(reference, variant, kind.levels)
+            grouped = heads[kind.levels]
+        outputs.append(compare_output(name, ref, variant[name], kind, verdict, grouped))
     return Parity(outputs=outputs, verdict=verdict, samples=samples)
+
+
+def _head_decisions(reference: dict[str, np.ndarray], variant: dict[str, np.ndarray], levels: tuple):
+    """The boxes of a head split over outputs per stride, original vs variant; None when an output is missing
+    or changed shape (each is then judged on its own) or no box is confident."""
+    from shrinkray.measure import decisions
+
+    names = [name for level in levels for name in (level.scores, level.boxes)]
+    if any(n not in variant or np.shape(variant[n]) != np.shape(reference[n]) for n in names):
+        return None
+    return decisions.gfl_decisions(reference, variant, levels)
 
 
 def build_verdict(

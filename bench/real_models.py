@@ -1560,5 +1560,308 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+# ============================================================================================
+# More model families (widening the corpus beyond the first 11 cases): an already-int8 audio
+# transformer (smart-turn v3.2), a newer Silero VAD whose batch axis is TIME (faster-whisper),
+# a YOLO11-seg slider-captcha detector, and PP-OCRv6 det/rec (rapidocr 3.x). Appended here so
+# the cases above stay as they were; each registers its Spec and preparer below.
+# ============================================================================================
+
+_spec(
+    key="smart-turn",
+    package="pipecat-ai",
+    version="1.14.0",
+    member="pipecat/audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx",
+    family="turn-detector",
+    task="same end-of-turn decision (probability > 0.5, pipecat's LocalSmartTurnAnalyzerV3) on every "
+    "utterance; features by the wheel's own numpy Whisper log-mel code (8 s, 80 x 800)",
+    outputs={"logits": "continuous: end-of-turn probability (N, 1) in [0, 1] (a Sigmoid, despite the name)"},
+    notes=[
+        "Already quantized: a static QDQ int8 graph (onnxruntime.quantization; 114 DequantizeLinear, "
+        "78 QuantizeLinear, int8/uint8 weights); only 8.7 MB for a Whisper-tiny-sized encoder"
+    ],
+)
+_spec(
+    key="silero-vad-fw",
+    package="faster-whisper",
+    version="1.2.1",
+    member="faster_whisper/assets/silero_vad_v6.onnx",
+    family="vad",
+    task="same speech / no-speech decision (probability >= 0.5, faster-whisper's threshold) on every 32 ms "
+    "frame of every clip; the whole clip in ONE run (rows = consecutive 512-sample chunks + 64 of context, "
+    "the LSTM runs along the rows), h = c = 0",
+    outputs={
+        "speech_probs": "continuous: speech probability per chunk (N,) ... in [0, 1]",
+        "hn": "state: LSTM hidden state (1, 1, 128) after the LAST row",
+        "cn": "state: LSTM cell state (1, 1, 128) after the last row",
+    },
+)
+_spec(
+    key="slider-captcha",
+    package="captcha-recognizer",
+    version="1.0.2",
+    member="captcha_recognizer/models/slider.onnx",
+    family="detector",
+    task="same slider-captcha boxes: YOLO11-seg rows with class score > 0.5 (the package's CONF_THRESHOLD), "
+    "NMS 0.8, scaled back through the letterbox, matched one-to-one at IoU >= 0.9",
+    outputs={
+        "output0": "boxes: (1, 37, 8400) = per anchor [cx, cy, w, h] in input pixels (0-640) + 1 class "
+        "score (sigmoid) + 32 mask coefficients along axis 1",
+        "output1": "continuous: mask prototypes (1, 32, 160, 160) (combined with the coefficients into "
+        "each box's mask)",
+    },
+)
+_spec(
+    key="ppocr6-det",
+    package="rapidocr",
+    version="3.10.0",
+    member="rapidocr/models/PP-OCRv6_det_small.onnx",
+    family="ocr-det",
+    task="same text boxes as ppocr-det (rapidocr 3.10's DB settings are unchanged: 0.3 / 0.5 / unclip 1.6, "
+    "limit_type min 736)",
+    outputs={"fetch_name_0": "continuous map: per-pixel text probability in [0, 1] (N, 1, H, W)"},
+)
+_spec(
+    key="ppocr6-rec",
+    package="rapidocr",
+    version="3.10.0",
+    member="rapidocr/models/PP-OCRv6_rec_small.onnx",
+    family="ocr-rec",
+    task="same decoded text on every line (as ppocr-rec: CTC greedy, charset from the model's 'character' "
+    "metadata + blank first + space last)",
+    outputs={
+        "fetch_name_0": "class scores (softmax probabilities) along axis 2 (blank + the multilingual "
+        "charset + space), one row per time step"
+    },
+)
+
+
+# ---- smart-turn v3.2 (pipecat) -------------------------------------------------------------
+
+
+def _pipecat_features() -> Callable[[np.ndarray], np.ndarray]:
+    """pipecat's own numpy Whisper log-mel extractor, loaded from the wheel (it imports numpy only)."""
+    import importlib.util
+
+    path = member_file("smart-turn", "pipecat/audio/turn/smart_turn/_whisper_features.py")
+    spec = importlib.util.spec_from_file_location("_pipecat_whisper_features", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return lambda audio: module.compute_whisper_log_mel_features(audio, do_normalize=True)
+
+
+def utterance(seconds: float, rng: np.random.Generator, ending: str, sr: int = 16000) -> np.ndarray:
+    """A speech-like utterance as pipecat hands it to smart-turn: the turn's audio so far, ending either
+    in a pause after a falling, fading last syllable ("done") or cut in the middle of a syllable
+    ("cut"), or in a short hesitation gap before more voiced sound ("hesitate")."""
+    body = speech_clip(seconds, rng, sr)
+    if ending == "cut":
+        voiced = np.flatnonzero(np.abs(body) > 0.05)
+        end = int(voiced[int(len(voiced) * rng.uniform(0.85, 0.97))]) if len(voiced) else len(body)
+        return body[: end + 1]
+    tail = speech_clip(0.6, rng, sr)
+    fade = np.linspace(1, 0, len(tail)) ** 2
+    if ending == "done":
+        return np.concatenate([body, tail * fade, rng.normal(0, 0.003, int(rng.uniform(0.2, 0.6) * sr))])
+    gap = rng.normal(0, 0.003, int(0.25 * sr))
+    return np.concatenate([body, gap, tail[: int(0.3 * sr)]]).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class TurnDecision:
+    """smart-turn's answer for one utterance: complete (probability > 0.5) or not, and the probability."""
+
+    complete: bool
+    probability: float
+
+    @staticmethod
+    def of(p: float) -> TurnDecision:
+        return TurnDecision(p > 0.5, round(p, 4))
+
+    def __str__(self) -> str:
+        return f"{'complete' if self.complete else 'incomplete'} (p = {self.probability})"
+
+
+def _prep_smart_turn(path: Path) -> Prepared:
+    rng = np.random.default_rng(31)
+    features = _pipecat_features()
+    run = _runner(path)
+    feats, labels = [], []
+    wanted = {True: 4, False: 4}  # 4 utterances judged complete, 4 incomplete
+    for k in range(40):
+        seconds, ending = float(rng.uniform(1.5, 10.0)), ("done", "cut", "hesitate")[k % 3]
+        audio = utterance(seconds, rng, ending).astype(np.float32)
+        # pipecat: keep the last 8 s or pad with zeros at the START, then features of 128000 samples
+        n = 8 * 16000
+        audio = audio[-n:] if len(audio) > n else np.pad(audio, (n - len(audio), 0))
+        x = features(audio)
+        p = float(np.asarray(run({"input_features": x[None]})[0]).ravel()[0])
+        # a probability within 0.1 of the threshold is a coin toss any rounding flips: left out
+        if abs(p - 0.5) >= 0.1 and wanted[p > 0.5]:
+            wanted[p > 0.5] -= 1
+            feats.append(x)
+            labels.append(f"{seconds:.1f} s, ending {ending}")
+        if not any(wanted.values()):
+            break
+    batch = np.stack(feats).astype(np.float32)
+    samples = [{"input_features": batch[k : k + 1]} for k in range(len(feats))]
+
+    def decide(run: Runner, samples: list[Any]) -> list[TurnDecision]:
+        return [TurnDecision.of(float(np.asarray(run(s)[0]).ravel()[0])) for s in samples]
+
+    def same(a: TurnDecision, b: TurnDecision) -> tuple[bool, str]:
+        flipped = a.complete != b.complete
+        return not flipped, f"probability {a.probability} -> {b.probability}" + (
+            " (decision flipped)" if flipped else ""
+        )
+
+    return Prepared(samples, labels, {"input_features": batch}, decide, same)
+
+
+# ---- Silero VAD v6 as faster-whisper ships it ----------------------------------------------
+
+
+def _fw_chunks(clip: np.ndarray, num_samples: int = 512, context: int = 64) -> np.ndarray:
+    """faster_whisper.vad: pad to a multiple of 512 (always at least one sample of padding), rows of
+    512 samples, each row prefixed with the previous row's last 64 samples (zeros for the first)."""
+    audio = np.pad(clip, (0, num_samples - clip.shape[0] % num_samples)).astype(np.float32)
+    rows = audio.reshape(-1, num_samples)
+    ctx = rows[..., -context:].copy()
+    ctx[-1] = 0
+    ctx = np.roll(ctx, 1, 0)
+    return np.concatenate([ctx, rows], 1).astype(np.float32)
+
+
+def _prep_silero_fw(path: Path) -> Prepared:
+    rng = np.random.default_rng(32)
+    clips = [speech_clip(s, rng) for s in (3.0, 2.5, 4.0)]
+    zeros = np.zeros((1, 1, 128), np.float32)
+    feeds = [{"input": _fw_chunks(c), "h": zeros, "c": zeros} for c in clips]
+
+    def decide(run: Runner, samples: list[Any]) -> list[tuple]:
+        return [tuple(int(p >= 0.5) for p in np.asarray(run(f)[0]).ravel()) for f in samples]
+
+    def same(a: tuple, b: tuple) -> tuple[bool, str]:
+        flips = sum(x != y for x, y in zip(a, b, strict=False))
+        return flips == 0, f"{flips} of {len(a)} frames flipped ({sum(a)} speech frames)"
+
+    labels = [f"clip {k} ({len(c) / 16000:.1f} s)" for k, c in enumerate(clips)]
+    return Prepared(feeds, labels, dict(feeds[0]), decide, same)
+
+
+# ---- captcha-recognizer slider (YOLO11-seg) ------------------------------------------------
+
+
+def _jigsaw_mask(size: int, rng: np.random.Generator) -> Image.Image:
+    """A jigsaw-piece silhouette (square body, a round knob on top and on the right), size x size."""
+    m = Image.new("L", (size, size), 0)
+    d = ImageDraw.Draw(m)
+    s = int(size * 0.72)
+    x0, y0 = 0, size - s
+    d.rounded_rectangle([x0, y0, x0 + s, y0 + s], radius=max(2, s // 10), fill=255)
+    r = int(s * rng.uniform(0.16, 0.22))
+    cx = x0 + s // 2 + int(rng.uniform(-0.1, 0.1) * s)
+    d.ellipse([cx - r, y0 - r - 1, cx + r, y0 + r - 1], fill=255)  # top knob
+    cy = y0 + s // 2 + int(rng.uniform(-0.1, 0.1) * s)
+    d.ellipse([x0 + s - r + 1, cy - r, x0 + s + r + 1, cy + r], fill=255)  # right knob
+    return m
+
+
+def slider_captcha(rng: np.random.Generator, w: int = 320, h: int = 160) -> Image.Image:
+    """A slider captcha as such sites render it: a photo with a darkened, white-edged piece-shaped gap on
+    the right, and the cut-out piece (outlined, with a drop shadow) at the left edge, same height."""
+    bg = photo(w, h, rng)
+    size = int(h * rng.uniform(0.3, 0.38))
+    mask = _jigsaw_mask(size, rng)
+    gx, gy = int(rng.uniform(0.45, 0.8) * w), int(rng.uniform(0.1, 0.9) * (h - size))
+    piece = bg.crop((gx, gy, gx + size, gy + size))
+    edge = ImageChops_edge(mask)
+    out = bg.copy()
+    dark = Image.eval(piece, lambda v: int(v * 0.45))
+    out.paste(dark, (gx, gy), mask)
+    out.paste(Image.new("RGB", (size, size), (255, 255, 255)), (gx, gy), edge.point(lambda v: int(v * 0.7)))
+    px = int(rng.uniform(0.01, 0.05) * w)
+    shadow = mask.filter(ImageFilter.GaussianBlur(3)).point(lambda v: int(v * 0.5))
+    out.paste(Image.new("RGB", (size, size), (0, 0, 0)), (px + 2, gy + 2), shadow)
+    out.paste(piece, (px, gy), mask)
+    out.paste(Image.new("RGB", (size, size), (255, 255, 255)), (px, gy), edge)
+    return out
+
+
+def ImageChops_edge(mask: Image.Image) -> Image.Image:  # noqa: N802 - reads like PIL's helpers
+    """The 2-pixel outline of a silhouette (mask minus its erosion)."""
+    inner = mask.filter(ImageFilter.MinFilter(5))
+    return Image.fromarray((np.asarray(mask, np.int16) - np.asarray(inner, np.int16)).clip(0, 255).astype(np.uint8))
+
+
+def _letterbox(arr: np.ndarray, size: int = 640) -> tuple[np.ndarray, float, tuple[int, int]]:
+    """captcha_recognizer's letterbox: scale to fit, centre, pad 114 (cv2 INTER_LINEAR stand-in)."""
+    h, w = arr.shape[:2]
+    r = min(size / h, size / w)
+    nw, nh = max(1, min(int(round(w * r)), size)), max(1, min(int(round(h * r)), size))
+    img = _resize(arr, nw, nh) if (w, h) != (nw, nh) else arr
+    dw, dh = size - nw, size - nh
+    top, left = int(round(dh / 2)), int(round(dw / 2))
+    out = np.full((size, size, 3), 114, np.uint8)
+    out[top : top + nh, left : left + nw] = img[: size - top, : size - left]
+    return out, r, (left, top)
+
+
+def _slider_boxes(out0: np.ndarray, gain: float, pad: tuple[int, int], shape: tuple[int, int]) -> Boxes:
+    """captcha_recognizer.Slider.non_max_suppression (conf 0.5, IoU 0.8, one class) + scale_boxes."""
+    rows = out0[0].T.astype(np.float64)  # (8400, 37)
+    conf = rows[:, 4]
+    keep = conf > 0.5
+    rows, conf = rows[keep], conf[keep]
+    xyxy = np.stack(
+        [
+            rows[:, 0] - rows[:, 2] / 2,
+            rows[:, 1] - rows[:, 3] / 2,
+            rows[:, 0] + rows[:, 2] / 2,
+            rows[:, 1] + rows[:, 3] / 2,
+        ],
+        1,
+    )
+    order = nms(xyxy, conf, 0.8)
+    xyxy = xyxy[order]
+    xyxy[:, [0, 2]] = np.clip((xyxy[:, [0, 2]] - pad[0]) / gain, 0, shape[1])
+    xyxy[:, [1, 3]] = np.clip((xyxy[:, [1, 3]] - pad[1]) / gain, 0, shape[0])
+    return Boxes.of(xyxy, [0] * len(order), conf[order])
+
+
+def _prep_slider(path: Path) -> Prepared:
+    rng = np.random.default_rng(33)
+    run = _runner(path)
+    samples, labels = [], []
+    for k in range(30):  # the first 5 captchas the original finds the piece and the gap in
+        w, h = [(320, 160), (552, 344), (260, 160), (340, 212)][k % 4]
+        arr = _bgr(slider_captcha(rng, w, h))
+        boxed, gain, pad = _letterbox(arr)
+        blob = np.ascontiguousarray(boxed[..., ::-1].transpose(2, 0, 1)[None]).astype(np.float32) / 255  # RGB
+        found = _slider_boxes(run({"images": blob})[0], gain, pad, arr.shape[:2])
+        if len(found) >= 2 or (k >= 20 and len(found)):
+            samples.append(({"images": blob}, gain, pad, arr.shape[:2]))
+            labels.append(f"captcha {k} ({w}x{h})")
+        if len(samples) == 5:
+            break
+
+    def decide(run: Runner, samples: list[Any]) -> list[Boxes]:
+        return [_slider_boxes(run(feeds)[0], gain, pad, shape) for feeds, gain, pad, shape in samples]
+
+    batch = np.concatenate([s[0]["images"] for s in samples])  # batch fixed to 1 in the graph: npz gets the first
+    return Prepared(samples, labels, {"images": batch[:1]}, decide, match_boxes)
+
+
+PREPARERS.update(
+    {
+        "smart-turn": _prep_smart_turn,
+        "silero-vad-fw": _prep_silero_fw,
+        "slider-captcha": _prep_slider,
+        "ppocr6-det": _prep_ppocr_det,  # rapidocr 3.10: same preprocessing and DB post-processing
+        "ppocr6-rec": _prep_ppocr_rec,  # same resize/normalization; charset from the model's metadata
+    }
+)
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -184,3 +184,14 @@ def test_copies_are_made_once_per_file(tmp_path, monkeypatch):
     for threads in (1, 2):
         copies.session([real], threads)
     assert made == [real] and copies.copy_of(real).exists()
+
+
+def test_no_copy_when_a_folded_value_is_larger_than_onnx_runtime_folds(tmp_path, monkeypatch):
+    """ONNX Runtime leaves a chain whose output passes its folding limit: the copy must not fold it either."""
+    real = tmp_path / "model.onnx"
+    real.write_bytes(_chain_model().SerializeToString())
+    monkeypatch.setattr(prefold, "FOLD_LIMIT_BYTES", 8 * 8 * 4 - 1)  # the decoded weight is 256 bytes
+    copies = prefold.MeasuringCopies(tmp_path / "measuring")
+    session = copies.session([real], 1)
+    assert copies.copy_of(real) is None
+    assert session.run(None, {"x": np.ones((2, 8), np.float32)})[0].shape == (2, 8)

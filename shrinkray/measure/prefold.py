@@ -15,6 +15,21 @@ Only a subset of what ConstantFolding folds is folded here (whatever is left, it
 nodes of the standard domain from :data:`FOLDABLE_OPS` (deterministic, no subgraphs), all of whose
 inputs are initializers, Constant nodes or outputs of folded nodes, not producing a graph output.
 DequantizeLinear is never folded: ONNX Runtime keeps it to fuse it with what it feeds (QDQ, MatMulNBits).
+Nor is a value over :data:`FOLD_LIMIT_BYTES`, which ONNX Runtime would not fold either (no copy then).
+
+The copy keeps every tensor of 64 KiB or more in a data file beside it (aligned: ONNX Runtime maps it),
+so opening never parses a second copy of the weights out of the protobuf either: peak while opening on
+the 101 MB benchmark model, file -> copy: original +221 -> +136 MB, weights-int8 +390 -> +136,
+weights-int4 +485 -> +106, float16 +206 -> +136 (bench/results.md, "fourth pass"). The copies are files in
+the comparison's private folder (the decoded weights: ~0.6 GB for the benchmark's five models).
+
+**Validation stays honest.** Every node of the variant's file is run by ONNX Runtime before the variant
+is kept: the folded ones by its kernels in the chains' sessions (a missing kernel or a type it refuses
+fails there), the others in the measuring session, which has the file's IR version, opsets, functions,
+inputs and outputs. A copy that cannot be made, or does not open, is dropped and the file itself is
+opened (then its own error is what the user reads), so a copy can never reject a variant the file would
+pass. What the copy does not replay is ONNX Runtime parsing the file in one piece, which onnx.checker
+has checked; a second, unoptimized session on the file (+35-41 MB) would add only that.
 """
 
 from __future__ import annotations
@@ -35,11 +50,14 @@ from shrinkray.errors import ShrinkRayError
 #: Ops folded here: deterministic, kernels in ONNX Runtime's CPU provider, what weight decodes are made of
 #: (Cast/Sub/Mul of int8, BitShift/Reshape/Concat/ScatterND of int4, Cast of float16, Gather of palettes).
 FOLDABLE_OPS = frozenset({
-    "Abs", "Add", "And", "BitShift", "BitwiseAnd", "BitwiseOr", "Cast", "Concat", "Div", "Equal", "Expand",
-    "Flatten", "Gather", "GatherElements", "GatherND", "Greater", "Identity", "Less", "Mod", "Mul", "Neg", "Not",
-    "Or", "Reshape", "ScatterElements", "ScatterND", "Slice", "Squeeze", "Sub", "Tile", "Transpose", "Unsqueeze",
-    "Where",
-})  # fmt: skip
+    "Abs", "Add", "And", "BitShift", "BitwiseAnd", "BitwiseOr", "Cast", "Concat", "Div", "Equal", "Flatten",
+    "Gather", "GatherElements", "GatherND", "Greater", "Identity", "Less", "Mod", "Mul", "Neg", "Not", "Or",
+    "Reshape", "ScatterElements", "ScatterND", "Slice", "Squeeze", "Sub", "Transpose", "Unsqueeze", "Where",
+})  # fmt: skip  (not Expand or Tile: their outputs can outgrow every input, see FOLD_LIMIT_BYTES)
+
+#: ONNX Runtime does not fold a node whose output is larger than this (its default
+#: ``session.constant_folding_max_output_size_in_bytes``): a copy with a larger folded value is not made.
+FOLD_LIMIT_BYTES = 1 << 30
 
 #: Tensors are written at offsets aligned to this in the data file (ONNX Runtime can map aligned data).
 ALIGN = 4096
@@ -194,6 +212,8 @@ def prefold(model: onnx.ModelProto, path: str | Path, fold: FoldPlan | None = No
         for name in fold.frontier:
             nodes, inits = _ancestors(graph, name, producer)
             array = np.ascontiguousarray(_evaluate(model, name, nodes, inits, by_name))
+            if array.nbytes > FOLD_LIMIT_BYTES:  # ONNX Runtime would keep this chain: the file opens as it is
+                raise ValueError(f"{name}: {array.nbytes} bytes, more than ONNX Runtime folds")
             values.append(writer.place_array(array, name))
             since_trim += array.nbytes * 4  # the chain's intermediates were about this large
             del array

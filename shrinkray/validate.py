@@ -243,6 +243,12 @@ def open_file_session(path: str | Path, *, optimized: bool = True, threads: int 
     return session
 
 
+#: Models from this size on are validated with ``keep_session`` from a measuring copy (measure/prefold.py):
+#: ONNX Runtime's own constant folding held every decoded weight of a 26 MB weights-int8 model at once
+#: (+390 MB while opening; +136 MB from its copy). Smaller ones open from their bytes (no file written).
+MEASURING_COPY_MIN_BYTES = 16 << 20
+
+
 def validate(model: onnx.ModelProto, *, keep_session: bool = False,
              open_runtime: bool = True) -> ort.InferenceSession | None:
     """Raise unless the model passes onnx.checker and opens in an ONNX Runtime CPU session.
@@ -252,7 +258,8 @@ def validate(model: onnx.ModelProto, *, keep_session: bool = False,
     decoded weights (time and memory of a full float copy). With
     ``keep_session`` (compare, which is about to measure the model anyway) the
     optimized single-thread session is opened instead and returned, so the
-    model is opened once for validation, parity and culprits. ``open_runtime=False``: onnx.checker
+    model is opened once for validation, parity and culprits (from a measuring copy from
+    :data:`MEASURING_COPY_MIN_BYTES` on). ``open_runtime=False``: onnx.checker
     only; the caller opens the session itself (compare does, from the file it writes, after dropping
     the model) and must treat a failure to open as a failed validation.
     """
@@ -260,6 +267,14 @@ def validate(model: onnx.ModelProto, *, keep_session: bool = False,
     check_structure(model, serialized)
     if not open_runtime:
         return None
+    if keep_session and serialized is not None and len(serialized) >= MEASURING_COPY_MIN_BYTES:
+        del serialized  # opened from a measuring copy: its decodes folded one weight at a time, no bytes held
+        release_free_memory()
+        from shrinkray.measure.prefold import measuring_session
+
+        session, _ = measuring_session(model)
+        release_free_memory()
+        return session
     release_free_memory()  # the checker's parsed copy, before ONNX Runtime makes its own
     session = open_session(model, optimized=keep_session, serialized=serialized)
     del serialized

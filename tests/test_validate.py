@@ -294,3 +294,30 @@ def test_explain_runtime_error_messages():
 def test_truncated_runtime_message_keeps_its_ellipsis():
     text = str(explain_runtime_error(RuntimeError("y" * 1000)))
     assert "y" * 297 + "…" in text, text
+
+
+def test_large_models_keep_a_session_opened_from_their_measuring_copy(monkeypatch):
+    """validate(keep_session=True) from MEASURING_COPY_MIN_BYTES on: the session comes from the model's measuring
+    copy (decodes folded one weight at a time) and runs exactly what the optimized session on its bytes runs."""
+    import sys
+
+    from helpers import make_feeds, shrunk
+
+    from shrinkray.measure import prefold
+
+    validate_module = sys.modules["shrinkray.validate"]  # the package re-exports the function under this name
+
+    model = shrunk("weights-int8", "mlp", ()).model
+    opened = []
+    real = prefold.measuring_session
+    monkeypatch.setattr(prefold, "measuring_session", lambda m, **kw: opened.append(m) or real(m, **kw))
+    monkeypatch.setattr(validate_module, "MEASURING_COPY_MIN_BYTES", 0)
+    session = validate(model, keep_session=True)
+    assert opened == [model]
+    reference = open_session(model, optimized=True)
+    feeds = make_feeds(reference)
+    for want, got in zip(reference.run(None, feeds), session.run(None, feeds), strict=True):
+        assert np.asarray(want).tobytes() == np.asarray(got).tobytes()
+    monkeypatch.setattr(validate_module, "MEASURING_COPY_MIN_BYTES", 1 << 40)
+    validate(model, keep_session=True)
+    assert opened == [model]  # small models open from their bytes

@@ -367,7 +367,8 @@ def measuring_session(model: onnx.ModelProto, *, outputs: Sequence[str] = (),
     measuring copy in a temporary folder, and the model it opened (large tensors by reference: for
     signatures and shapes, not values). Neither a second copy of the model nor its serialized bytes
     are made (a calibration probe of the 101 MB benchmark model held both while its session opened).
-    A model whose tensors are already external opens from a serialized copy, as before.
+    A model whose tensors are already external, or whose copy cannot be made or opened, opens from a
+    serialized copy, as before (so an error is the model's own).
     """
     from shrinkray.validate import open_file_session, open_session
 
@@ -376,10 +377,9 @@ def measuring_session(model: onnx.ModelProto, *, outputs: Sequence[str] = (),
             path = Path(tmp) / "model.onnx"
             try:
                 light = prefold(model, path, outputs=outputs)
-            except Exception:  # noqa: BLE001 - any failure of the copy: ONNX Runtime opens the model itself
-                light = None
-            if light is not None:
                 return open_file_session(path, optimized=True, threads=threads), light  # its data stays mapped
+            except Exception:  # noqa: BLE001 - any failure of the copy: the model opens itself (its own error)
+                pass
     probe = onnx.ModelProto()
     probe.CopyFrom(model)
     present = {o.name for o in probe.graph.output}

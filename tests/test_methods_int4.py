@@ -528,3 +528,132 @@ def test_gptq_keeps_no_feedback_matrix_once_the_method_is_done(monkeypatch):
     shrinkray.shrink(model, "weights-int4", gptq="on", context=calibration, min_elements=1, activation_aware=False)
     assert calls == [(160, 160)]  # GPTQ ran on the MatMul weight
     assert set(gptq._FEEDBACK) <= before
+
+
+# --------------------------------------------------------------------------- 8-bit budget, float16 MatMulNBits scales
+
+
+def _two_weight_chain(seed: int = 0):
+    """x -> MatMul(easy) -> MatMul(hard): ``easy`` uniform (4-bit loses little of it), ``hard`` heavy-tailed (each
+    block's scale is stretched by its largest value: 4-bit loses a far larger share of its output)."""
+    rng = np.random.default_rng(seed)
+    d = 256
+    easy = (rng.uniform(-1.0, 1.0, (d, d)) / np.sqrt(d)).astype(np.float32)
+    hard = (rng.standard_t(2.0, (d, d)) / np.sqrt(d)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "easy"], ["h"]), helper.make_node("MatMul", ["h", "hard"], ["y"])], "chain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", d])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", d])],
+        [numpy_helper.from_array(easy, "easy"), numpy_helper.from_array(hard, "hard")],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model, lambda tokens, which: np.random.default_rng([seed, which]).standard_normal((tokens, d)).astype(np.float32)
+
+
+def _users_context(samples):
+    from types import SimpleNamespace
+
+    from shrinkray.methods.base import RunContext
+    from shrinkray.results import CompareSettings
+
+    return RunContext(settings=CompareSettings(inputs_path="mine.npz"),
+                      calibration=SimpleNamespace(samples=samples, user_data=True))  # fmt: skip
+
+
+@pytest.mark.parametrize("optimized", [True, False], ids=["ort-optimized", "ort-unoptimized"])
+def test_int8_budget_keeps_the_costliest_tensor_at_8_bit_within_the_budget(optimized):
+    model, sample = _two_weight_chain()
+    context = _users_context([{"x": sample(128, k)} for k in range(2)])
+    common = {"min_elements": 1, "outliers": 0}
+    plain = shrinkray.shrink(model, "weights-int4", context=context, int8_budget=0, **common)
+    base = model.ByteSize()
+    assert not any("8-bit" in c.encoding for c in plain.changes)
+    budget = plain.model.ByteSize() / base + 0.09  # room for one 256 x 256 tensor at 8-bit (+33 KB), not two
+    mixed = shrinkray.shrink(model, "weights-int4", context=context, int8_budget=budget, **common)
+    wide = sorted(c.name for c in mixed.changes if "8-bit" in c.encoding)
+    assert wide == ["hard"]
+    assert plain.model.ByteSize() < mixed.model.ByteSize() <= budget * base
+    assert any("8-bit" in n for n in mixed.notes)
+    x = sample(256, 99)  # held out
+    want = open_session(model).run(None, {"x": x})[0].astype(np.float64)
+
+    def err(variant) -> float:
+        got = open_session(variant.model, optimized=optimized).run(None, {"x": x})[0]
+        return float(np.sum((got - want) ** 2))
+
+    onnx.checker.check_model(mixed.model)
+    assert err(mixed) < 0.6 * err(plain)  # measured 0.44: "easy" keeps its 4-bit error
+    everything = shrinkray.shrink(model, "weights-int4", context=context, int8_budget=1.0, **common)
+    assert sorted(c.name for c in everything.changes if "8-bit" in c.encoding) == ["easy", "hard"]
+
+
+def test_int8_budget_needs_gptq():
+    """Without the user's inputs (GPTQ off) there is no calibrated loss to rank tensors by: all stay 4-bit."""
+    model, _ = _two_weight_chain()
+    variant = shrinkray.shrink(model, "weights-int4", min_elements=1, int8_budget=1.0)
+    assert variant.changes and not any("8-bit" in c.encoding for c in variant.changes)
+
+
+def test_loss_is_the_share_of_the_output_lost_on_the_calibration_inputs():
+    from shrinkray.gptq import output_error
+    from shrinkray.methods.weights_int4 import WeightsInt4Options, encode_tensor
+
+    model, sample = _two_weight_chain()
+    ref = next(r for r in find_weights(model) if r.name == "hard")
+    x = sample(512, 3).astype(np.float64)
+    gram = (x.T @ x / len(x)).astype(np.float32)
+    options = WeightsInt4Options(min_elements=1, outliers=0)
+    enc = encode_tensor(ref.array(), ref, options, "matmulnbits16", gram=gram, measure_loss=True)
+    w = enc.layout.to_2d(ref.array())  # [N, K]
+    want = output_error(x, w, enc.decode()) / output_error(x, w, np.zeros_like(w))
+    assert enc.loss == pytest.approx(want, rel=1e-3)
+    assert 0 < enc.loss < 0.1
+    assert encode_tensor(ref.array(), ref, options, "matmulnbits16", gram=gram).loss == 0.0  # not asked for
+
+
+@pytest.mark.parametrize("optimized", [True, False], ids=["ort-optimized", "ort-unoptimized"])
+@pytest.mark.parametrize("scale", [1.0, 1e7], ids=["float16-scales", "float32-scales"])
+def test_matmulnbits_takes_float16_scales_through_a_cast_when_they_fit(scale, optimized):
+    model, sample = _two_weight_chain()
+    for t in model.graph.initializer:
+        t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t) * np.float32(scale), t.name))
+    variant = shrinkray.shrink(model, "weights-int4", min_elements=1, outliers=0, activation_aware=False)
+    nodes = [n for n in variant.model.graph.node if n.op_type == "MatMulNBits"]
+    assert len(nodes) == 2
+    inits = {t.name: t for t in variant.model.graph.initializer}
+    casts = {n.output[0]: n for n in variant.model.graph.node if n.op_type == "Cast"}
+    for node in nodes:
+        if scale == 1.0:  # scales stored as float16, widened by a Cast that ONNX Runtime folds at load
+            assert node.input[2] in casts and inits[casts[node.input[2]].input[0]].data_type == TensorProto.FLOAT16
+        else:  # beyond float16's range: float32 as before
+            assert inits[node.input[2]].data_type == TensorProto.FLOAT
+    x = sample(64, 5)
+    want = open_session(model).run(None, {"x": x})[0]
+    got = open_session(variant.model, optimized=optimized).run(None, {"x": x})[0]
+    assert cosine(want, got) > 0.97
+
+
+def test_where_gptq_runs_an_embedding_table_takes_the_mse_search():
+    """GPTQ cannot reach a Gather table (no activations feed it): in a GPTQ run it gets the "mse" scale search
+    GPTQ uses for its blocks, not "rescaled"."""
+    rng = np.random.default_rng(4)
+    table = rng.standard_t(3.0, (96, 64)).astype(np.float32)
+    w = (rng.standard_normal((64, 64)) / 8).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "ids"], ["h"]), helper.make_node("MatMul", ["h", "w"], ["y"])], "emb",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8, 64])],
+        [numpy_helper.from_array(table, "table"), numpy_helper.from_array(w, "w")],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    context = _users_context([{"ids": rng.integers(0, 96, (4, 8))} for _ in range(2)])
+
+    def table_rms(**options) -> float:
+        variant = shrinkray.shrink(model, "weights-int4", min_elements=1, outliers=0, int8_budget=0, **options)
+        return next(c for c in variant.changes if c.name == "table").rms_error
+
+    in_gptq_run = table_rms(context=context)
+    assert in_gptq_run == table_rms(gptq="off", activation_aware=False, rounding="mse")
+    assert in_gptq_run != table_rms(gptq="off", activation_aware=False)

@@ -5,7 +5,10 @@ a ~3 MB CNN in <= 15 s. Each run is ``/usr/bin/time -v shrinkray compare MODEL -
 the CLI does the work in a worker subprocess, so peak memory is measured two ways:
 
 * ``tree peak``: the sum of VmRSS over the whole process tree, sampled every 50 ms from /proc;
-* ``max single``: /usr/bin/time's "Maximum resident set size" (the largest single process).
+* ``max single``: /usr/bin/time's "Maximum resident set size" (the largest single process);
+* ``peak_mb_by_process``: each process's own peak (VmHWM) by role: the worker, dynamic-int8's quantizer
+  child (ONNX Runtime's quantize_dynamic: ~820 MB on the 101 MB model, so it, not the worker, is the "max
+  single" whenever it is larger), the CLI.
 
 Before each run it waits (up to 5 minutes) until the 1-minute load average is < 2.5 and records the
 load average at the start and end. The phase breakdown (shrink, sizes, parity, culprits, latency)
@@ -104,8 +107,9 @@ def wait_load(limit: float = 2.5, patience: float = 300.0) -> float:
     return round(os.getloadavg()[0], 2)
 
 
-def _tree_rss(root: int) -> int:
-    """Sum of VmRSS (bytes) over ``root`` and all its descendants."""
+def _tree_rss(root: int, hwm: dict[str, int] | None = None) -> int:
+    """Sum of VmRSS (bytes) over ``root`` and all its descendants; ``hwm`` gets each process's own peak
+    (VmHWM, kept by the kernel: no sample can miss it) by role (:func:`_role`), the largest per role."""
     parents: dict[int, int] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -127,12 +131,33 @@ def _tree_rss(root: int) -> int:
             for line in Path(f"/proc/{pid}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
                     total += int(line.split()[1]) * 1024
+                elif line.startswith("VmHWM:") and hwm is not None:
+                    role = _role(pid, root)
+                    hwm[role] = max(hwm.get(role, 0), int(line.split()[1]) * 1024)
         except OSError:
             pass
     return total
 
 
+def _role(pid: int, root: int) -> str:
+    """Which process of a compare run ``pid`` is: the worker, ONNX Runtime's quantizer child of
+    dynamic-int8, the CLI, or other (/usr/bin/time itself)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return "other"
+    if "ort_quantize_worker" in cmdline:
+        return "quantizer"
+    if "shrinkray.sandbox" in cmdline or "shrinkray.jobs" in cmdline:
+        return "worker"
+    if "compare" in cmdline and "/usr/bin/time" not in cmdline and pid != root:
+        return "cli"
+    return "other"
+
+
 PATIENCE = [300.0]
+#: Each process's own peak (VmHWM) by role in the last measure_command: worker, quantizer, cli.
+PEAKS_BY_ROLE: dict[str, int] = {}
 
 
 def measure_command(cmd: list[str], env: dict[str, str] | None = None,
@@ -140,13 +165,14 @@ def measure_command(cmd: list[str], env: dict[str, str] | None = None,
     """Run ``cmd`` (under ``/usr/bin/time -v`` when the caller puts it first): its return code, output,
     error text, wall seconds and the peak resident memory of its whole process tree, sampled every 50 ms."""
     peak = [0]
+    hwm: dict[str, int] = {}
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
     done = threading.Event()
 
     def sample():
         while not done.is_set():
-            peak[0] = max(peak[0], _tree_rss(proc.pid))
+            peak[0] = max(peak[0], _tree_rss(proc.pid, hwm))
             time.sleep(0.05)
 
     thread = threading.Thread(target=sample, daemon=True)
@@ -155,6 +181,8 @@ def measure_command(cmd: list[str], env: dict[str, str] | None = None,
     wall = time.perf_counter() - t0
     done.set()
     thread.join()
+    PEAKS_BY_ROLE.clear()
+    PEAKS_BY_ROLE.update(hwm)
     return proc.returncode, out, err, wall, peak[0]
 
 
@@ -179,6 +207,10 @@ def run_once(model: Path, tag: str, pythonpath: str | None = None) -> dict:
         "cpu_s": round(cpu, 1),  # user + system of the CLI, its worker and their children: what load does not change
         "tree_peak_mb": round(tree_peak / 1e6, 1), "tree_peak_x_file": round(tree_peak / size, 2),
         "max_single_mb": round(int(m.group(1)) * 1024 / 1e6, 1) if m else None,
+        # each process's own peak (VmHWM): /usr/bin/time's figure is the largest of them, which is dynamic-int8's
+        # quantizer child (ONNX Runtime's quantize_dynamic, ~820 MB on the 101 MB model) whenever it beats the worker
+        "peak_mb_by_process": {k: round(v / 1e6, 1) for k, v in sorted(PEAKS_BY_ROLE.items())},
+        "worker_peak_x_file": round(PEAKS_BY_ROLE.get("worker", 0) / size, 2),
         "load_start": load_start, "load_end": round(os.getloadavg()[0], 2),
         "timings": {k: round(v, 1) for k, v in timings.items()},
         "timings_text": "\n".join(line for line in out.splitlines() if re.search(r"shrink|sizes|parity|culprit|latency|total", line, re.I))[-1500:],

@@ -11,7 +11,10 @@ whole tensor and of the worst row (vector along the last axis); the task check w
 has one; median latency of ``--runs`` interleaved runs (ONNX Runtime CPU, 1 thread, all graph
 optimizations) relative to the original; shrink time.
 
-Run: python bench/int4_bench.py [--models synthetic,minilm] [--runs 30] [--json out.json]
+The cosines are held out: the calibrated variants learn from ``calibration_feeds`` (other sentences, other
+token ids) and are tested on the case's own inputs; :func:`assert_held_out` refuses a run where they overlap.
+
+Run: python bench/int4_bench.py [--models synthetic,minilm] [--runs 30] [--json out.json] [--brotli 9]
 """
 
 from __future__ import annotations
@@ -314,6 +317,10 @@ def measure(key: str, args) -> list[dict]:
             "latency_ratio": statistics.median(times[k]) * 1e3 / base_ms,
             "shrink_s": secs,
         }
+        if args.brotli:  # delivered size (brotli at this quality, 16 MB window) relative to the original's raw bytes
+            from shrinkray.measure.sizes import brotli_size
+
+            row["brotli_ratio"] = brotli_size(m.SerializeToString(), args.brotli, 24) / base_bytes
         unopt = open_session(m, optimized=False, threads=1)  # valid without graph optimizations too
         row["unoptimized_cosine"] = output_cosines(ref, dict(zip(names, unopt.run(names, feeds), strict=True)))
         del unopt
@@ -335,8 +342,9 @@ def _line(row: dict) -> str:
         f"{name[:24]} {c['cosine']:.5f} (worst row {c['worst_row_cosine']:.4f})" for name, c in row["outputs"].items()
     )
     task = f" | task {row['task']}" if "task" in row else ""
+    brotli = f" (brotli {row['brotli_ratio']:.1%})" if "brotli_ratio" in row else ""
     return (
-        f"| {row['model']} | {row['variant']} | {row['raw_ratio']:.1%} | {cos} | x{row['latency_ratio']:.2f} "
+        f"| {row['model']} | {row['variant']} | {row['raw_ratio']:.1%}{brotli} | {cos} | x{row['latency_ratio']:.2f} "
         f"({row['latency_ms']:.1f} ms) | {row['shrink_s']:.1f} s{task} |"
     )
 
@@ -348,6 +356,7 @@ def main() -> None:
     parser.add_argument("--json", default="")
     parser.add_argument("--variants", default="", help="only our variants whose label contains one of these")
     parser.add_argument("--matmul-only", type=int, default=1, help="also build ours on ORT's tensors only (0: no)")
+    parser.add_argument("--brotli", type=int, default=0, help="also the brotli size at this quality (0: no)")
     args = parser.parse_args()
     rows = []
     for key in args.models.split(","):

@@ -1010,3 +1010,21 @@ def test_an_output_set_to_map_that_has_no_grid_is_judged_as_values(shape):
     result = compare_output("mask", ref, ref.copy(), OutputKind("map"))
     assert result.passed
     assert "not a grid of values: judged as values" in result.kind_reason
+
+
+def test_pooled_cosine_is_the_worst_items_mean_over_positions():
+    from shrinkray.measure.parity import pooled_cosine
+
+    ref = np.zeros((2, 3, 4))
+    ref[:, :, 0] = 1.0  # every token of both items points along x
+    var = ref.copy()
+    var[0, 0, 1], var[0, 1, 1] = 1.0, -1.0  # two tokens of item 0 turn 45 degrees, in opposite directions
+    var[1, :, 1] = 1.0  # every token of item 1 turns 45 degrees: its mean does too
+    assert pooled_cosine(ref, var) == pytest.approx(math.cos(math.pi / 4))  # item 1 decides
+    var[1] = ref[1]
+    assert pooled_cosine(ref, var) == pytest.approx(1.0)  # item 0's turns cancel in its mean
+    assert float(row_cosines(ref, var).min()) == pytest.approx(math.cos(math.pi / 4))  # a row still turned
+    tokens = compare_output("hidden", ref, var, EMBEDDING)
+    assert [c.criterion for c in tokens.checks] == ["min_row_cosine", "min_pooled_cosine"]
+    flat = compare_output("pooled", ref[:, 0], var[:, 0], EMBEDDING)  # rank 2: already pooled, no such check
+    assert flat.measures["pooled_cosine"] is None and [c.criterion for c in flat.checks] == ["min_row_cosine"]

@@ -60,7 +60,9 @@ def test_the_result_passes_the_default_verdict_and_is_never_larger_than_a_single
     c = compare(model, CompareSettings(methods=[("auto", {}), *singles], latency=False))
     auto, int8 = c.get("auto"), c.get("weights-int8")
     assert auto.ok and auto.parity.passed
-    assert auto.sizes.raw < int8.sizes.raw
+    # never larger than 8-bit; not smaller here: the embedding verdict asks last_hidden_state's mean-pooled
+    # vectors for cosine >= 0.999 (MiniLM's task bar), which no mix with 4-bit tensors keeps on this sample
+    assert auto.sizes.raw <= int8.sizes.raw
     for name, _ in singles:
         single = c.get(name)
         if single.ok and single.parity.passed:

@@ -47,7 +47,10 @@ KINDS = (*FLOAT_KINDS, "exact")
 RELATIVE_PROFILE: dict[str, dict[str, float]] = {
     "scores": {"min_top1_agreement": 0.97},
     "continuous": {"max_relative_rms_error": 0.02, "min_cosine": 0.99},
-    "embedding": {"min_row_cosine": 0.99},
+    # the worst row, and (hidden states [.., tokens, width]) what mean pooling keeps: MiniLM's task bar is its
+    # sentence cosine >= 0.999, which an auto mix passing the worst row's 0.99 missed (pooled 0.9954;
+    # bench/verdicts.md). Rank-2 vectors keep the row bar alone: no task measured them.
+    "embedding": {"min_row_cosine": 0.99, "min_pooled_cosine": 0.999},
     # the share of regions / boxes kept at IoU >= 0.9, like top-1 agreement for classes; a map's values
     # may also not drift far (a backstop for maps whose values matter beyond the threshold)
     "map": {"min_region_agreement": 0.97, "max_relative_rms_error": 0.1},
@@ -69,6 +72,8 @@ MEASURES: dict[str, str] = {
     "cosine": "cosine similarity of the whole output",
     "row_cosine": "cosine similarity of the worst row (vector along the last axis)",
     "mean_row_cosine": "mean cosine similarity over rows",
+    "pooled_cosine": "cosine similarity of the mean over positions (axis -2) per item, the worst item (a sentence "
+                     "embedding's mean pooling; outputs of rank 3 and more)",
     "region_agreement": "share of a probability map's regions (above 0.3 or 0.5) whose box keeps IoU >= 0.9",
     "box_agreement": "share of confident boxes (score >= 0.25, after NMS) kept with the same class at IoU >= 0.9",
     "abs_error": "largest absolute error",
@@ -381,6 +386,16 @@ def row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.clip(cos, -1.0, 1.0)
 
 
+def pooled_cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """Worst cosine of the items' mean vectors over positions (axis -2, ``[..., tokens, width]``): what mean
+    pooling of hidden states keeps (MiniLM's sentence embedding)."""
+    x = np.asarray(a, dtype=np.float64)
+    y = np.asarray(b, dtype=np.float64)
+    if x.ndim < 2 or x.size == 0:
+        return 1.0 if np.array_equal(x, y) else cosine_similarity(x, y)
+    return float(row_cosines(x.mean(axis=-2), y.mean(axis=-2)).min())
+
+
 def robust_range(values: np.ndarray, full: bool = False) -> float:
     """Spread of the original's values: 0.1st to 99.9th percentile (``full``: min to max), the full
     range if that is 0. Scores use the full range: softmax probabilities are nearly all ~0, so their
@@ -444,6 +459,7 @@ def float_measures(ref: np.ndarray, var: np.ndarray, kind: OutputKind) -> dict[s
         "cosine": cosine_similarity(r, v),
         "row_cosine": float(rows.min()),
         "mean_row_cosine": float(rows.mean()),
+        "pooled_cosine": pooled_cosine(r, v) if r.ndim >= 3 else None,
         "range": spread,
         "top1_agreement": None,
     }
@@ -452,7 +468,7 @@ def float_measures(ref: np.ndarray, var: np.ndarray, kind: OutputKind) -> dict[s
     return measures
 
 
-_DIRECTION_MEASURES = ("cosine", "row_cosine", "mean_row_cosine")
+_DIRECTION_MEASURES = ("cosine", "row_cosine", "mean_row_cosine", "pooled_cosine")
 
 
 def _sample(a: np.ndarray, b: np.ndarray, seed: int = 0) -> tuple[list[float], list[float]]:

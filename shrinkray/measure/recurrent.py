@@ -225,14 +225,15 @@ class Stream:
                 f"model returned the step before: {fed})")  # fmt: skip
 
 
+def _fixed(declared: tuple[int | None, ...] | None, axis: int) -> bool:
+    """Whether the graph declares a fixed size for ``axis``."""
+    return declared is not None and axis < len(declared) and declared[axis] is not None
+
+
 def _state_axis(value: np.ndarray, rows: int, declared: tuple[int | None, ...] | None) -> int | None:
-    """The batch axis of a state input holding ``rows`` rows: a free declared axis of that size, else the
-    only axis of that size."""
-    sizes = [a for a in range(value.ndim) if value.shape[a] == rows]
-    free = [a for a in sizes if declared is None or a >= len(declared) or declared[a] is None]
-    if len(free) == 1:
-        return free[0]
-    return sizes[0] if len(sizes) == 1 else None
+    """The batch axis of a state input holding ``rows`` rows: the only axis of that size the graph leaves free."""
+    free = [a for a in range(value.ndim) if value.shape[a] == rows and not _fixed(declared, a)]
+    return free[0] if len(free) == 1 else None
 
 
 def plan_steps(samples: Sequence[dict[str, np.ndarray]], pairs: Sequence[StatePair],
@@ -267,8 +268,8 @@ def _rows_as_steps(feeds: dict[str, np.ndarray], states: set[str],
     size). A state with an axis of that size is split with them; run time confirms the shapes."""
     others = {k: np.asarray(v) for k, v in feeds.items() if k not in states and np.ndim(v) >= 1}
     firsts = {v.shape[0] for v in others.values()}
-    if len(firsts) != 1:
-        return None
+    if len(firsts) != 1 or any(_fixed(declared.get(k), 0) for k in others):
+        return None  # a batch the graph fixes cannot be cut into rows
     rows = firsts.pop()
     if rows < 2:
         return None

@@ -33,7 +33,7 @@ from shrinkray.io import (
     tensor_payload_bytes,
     write_bytes_atomic,
 )
-from shrinkray.limits import check_memory
+from shrinkray.limits import Limits, check_memory
 from shrinkray.measure import recurrent
 from shrinkray.measure.inputs import (
     InputOptions,
@@ -44,7 +44,7 @@ from shrinkray.measure.inputs import (
     signature,
     synthesize,
 )
-from shrinkray.measure.latency import time_pairwise
+from shrinkray.measure.latency import WARMUP_S, time_pairwise
 from shrinkray.measure.output_kinds import classify_outputs
 from shrinkray.measure.parity import OutputKind, Parity, compare_outputs
 from shrinkray.measure.prefold import MeasuringCopies
@@ -218,6 +218,10 @@ def parity_inputs(model: onnx.ModelProto, settings: CompareSettings, session=Non
         return ParityInputs(samples, reference, kinds, note, tried, options)
     raise _explain_rejection(first_error, tried)
 
+
+#: Share of the job's time cap kept free when latency starts (results, report): latency times what fits
+#: before the rest of the cap, so a slow model's compare still returns its sizes and parity.
+LATENCY_RESERVE = 0.15
 
 #: Synthesized calibration samples use seeds from here on, clear of the parity samples' (seed, seed+1, ...).
 CALIBRATION_SEED_OFFSET = 1000
@@ -498,6 +502,7 @@ class ComparePipeline:
         self._shown_sizes: set[str] = set()
         self._shown_parity: set[str] = {ORIGINAL}
         self._parity_spent = 0.0
+        self._started = time.monotonic()  # the job's time cap counts from about here
         upper = self.loaded.file_bytes or tensor_payload_bytes(self.source)
         self.sizes = BackgroundSizes.planned([upper] * (1 + len(self.requested)), settings.brotli_quality,
                                              settings.zstd_level)  # fmt: skip
@@ -683,8 +688,11 @@ class ComparePipeline:
             if self.owns_model:  # the files are all latency reads: give the original's memory back first
                 self.loaded.model = self.source = None
                 release_free_memory()
+            cap = Limits.from_env().max_job_seconds
+            left = cap * (1 - LATENCY_RESERVE) - (time.monotonic() - self._started)
             self.latency_note = _measure_all_latency(plan, [self.original, *self.variants], self.files,
-                                                     self.settings, self.say, self.copies)  # fmt: skip
+                                                     self.settings, self.say, self.copies,
+                                                     (time.perf_counter() + left, cap))  # fmt: skip
         _lap(self.timings, "latency", lap)
         self.say("Done", 1.0)
         self._emit()
@@ -877,17 +885,24 @@ def _measure_all_latency(
     settings: CompareSettings,
     say: Progress,
     copies: MeasuringCopies | None = None,
+    deadline: tuple[float, float] | None = None,
 ) -> str:
     """Time every runnable variant against the original per (threads, batch), adaptively and pairwise
-    (two sessions alive at a time); a batch the model refuses skips larger ones."""
+    (two sessions alive at a time); a batch the model refuses skips larger ones. ``deadline``: (a
+    ``time.perf_counter()`` value, the job's cap in s): what would start after it is not timed, so a slow
+    model's compare ends with its sizes and parity instead of being stopped at the cap."""
     runnable = [r.key for r in results if r.ok and r.key in files and r.key != ORIGINAL]
     notes: list[str] = []
     noisy: list[str] = []
     combos = [(t, b, feeds) for t in settings.threads for b, feeds in plan]
     refused: dict[int, int] = {}  # threads -> smallest refused batch
     by_key = {r.key: r for r in results}
+    untimed: list[str] = []
     for index, (threads, batch, feeds) in enumerate(combos):
         if threads in refused and batch >= refused[threads]:
+            continue
+        if deadline is not None and time.perf_counter() >= deadline[0]:
+            untimed.append(f"{threads} thread{'s' if threads > 1 else ''}, batch {batch or 'as given'}")
             continue
         say(f"Timing: {threads} thread(s), batch {batch or 'as given'}", 0.7 + 0.3 * index / len(combos))
         try:
@@ -901,6 +916,7 @@ def _measure_all_latency(
                 ORIGINAL, run_original, openers, batch=_batch_of(feeds), threads=threads,
                 session_ms={ORIGINAL: opened_ms}, runs=settings.runs, warmup=settings.warmup,
                 budget_s=settings.latency_budget_s, target=settings.latency_target,
+                deadline=deadline[0] if deadline is not None else None,
             )  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - a batch size the model refuses is reported, not fatal
             if batch <= 1:
@@ -912,13 +928,18 @@ def _measure_all_latency(
             original = run_original = None
         for key, stat in stats.items():
             by_key[key].latency.append(stat)
+        if len(stats) < len(runnable) + 1:
+            missed = [key for key in runnable if key not in stats]
+            untimed.append(f"{threads} thread{'s' if threads > 1 else ''}, batch {batch or 'as given'}"
+                           + (f" ({', '.join(missed)})" if stats else ""))  # fmt: skip
         noisy += [f"{key} ({threads} thread{'s' if threads > 1 else ''}, batch {s.batch})"
                   for key, s in stats.items() if key != ORIGINAL and s.too_noisy]  # fmt: skip
     if settings.runs is None:
         budget = f"{settings.latency_budget_s:g} s" if settings.latency_budget_s is not None else "no time limit"
         text = (
-            f"ONNX Runtime CPU, each variant timed against the original in interleaved rounds after {settings.warmup} "
-            f"warm-up runs, until its time ratio to the original is known within ±{settings.latency_target:.0%} "
+            f"ONNX Runtime CPU, each variant timed against the original in interleaved rounds after up to "
+            f"{settings.warmup} warm-up runs (one for a model that runs {WARMUP_S:g} s or more), until its time "
+            f"ratio to the original is known within ±{settings.latency_target:.0%} "
             f"(the 95% range a repeat of the measurement falls in; runs under 1 ms timed in short warm bursts) "
             f"or the budget is spent "
             f"({budget} per setting, shared by the variants); median and p90; threads {settings.threads}"
@@ -928,6 +949,9 @@ def _measure_all_latency(
             f"ONNX Runtime CPU, median and p90 of up to {settings.runs} interleaved runs of each variant and the "
             f"original after {settings.warmup} warm-up runs, threads {settings.threads}; ratios with 95% intervals"
         )
+    if untimed and deadline is not None:
+        notes.insert(0, f"not timed, to finish within the run's {deadline[1]:g} s limit (the model runs slowly "
+                     f"here): {'; '.join(untimed)}")  # fmt: skip
     if noisy:
         notes.insert(0, "too noisy to call (interval wider than "
                      f"±{settings.latency_target:.0%} when the budget ended): " + ", ".join(noisy))  # fmt: skip

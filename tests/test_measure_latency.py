@@ -561,3 +561,48 @@ def test_pairwise_reports_the_bursts_the_original_ran_in():
     assert stats["variant"].burst == latency.burst_for(0.10) > 1
     assert stats["original"].burst == stats["variant"].burst
     assert stats["original"].median_ms == pytest.approx(0.10)  # warm runs: the switch was dropped
+
+
+# ------------------------------------------------------------------ slow models: latency stays within its budget
+
+
+def _counted(runners: dict):
+    calls = {key: 0 for key in runners}
+
+    def wrap(key):
+        def run() -> None:
+            calls[key] += 1
+            runners[key]()
+
+        return run
+
+    return calls, {key: wrap(key) for key in runners}
+
+
+def test_a_model_that_runs_for_seconds_is_warmed_once_and_its_pairs_stop_within_twice_their_budget():
+    """A 40 MB detector ran 1.9 s per run on a loaded machine: 5 warm-up runs of both models per pair plus
+    3 rounds even with the budget spent took 394 s of one compare (bench/verdicts_more.md)."""
+    clock, runners = synthetic({"original": 1.0, "a": 2.0, "b": 1.0, "c": 0.5}, jitter=0.01, base_ms=1900.0)
+    calls, counted = _counted(runners)
+    openers = [(key, lambda key=key: counted[key]) for key in ("a", "b", "c")]
+    stats = latency.time_pairwise("original", counted["original"], openers, budget_s=5.0, warmup=5, timer=clock)
+    assert set(stats) == {"original", "a", "b", "c"}
+    assert calls["a"] - stats["a"].runs == 1 and calls["c"] - stats["c"].runs == 1  # warm after one run
+    assert calls["original"] - stats["original"].runs == 1  # the reference is warmed once, not once per pair
+    assert stats["a"].runs <= 2 and stats["b"].runs == stats["c"].runs == 1  # the budget was spent by then
+    assert all(stats[k].too_noisy for k in ("a", "b", "c"))  # and the card says so
+    assert clock.now < 40.0  # was 5 x 2 warm-ups + 3 rounds per pair: over 90 s of fake time
+
+
+def test_cheap_rounds_still_reach_three_with_a_spent_budget():
+    clock, runners = synthetic({"original": 1.0, "a": 1.0}, jitter=0.01, base_ms=2.0)
+    assert time_models(runners, budget_s=0.0, timer=clock)["a"].runs == latency.BUDGET_MIN_ROUNDS
+
+
+def test_pairs_that_would_start_after_the_deadline_are_not_timed():
+    clock, runners = synthetic({"original": 1.0, "a": 1.0, "b": 1.0}, jitter=0.01, base_ms=100.0)
+    openers = [(key, lambda key=key: runners[key]) for key in ("a", "b")]
+    stats = latency.time_pairwise("original", runners["original"], openers, budget_s=10.0, timer=clock,
+                                  deadline=1.0)  # fmt: skip
+    assert "a" in stats and "b" not in stats and clock.now >= 1.0
+    assert latency.time_pairwise("original", runners["original"], openers, timer=clock, deadline=0.0) == {}

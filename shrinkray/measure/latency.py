@@ -68,8 +68,16 @@ MIN_ROUNDS = 10
 #: Seconds of timing before the stopping rule is first checked, so load that comes and goes over about
 #: a second is seen before a tiny model's first 10 rounds (a few ms) are taken as the answer.
 MIN_SECONDS = 1.0
-#: Rounds that always run, even when the budget is already spent, so every model gets a median.
+#: Rounds that always run, even when the budget is already spent, so every model gets a median; a pair
+#: whose rounds are so slow that these would take over twice its budget stops at the round that crosses it
+#: (one round when nothing was left: a 40 MB detector at 1.9 s per run spent minutes on them).
 BUDGET_MIN_ROUNDS = 3
+#: ... unless they have already taken this long (and twice the budget): cheap rounds always reach three.
+MIN_ROUNDS_S = 1.0
+#: A model's warm-up ends once it has run at least once and warming it took this long: a model that runs
+#: for seconds is warm after its first run (five of them per model and pair were most of that detector's
+#: latency step, bench/verdicts_more.md).
+WARMUP_S = 0.5
 #: Blocks of consecutive rounds the interval is taken over (10: order statistics 2 and 9, 97.9% coverage).
 BLOCKS = 10
 #: Safety cap for adaptive timing without a budget.
@@ -235,6 +243,7 @@ def _rounds(
     *,
     on_round: Callable[[int, int], None] | None = None,
     give_up: bool = False,
+    warmed: dict[str, float | None] | None = None,
 ) -> tuple[dict[str, list[float]], str, int]:
     """The interleaved rounds themselves: milliseconds per model, why they stopped, and the burst length.
 
@@ -244,18 +253,15 @@ def _rounds(
     ``give_up``: stop early ("noise") when an interval is so wide that even the whole budget would not
     bring it within the target (see :func:`_hopeless`); the variant is then too noisy to call, as it
     would have been at the budget's end, and the rest of the budget goes to the next pair.
+    ``warmed``: models already warm (a pair's reference after the first pair), with their typical run (ms).
     """
     keys = list(runners)
     timer = t.timer
-    typical: list[float] = []  # each model's median warm-up run after its first (a preempted run is no guide)
-    for runner in runners.values():
-        warm = []
-        for _ in range(t.warmup):
-            t0 = timer()
-            runner()
-            warm.append((timer() - t0) * 1000.0)
-        if warm:
-            typical.append(statistics.median(warm[1:] or warm))
+    warmed = dict(warmed or {})
+    for key, runner in runners.items():
+        if key not in warmed:
+            warmed[key] = warm_up(runner, t)
+    typical = [ms for ms in warmed.values() if ms is not None]
     burst = t.burst if t.burst is not None else burst_for(max(typical) if typical else None)
     times: dict[str, list[float]] = {k: [] for k in keys}
     limit = t.runs if t.runs is not None else MAX_ROUNDS
@@ -282,10 +288,26 @@ def _rounds(
             if give_up and budget_s and _hopeless(times, reference, others, t.target, elapsed / budget_s):
                 stopped_by = "noise"
                 break
-        if budget_s is not None and done >= BUDGET_MIN_ROUNDS and done < limit and timer() - started > budget_s:
+        spent = timer() - started
+        slow = spent > max(2 * budget_s, MIN_ROUNDS_S) if budget_s is not None else False
+        if budget_s is not None and done < limit and spent > budget_s and (done >= BUDGET_MIN_ROUNDS or slow):
             stopped_by = "budget"
             break
     return times, stopped_by, burst
+
+
+def warm_up(runner: Callable[[], Any], t: Timing) -> float | None:
+    """Up to ``t.warmup`` runs, fewer once :data:`WARMUP_S` has passed (at least one); the median run after
+    the first in ms (a preempted first run is no guide), None without warm-up."""
+    warm: list[float] = []
+    started = t.timer()
+    for _ in range(t.warmup):
+        t0 = t.timer()
+        runner()
+        warm.append((t.timer() - t0) * 1000.0)
+        if t.timer() - started >= WARMUP_S:
+            break
+    return statistics.median(warm[1:] or warm) if warm else None
 
 
 def burst_for(run_ms: float | None) -> int:
@@ -319,6 +341,7 @@ def time_pairwise(
     *,
     session_ms: dict[str, float] | None = None,
     give_up: bool = True,
+    deadline: float | None = None,
     **options: Any,
 ) -> dict[str, LatencyStats]:
     """Time each variant against the reference, one pair at a time, so only two sessions are alive.
@@ -328,7 +351,9 @@ def time_pairwise(
     :func:`time_models`; its ``budget_s`` is shared by all pairs: each
     pair gets what is left divided by the pairs left, so a pair that settles early
     leaves its time to the next, and so does a pair given up as too noisy (``give_up``, see
-    :func:`_rounds`). The reference's figures pool its runs from every pair.
+    :func:`_rounds`). The reference's figures pool its runs from every pair; it is warmed up once.
+    ``deadline`` (on ``timing.timer``'s clock): variants whose pair would start after it are not timed
+    (absent from the result).
     """
     t = _timing(timing, options)
     timer = t.timer
@@ -338,7 +363,12 @@ def time_pairwise(
     reasons: list[str] = []
     bursts: list[int] = []
     spent = 0.0  # seconds of timing (session opens are not part of the budget)
+    warmed: dict[str, float | None] = {}
     for index, (key, opener) in enumerate(openers):
+        if deadline is not None and timer() >= deadline:
+            break
+        if not warmed:
+            warmed[reference] = warm_up(reference_runner, t)
         t0 = timer()
         runner = opener()
         session_ms[key] = (timer() - t0) * 1000.0
@@ -346,7 +376,7 @@ def time_pairwise(
         pair = replace(t, budget_s=share, min_s=min(t.min_s, share) if share is not None else t.min_s)
         t0 = timer()
         times, stopped_by, burst = _rounds({reference: reference_runner, key: runner}, reference, [key], pair,
-                                           give_up=give_up)  # fmt: skip
+                                           give_up=give_up, warmed=warmed)  # fmt: skip
         spent += timer() - t0
         del runner  # its session closes before the next one opens
         out[key] = _stats(times, reference, [key], replace(t, burst=burst), session_ms, stopped_by)[key]
@@ -356,6 +386,8 @@ def time_pairwise(
     if not openers:
         times, stopped_by, burst = _rounds({reference: reference_runner}, reference, [], t)
         return _stats(times, reference, [], replace(t, burst=burst), session_ms, stopped_by)
+    if not pooled:  # the deadline came before the first pair
+        return {}
     stopped = next((r for r in reasons if r != "precision"), "precision")
     original = _stats({reference: pooled}, reference, [], replace(t, burst=max(bursts)), session_ms, stopped)[reference]
     original.settled = all(s.settled for s in out.values())

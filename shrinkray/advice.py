@@ -146,20 +146,22 @@ def _fails_in_browser(comparison: Comparison, key: str) -> bool:
     return run is not None and (not run.ok or run.passed is False)
 
 
-def recommended(comparison: Comparison, delivery: str = "brotli") -> VariantResult | None:
-    """The smallest delivered file among variants that pass parity and are not slower."""
-    best = None
+def _smaller_and_passing(comparison: Comparison, delivery: str) -> list[VariantResult]:
+    """Variants that changed something, pass parity and deliver fewer bytes than the original, smallest first."""
+    found = []
     for result in comparison.variants:
         if not result.ok or result.parity is None or not result.parity.passed or not result.record.get("tensors_changed"):
             continue
-        if is_slower(comparison, result) or _fails_in_browser(comparison, result.key):
-            continue
         size = _size(result, delivery)
-        if size is None or size >= (_size(comparison.original, delivery) or 0):
-            continue
-        if best is None or size < (_size(best, delivery) or 0):
-            best = result
-    return best
+        if size is not None and size < (_size(comparison.original, delivery) or 0):
+            found.append((size, result))
+    return [result for _, result in sorted(found, key=lambda pair: pair[0])]
+
+
+def recommended(comparison: Comparison, delivery: str = "brotli") -> VariantResult | None:
+    """The smallest delivered file among variants that pass parity and are not slower."""
+    return next((r for r in _smaller_and_passing(comparison, delivery)
+                 if not is_slower(comparison, r) and not _fails_in_browser(comparison, r.key)), None)  # fmt: skip
 
 
 def pareto(comparison: Comparison, delivery: str = "brotli") -> list[ParetoPoint]:
@@ -262,6 +264,16 @@ def advise(comparison: Comparison, delivery: str = "brotli") -> list[Advice]:
                 best.key,
             ),
         )
+    elif slower := [r for r in _smaller_and_passing(comparison, delivery) if is_slower(comparison, r)]:
+        result, size = slower[0], _size(slower[0], delivery) or 0
+        notes.insert(0, Advice(
+            "warning",
+            f"No variant is smaller, within the parity criteria and as fast as the original: {result.key} passes and "
+            f"its {delivery} download is {format_percent(1 - size / original_size)} smaller, but it measured "
+            f"{latency_ratio(comparison, result):.2f}x the original's time. Ship it if the download matters more "
+            "than speed on your devices (time it there); otherwise keep the original.",
+            result.key,
+        ))  # fmt: skip
     elif comparison.variants:
         notes.insert(0, _advice("warning", "No variant is both smaller and within the parity criteria: keep the "
                                 "original.", hints=[Hint("verdict", "if the criteria are stricter than needed, loosen them knowingly")]))  # fmt: skip

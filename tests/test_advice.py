@@ -208,9 +208,12 @@ def test_slower_rule(steady):
     assert len(slower) == 1
     assert slower[0].level == "bad"
     assert "1.50x slower" in slower[0].text
-    # the only passing variant is now slower, so nothing is recommended
+    # the only passing variant is now slower, so nothing is recommended, and the headline says what it would cost
     assert recommended(cmp) is None
-    assert notes[0].text.startswith("No variant is both smaller")
+    assert notes[0].variant == "float16" and notes[0].level == "warning"
+    assert notes[0].text.startswith("No variant is smaller, within the parity criteria and as fast as the original: "
+                                    "float16 passes and its brotli download is ")
+    assert "measured 1.50x the original's time" in notes[0].text
 
 
 def test_not_slower_within_ratio(steady):

@@ -140,7 +140,7 @@ def test_shrink_page_shows_one_card_per_method_with_sizes_parity_and_latency(shr
     if best is not None:
         assert any(s.value.startswith(f"Best trade-off: {best.key}.") for s in at.success)
     else:
-        assert any(w.value.startswith("No variant is both smaller") for w in at.warning)
+        assert any(w.value.startswith("No variant is ") for w in at.warning)  # none passes, or those that do are slower
 
 
 def test_shrink_page_offers_downloads_for_models_and_reports(shrunk_app):

@@ -59,8 +59,9 @@ METHOD_OF = {"float16": "float16", "int8": "weights-int8", "int4": "weights-int4
 @dataclass
 class AutoOptions(TensorSelection):
     target: float = option(
-        1.0, "Share of the verdict's allowed error the result may use (below 1 leaves margin, e.g. 0.5 where the "
-        "verdict is lenient for your task)", min=0.01,
+        0.8, "Share of the verdict's allowed error the result may use on the samples it searches on (below 1 "
+        "leaves margin for the samples it is judged on, which it never sees; e.g. 0.5 where the verdict is "
+        "lenient for your task)", min=0.01,
         max=1.0,
     )
     budget: float = option(120.0, "Seconds for the search (sensitivity, assignment, verification)", min=1.0)

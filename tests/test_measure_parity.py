@@ -1028,3 +1028,11 @@ def test_pooled_cosine_is_the_worst_items_mean_over_positions():
     assert [c.criterion for c in tokens.checks] == ["min_row_cosine", "min_pooled_cosine"]
     flat = compare_output("pooled", ref[:, 0], var[:, 0], EMBEDDING)  # rank 2: already pooled, no such check
     assert flat.measures["pooled_cosine"] is None and [c.criterion for c in flat.checks] == ["min_row_cosine"]
+
+
+@pytest.mark.parametrize("value", [0.999996, 0.99999996, 0.9999999999999])
+def test_a_cosine_just_short_of_one_prints_its_digits_not_a_bare_one(value):
+    # 0.999996 printed as "cosine 1. (needs >= 0.999)" in the Shrink page's parity table
+    text = Criterion("min_cosine", 0.999).text(value)
+    shown = text.split()[1]
+    assert not shown.endswith(".") and float(shown) < 1.0 and abs(float(shown) - value) < 1e-6, text

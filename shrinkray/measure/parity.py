@@ -354,7 +354,12 @@ def _fmt(value: float) -> str:
     if value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e5):
         return f"{value:.3g}"
     if 0.99 <= abs(value) < 1.0:
-        return f"{value:.5f}".rstrip("0")
+        # enough decimals that a value short of 1 never prints as "1." (0.999996 -> "0.999996")
+        for digits in range(5, 13):
+            shown = f"{value:.{digits}f}"
+            if abs(float(shown)) < 1.0:
+                return shown.rstrip("0")
+        return f"{math.copysign(0.999999999999, value):.12f}"  # within 5e-13 of 1: its first 12 decimals
     return f"{value:.4g}"
 
 

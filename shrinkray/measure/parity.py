@@ -65,7 +65,9 @@ DEFAULT_PROFILE = "relative"
 
 #: Every measure a criterion can name, and what it means (CLI help, README, app tooltips).
 MEASURES: dict[str, str] = {
-    "top1_agreement": "share of decided positions whose top-1 class is unchanged (ties in the original skipped)",
+    "top1_agreement": "share of decided positions whose top-1 class is unchanged (ties in the original skipped); "
+                      "for a CTC sequence ([batch, steps, classes] where the blank, class 0 or the last, is the "
+                      "top-1 on most steps): share of the greedy-decoded characters unchanged",
     "top5_overlap": "mean share of the original's 5 best classes kept among the variant's 5 best",
     "relative_rms_error": "RMS error divided by the output's robust range (0.1st-99.9th percentile)",
     "relative_error": "largest error divided by the output's robust range",
@@ -422,11 +424,70 @@ def robust_range(values: np.ndarray, full: bool = False) -> float:
 TIE_SHARE = 1e-3
 
 
+#: A [batch, steps, classes] output is read as a CTC sequence when one class (0 or the last: the blank)
+#: is the original's top-1 on more than this share of the steps and there are at least CTC_MIN_STEPS steps.
+CTC_BLANK_SHARE = 0.5
+CTC_MIN_STEPS = 8
+
+
+def ctc_blank(top: np.ndarray, classes: int) -> int | None:
+    """The blank class of a CTC output given the original's top-1 per step ([sequences, steps]), or None."""
+    if top.ndim != 2 or top.shape[1] < CTC_MIN_STEPS or classes < 3:
+        return None
+    for blank in (0, classes - 1):
+        if np.mean(top == blank) > CTC_BLANK_SHARE:
+            return blank
+    return None
+
+
+def ctc_decode(top: np.ndarray, blank: int) -> list[int]:
+    """Greedy CTC decoding of one sequence of top-1 classes: merge repeats, drop the blank."""
+    keep = np.ones(top.size, bool)
+    keep[1:] = top[1:] != top[:-1]
+    return [int(c) for c in top[keep] if c != blank]
+
+
+def edit_distance(a: list[int], b: list[int]) -> int:
+    """Levenshtein distance (insertions, deletions, substitutions) between two decoded sequences."""
+    row = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, y in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (x != y))
+    return row[-1]
+
+
+def ctc_measures(r_top: np.ndarray, v_top: np.ndarray, blank: int) -> dict[str, float]:
+    """What a CTC reader sees: a step flipping between the blank and its neighbour's class (a character
+    read one step earlier or later) changes nothing once decoded, so the decoded characters are compared
+    (1 - edit distance / length) and the sequences decoded unchanged are counted."""
+    edits = length = same = 0
+    for r, v in zip(r_top, v_top, strict=True):
+        a, b = ctc_decode(r, blank), ctc_decode(v, blank)
+        edits += edit_distance(a, b)
+        length += max(len(a), len(b))
+        same += a == b
+    return {
+        "top1_agreement": 1.0 - edits / max(length, 1),
+        "decoded_sequences_unchanged": float(same),
+        "sequences": float(len(r_top)),
+        "ctc_blank": float(blank),
+    }
+
+
 def decision_measures(ref: np.ndarray, var: np.ndarray, axis: int, spread: float) -> dict[str, float]:
-    """Top-1 agreement over decided positions (and top-5 overlap for 10+ classes) along the class axis."""
+    """Top-1 agreement over decided positions (and top-5 overlap for 10+ classes) along the class axis;
+    for a CTC sequence, the agreement of the greedy-decoded characters (``ctc_measures``)."""
     r = np.moveaxis(ref, axis, -1)
     v = np.moveaxis(var, axis, -1)
     classes = r.shape[-1]
+    if r.ndim == 3:
+        r_top, v_top = np.argmax(r, axis=-1), np.argmax(v, axis=-1)
+        blank = ctc_blank(r_top, classes)
+        if blank is not None:
+            out = decision_measures(r.reshape(-1, classes), v.reshape(-1, classes), -1, spread)  # per step
+            out["step_top1_agreement"] = out.pop("top1_agreement")
+            return out | ctc_measures(r_top, v_top, blank)
     r2, v2 = r.reshape(-1, classes), v.reshape(-1, classes)
     best_two = np.partition(r2, classes - 2, axis=1)[:, -2:]  # float16-safe: float64 scores
     decided = (best_two[:, 1] - best_two[:, 0]) > TIE_SHARE * spread

@@ -114,7 +114,8 @@ if submitted:
         folder = workspace() / f"samples-{uuid.uuid4().hex[:12]}"  # the shown results keep theirs until this works
         folder.mkdir(parents=True)
         if npz_files:
-            path = folder / "inputs.npz"
+            stem = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(npz_files[0].name).stem)[:60] or "inputs"
+            path = folder / f"{stem}.npz"  # the note says "Inputs loaded from <the user's file name>"
             path.write_bytes(npz_files[0].getvalue())
         for index, upload in enumerate(sample_uploads):
             stem = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(upload.name).stem)[:60]

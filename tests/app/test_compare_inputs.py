@@ -134,6 +134,17 @@ def test_image_samples_are_measured_and_shown(cnn_app):
     assert _latest(at).settings.image_range == "0-1"
 
 
+def test_an_npz_is_named_by_the_users_file_name(cnn_app):
+    # the note said "Inputs loaded from inputs.npz" for an upload named cnn_inputs.npz
+    buffer = io.BytesIO()
+    np.savez(buffer, image=np.random.default_rng(3).uniform(-1, 1, (2, 3, 32, 32)).astype(np.float32))
+    at = _remeasure(cnn_app, [("my cnn inputs.npz", buffer.getvalue(), "application/octet-stream")])
+    assert not at.error, [e.value for e in at.error]
+    assert _latest(at).input_note.startswith("Inputs loaded from my_cnn_inputs.npz"), _latest(at).input_note
+    shown = [str(c.value).replace("\\_", "_") for c in at.caption]  # captions are Markdown: "_" escaped
+    assert any("Inputs loaded from my_cnn_inputs.npz" in text for text in shown), shown
+
+
 def test_a_failed_upload_keeps_the_samples_of_the_current_comparison(cnn_app):
     at = _remeasure(cnn_app, [("ok.png", _png((10, 200, 10)), "image/png")])
     assert not at.error, [e.value for e in at.error]

@@ -307,6 +307,7 @@ def test_ctc_blank_flips_next_to_a_character_are_not_changes():
     out = compare_output("ctc", ref, var, SCORES)
     assert out.measures["step_top1_agreement"] == pytest.approx(17 / 24)  # 7 of 24 steps flip
     assert out.top1_agreement == 1.0  # "3 2 4" and "5 1 2" read the same
+    assert out.measures["decoded_character_agreement"] == 1.0
     assert out.measures["decoded_sequences_unchanged"] == 2 and out.measures["ctc_blank"] == 0
     assert out.passed
     # a character really changes (2 -> 1 at one step): 1 of 6 decoded characters, fails
@@ -314,12 +315,14 @@ def test_ctc_blank_flips_next_to_a_character_are_not_changes():
     bad_paths[0][6] = 1
     bad = compare_output("ctc", ref, _ctc(bad_paths), SCORES)
     assert bad.measures["step_top1_agreement"] == pytest.approx(23 / 24)  # passed the old per-step measure
-    assert bad.top1_agreement == pytest.approx(1 - 1 / 6)
+    assert bad.top1_agreement == 0.5  # one of two lines reads differently
+    assert bad.measures["decoded_character_agreement"] == pytest.approx(1 - 1 / 6)
     assert not bad.passed and "min_top1_agreement" in failing(bad)
     # a character dropped (merged into its neighbour: "3 3" -> "3", the blank between them gone)
     merged_ref = _ctc([[0, 0, 3, 0, 3, 0, 0, 0, 0, 0]])
     merged_var = _ctc([[0, 0, 3, 3, 3, 0, 0, 0, 0, 0]])
-    assert compare_output("ctc", merged_ref, merged_var, SCORES).top1_agreement == 0.5
+    merged = compare_output("ctc", merged_ref, merged_var, SCORES)
+    assert merged.top1_agreement == 0.0 and merged.measures["decoded_character_agreement"] == 0.5
 
 
 def test_ctc_reading_needs_a_dominant_blank_and_a_sequence():

@@ -67,7 +67,7 @@ DEFAULT_PROFILE = "relative"
 MEASURES: dict[str, str] = {
     "top1_agreement": "share of decided positions whose top-1 class is unchanged (ties in the original skipped); "
                       "for a CTC sequence ([batch, steps, classes] where the blank, class 0 or the last, is the "
-                      "top-1 on most steps): share of the greedy-decoded characters unchanged",
+                      "top-1 on most steps): share of sequences whose greedy-decoded text is unchanged",
     "top5_overlap": "mean share of the original's 5 best classes kept among the variant's 5 best",
     "relative_rms_error": "RMS error divided by the output's robust range (0.1st-99.9th percentile)",
     "relative_error": "largest error divided by the output's robust range",
@@ -459,8 +459,10 @@ def edit_distance(a: list[int], b: list[int]) -> int:
 
 def ctc_measures(r_top: np.ndarray, v_top: np.ndarray, blank: int) -> dict[str, float]:
     """What a CTC reader sees: a step flipping between the blank and its neighbour's class (a character
-    read one step earlier or later) changes nothing once decoded, so the decoded characters are compared
-    (1 - edit distance / length) and the sequences decoded unchanged are counted."""
+    read one step earlier or later) changes nothing once decoded, so the agreement is the share of
+    sequences (text lines) decoded to the same characters, as a reader's check counts lines read the
+    same; the decoded characters kept (1 - edit distance / length) are reported beside it. Per character
+    would pass a line whose ':' turned into a full-width '：' (PP-OCRv5 rec, int4: 2 of ~110 characters)."""
     edits = length = same = 0
     for r, v in zip(r_top, v_top, strict=True):
         a, b = ctc_decode(r, blank), ctc_decode(v, blank)
@@ -468,7 +470,8 @@ def ctc_measures(r_top: np.ndarray, v_top: np.ndarray, blank: int) -> dict[str, 
         length += max(len(a), len(b))
         same += a == b
     return {
-        "top1_agreement": 1.0 - edits / max(length, 1),
+        "top1_agreement": same / max(len(r_top), 1),
+        "decoded_character_agreement": 1.0 - edits / max(length, 1),
         "decoded_sequences_unchanged": float(same),
         "sequences": float(len(r_top)),
         "ctc_blank": float(blank),

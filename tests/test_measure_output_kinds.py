@@ -147,6 +147,27 @@ def test_log_softmax_then_reshape_finds_the_class_axis():
     assert classify_output("out", values[:, :3].copy(), model).kind != "scores"
 
 
+def test_a_sigmoid_probability_is_judged_against_at_least_half_its_span():
+    """smart-turn: 4 synthesized clips all at p = 0.974-0.982 made one int8 step of the output "9% of the
+    range"; a Sigmoid's errors count against at least 0.5, and a real move of a probability still fails."""
+    from shrinkray.measure.parity import compare_outputs
+
+    model = graph_model([helper.make_node("Sigmoid", ["x"], ["logits"])], {"logits": ["batch", 1]})
+    ref = {"logits": np.array([[0.9745], [0.9781], [0.9812], [0.9768]])}
+    kinds = classify_outputs(model, ref)
+    assert kinds["logits"].probability and kinds["logits"].kind == "continuous"
+    step = {"logits": ref["logits"] + np.array([[0.0008], [-0.0008], [0.0016], [0.0]])}
+    out = compare_outputs(ref, step, kinds).outputs[0]
+    assert out.measures["range"] == 0.5 and out.passed, out.reason  # 0.0010 / 0.5; against 0.0067 it was 0.15
+    moved = {"logits": np.array([[0.9745], [0.8047], [0.9812], [0.9768]])}  # one clip 0.978 -> 0.805
+    assert not compare_outputs(ref, moved, kinds).outputs[0].passed
+    # values in [0, 1] from anything else keep their own range: a small ReLU feature is not a probability
+    relu = graph_model([helper.make_node("Relu", ["x"], ["feat"])], {"feat": ["batch", 1]})
+    feat = {"feat": ref["logits"]}
+    assert not classify_outputs(relu, feat)["feat"].probability
+    assert not compare_outputs(feat, {"feat": step["logits"]}, classify_outputs(relu, feat)).outputs[0].passed
+
+
 def test_softmax_over_a_single_entry_is_not_scores():
     model = graph_model([helper.make_node("Softmax", ["x"], ["out"], axis=-1)], {"out": [2, 1]})
     assert kind_of(model, "out", (2, 1)).kind == "continuous"

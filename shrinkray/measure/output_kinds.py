@@ -16,7 +16,8 @@ every report says which one decided):
    (PicoDet / GFL: per stride ``[batch, N, classes]`` probabilities and
    ``[batch, N, 4 x bins]`` box distributions, N the cells of the stride's grid
    on the input), judged by the boxes decoded from all of them; any other output computed by Sigmoid is ``continuous``
-   (independent probabilities: voice activity, per-anchor class scores);
+   (independent probabilities: voice activity, per-anchor class scores), its relative errors measured
+   against at least half the [0, 1] span (``OutputKind.probability``);
 4. names: ``embed``, ``hidden``, ``pool``, ``feature``, ``encod``, ``vector``
    mean ``embedding``; ``logit``, ``score``, ``prob``, ``class``, ``cls``,
    ``label``, ``pred`` mean ``scores`` (when the last axis has 2 to 100,000
@@ -170,7 +171,8 @@ def classify_output(
         return OutputKind("detections", layout.axis, f"a detection head ({layout.describe()}): judged by the "
                           "boxes that score 0.25 after NMS", size)  # fmt: skip
     if op == "Sigmoid":
-        return OutputKind("continuous", why="computed by Sigmoid: independent probabilities, judged as values")
+        return OutputKind("continuous", why="computed by Sigmoid: independent probabilities, judged as values "
+                          "(errors relative to at least half the 0-1 span)", probability=True)
     classes_last = rank >= 2 and 2 <= last <= _MAX_CLASSES
     if _EMBEDDING_WORDS.search(name) and rank >= 1 and last >= 2:
         return OutputKind("embedding", why=f"named like an embedding ({name})")

@@ -69,7 +69,8 @@ MEASURES: dict[str, str] = {
                       "for a CTC sequence ([batch, steps, classes] where the blank, class 0 or the last, is the "
                       "top-1 on most steps): share of sequences whose greedy-decoded text is unchanged",
     "top5_overlap": "mean share of the original's 5 best classes kept among the variant's 5 best",
-    "relative_rms_error": "RMS error divided by the output's robust range (0.1st-99.9th percentile)",
+    "relative_rms_error": "RMS error divided by the output's robust range (0.1st-99.9th percentile; at least 0.5 "
+                          "for probabilities computed by Sigmoid)",
     "relative_error": "largest error divided by the output's robust range",
     "cosine": "cosine similarity of the whole output",
     "row_cosine": "cosine similarity of the worst row (vector along the last axis)",
@@ -210,6 +211,8 @@ class OutputKind:
     input_size: tuple[int, int] | None = None  # detections: the model's image size (to place raw YOLOX offsets)
     #: detections split over outputs per stride (decisions.GflLevel each): judged by the boxes of all of them
     levels: tuple = ()
+    #: values are probabilities (computed by Sigmoid): relative errors use at least PROBABILITY_RANGE
+    probability: bool = False
 
 
 @dataclass
@@ -419,6 +422,12 @@ def robust_range(values: np.ndarray, full: bool = False) -> float:
     return spread
 
 
+#: The least range relative errors of a probability output are measured against: half the [0, 1] span. A
+#: few samples that happen to agree (smart-turn: 4 synthesized clips all at p = 0.974-0.982, a range of
+#: 0.0075) would make one quantization step of the output "9% of the range".
+PROBABILITY_RANGE = 0.5
+
+
 #: A position whose two best original scores differ by less than this share of the scores' range is
 #: undecided (a coin toss in the original itself): its top-1 is not counted as a decision.
 TIE_SHARE = 1e-3
@@ -516,6 +525,8 @@ def float_measures(ref: np.ndarray, var: np.ndarray, kind: OutputKind) -> dict[s
     v = np.where(finite, var, 0.0)
     diff = np.abs(r - v)[finite]
     spread = robust_range(r[finite], full=kind.kind == "scores")
+    if kind.probability and diff.size and 0.0 <= r[finite].min() and r[finite].max() <= 1.0:
+        spread = max(spread, PROBABILITY_RANGE)
     max_abs = float(diff.max(initial=0.0))
     rms = float(np.sqrt(np.mean(diff * diff))) if diff.size else 0.0
     rel = (lambda e: e / spread) if spread > 0 else (lambda e: 0.0 if e == 0 else math.inf)

@@ -117,14 +117,16 @@ def _size(result: VariantResult, delivery: str) -> int | None:
 
 
 def latency_ratio(comparison: Comparison, result: VariantResult) -> float | None:
-    """Median latency of the variant over the original at the first measured setting."""
+    """The variant's time over the original's at the first measured setting: the paired ratio the
+    interleaved timing measured (what the card, the tables and the chart show), else the ratio of medians
+    (the original's median pools every pair's rounds, so it is not the pair's own)."""
     if not comparison.original.latency or not result.latency:
         return None
     base = comparison.original.latency[0]
     mine = result.latency_at(base.threads, base.batch)
     if mine is None or base.median_ms <= 0:
         return None
-    return mine.median_ms / base.median_ms
+    return mine.ratio if mine.ratio is not None else mine.median_ms / base.median_ms
 
 
 def is_slower(comparison: Comparison, result: VariantResult) -> bool:

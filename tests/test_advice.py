@@ -193,10 +193,23 @@ def slow_down(cmp: Comparison, key: str, ratio: float) -> None:
     base = cmp.original.latency[0]
     result = cmp.get(key)
     result.latency = [
-        dataclasses.replace(s, median_ms=base.median_ms * ratio) if (s.threads, s.batch) == (base.threads, base.batch)
-        else s
+        dataclasses.replace(s, median_ms=base.median_ms * ratio, ratio=ratio, ratio_low=ratio * 0.99,
+                            ratio_high=ratio * 1.01, settled=True)
+        if (s.threads, s.batch) == (base.threads, base.batch) else s
         for s in result.latency
     ]  # fmt: skip
+
+
+def test_the_ratio_is_the_paired_one_the_card_shows(steady):
+    """The original's median pools every pair's rounds; the pair's own ratio is what the card and tables show
+    (the walkthrough saw '+346% time' on a card and '6.13x slower' in the advice under it)."""
+    cmp = steady
+    base = cmp.original.latency[0]
+    result = cmp.get("float16")
+    result.latency = [dataclasses.replace(s, median_ms=base.median_ms * 6.13, ratio=4.46, ratio_low=4.3,
+                                          ratio_high=4.6, settled=True) for s in result.latency]  # fmt: skip
+    assert latency_ratio(cmp, result) == pytest.approx(4.46)
+    assert any("4.46x slower" in n.text for n in by_variant(advise(cmp), "float16"))
 
 
 def test_slower_rule(steady):

@@ -339,7 +339,7 @@ def apply(model: onnx.ModelProto, options: AutoOptions, context: RunContext | No
         tries: list[str] = []
         level = _rest_together(variant, rest, options, context, inputs, settings, tries, deadline)
         variant.notes.append(f"Precision of the {len(rest)} tensor(s) in subgraphs, chosen together: {level} "
-                             f"(search: {'; '.join(tries)}; judged on {_lower(inputs.note)})")  # fmt: skip
+                             f"(search: {'; '.join(tries)}; searched on {_lower(inputs.note)})")  # fmt: skip
         variant.details["precision_map"] = precision_map(_rest_choices(rest, level, options.lowest))
         return variant
     probe = _overridable(model, [r.name for r in refs])
@@ -460,7 +460,7 @@ def apply(model: onnx.ModelProto, options: AutoOptions, context: RunContext | No
     variant.notes.append(
         "Precision per tensor: " + ", ".join(f"{n} {level}" for level, n in per_level.items() if n)
         + f" (search: {'; '.join(tries)}; {counts['runs']} inference runs, {counts['builds']} model(s) built; "
-        f"judged on {_lower(inputs.note)})"
+        f"searched on {_lower(inputs.note)})"
     )
     extra = []
     if rest:

@@ -89,7 +89,8 @@ def variant_card(c: Comparison, result: VariantResult, advice_items, partial: bo
         else:
             cols[0].metric("Raw", format_bytes(s.raw), _delta(s.raw, base.raw), delta_color="inverse")
             cols[1].metric("gzip -9", format_bytes(s.gzip), _delta(s.gzip, base.gzip), delta_color="inverse")
-            cols[2].metric(f"brotli q{s.brotli_quality}", format_bytes(s.brotli), _delta(s.brotli, base.brotli),
+            as_gzip = " · as gzip" if s.brotli_encoding == "gzip" else ""  # gzip -9 was smaller: a server sends that
+            cols[2].metric(f"brotli q{s.brotli_quality}{as_gzip}", format_bytes(s.brotli), _delta(s.brotli, base.brotli),
                            delta_color="inverse", help=f"Served: {s.method('brotli')}")  # fmt: skip
         parity = result.parity
         if parity is None and partial:

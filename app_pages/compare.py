@@ -8,7 +8,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from app_ui.controls import friendly_errors
+from app_ui.controls import friendly_errors, input_examples
 from app_ui.runs import follow_run, start_run
 from app_ui.state import current_model, latest_comparison, workspace
 from shrinkray import charts
@@ -81,9 +81,10 @@ with st.form("inputs"):
     # The form starts from the shown results' inputs, so changing one thing (the seed) keeps the others.
     used = comparison.settings
     c1, c2 = st.columns(2)
-    dims_text = c1.text_area("Dimensions, one NAME=VALUE per line", placeholder="batch=4\nseq=32\nx:2=224",
+    dims_example, ranges_example = input_examples(loaded.model)
+    dims_text = c1.text_area("Dimensions, one NAME=VALUE per line", placeholder=dims_example,
                              value="\n".join(f"{k}={v}" for k, v in used.inputs.dims.items()))  # fmt: skip
-    ranges_text = c2.text_area("Value ranges, one NAME=LOW:HIGH per line", placeholder="input_ids=0:30521",
+    ranges_text = c2.text_area("Value ranges, one NAME=LOW:HIGH per line", placeholder=ranges_example,
                                value="\n".join(f"{k}={_num(lo)}:{_num(hi)}" for k, (lo, hi) in used.inputs.ranges.items()))  # fmt: skip
     c1, c2 = st.columns(2)
     seed = c1.number_input("Seed", min_value=0, value=used.inputs.seed, step=1)

@@ -220,3 +220,21 @@ def sidebar_model_badge() -> None:
         else:
             st.markdown(f"**{md(loaded.name)}**  \n{format_bytes(loaded.file_bytes)} · sha256 {loaded.sha256[:12]}…")
             st.caption(md(st.session_state.get("model_source", "")))
+
+
+def input_examples(model) -> tuple[str, str]:
+    """Placeholders for the Compare page's dimension and range fields, from this model's own inputs: its
+    free dimensions (named, or INPUT:AXIS) and its first input's name (generic examples misled on a CNN)."""
+    from shrinkray.measure.inputs import signature
+
+    sigs = signature(model) if model is not None else []
+    dims: list[str] = []
+    for sig in sigs:
+        for axis, dim in enumerate(sig.shape):
+            label = dim if isinstance(dim, str) else f"{sig.name}:{axis}" if dim is None else None
+            if label and f"{label}=" not in "".join(dims):
+                dims.append(f"{label}={4 if axis == 0 else 32}")
+    first = sigs[0] if sigs else None
+    integer = first is not None and first.dtype.kind in "iu"
+    ranges = f"{first.name}={'0:1000' if integer else '0:1'}" if first is not None else "NAME=0:1"
+    return "\n".join(dims[:3]) or "(every dimension is fixed)", ranges

@@ -305,3 +305,12 @@ def test_the_inputs_form_starts_from_the_inputs_shown(cnn_app):
     assert not at.exception and not at.error, at.exception or [e.value for e in at.error]
     used = _latest(at).settings
     assert (used.inputs.seed, used.inputs.dims, used.inputs.ranges, used.image_range) == (3, {"N": 2}, {"image": (-1.0, 0.5)}, "0-255")
+
+
+def test_the_input_examples_name_this_models_own_inputs(cnn_app):
+    at = cnn_app
+    at.switch_page("app_pages/compare.py").run()
+    dims = next(t for t in at.text_area if t.label.startswith("Dimensions"))
+    ranges = next(t for t in at.text_area if t.label.startswith("Value ranges"))
+    assert "seq=" not in dims.placeholder and "input_ids" not in ranges.placeholder  # not a transformer's
+    assert ranges.placeholder == "image=0:1" and dims.placeholder.startswith("N=")  # the cnn sample's input

@@ -7,9 +7,8 @@ passes ones where a box moves (measured on PP-OCR's and NudeNet's real outputs, 
 so these measures redo that post-processing on both outputs and compare the decisions:
 
 - probability maps: regions above 0.3 and above 0.5 (8-connected, at least 3 px on each side),
-  their bounding boxes grown as DB's "unclip" grows them before anyone sees a box (by area x 1.6 /
-  perimeter on each side, about 0.8 x the short side; at least one pixel), matched by IoU: a
-  one-pixel shift of a 12 px text line is IoU 0.85 raw and 0.93 as the boxes a reader gets;
+  their bounding boxes with a one-pixel margin (a map is a coarse grid, and every detector grows
+  its boxes further), matched by IoU;
 - detection heads (``[batch, 4 + classes, anchors]`` as YOLOv8, ``[batch, anchors, 5 + classes]``
   with objectness as YOLOv5/YOLOX, raw YOLOX offsets decoded on their stride 8/16/32 grid): boxes
   scoring >= 0.25 after class-wise NMS at IoU 0.45, matched by class and IoU.
@@ -37,9 +36,6 @@ NMS_IOU = 0.45
 MARGIN = 0.05
 #: Regions thinner than this (pixels) are specks (DB drops them too).
 MIN_SIDE = 3
-#: Map regions grow by area x UNCLIP_RATIO / perimeter on each side before matching (DB's unclip: the
-#: boxes PP-OCR / RapidOCR hand out; 1.6 in RapidOCR, 1.5 in PaddleOCR).
-UNCLIP_RATIO = 1.6
 #: At most this many candidate boxes per image go into NMS (best scores first).
 MAX_CANDIDATES = 1000
 #: A map with more regions than this in one image is speckle, not objects: it is judged as values.
@@ -197,13 +193,6 @@ def regions(values: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarra
     return boxes[big], peak[big]
 
 
-def unclip(boxes: np.ndarray) -> np.ndarray:
-    """Boxes (x1, y1, x2, y2) grown on each side by area x UNCLIP_RATIO / perimeter, at least one pixel."""
-    w, h = boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]
-    grow = np.maximum(UNCLIP_RATIO * w * h / np.maximum(2 * (w + h), 1.0), 1.0)
-    return boxes + grow[:, None] * np.array([-1.0, -1.0, 1.0, 1.0])
-
-
 def _components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Connected components of ``n`` nodes joined by edges (a, b): each node's lowest member. Roots hook
     onto the lower root across every edge, then paths are shortened to their root (Shiloach-Vishkin):
@@ -232,6 +221,7 @@ def map_decisions(reference: np.ndarray, variant: np.ndarray) -> Decisions | str
     ref, var = ref.reshape(-1, h, w), var.reshape(-1, h, w)
     ref = np.where(np.isfinite(ref), ref, 0.0)
     var = np.where(np.isfinite(var), var, 0.0)
+    margin = np.array([-1.0, -1.0, 1.0, 1.0])
     worst: Decisions | None = None
     for threshold in MAP_THRESHOLDS:
         parts = []
@@ -241,7 +231,7 @@ def map_decisions(reference: np.ndarray, variant: np.ndarray) -> Decisions | str
             if max(len(a_box), len(b_box)) > MAX_REGIONS:
                 return f"more than {MAX_REGIONS} regions above {threshold:g} in one map (speckle, not objects)"
             parts.append(
-                _match(unclip(a_box), np.zeros(len(a_box)), a_peak, unclip(b_box), np.zeros(len(b_box)), b_peak,
+                _match(a_box + margin, np.zeros(len(a_box)), a_peak, b_box + margin, np.zeros(len(b_box)), b_peak,
                        threshold)
             )  # fmt: skip
         found = _combine("regions", threshold, parts)

@@ -377,7 +377,12 @@ def detections(values: np.ndarray, layout: HeadLayout) -> list[tuple[np.ndarray,
 
 def box_decisions(reference: np.ndarray, variant: np.ndarray, layout: HeadLayout) -> Decisions | None:
     """Boxes of the original vs the variant's, image by image; None when neither has a confident box."""
-    ref, var = detections(reference, layout), detections(variant, layout)
+    return _boxes_kept(detections(reference, layout), detections(variant, layout))
+
+
+def _boxes_kept(ref: list, var: list) -> Decisions | None:
+    """Each image's confident boxes of the original matched to the variant's (the same for every head layout);
+    None when neither has a confident box."""
     if not any(len(r[0]) + len(v[0]) for r, v in zip(ref, var, strict=True)):
         return None
     parts = [
@@ -467,11 +472,4 @@ def _gfl_images(outputs: dict[str, np.ndarray], levels: tuple[GflLevel, ...]) ->
 def gfl_decisions(reference: dict[str, np.ndarray], variant: dict[str, np.ndarray],
                   levels: tuple[GflLevel, ...]) -> Decisions | None:  # fmt: skip
     """Boxes decoded from every level of the original vs the variant's; None when neither has a confident box."""
-    ref, var = _gfl_images(reference, levels), _gfl_images(variant, levels)
-    if not any(len(r[0]) + len(v[0]) for r, v in zip(ref, var, strict=True)):
-        return None
-    parts = [
-        _match(rb, rl, rs, vb, vl, vs, BOX_THRESHOLD) for (rb, rl, rs), (vb, vl, vs) in zip(ref, var, strict=True)
-    ]
-    found = _combine("boxes", BOX_THRESHOLD, parts)
-    return found if found.total else None
+    return _boxes_kept(_gfl_images(reference, levels), _gfl_images(variant, levels))

@@ -606,27 +606,7 @@ def _prep_ppocr_cls(path: Path) -> Prepared:
 def _det_boxes(prob: np.ndarray, thresh=0.3, box_thresh=0.5, unclip=1.6) -> Boxes:
     """rapidocr's DB post-processing with axis-aligned boxes: threshold, 2x2 dilation, components,
     mean probability inside the component's box >= box_thresh, unclip by area*ratio/perimeter."""
-    from scipy import ndimage
-
-    mask = prob > thresh
-    mask = ndimage.binary_dilation(mask, structure=np.ones((2, 2), bool), origin=(-1, -1)) if mask.any() else mask
-    lab, _n = ndimage.label(mask, structure=np.ones((3, 3), bool))
-    out = []
-    for sl in ndimage.find_objects(lab):
-        if sl is None:
-            continue
-        y0, y1, x0, x1 = sl[0].start, sl[0].stop, sl[1].start, sl[1].stop
-        w, h = x1 - x0, y1 - y0
-        if min(w, h) < 3:
-            continue
-        score = float(prob[y0:y1, x0:x1].mean())
-        if score < box_thresh:
-            continue
-        d = w * h * unclip / (2 * (w + h))
-        out.append((x0 - d, y0 - d, x1 + d, y1 + d, score))
-    out.sort()  # float16-safe: a list of tuples
-    rows = np.array(out, np.float64).reshape(-1, 5)
-    return Boxes.of(rows[:, :4], [0] * len(out), rows[:, 4])
+    return _db_boxes(prob, thresh, box_thresh, unclip, dilate=True)
 
 
 def _prep_ppocr_det(path: Path) -> Prepared:
@@ -1888,7 +1868,8 @@ _spec(
 
 
 def _db_boxes(prob: np.ndarray, thresh: float, box_thresh: float, unclip: float, dilate: bool) -> Boxes:
-    """DB post-processing with axis-aligned boxes (as ``_det_boxes``), dilation optional."""
+    """DB post-processing with axis-aligned boxes: threshold, 2x2 dilation (``dilate``), components, mean
+    probability inside the component's box >= box_thresh, unclip by area*ratio/perimeter."""
     from scipy import ndimage
 
     mask = prob > thresh

@@ -10,6 +10,7 @@ from shrinkray.compare import CompareSettings, compare
 
 
 def test_latency_that_would_pass_the_job_cap_is_not_timed_and_the_note_says_so(monkeypatch):
+    monkeypatch.setenv("SHRINKRAY_WORKER", "1")  # as in the capped worker the app and the CLI run compare in
     monkeypatch.setenv("SHRINKRAY_MAX_JOB_SECONDS", "0.01")  # spent before latency starts
     c = compare(shrinkray.load(sample_path("mlp")), CompareSettings(methods=[("float16", {})]))
     variant = c.variants[0]
@@ -21,5 +22,13 @@ def test_latency_that_would_pass_the_job_cap_is_not_timed_and_the_note_says_so(m
 
 def test_with_time_left_every_setting_is_timed(monkeypatch):
     monkeypatch.setenv("SHRINKRAY_MAX_JOB_SECONDS", "600")
+    c = compare(shrinkray.load(sample_path("mlp")), CompareSettings(methods=[("float16", {})], latency_budget_s=0.5))
+    assert c.variants[0].latency and "not timed" not in c.latency_note
+
+
+def test_a_direct_call_has_no_job_cap_so_latency_is_not_cut(monkeypatch):
+    """The Python API's compare() runs in the caller's process: no worker, no time cap to finish within."""
+    monkeypatch.delenv("SHRINKRAY_WORKER", raising=False)
+    monkeypatch.setenv("SHRINKRAY_MAX_JOB_SECONDS", "0.01")
     c = compare(shrinkray.load(sample_path("mlp")), CompareSettings(methods=[("float16", {})], latency_budget_s=0.5))
     assert c.variants[0].latency and "not timed" not in c.latency_note

@@ -289,17 +289,25 @@ def _build(model: onnx.ModelProto, choices: list[Choice], options: AutoOptions, 
         names = [glob.escape(c.ref.name) for c in choices if c.level == level]
         if not names:
             continue
-        spec = get_method(METHOD_OF[level])
-        opts = spec.make_options(include=names, min_elements=options.min_elements, **BUILD_OPTIONS.get(level, {}))
-        step = spec.run(current, opts, context)
-        for change in step.changes:
-            change.encoding = f"{level}: {change.encoding}"
+        step = _level_step(current, names, level, options, context)
         variant.changes += step.changes
         variant.warnings += step.warnings
         current = step.model
     variant.model = current
     variant.session = validate(current, keep_session=True)
     return variant
+
+
+def _level_step(model: onnx.ModelProto, names: list[str], level: str, options: AutoOptions,
+                context: RunContext) -> Variant:  # fmt: skip
+    """The tensors ``names`` (globs) of ``model`` rewritten in place by the method of ``level``, with the
+    options auto builds with; each change's encoding names its precision."""
+    spec = get_method(METHOD_OF[level])
+    opts = spec.make_options(include=names, min_elements=options.min_elements, **BUILD_OPTIONS.get(level, {}))
+    step = spec.run(model, opts, context)
+    for change in step.changes:
+        change.encoding = f"{level}: {change.encoding}"
+    return step
 
 
 #: Options of the building methods: 4-bit blocks built data-free, exactly as ``approximate()`` measured
@@ -489,12 +497,10 @@ def _rest_together(variant: Variant, rest: list[WeightRef], options: AutoOptions
         if time.monotonic() >= deadline:
             tries.append(f"subgraph tensors at {level}: not tried (out of time)")
             break
-        spec = get_method(METHOD_OF[level])
-        opts = spec.make_options(include=names, min_elements=options.min_elements, **BUILD_OPTIONS.get(level, {}))
         current = onnx.ModelProto()
         current.CopyFrom(variant.model)
         try:
-            step = spec.run(current, opts, context)
+            step = _level_step(current, names, level, options, context)
             session = validate(step.model, keep_session=True)
             parity = _judge(inputs, _run(session, inputs.samples), settings)
         except ShrinkRayError as exc:
@@ -504,8 +510,6 @@ def _rest_together(variant: Variant, rest: list[WeightRef], options: AutoOptions
         ok = parity.passed and parity.severity <= options.target
         tries.append(f"subgraph tensors at {level}: {'passes' if ok else 'fails'} ({parity.severity:.0%} of allowed)")
         if ok and step.changes:
-            for change in step.changes:
-                change.encoding = f"{level}: {change.encoding}"
             variant.model = step.model
             variant.changes += step.changes
             variant.warnings += step.warnings

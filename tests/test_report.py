@@ -130,7 +130,7 @@ def test_json_variant_details_match_the_comparison(mlp):
         assert entry["parity"]["profile"] == "absolute"
         assert entry["parity"]["decided_by"] == result.parity.decided_by
         assert entry["parity"]["severity"] == pytest.approx(result.parity.severity)
-        assert entry["parity"]["samples"] == 4
+        assert entry["parity"]["samples"] == result.parity.samples >= 4
         assert entry["file"] is None  # not written anywhere (compare --save-dir sets it)
         outputs = entry["parity"]["outputs"]
         assert [o["name"] for o in outputs] == ["logits", "probs"]

@@ -281,7 +281,7 @@ def _enough_decisions(inputs: ParityInputs, model: onnx.ModelProto, session, bat
     except ShrinkRayError:
         return inputs  # the first set stands: the original refused the others
     more = decisions_given(reference, inputs.kinds) or 0
-    how = f"{total} batches of {batch}, seeds {options.seed}-{options.seed + total - 1}" if batch is not None else f"{total} runs"
+    how = f"{total} batches of {batch}, seeds {options.seed}-{options.seed + total - 1}" if batch is not None else f"{total} runs, seeds {options.seed}-{options.seed + total - 1}"
     note = (re.sub(r"\((one batch of \d+|\d+ runs), seed \d+\)", f"({how})", inputs.note, count=1)
             + f"; {more} decisions, so that a top-1 verdict can allow a flip")  # fmt: skip
     return replace(inputs, samples=samples, reference=reference, note=note)

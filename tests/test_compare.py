@@ -728,7 +728,7 @@ def test_a_fixed_batch_classifier_gets_more_runs():
     inputs = compare_module.parity_inputs(fixed_batch_classifier(), settings())
     assert len(inputs.samples) == inputs.count == compare_module.MIN_DECISIONS
     assert inputs.reference["logits"].shape == (40, 1, 5)
-    assert "(40 runs)" in inputs.note
+    assert "(40 runs, seeds 0-39)" in inputs.note
 
 
 def test_more_decisions_stay_within_the_time_budget(monkeypatch):

@@ -731,10 +731,11 @@ def test_a_fixed_batch_classifier_gets_more_runs():
     assert "(40 runs, seeds 0-39)" in inputs.note
 
 
-def test_more_decisions_stay_within_the_time_budget(monkeypatch):
-    monkeypatch.setattr(compare_module, "DECISIONS_BUDGET_S", 0.0)
+def test_a_slow_set_of_samples_is_not_repeated(monkeypatch):
+    monkeypatch.setattr(compare_module, "SLOW_SET_S", 0.0)
     inputs = compare_module.parity_inputs(cached_sample("mlp"), settings(parity_batch=6))
     assert len(inputs.samples) == 1 and inputs.count == 6 and "one batch of 6" in inputs.note
+    assert "only 6 decisions" in inputs.note and "allows no flip" in inputs.note
 
 
 def test_more_decisions_stay_within_the_output_bytes(monkeypatch):

@@ -45,6 +45,15 @@ def _method_title(name: str | None) -> str:
         return str(name)
 
 
+def _titled(text: str, names: list[str]) -> str:
+    """A hint's sentence with each method named as the Shrink page's list shows it ("Weights-only 8-bit")."""
+    import re
+
+    for name in names:
+        text = re.sub(rf"(?<![\w-]){re.escape(name)}(?![\w-])", f'"{_method_title(name)}"', text)
+    return text
+
+
 #: How the app words the engine's advice hints (``shrinkray.advice.Hint``): as the app's own controls,
 #: never as command-line flags. One entry per ``shrinkray.advice.HINT_SETTINGS``. Plain text: the caller
 #: escapes it for Markdown once, with the rest of the advice.
@@ -52,7 +61,7 @@ APP_ADVICE = {
     "exclude": lambda h: f"The tensors that move the outputs most are {_names(h.value)}: on the Shrink page, "
     f'add them to "Exclude" under "Options: {_method_title(h.method)}" to leave them in float',
     "auto": lambda h: 'or press "Smallest that passes" on the Shrink page, which chooses a precision per tensor',
-    "methods": lambda h: f"prefer {' or '.join(h.value)} (float compute): pick it under "
+    "methods": lambda h: f"{_titled(h.text, h.value)}: add {'it' if len(h.value) == 1 else 'them'} under "
     '"Methods to compare" on the Shrink page',
     "verdict": lambda h: "if the criteria are stricter than needed, loosen them knowingly: \"Parity verdict\" and "
     '"Extra criteria" under "Measurement settings" on the Shrink page',

@@ -211,6 +211,7 @@ def advise(comparison: Comparison, delivery: str = "brotli") -> list[Advice]:
             )
         )
     original_size = _size(comparison.original, delivery)
+    measured = methods_in_run(comparison)
     for result in comparison.variants:
         key = result.key
         if not result.ok:
@@ -230,15 +231,16 @@ def advise(comparison: Comparison, delivery: str = "brotli") -> list[Advice]:
             )  # fmt: skip
         ratio = latency_ratio(comparison, result)
         if is_slower(comparison, result):
-            others = [m for m in FLOAT_COMPUTE if m != result.method]
+            others = [m for m in FLOAT_COMPUTE if m != result.method and m not in measured]  # never one just run
+            hints = [Hint("methods", f"prefer {_either(others)}, which keep float compute", value=others)] if others else []
             notes.append(
                 _advice("bad", f"{key} runs {ratio:.2f}x slower than the original on this CPU (median latency).", key,
-                        [Hint("methods", f"prefer {' or '.join(others)}, which keep float compute", value=others)])
+                        hints)
             )  # fmt: skip
         if result.parity is not None and not result.parity.passed:
             failing = [o for o in result.parity.outputs if not o.passed]
             reason = "; ".join(f"{o.name} ({o.kind}): {o.reason}" for o in failing[:2])
-            notes.append(_advice("bad", f"{key} fails parity ({reason}).", key, _parity_hints(result)))
+            notes.append(_advice("bad", f"{key} fails parity ({reason}).", key, _parity_hints(result, measured)))
         spec = get_method(result.method) if result.method else None
         option_note = spec.option_advice(result.options) if spec and spec.option_advice else None
         if option_note:
@@ -311,18 +313,75 @@ def _undecided_outputs(comparison: Comparison) -> list[Advice]:
     return notes
 
 
-def _parity_hints(result: VariantResult) -> list[Hint]:
+def methods_in_run(comparison: Comparison) -> set[str]:
+    """The methods this comparison ran (built or tried): advice never suggests trying one of them again."""
+    ran = {r.method for r in comparison.variants if r.method}
+    settings = getattr(comparison, "settings", None)
+    return ran | {name for name, _ in getattr(settings, "methods", None) or []}
+
+
+def _either(items: list[str]) -> str:
+    """``a``, ``a or b``, ``a, b or c``."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} or {items[-1]}"
+
+
+def _method_names() -> list[str]:
+    from shrinkray.methods import all_methods
+
+    return [spec.name for spec in all_methods()]
+
+
+def _names_method(text: str, name: str) -> bool:
+    import re
+
+    return re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text) is not None
+
+
+#: A method's parity hint that offers alternatives: "Try A, B, or C[, which ...]."
+_TRY = r"Try (?P<items>.+?)(?P<tail>, which [^.]+)?\.?"
+
+
+def _method_hint(spec_hint: str, own: str | None, measured: set[str]) -> list[Hint]:
+    """A method's parity hint (plain words) as hints: the alternatives it names that are other methods become
+    one ``methods`` hint (so each front end names them its own way), without those already in this run; the
+    rest of the sentence stays as it is. A sentence that cannot be split and names a method already run is
+    left out: advice never suggests what the run has just measured."""
+    import re
+
+    named = [m for m in _method_names() if m != own and _names_method(spec_hint, m)]
+    if not named:
+        return [Hint("", spec_hint)]
+    match = re.fullmatch(_TRY, spec_hint.strip())
+    if match is None:
+        return [] if any(m in measured for m in named) else [Hint("", spec_hint)]
+    items = [i.strip() for i in re.split(r",\s*(?:or\s+)?|\s+or\s+", match["items"]) if i.strip()]
+    words = [i for i in items if i not in named]
+    if any(_names_method(w, m) for w in words for m in named if m in measured):
+        return []  # a method already run is part of a longer suggestion: leave the sentence out
+    methods = [i for i in items if i in named and i not in measured]
+    hints = [Hint("", f"try {_either(words)}")] if words else []
+    if methods:
+        tail = match["tail"] or ""
+        tail = tail.replace(", which keep ", ", which keeps ") if len(methods) == 1 else tail
+        hints.append(Hint("methods", f"{'or ' if words else ''}try {_either(methods)}{tail}", value=methods))
+    return hints
+
+
+def _parity_hints(result: VariantResult, measured: set[str] | frozenset[str] = frozenset()) -> list[Hint]:
     """What to try for a variant that fails parity: leave the tensors that hurt in float (when the search found
-    them) or the method's own advice, and the per-tensor search for the smallest mix that passes."""
+    them) or the method's own advice, and the per-tensor search for the smallest mix that passes. ``measured``:
+    the methods this run already has (never suggested again)."""
     spec = get_method(result.method) if result.method else None
+    search = [] if "auto" in measured else [
+        Hint("auto", "or let the search for the smallest mix that passes choose a precision per tensor")]  # fmt: skip
     if result.culprits:
         top = [c.tensor for c in result.culprits[:3]]
         return [
             Hint("exclude", f"the tensors that move the outputs most are {', '.join(top)}: leave them in float "
                  "(exclude them)", value=top, method=result.method),
-            Hint("auto", "or let the search for the smallest mix that passes choose a precision per tensor"),
-        ]
-    hints = [Hint("", spec.parity_hint)] if spec is not None and spec.parity_hint else []
+            *search,
+        ]  # fmt: skip
+    hints = _method_hint(spec.parity_hint, result.method, set(measured)) if spec is not None and spec.parity_hint else []
     if spec is not None and spec.traceable:
         hints.append(Hint("culprits", "to find the tensors that hurt, search for them (slower)", method=result.method))
     return hints
@@ -345,4 +404,4 @@ def standing(comparison: Comparison, delivery: str = "brotli") -> dict[str, Stan
 
 
 __all__ = ["HINT_SETTINGS", "ORIGINAL", "Advice", "Hint", "ParetoPoint", "Standing", "advise", "is_slower", "latency_ratio",
-           "pareto", "recommended", "standing"]
+           "methods_in_run", "pareto", "recommended", "standing"]

@@ -471,3 +471,63 @@ def test_a_map_without_regions_says_so(summary):
                             record={"tensors_changed": 1})  # fmt: skip
     info = [n.text for n in advise(hand_made(summary, [variant])) if "looks like a probability map" in n.text]
     assert len(info) == 1 and "its regions could not be compared" in info[0]
+
+
+# ------------------------------------------------------------------ advice never suggests what the run measured
+
+
+def _dynamic_int8_run(summary, others: list[str]) -> Comparison:
+    """dynamic-int8 fails parity and is 3x slower, beside ``others`` (passing, as fast as the original)."""
+    base = LatencyStats(threads=1, batch=1, runs=3, median_ms=2.0, p90_ms=2.5, mean_ms=2.1, session_ms=5.0)
+    slow = dataclasses.replace(base, median_ms=6.0, ratio=3.0, ratio_low=2.9, ratio_high=3.1, settled=True)
+    variants = [point("dynamic-int8", 30, 0.5, method="dynamic-int8", latency=[slow])]
+    variants += [point(m, 40 + i, 0.01, method=m, latency=[base]) for i, m in enumerate(others)]
+    cmp = hand_made(summary, variants)
+    cmp.original.latency = [base]
+    return cmp
+
+
+@pytest.mark.parametrize("others", [["weights-int8", "float16"], ["weights-int4", "weights-int8", "palettize", "float16"]])
+def test_advice_after_a_compare_with_dynamic_int8_suggests_no_method_already_measured(summary, others):
+    """The walkthrough: a compare of every method said of dynamic-int8 'Prefer weights-int8 or float16' and 'Try
+    weights-int8 or float16', both measured in the same run (their cards were on the page)."""
+    from app_ui.controls import APP_ADVICE
+
+    cmp = _dynamic_int8_run(summary, others)
+    notes = by_variant(advise(cmp), "dynamic-int8")
+    assert any("3.00x slower" in n.text for n in notes) and any("fails parity" in n.text for n in notes)
+    for note in notes:
+        assert not [h for h in note.hints if h.setting in ("methods", "auto")], note.hints
+        for method in others:
+            assert method not in note.text.split(":")[-1], note.text  # the problem may name it, no hint does
+        assert not any(m in note.worded(APP_ADVICE) for m in ("Weights-only 8-bit", "float16 weights")), note.text
+
+
+def test_advice_suggests_only_the_methods_not_in_the_run_in_the_apps_words(summary):
+    from app_ui.controls import APP_ADVICE
+    from shrinkray.cli import CLI_ADVICE
+
+    alone = by_variant(advise(_dynamic_int8_run(summary, [])), "dynamic-int8")
+    suggested = [h.value for n in alone for h in n.hints if h.setting == "methods"]
+    assert suggested and all(v == ["weights-int8", "float16"] for v in suggested), suggested
+    for note in alone:
+        app = note.worded(APP_ADVICE)
+        assert "--" not in app and "weights-int8" not in app, app  # the app names methods as its list shows them
+        assert '"Weights-only 8-bit" or "float16 weights"' in app and '"Methods to compare"' in app, app
+        assert "--methods weights-int8,float16" in note.worded(CLI_ADVICE)
+
+    half = by_variant(advise(_dynamic_int8_run(summary, ["float16"])), "dynamic-int8")
+    assert [h.value for n in half for h in n.hints if h.setting == "methods"] == [["weights-int8"], ["weights-int8"]]
+    failing = next(n for n in half if "fails parity" in n.text)
+    assert failing.text.endswith("Try weights-int8, which keeps activations in float."), failing.text
+    assert "add it under" in failing.worded(APP_ADVICE)
+
+
+def test_a_failing_variant_is_not_sent_to_the_search_the_run_already_made(summary):
+    cmp = hand_made(summary, [point("weights-int8", 30, 0.5), point("auto", 35, 0.01, method="auto")])
+    cmp.get("weights-int8").culprits = [dataclasses.make_dataclass("C", ["tensor"])("w1")]
+    notes = by_variant(advise(cmp), "weights-int8")
+    hints = [h.setting for n in notes for h in n.hints]
+    assert "exclude" in hints and "auto" not in hints, hints
+    cmp.variants = cmp.variants[:1]
+    assert "auto" in [h.setting for n in by_variant(advise(cmp), "weights-int8") for h in n.hints]

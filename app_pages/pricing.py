@@ -58,9 +58,10 @@ for problem in ss["pricing:problems"]:
     st.error(md(problem.sentence(LABELS.get(problem.param, problem.param))), icon=":material/link_off:")
 
 
-def _nearest_step(count: int) -> int:
-    """The slider's round number closest to a count of downloads."""
-    return min(DOWNLOAD_STEPS, key=lambda v: abs(v - count))
+def _slider_steps(count: int) -> list[int]:
+    """The slider's round numbers with the count in force among them, so the slider shows the user's own
+    number (a link's 2,500,000 sat at 2,000,000 before; 5,000,000,000 beyond its end), never a number near it."""
+    return sorted({*DOWNLOAD_STEPS, int(count)})
 
 
 def _seed(key: str, value) -> None:
@@ -81,17 +82,17 @@ with left:
         format_func=lambda pid: providers[pid].name if pid in providers else "Custom flat price",
     )  # fmt: skip
     _seed("pricing:downloads", int(link.downloads))
-    _seed("pricing:downloads_preset", _nearest_step(int(link.downloads)))
+    _seed("pricing:downloads_preset", int(ss["pricing:downloads"]))
 
     def _from_slider() -> None:
         ss["pricing:downloads"] = ss["pricing:downloads_preset"]
 
-    def _from_exact() -> None:  # the slider follows a typed count (it stayed at 100,000 beside 250,000)
-        ss["pricing:downloads_preset"] = _nearest_step(int(ss["pricing:downloads"]))
+    def _from_exact() -> None:  # the slider follows a typed count exactly (it stayed at 100,000 beside 250,000)
+        ss["pricing:downloads_preset"] = int(ss["pricing:downloads"])
 
     st.select_slider(
-        "Downloads per month", options=DOWNLOAD_STEPS, key="pricing:downloads_preset", on_change=_from_slider,
-        format_func=lambda v: f"{v:,}",
+        "Downloads per month", options=_slider_steps(ss["pricing:downloads"]), key="pricing:downloads_preset",
+        on_change=_from_slider, format_func=lambda v: f"{v:,}",
     )  # fmt: skip
     c1, c2 = st.columns(2)  # below the slider: "…or exactly" reads as its alternative
     downloads = int(c1.number_input(

@@ -50,6 +50,9 @@ LABEL_BACKGROUND = "rgba(128,128,128,0.16)"
 SUBTITLE_CHARS = 64
 #: Errors whose largest and smallest positive values differ by this factor get a log axis.
 LOG_SPAN = 100.0
+#: Dash patterns of the cost lines, one per file (the original is dotted): lines that nearly coincide on log axes
+#: still show each colour through the other's gaps.
+COST_DASHES = ["solid", "dash", "dashdot", "longdash", "longdashdot", "6px,3px,1px,3px,1px,3px"]
 
 
 # ---------------------------------------------------------------- shared helpers
@@ -991,21 +994,33 @@ def cost_curve_chart(
     entry is the reference (grey, dotted) when it is called ``original``.
     ``colors`` (label -> colour, e.g. from :func:`variant_colors`) keeps each variant in the colour the
     other charts give it, whatever order the curves come in; labels without one take the palette in order.
+
+    Every file stays visible: files that cost the same at every point (the same bytes served) are one line
+    labelled ``a = b`` (drawn apart, the last hid the others), and each line has its own dash pattern, so
+    lines a few per cent apart, which lie on top of each other on log axes, still show both colours.
     """
     fig = _figure(
         "Monthly egress cost by downloads",
         f"{_esc(provider_name)} prices per GiB (2^30 bytes), served {_esc(delivery)}; log axes (free months not drawn)",
     )
-    for index, (label, costs) in enumerate(curves.items()):
-        is_original = label == ORIGINAL
-        color = (colors or {}).get(label) or (
-            ORIGINAL_COLOR if is_original else PALETTE[(index - (ORIGINAL in curves)) % len(PALETTE)]
+    groups: dict[tuple[float, ...], list[str]] = {}
+    for label, costs in curves.items():
+        groups.setdefault(tuple(costs), []).append(label)
+    variants = [label for label in curves if label != ORIGINAL]
+    dashes = iter(COST_DASHES * (len(groups) // len(COST_DASHES) + 1))
+    for costs, labels in groups.items():
+        first = ORIGINAL if ORIGINAL in labels else labels[0]
+        is_original = first == ORIGINAL
+        color = (colors or {}).get(first) or (
+            ORIGINAL_COLOR if is_original else PALETTE[variants.index(first) % len(PALETTE)]
         )
+        name = " = ".join([first, *[label for label in labels if label != first]])
+        dash = "dot" if is_original else next(dashes)
         fig.add_trace(
             go.Scatter(
-                x=downloads, y=[c if c > 0 else None for c in costs], name=_esc(label), mode="lines",
-                line={"color": color, "width": 3, "dash": "dot" if is_original else "solid"},
-                hovertemplate=f"%{{x:,}} downloads/month: {_esc(currency_symbol)}%{{y:,.2f}}<extra>{_esc(label)}</extra>",
+                x=downloads, y=[c if c > 0 else None for c in costs], name=_esc(name), mode="lines",
+                line={"color": color, "width": 3, "dash": dash},
+                hovertemplate=f"%{{x:,}} downloads/month: {_esc(currency_symbol)}%{{y:,.2f}}<extra>{_esc(name)}</extra>",
             )
         )  # fmt: skip
     if current_downloads:

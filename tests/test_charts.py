@@ -425,3 +425,39 @@ def test_latency_bars_too_noisy_to_call_are_hatched_and_named(transformer):
     noisy.latency = [dataclasses.replace(s, settled=True) for s in noisy.latency]
     calm = charts.latency_chart(c)
     assert "too noisy" not in subtitle(calm) and not any(t.marker.pattern.shape for t in calm.data)
+
+
+# ---------------------------------------------------------------- pricing: every file stays visible
+
+
+def test_cost_lines_of_files_served_with_the_same_bytes_are_one_labelled_line():
+    """Two files served with the same bytes cost the same everywhere: drawn apart, the second hid the first
+    (the walkthrough's chart showed one line for two of its files)."""
+    from shrinkray import pricing
+
+    provider = pricing.load_providers()["gcs"]
+    grid = pricing.log_downloads_grid(100, 10**9)
+    sizes = {"original": 522_573, "palettize": 522_573, "weights-int8": 152_617, "float16": 152_617, "int4": 104_442}
+    fig = charts.cost_curve_chart(pricing.cost_curve(sizes, provider, grid), grid)
+    names = [t.name for t in fig.data]
+    assert names == ["original = palettize", "weights-int8 = float16", "int4"], names
+    assert fig.data[0].line.color == charts.ORIGINAL_COLOR and fig.data[0].line.dash == "dot"
+    assert len({tuple(t.y) for t in fig.data}) == len(fig.data)  # no two lines drawn on the same points
+
+
+def test_cost_lines_a_few_percent_apart_differ_in_more_than_colour():
+    """weights-int4 (92,230 B) and dynamic-int8 (95,732 B) lie within a pixel of each other on log axes: the
+    one drawn last hid the other. Each line has its own dash pattern, so both colours show."""
+    from shrinkray import pricing
+
+    provider = pricing.load_providers()["gcs"]
+    grid = pricing.log_downloads_grid(100, 10**9)
+    labels = ["original", "weights-int4", "dynamic-int8", "weights-int8", "palettize", "float16", "a", "b"]
+    sizes = {label: 484_830 - 40_000 * i for i, label in enumerate(labels)}
+    fig = charts.cost_curve_chart(pricing.cost_curve(sizes, provider, grid), grid, colors={"weights-int4": "#009E73"})
+    styles = [(t.line.color, t.line.dash) for t in fig.data]
+    assert len(set(styles)) == len(styles) == len(labels), styles
+    variant_dashes = [t.line.dash for t in fig.data[1:]]
+    assert len(set(variant_dashes[: len(charts.COST_DASHES)])) == len(charts.COST_DASHES), variant_dashes
+    assert "dot" not in variant_dashes  # dotted is the original's
+    assert fig.data[1].line.color == "#009E73"  # a colour given keeps its variant

@@ -613,9 +613,13 @@ def test_staging_folders_of_dead_processes_are_swept(tmp_path):
 
 
 _WRITE_SLOWLY = r"""
-import sys, time
+import signal, sys, time
 from pathlib import Path
 from shrinkray.io import write_outputs
+
+# a suite started in the background (`pytest &`, nohup) hands its children SIGINT ignored, and Python then
+# installs no KeyboardInterrupt handler: restore the interactive default the test is about
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 target = Path(sys.argv[1])
 

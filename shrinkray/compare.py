@@ -241,10 +241,12 @@ DECISIONS_MAX_BYTES = 64 << 20
 
 def decisions_given(reference: dict[str, np.ndarray], kinds: dict[str, OutputKind]) -> int | None:
     """The fewest decisions any scores output gives on these outputs (decided positions, or decoded lines of
-    a CTC reader), or None when no output is judged by its decisions."""
+    a CTC reader; an ArgMax's labels, each position), or None when no output is judged by its decisions."""
     counts = []
     for name, kind in kinds.items():
         value = reference.get(name)
+        if kind.labels and value is not None:
+            counts.append(int(np.asarray(value).size))
         if kind.kind != "scores" or value is None or np.asarray(value).dtype.kind != "f":
             continue
         measures = float_measures(np.asarray(value, np.float64), np.asarray(value, np.float64), kind)

@@ -37,7 +37,7 @@ EXPECTED = {
     # unnamed Gemm output is [batch, 10] logits and its opset-11 Softmax's axis 1 is the class axis
     "messy": {
         "output": ("scores", -1, "[batch, 10] from a linear layer (Gemm)"),
-        "label": ("exact", -1, "int64"),
+        "label": ("exact", -1, "class labels computed by ArgMax"),  # judged like top-1 (test_measure_labels.py)
         "probs": ("scores", -1, "Softmax over axis 1"),
     },
 }

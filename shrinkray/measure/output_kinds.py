@@ -5,7 +5,8 @@ every report says which one decided):
 
 1. the user's choice for that output (``--output-kind NAME=KIND``, the app's
    table, ``VerdictSettings.kinds``);
-2. integer, bool and string outputs are ``exact``;
+2. integer, bool and string outputs are ``exact``; integer class labels computed by ArgMax are judged
+   like the scores they come from (the share of positions whose class is unchanged);
 3. an output computed by Softmax / LogSoftmax (through reshapes, transposes,
    casts) is ``scores`` along that op's axis;
    a probability map (values in [0, 1] on a grid at least 16 x 16, mostly
@@ -151,9 +152,13 @@ def classify_output(
 ) -> OutputKind:
     """Classify one output of ``model`` from its data type, the op computing it, its name and shape."""
     arr = np.asarray(value)
-    if arr.dtype.kind not in "fc":
-        return OutputKind("exact", why=f"{arr.dtype} values must match exactly")
     producers = producers if producers is not None else _producers(model)
+    if arr.dtype.kind not in "fc":
+        source = _source_op(name, producers) if arr.dtype.kind in "iu" else None
+        if source is not None and source.op_type in ("ArgMax", "ArgMin"):
+            return OutputKind("exact", why=f"class labels computed by {source.op_type}: judged like top-1 classes, "
+                              "by the share of positions unchanged", labels=True)  # fmt: skip
+        return OutputKind("exact", why=f"{arr.dtype} values must match exactly")
     rank = arr.ndim
     last = arr.shape[-1] if rank else 1
     source = _source_op(name, producers)

@@ -213,6 +213,8 @@ class OutputKind:
     levels: tuple = ()
     #: values are probabilities (computed by Sigmoid): relative errors use at least PROBABILITY_RANGE
     probability: bool = False
+    #: exact integers that are class labels (computed by ArgMax): judged like top-1 classes, by the share kept
+    labels: bool = False
 
 
 @dataclass
@@ -592,6 +594,9 @@ def compare_output(
             diff = np.abs(ref.astype(np.float64) - var.astype(np.float64))
             measures["abs_error"] = float(diff.max(initial=0.0))
             measures["mean_abs_error"] = float(diff.mean()) if diff.size else 0.0
+        labels = [c for c in verdict.criteria_for(name, "scores") if c.measure == "top1_agreement"]
+        if kind.labels and labels and ref.size:
+            return _labels_parity(name, ref, kind, measures, labels[0])
         return OutputParity(
             name=name, dtype=str(ref.dtype), shape=list(ref.shape), kind="exact", kind_reason=kind.why,
             measures=measures, checks=[], passed=differ == 0.0, mismatch_fraction=differ,
@@ -629,6 +634,21 @@ def compare_output(
         measures=measures, checks=checks, passed=not reasons, reason="; ".join(reasons),
         decisions=decided.text() if decided is not None else "",
         sample_reference=sample_ref, sample_variant=sample_var,
+    )  # fmt: skip
+
+
+def _labels_parity(name: str, ref: np.ndarray, kind: OutputKind, measures: dict[str, float | None],
+                   criterion: Criterion) -> OutputParity:  # fmt: skip
+    """Class labels (an ArgMax's output) judged as the class scores they come from are: by the share of
+    positions whose class is unchanged (a label output beside its scores must not fail on the flip the
+    scores' top-1 agreement allows)."""
+    agreement = 1.0 - float(measures["mismatch_fraction"])
+    measures |= {"top1_agreement": agreement, "positions": float(ref.size)}
+    check = Check(criterion.name, agreement, criterion.limit, criterion.holds(agreement), criterion.severity(agreement))
+    return OutputParity(
+        name=name, dtype=str(ref.dtype), shape=list(ref.shape), kind="exact", kind_reason=kind.why,
+        measures=measures, checks=[check], passed=check.passed, mismatch_fraction=1.0 - agreement,
+        reason="" if check.passed else criterion.text(agreement),
     )  # fmt: skip
 
 

@@ -255,9 +255,18 @@ with friendly_errors("Setting the prices"):
           f"saving per year ({currency})": round(float(estimates[reference].yearly - e.yearly), 2)}
          for k, e in estimates.items()]
     )  # fmt: skip
-    money_format = st.column_config.NumberColumn(format="localized")
-    st.dataframe(frame, hide_index=True, width="stretch",
-                 column_config={c: money_format for c in frame.columns if c not in ("variant", "standing")})  # fmt: skip
+    # Short headers (the full ones in their help and in the CSV): the full ones made the table wider than a
+    # laptop's page, so it scrolled sideways and cut its last column off.
+    short = {f"bytes served ({delivery})": ("bytes", f"Bytes served per download ({delivery})"),
+             "GiB per month": ("GiB/month", "GiB served in the first month"),
+             f"cost per month ({currency})": (f"{currency}/month", "Cost of the first month"),
+             f"cost per year ({currency})": (f"{currency}/year", "Cost of 12 months, with the growth rate applied"),
+             f"per 1M downloads ({currency})": (f"{currency} per 1M", "Cost per million downloads at this volume"),
+             f"saving per year ({currency})": (f"{currency} saved/year", "Saving per year against the reference")}  # fmt: skip
+    columns = {c: st.column_config.NumberColumn(label, help=md(why), format="localized")  # labels are plain text
+               for c, (label, why) in short.items()}  # fmt: skip
+    columns["standing"] = st.column_config.TextColumn("standing", width="medium")
+    st.dataframe(frame, hide_index=True, width="stretch", column_config=columns)
     st.download_button("Download the table (CSV)", frame.to_csv(index=False), "egress-costs.csv", "text/csv",
                        icon=":material/table:")  # fmt: skip
     st.caption(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from app_ui.controls import advice_text, app_words
@@ -40,6 +41,19 @@ def _latency_delta(ratio: float, stats) -> str | None:
         if low is None or high is None or not (low > 1.05 or high < 0.95):
             return None
     return f"{ratio - 1:+.0%} time"
+
+
+#: A long name without spaces (``/model.22/detect/Concat_output_0``) in a table's first column may break anywhere:
+#: else its column keeps the whole name's width and squeezes the others, or the table scrolls sideways. Only the
+#: first column: a number broken in two reads as two numbers.
+_WRAP_CELLS = ("<style>[data-testid=stTable] :is(td, th):first-child, [data-testid=stTable] :is(td, th):first-child * "
+               "{ overflow-wrap: anywhere !important; }</style>")
+
+
+def wrapped_table(rows: list[list[str]], header: list[str]) -> None:
+    """A static table whose cells wrap to fit the page, the name first (cells are Markdown: escape model text)."""
+    st.html(_WRAP_CELLS)
+    st.table(pd.DataFrame(rows, columns=header), hide_index=True)
 
 
 def metric_row(n: int) -> list:
@@ -125,7 +139,9 @@ def variant_card(c: Comparison, result: VariantResult, advice_items, partial: bo
         if parity is not None:
             with st.expander("Parity per output"):
                 header, rows = report.output_table(result)
-                st.dataframe([dict(zip(header, row, strict=True)) for row in rows], hide_index=True, width="stretch")
+                # A table wraps a long "Decided by" (a detection head's boxes) and output name; a data grid made
+                # the card scroll sideways. Its cells are Markdown: names come from the model, so escaped.
+                wrapped_table([[md(cell) for cell in row] for row in rows], header)
         if result.notes:  # how it was made and judged: held-out samples, calibration, tensors left in float
             with st.expander("How it was made"):
                 st.markdown("\n".join(f"- {md(app_words(note))}" for note in result.notes))

@@ -24,6 +24,7 @@ import streamlit as st
 from shrinkray.errors import ShrinkRayError
 from shrinkray.io import LoadedModel
 from shrinkray.size_check import ModelSize, check_fits, model_size
+from shrinkray.text_safety import streamlit_markdown as md
 
 log = logging.getLogger("shrinkray.app")
 
@@ -142,7 +143,8 @@ def read_file(path: str) -> bytes:
 
 def st_download(result: dict[str, Any]) -> None:
     st.download_button(
-        f"Download {Path(result['zip']).name}", data=lambda: read_file(result["zip"]), file_name=Path(result["zip"]).name,
+        f"Download {md(Path(result['zip']).name)}", data=lambda: read_file(result["zip"]),
+        file_name=Path(result["zip"]).name,  # the label is Markdown: the model's name is escaped there
         mime="application/zip", type="primary", icon=":material/download:",
     )  # fmt: skip
 
@@ -152,7 +154,6 @@ def large_shrink_panel(loaded: LoadedModel) -> None:
     from app_ui.controls import friendly_errors, method_controls
     from app_ui.state import workspace
     from shrinkray.methods import all_methods
-    from shrinkray.text_safety import streamlit_markdown as md
     from shrinkray.units import format_bytes, format_percent
 
     st.info(md(large_model_notice(loaded)), icon=":material/info:")

@@ -1020,14 +1020,19 @@ def cost_curve_chart(
             go.Scatter(
                 x=downloads, y=[c if c > 0 else None for c in costs], name=_esc(name), mode="lines",
                 line={"color": color, "width": 3, "dash": dash},
-                hovertemplate=f"%{{x:,}} downloads/month: {_esc(currency_symbol)}%{{y:,.2f}}<extra>{_esc(name)}</extra>",
+                hovertemplate=f"{_esc(currency_symbol)}%{{y:,.2f}}<extra>{_esc(name)}</extra>",
             )
         )  # fmt: skip
     if current_downloads:
-        fig.add_vline(
-            x=current_downloads, line={"color": TOLERANCE_COLOR, "dash": "dash", "width": 1.5},
-            annotation_text=f"{current_downloads:,.0f} / month", annotation_position="top left",
+        fig.add_vline(x=current_downloads, line={"color": TOLERANCE_COLOR, "dash": "dash", "width": 1.5})
+        # An annotation on a log axis is placed by the exponent (add_vline's own label went to 10^100000: unseen).
+        fig.add_annotation(
+            x=math.log10(current_downloads), xref="x", y=1, yref="y domain", xanchor="right", yanchor="top",
+            text=f"{current_downloads:,.0f} / month", showarrow=False, font={"color": TOLERANCE_COLOR},
+            bgcolor=LABEL_BACKGROUND,
         )  # fmt: skip
-    fig.update_xaxes(type="log", title_text="Downloads per month (log scale)")
+    # One hover box with every file's cost at that count: lines that nearly coincide are read there.
+    fig.update_layout(hovermode="x unified")
+    fig.update_xaxes(type="log", title_text="Downloads per month (log scale)", hoverformat=",.0f")
     fig.update_yaxes(type="log", title_text=f"Cost per month ({_esc(currency_symbol)}, log scale)")
     return fig

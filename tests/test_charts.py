@@ -461,3 +461,17 @@ def test_cost_lines_a_few_percent_apart_differ_in_more_than_colour():
     assert len(set(variant_dashes[: len(charts.COST_DASHES)])) == len(charts.COST_DASHES), variant_dashes
     assert "dot" not in variant_dashes  # dotted is the original's
     assert fig.data[1].line.color == "#009E73"  # a colour given keeps its variant
+    assert fig.layout.hovermode == "x unified"  # one hover box gives every file's cost at that count
+
+
+def test_the_cost_charts_download_marker_is_labelled_where_it_is_drawn():
+    """On log axes plotly places an annotation by its exponent: the label of the line at 100,000 was placed at
+    10^100000, off the chart, so the marker had no label."""
+    from shrinkray import pricing
+
+    grid = pricing.log_downloads_grid(100, 10**9)
+    fig = charts.cost_curve_chart(pricing.cost_curve({"original": 1000}, pricing.load_providers()["gcs"], grid), grid,
+                                  current_downloads=2_500_000)  # fmt: skip
+    labels = [a for a in fig.layout.annotations if a.text == "2,500,000 / month"]
+    assert len(labels) == 1 and labels[0].x == pytest.approx(math.log10(2_500_000)), fig.layout.annotations
+    assert fig.layout.shapes[0].x0 == 2_500_000  # the line itself takes the count

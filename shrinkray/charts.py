@@ -1033,6 +1033,17 @@ def cost_curve_chart(
         )  # fmt: skip
     # One hover box with every file's cost at that count: lines that nearly coincide are read there.
     fig.update_layout(hovermode="x unified")
-    fig.update_xaxes(type="log", title_text="Downloads per month (log scale)", hoverformat=",.0f")
+    decades = [10**k for k in range(len(str(int(min(downloads)))) - 1, len(str(int(max(downloads)))))] if downloads else []
+    # The hover box says the count in full (1,467,799); ticks named here, else they take the hover's format.
+    fig.update_xaxes(type="log", title_text="Downloads per month (log scale)", hoverformat=",.0f",
+                     tickvals=decades, ticktext=[_count(d) for d in decades])  # fmt: skip
     fig.update_yaxes(type="log", title_text=f"Cost per month ({_esc(currency_symbol)}, log scale)")
     return fig
+
+
+def _count(n: int) -> str:
+    """A round count as an axis says it: 100, 1000, 10k, 1M, 1B."""
+    for size, unit in ((10**9, "B"), (10**6, "M"), (10**4, "k")):
+        if n >= size:
+            return f"{n // (size if unit != 'k' else 1000):,}{unit}"
+    return str(n)

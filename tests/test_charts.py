@@ -475,3 +475,4 @@ def test_the_cost_charts_download_marker_is_labelled_where_it_is_drawn():
     labels = [a for a in fig.layout.annotations if a.text == "2,500,000 / month"]
     assert len(labels) == 1 and labels[0].x == pytest.approx(math.log10(2_500_000)), fig.layout.annotations
     assert fig.layout.shapes[0].x0 == 2_500_000  # the line itself takes the count
+    assert list(fig.layout.xaxis.ticktext) == ["100", "1000", "10k", "100k", "1M", "10M", "100M", "1B"]

@@ -230,6 +230,7 @@ def advise(comparison: Comparison, delivery: str = "brotli") -> list[Advice]:
                        f"({format_bytes(size)} vs {format_bytes(original_size)}).", key)
             )  # fmt: skip
         ratio = latency_ratio(comparison, result)
+        others: list[str] = []
         if is_slower(comparison, result):
             others = [m for m in FLOAT_COMPUTE if m != result.method and m not in measured]  # never one just run
             hints = [Hint("methods", f"prefer {_either(others)}, which keep float compute", value=others)] if others else []
@@ -240,7 +241,8 @@ def advise(comparison: Comparison, delivery: str = "brotli") -> list[Advice]:
         if result.parity is not None and not result.parity.passed:
             failing = [o for o in result.parity.outputs if not o.passed]
             reason = "; ".join(f"{o.name} ({o.kind}): {o.reason}" for o in failing[:2])
-            notes.append(_advice("bad", f"{key} fails parity ({reason}).", key, _parity_hints(result, measured)))
+            said = measured | set(others)  # a method the speed advice just named is not suggested twice
+            notes.append(_advice("bad", f"{key} fails parity ({reason}).", key, _parity_hints(result, said)))
         spec = get_method(result.method) if result.method else None
         option_note = spec.option_advice(result.options) if spec and spec.option_advice else None
         if option_note:

@@ -13,7 +13,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 
@@ -96,7 +95,7 @@ PRICING_LINK = ("/pricing?v=1&provider=gcs&downloads=2500000&delivery=brotli&gro
                 "&marks=dynamic-int8~fails%20parity%2B4.03x%20slower,weights-int4~recommended")  # fmt: skip
 
 
-def test_a_shared_pricing_link_fits_the_page_at_1280_px_and_shows_its_count(app_url, pages):
+def test_a_shared_pricing_link_fits_the_page_at_1280_px_and_shows_its_count(app_url, pages):  # noqa: F811
     """The walkthrough's shared link: the cost table scrolled sideways (its last column and the standing
     "fails parity, 4.03x slower" cut off), and the slider showed 2,000,000 for the link's 2,500,000."""
     SHOTS.mkdir(exist_ok=True)

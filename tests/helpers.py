@@ -38,6 +38,22 @@ _NUMPY_TYPES = {
 }
 
 
+def open_pricing(params: dict[str, str]):
+    """The app's Pricing page in an AppTest, opened from a link (the query is read on the page's first run)."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=120)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    at.switch_page("app_pages/pricing.py")
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
 def sample_path(name: str) -> Path:
     return SAMPLES / f"{name}.onnx"
 

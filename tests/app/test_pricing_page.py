@@ -5,22 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers import open_pricing
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _pricing(params: dict[str, str]) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    for key, value in params.items():
-        at.query_params[key] = value
-    at.run()
-    at.switch_page("app_pages/pricing.py")
-    for key, value in params.items():
-        at.query_params[key] = value
-    at.run()
-    assert not at.exception, at.exception
-    return at
+_pricing = open_pricing
 
 
 def _cards(at: AppTest) -> list[str]:

@@ -1,38 +1,20 @@
 """Defects a new user met in the walkthrough (Chromium, 1280 px), each pinned by an AppTest: a shared Pricing
 link's download count shown as it was sent, and model names shown literally on every page.
 
-AppTest tier (Streamlit's script runner, no browser): runs go to a temporary store, never the user's cache.
+AppTest tier (tests/app: Streamlit's script runner, no browser; runs go to a temporary store).
 """
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from pathlib import Path
 
 import pytest
+from helpers import open_pricing
+from streamlit.testing.v1 import AppTest
 
-os.environ.setdefault("SHRINKRAY_RUNS_DIR", tempfile.mkdtemp(prefix="shrinkray-apptest-runs-"))
-
-from streamlit.testing.v1 import AppTest  # noqa: E402
-
-pytestmark = pytest.mark.app
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _pricing(params: dict[str, str]) -> AppTest:
-    """The Pricing page opened from a link (the query is read on the page's first run)."""
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    for key, value in params.items():
-        at.query_params[key] = value
-    at.run()
-    at.switch_page("app_pages/pricing.py")
-    for key, value in params.items():
-        at.query_params[key] = value
-    at.run()
-    assert not at.exception, at.exception
-    return at
+ROOT = Path(__file__).resolve().parents[2]
+_pricing = open_pricing
 
 
 # ---------------------------------------------------------------- 3. a shared link's downloads

@@ -90,13 +90,13 @@ def runtime_problem(loaded: LoadedModel) -> str | None:
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def _summary(sha256: str, _loaded: LoadedModel) -> ModelSummary:
+def _summary(sha256: str, name: str, _loaded: LoadedModel) -> ModelSummary:
     return inspect_model(_loaded)
 
 
 def summary(loaded: LoadedModel) -> ModelSummary:
-    """Inspection, cached by the model's hash."""
-    return _summary(loaded.sha256, loaded)
+    """Inspection, cached by the model's hash and name (the same file uploaded under another name shows that name)."""
+    return _summary(loaded.sha256, loaded.name, loaded)
 
 
 def settings_key(settings: CompareSettings) -> str:

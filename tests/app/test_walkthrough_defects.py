@@ -117,3 +117,18 @@ def test_the_download_of_a_large_models_zip_names_it_literally():
     assert len(labels) == 1 and "click" in labels[0], labels
     for pattern in ACTIVE[:-1]:
         assert not re.search(pattern, labels[0]), (pattern, labels[0])
+
+
+def test_the_same_file_under_another_name_shows_that_name():
+    """Inspection is cached by the file's hash: a second upload of the same bytes under another name showed the
+    first name as the Model page's heading (the suite met it: mlp.onnx, then the same bytes as NAME)."""
+    import shrinkray
+
+    data = (ROOT / "sample_models" / "mlp.onnx").read_bytes()
+    for name in ("first.onnx", "second.onnx"):
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
+        at.session_state["model"] = shrinkray.load(data, name=name)
+        at.session_state["model_source"] = f"Uploaded: {name}"
+        at.run()
+        assert not at.exception, at.exception
+        assert any(name in s.value for s in at.subheader), [s.value for s in at.subheader]

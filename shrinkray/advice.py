@@ -10,12 +10,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from shrinkray.methods import get_method
+from shrinkray.methods import MethodSpec, get_method
 from shrinkray.results import ORIGINAL, Comparison, VariantResult
 from shrinkray.units import format_bytes, format_percent
 
-#: Methods whose variants keep the original's float compute (what to try instead of a slower one).
-FLOAT_COMPUTE = ("weights-int8", "float16")
 #: A variant this much slower than the original (median, batch 1, 1 thread) is called slower.
 SLOWER_RATIO = 1.10
 
@@ -232,8 +230,9 @@ def advise(comparison: Comparison, delivery: str = "brotli") -> list[Advice]:
         ratio = latency_ratio(comparison, result)
         others: list[str] = []
         if is_slower(comparison, result):
-            others = [m for m in FLOAT_COMPUTE if m != result.method and m not in measured]  # never one just run
-            hints = [Hint("methods", f"prefer {_either(others)}, which keep float compute", value=others)] if others else []
+            others = [m for m in _same_speed_methods() if m != result.method and m not in measured]  # never one run
+            why = _agreeing("which keep float compute", len(others))
+            hints = [Hint("methods", f"prefer {_either(others)}, {why}", value=others)] if others else []
             notes.append(
                 _advice("bad", f"{key} runs {ratio:.2f}x slower than the original on this CPU (median latency).", key,
                         hints)
@@ -327,46 +326,29 @@ def _either(items: list[str]) -> str:
     return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} or {items[-1]}"
 
 
-def _method_names() -> list[str]:
+def _method_hint(spec: MethodSpec, measured: set[str]) -> list[Hint]:
+    """A method's own parity hint, then the other methods its spec offers as one ``methods`` hint (so each
+    front end names them its own way), without those already in this run: advice never suggests what the
+    run has just measured."""
+    hints = [Hint("", spec.parity_hint)] if spec.parity_hint else []
+    methods = [m for m in spec.alternatives if m != spec.name and m not in measured]
+    if methods:
+        why = _agreeing(spec.alternatives_why, len(methods))
+        text = f"{'or ' if hints else ''}try {_either(methods)}{', ' + why if why else ''}"
+        hints.append(Hint("methods", text, value=methods))
+    return hints
+
+
+def _agreeing(clause: str, count: int) -> str:
+    """``which keep ...`` for one method: ``which keeps ...``."""
+    return clause.replace("which keep ", "which keeps ", 1) if count == 1 else clause
+
+
+def _same_speed_methods() -> list[str]:
+    """Methods whose variants run at the original's speed (their spec's ``keeps_speed``), in listing order."""
     from shrinkray.methods import all_methods
 
-    return [spec.name for spec in all_methods()]
-
-
-def _names_method(text: str, name: str) -> bool:
-    import re
-
-    return re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text) is not None
-
-
-#: A method's parity hint that offers alternatives: "Try A, B, or C[, which ...]."
-_TRY = r"Try (?P<items>.+?)(?P<tail>, which [^.]+)?\.?"
-
-
-def _method_hint(spec_hint: str, own: str | None, measured: set[str]) -> list[Hint]:
-    """A method's parity hint (plain words) as hints: the alternatives it names that are other methods become
-    one ``methods`` hint (so each front end names them its own way), without those already in this run; the
-    rest of the sentence stays as it is. A sentence that cannot be split and names a method already run is
-    left out: advice never suggests what the run has just measured."""
-    import re
-
-    named = [m for m in _method_names() if m != own and _names_method(spec_hint, m)]
-    if not named:
-        return [Hint("", spec_hint)]
-    match = re.fullmatch(_TRY, spec_hint.strip())
-    if match is None:
-        return [] if any(m in measured for m in named) else [Hint("", spec_hint)]
-    items = [i.strip() for i in re.split(r",\s*(?:or\s+)?|\s+or\s+", match["items"]) if i.strip()]
-    words = [i for i in items if i not in named]
-    if any(_names_method(w, m) for w in words for m in named if m in measured):
-        return []  # a method already run is part of a longer suggestion: leave the sentence out
-    methods = [i for i in items if i in named and i not in measured]
-    hints = [Hint("", f"try {_either(words)}")] if words else []
-    if methods:
-        tail = match["tail"] or ""
-        tail = tail.replace(", which keep ", ", which keeps ") if len(methods) == 1 else tail
-        hints.append(Hint("methods", f"{'or ' if words else ''}try {_either(methods)}{tail}", value=methods))
-    return hints
+    return [spec.name for spec in all_methods() if spec.keeps_speed]
 
 
 def _parity_hints(result: VariantResult, measured: set[str] | frozenset[str] = frozenset()) -> list[Hint]:
@@ -383,7 +365,7 @@ def _parity_hints(result: VariantResult, measured: set[str] | frozenset[str] = f
                  "(exclude them)", value=top, method=result.method),
             *search,
         ]  # fmt: skip
-    hints = _method_hint(spec.parity_hint, result.method, set(measured)) if spec is not None and spec.parity_hint else []
+    hints = _method_hint(spec, set(measured)) if spec is not None else []
     if spec is not None and spec.traceable:
         hints.append(Hint("culprits", "to find the tensors that hurt, search for them (slower)", method=result.method))
     return hints

@@ -14,7 +14,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 import shrinkray
 
-WEIGHT_METHODS = ["weights-int8", "palettize", "float16"]
+#: Methods that rewrite stored tensors one by one (their spec: traceable), from the registry.
+WEIGHT_METHODS = [s.name for s in shrinkray.all_methods() if s.in_default_set and s.traceable]
 
 
 @pytest.fixture(autouse=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
@@ -39,7 +40,13 @@ def test_kinds_do_not_come_from_annotation_text():
 def test_capabilities_are_spec_fields():
     for spec in all_methods():
         assert spec.traceable == issubclass(spec.options_type, TensorSelection)
-        assert spec.parity_hint and "--" not in spec.parity_hint  # words for every front end, no flags
+        assert spec.parity_hint or spec.alternatives, spec.name  # something to try when it fails
+        assert "--" not in spec.parity_hint  # words for every front end, no flags
+        # other methods are data (alternatives), never named in the sentence: advice drops those already run
+        others = [o.name for o in all_methods() if o.name != spec.name]
+        assert not [o for o in others if re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", spec.parity_hint)]
+        assert set(spec.alternatives) <= set(others), spec.alternatives
+    assert [s.name for s in all_methods() if s.keeps_speed] == ["weights-int8", "float16"]
     assert get_method("dynamic-int8").changes_compute and not get_method("dynamic-int8").traceable
     assert get_method("weights-int4").traceable and not get_method("weights-int4").changes_compute
     assert get_method("palettize").option_advice({"levels": 8})

@@ -637,6 +637,7 @@ register(
         position=6,
         in_default_set=False,
         parity_hint="Lower the target (more margin), or raise the lowest precision to 8-bit.",
+        alternatives=(),
         uses_context=True,  # judges by the run's verdict on the run's inputs
     )
 )

@@ -318,8 +318,16 @@ class MethodSpec:
     #: What the method changes besides storage: True when the model computes differently (e.g. int8
     #: activations), so speed and accuracy can move in ways weight errors do not predict.
     changes_compute: bool = False
-    #: What to try when a variant of this method fails parity (plain words, no front-end syntax).
-    parity_hint: str = "Try float16, which is near-lossless."
+    #: What to try with this method's own options when one of its variants fails parity (plain words, no
+    #: front-end syntax, no other method's name: those are :attr:`alternatives`).
+    parity_hint: str = ""
+    #: Other methods to try when a variant of this method fails parity, best first, and why, as a clause
+    #: that agrees with more than one ("which keep activations in float"). Advice drops those already run.
+    alternatives: tuple[str, ...] = ("float16",)
+    alternatives_why: str = "which is near-lossless"
+    #: Its variants compute as the original does once ONNX Runtime has opened them (the decode is folded
+    #: at load), so they run at the original's speed: what advice offers instead of a slower variant.
+    keeps_speed: bool = False
     #: Advice on a choice of options (e.g. very few palette levels), or None when there is none.
     option_advice: Callable[[dict[str, Any]], str | None] | None = None
     #: The float values the model will compute with after this method rewrites one tensor with its

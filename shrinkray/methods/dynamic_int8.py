@@ -303,7 +303,8 @@ register(
         candidates=candidates,
         position=1,
         changes_compute=True,
-        parity_hint="Try weights-int8 or float16, which keep activations in float.",
+        alternatives=("weights-int8", "float16"),
+        alternatives_why="which keep activations in float",
         runs_in_child_process=True,  # quantize_dynamic runs in a child process
     )
 )

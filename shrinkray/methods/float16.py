@@ -182,5 +182,7 @@ register(
         approximate=approximate,
         bytes_per_value=2.0,
         parity_hint="Leave the tensors that move the outputs most in float32 (exclude them).",
+        alternatives=(),
+        keeps_speed=True,
     )
 )

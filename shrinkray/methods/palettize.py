@@ -106,6 +106,7 @@ register(
         candidates=candidates,
         position=4,
         parity_hint="Try more levels.",
+        alternatives=(),
         option_advice=few_levels_advice,
     )
 )

@@ -224,7 +224,10 @@ register(
         position=2,
         approximate=approximate,
         bytes_per_value=1.0,
-        parity_hint="Try per-channel granularity, or float16.",
+        parity_hint="Try per-channel granularity.",
+        alternatives=("float16",),
+        alternatives_why="",
+        keeps_speed=True,
         stream=rewrite,
     )
 )

@@ -16,7 +16,9 @@ every report says which one decided):
    ``detections``, and so is every output of a head split by stride
    (PicoDet / GFL: per stride ``[batch, N, classes]`` probabilities and
    ``[batch, N, 4 x bins]`` box distributions, N the cells of the stride's grid
-   on the input), judged by the boxes decoded from all of them; any other output computed by Sigmoid is ``continuous``
+   on the input), judged by the boxes decoded from all of them; a segmentation head (YOLOv8/11-seg: a head
+   whose last ``nm`` attributes are mask coefficients, beside a ``[batch, nm, h, w]`` prototype output) is
+   ``detections`` judged by its boxes, the prototypes ``continuous``; any other output computed by Sigmoid is ``continuous``
    (independent probabilities: voice activity, per-anchor class scores), its relative errors measured
    against at least half the [0, 1] span (``OutputKind.probability``);
 4. names: ``embed``, ``hidden``, ``pool``, ``feature``, ``encod``, ``vector``
@@ -196,6 +198,29 @@ def classify_output(
     return OutputKind("continuous", why="values compared relative to their own range")
 
 
+def segmentation_heads(outputs: dict[str, np.ndarray], size: tuple[int, int] | None) -> dict[str, tuple[str, int]]:
+    """Heads of segmentation models (YOLOv8/11-seg), read from the outputs: head name -> (prototype output,
+    mask coefficients). A ``[batch, nm, h, w]`` float output of mask prototypes (h, w >= 8) beside a head
+    whose last ``nm`` attributes are the coefficients that combine them into each box's mask: the head reads
+    as boxes + class scores only without those (``[1, 4 + 1 + 32, 8400]`` is 1 class, not 33 scores)."""
+    protos = {
+        name: np.asarray(v).shape[1] for name, v in outputs.items()
+        if np.ndim(v) == 4 and np.asarray(v).dtype.kind == "f" and min(np.shape(v)[-2:]) >= 8 and np.shape(v)[1] >= 1
+    }  # fmt: skip
+    found: dict[str, tuple[str, int]] = {}
+    for name, value in outputs.items():
+        arr = np.asarray(value)
+        if arr.ndim != 3 or head_layout(arr, size) is not None:
+            continue  # a head without mask coefficients is read as it is
+        matches = [
+            (proto, nm) for proto, nm in protos.items()
+            if np.shape(outputs[proto])[0] == arr.shape[0] and head_layout(arr, size, nm) is not None
+        ]  # fmt: skip
+        if len(matches) == 1:
+            found[name] = matches[0]
+    return found
+
+
 def classify_outputs(
     model: onnx.ModelProto, reference: dict[str, np.ndarray], verdict: VerdictSettings | None = None
 ) -> dict[str, OutputKind]:
@@ -203,12 +228,25 @@ def classify_outputs(
     chosen = verdict.kinds if verdict is not None else {}
     producers = _producers(model)
     size = _input_size(model)
-    levels = gfl_levels({k: v for k, v in reference.items() if k not in chosen}, size)
+    free = {k: v for k, v in reference.items() if k not in chosen}
+    levels = gfl_levels(free, size)
     heads = {name: levels for level in levels for name in (level.scores, level.boxes)}
+    segmentation = segmentation_heads(free, size)
+    prototypes = {proto: head for head, (proto, _) in segmentation.items()}
     kinds = {}
     for name, value in reference.items():
         if name in chosen:
             kinds[name] = OutputKind(chosen[name], -1, "set by you")
+        elif name in segmentation:
+            proto, nm = segmentation[name]
+            layout = head_layout(value, size, nm)
+            kinds[name] = OutputKind(
+                "detections", layout.axis, f"a segmentation head ({layout.describe()}, the masks' prototypes in "
+                f"{proto}): judged by the boxes that score 0.25 after NMS", size, masks=nm)  # fmt: skip
+        elif name in prototypes:
+            kinds[name] = OutputKind(
+                "continuous", why=f"mask prototypes of the segmentation head {prototypes[name]} (each box's mask "
+                "is its coefficients times these): values compared relative to their own range")  # fmt: skip
         elif name in heads:
             strides = "/".join(str(level.stride) for level in levels)
             kinds[name] = OutputKind(

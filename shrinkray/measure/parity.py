@@ -215,6 +215,8 @@ class OutputKind:
     probability: bool = False
     #: exact integers that are class labels (computed by ArgMax): judged like top-1 classes, by the share kept
     labels: bool = False
+    #: detections of a segmentation head: its last attributes are this many mask coefficients, not scores
+    masks: int = 0
 
 
 @dataclass
@@ -672,12 +674,12 @@ def _decide(ref: np.ndarray, var: np.ndarray, kind: OutputKind, grouped=None):
         found = decisions.map_decisions(ref, var) if ref.ndim >= 2 and ref.size else "not a grid of values"
         nothing, found = (found, None) if isinstance(found, str) else ("", found)
     else:
-        layout = decisions.head_layout(ref, kind.input_size)
+        layout = decisions.head_layout(ref, kind.input_size, kind.masks)
         found = decisions.box_decisions(ref, var, layout) if layout is not None else None
         nothing = "no box scores 0.25 in either output" if layout is not None else "not readable as boxes + scores"
     if found is None:
         why = f"{kind.why}; {nothing}: judged as values" if kind.why else f"{nothing}: judged as values"
-        return "continuous", None, OutputKind(kind.kind, kind.axis, why, kind.input_size)
+        return "continuous", None, OutputKind(kind.kind, kind.axis, why, kind.input_size, masks=kind.masks)
     return kind.kind, found, kind
 
 

@@ -8,6 +8,7 @@ them alike. Prints median latency (ms) and the ratio to the original, with graph
 on (ORT_ENABLE_ALL, what users run) and off, plus session creation time.
 
 Run: python bench/int4_forms.py [--runs 200] [--threads 1] [--cases matmul,gemm,conv,gather]
+     python bench/int4_forms.py --sweep 64,128,256,512,1024 [--rows 1,16]   # MatMul size: where MatMulNBits pays
 """
 
 from __future__ import annotations
@@ -146,12 +147,55 @@ def time_case(name: str, model, feeds, args) -> list[str]:
     return lines
 
 
+def sweep(dims: list[int], rows: list[int], args) -> None:
+    """MatMul chains of square weights of each size: the contrib (MatMulNBits) and standard (folded at load)
+    forms against the float original, optimizations on, per input row count; interleaved, medians."""
+    rng = np.random.default_rng(0)
+    print(f"| weight | rows | original ms | standard | contrib | load {load()} |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for dim in dims:
+        model = matmul_chain(6, dim, rng)
+        variants = {"original": model}
+        for form in ("standard", "contrib"):
+            variants[form] = shrinkray.shrink(model, "weights-int4", form=form).model
+        sessions = {k: open_session(m, optimized=True, threads=args.threads) for k, m in variants.items()}
+        for n in rows:
+            feed = {"x": rng.standard_normal((n, dim)).astype(np.float32)}
+            times: dict[str, list[float]] = {k: [] for k in sessions}
+            for s in sessions.values():
+                for _ in range(20):
+                    s.run(None, feed)
+            for _ in range(args.runs):
+                for key, s in sessions.items():
+                    t = time.perf_counter()
+                    for _ in range(BURST):
+                        s.run(None, feed)
+                    times[key].append(time.perf_counter() - t)
+            base = statistics.median(times["original"])
+            cells = [f"x{statistics.median(times[k]) / base:.2f}" for k in ("standard", "contrib")]
+            print(f"| {dim}x{dim} (x6) | {n} | {base / BURST * 1e3:.4f} | {' | '.join(cells)} | {load()} |", flush=True)
+
+
+#: Runs per timed burst in the sweep (short runs are timed in bursts, as compare does).
+BURST = 10
+
+
+def load() -> str:
+    with open("/proc/loadavg") as f:
+        return f.read().split()[0]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--cases", default="matmul,gemm,conv,gather")
+    parser.add_argument("--sweep", default="", help="comma list of square MatMul weight sizes: the size sweep only")
+    parser.add_argument("--rows", default="1,16", help="input rows for --sweep")
     args = parser.parse_args()
+    if args.sweep:
+        sweep([int(d) for d in args.sweep.split(",")], [int(r) for r in args.rows.split(",")], args)
+        return
     rng = np.random.default_rng(0)
     wanted = args.cases.split(",")
     print(f"weights-int4 forms, block 32 asymmetric, {args.threads} thread(s), median of {args.runs} interleaved runs")

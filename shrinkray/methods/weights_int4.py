@@ -62,10 +62,14 @@ from shrinkray.validate import default_opset
 FORMS = ["auto", "standard", "contrib", "dequantize-linear"]
 MS_DOMAIN = "com.microsoft"
 #: Consumer ops that form ``auto`` gives a com.microsoft op (bench/int4_forms.py, README "weights-int4"):
-#: MatMulNBits ran 0.76-0.98x the float MatMul/Gemm (standard 0.90-1.00x), GatherBlockQuantized 0.98x,
-#: and both open sessions 10-50x faster than the folded standard form and keep weights 4-bit in memory.
-#: Conv has no such op: standard (folded, 1.02x) beat DequantizeLinear (1.25x).
-AUTO_CONTRIB_OPS: frozenset[str] = frozenset({"MatMul", "Gemm", "Gather"})
+#: GatherBlockQuantized ran 0.98x the float Gather and opens sessions 50x faster than the folded standard
+#: form (which rebuilds the whole table in float at load). Not MatMul/Gemm: re-measured with bursts at 1
+#: thread (ONNX Runtime 1.31.1, `--sweep`), MatMulNBits ran 1.24-2.18x the float MatMul at 1-16 input rows
+#: on 128-1024 square weights and 1.00-1.26x at 64-256 rows (ONNX Runtime's own quantizer's output alike),
+#: where the folded standard form ran 0.87-1.02x at every size: it costs a slower session opening (the
+#: decode runs once, at load) and float weights in memory, which `--form contrib` avoids. Conv has no such
+#: op: standard (folded, 1.02x) beat DequantizeLinear (1.25x).
+AUTO_CONTRIB_OPS: frozenset[str] = frozenset({"Gather"})
 
 
 @dataclass

@@ -208,7 +208,7 @@ def segmentation_heads(outputs: dict[str, np.ndarray], size: tuple[int, int] | N
         if np.ndim(v) == 4 and np.asarray(v).dtype.kind == "f" and min(np.shape(v)[-2:]) >= 8 and np.shape(v)[1] >= 1
     }  # fmt: skip
     found: dict[str, tuple[str, int]] = {}
-    for name, value in outputs.items():
+    for name, value in outputs.items() if protos else ():
         arr = np.asarray(value)
         if arr.ndim != 3 or head_layout(arr, size) is not None:
             continue  # a head without mask coefficients is read as it is

@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
             print(key, r.method, r.sizes.brotli if r.sizes else None, bool(r.parity and r.parity.passed),
                   failing_reason(r), flush=True)  # fmt: skip
             if r.method == "auto":
-                print("  notes:", [n[:400] for n in r.notes], flush=True)
+                print("  notes:", [n[:3000] for n in r.notes], flush=True)
                 if case is not None and r.model is not None:
                     print("  task:", case.check(r.model), flush=True)
     return 0

@@ -373,7 +373,7 @@ def apply(model: onnx.ModelProto, options: AutoOptions, context: RunContext | No
     choices = _choices(refs, options.lowest)
     tries: list[str] = []
     tried: dict[tuple[str, ...], bool] = {}  # mixes judged, and whether they passed
-    passing: list[tuple[float, dict[str, str]]] = []  # every mix that passed: (predicted bytes, levels)
+    passing: list[tuple[float, dict[str, str], bool]] = []  # every mix that passed: (bytes, levels, searched)
     best: tuple[float, Variant, dict[str, str], float] | None = None  # (predicted bytes, variant, levels, severity)
     counts = {"runs": 0, "builds": 0}
     fixed_limit = min(1.0, options.target / SEARCH_MARGIN)  # a fixed candidate: the user's margin, not the search's
@@ -424,7 +424,7 @@ def apply(model: onnx.ModelProto, options: AutoOptions, context: RunContext | No
         tries.append(f"{label}: {'passes' if ok else 'fails'} ({parity.severity:.0%} of allowed)")
         tried[key] = ok
         if ok:
-            passing.append((_predicted_bytes(choices), {c.ref.name: c.level for c in choices}))
+            passing.append((_predicted_bytes(choices), {c.ref.name: c.level for c in choices}, margin))
         if ok and (best is None or _predicted_bytes(choices) < best[0]):
             best = (_predicted_bytes(choices), built, {c.ref.name: c.level for c in choices}, parity.severity)
         return ok
@@ -500,7 +500,7 @@ def apply(model: onnx.ModelProto, options: AutoOptions, context: RunContext | No
                 best = found
                 counts["builds"] += 1
     if best is not None and passing:
-        best = _confirmed(best, passing, choices, overridden_severity, fixed_limit, tries,
+        best = _confirmed(best, passing, choices, lambda on: overridden_severity(on or inputs), fixed_limit, tries,
                           lambda: _build(model, choices, options, context),
                           lambda: _other_samples(inputs, model, settings, session))  # fmt: skip
     session = approx = None  # the probe session and the 4-bit approximations go before the result is kept
@@ -542,48 +542,58 @@ def _other_samples(inputs, model: onnx.ModelProto, settings: Any, session):
     return None if other is inputs else other
 
 
-def _confirmed(best, passing: list[tuple[float, dict[str, str]]], choices: list[Choice], severity_on, limit: float,
-               tries: list[str], build, other_samples):  # fmt: skip
-    """The smallest passing mix that also passes on samples the search never saw, judged by the verdict itself.
+def _confirmed(best, passing: list[tuple[float, dict[str, str], bool]], choices: list[Choice], severity_on,
+               limit: float, tries: list[str], build, other_samples):  # fmt: skip
+    """The smallest passing mix that holds: a mix the search picked among many must also pass, by the verdict
+    itself, on samples the search never saw; a fixed candidate (every tensor at one precision) was not picked
+    among many and is kept as judged, as compare judges a single method.
 
     Picking the smallest of many mixes that passed picks the luckiest: on the generated transformer a mix
     passed the search's samples and failed the run's own (5 of 63 near-tied next tokens changed where one is
-    allowed). Each mix costs one inference in the overridable session; the one kept is rebuilt if it is not
-    the one already built. weights-int4's calibrated candidate (``best`` when it is not among ``passing``) was
-    judged apart from its calibration samples already; when no mix holds, every tensor at float16 is tried
-    (near-lossless); when that fails too, the search's best stays and compare's verdict says how it fares."""
+    allowed). Each check costs one inference in the overridable session (``severity_on(samples)``; None: the
+    search's own); the one kept is rebuilt if it is not the one already built. weights-int4's calibrated
+    candidate (``best`` when it is not among ``passing``) was judged apart from its calibration samples
+    already. When no mix holds, every tensor at 8-bit, then at float16, judged on the search's samples (fixed
+    candidates); when those fail too, the search's best stays and compare's verdict says how it fares."""
     built_levels = best[2]
-    if not any(levels == built_levels for _, levels in passing):
+    if not any(levels == built_levels for _, levels, _ in passing):
         return best
-    other = other_samples()
-    if other is None:
-        return best
-    for size, levels in sorted(passing, key=lambda p: p[0]):
+    other = None
+    for size, levels, searched in sorted(passing, key=lambda p: p[0]):
         for c in choices:
             c.level = levels[c.ref.name]
-        found = severity_on(other)
-        if found is not None and found > limit:
-            tries.append(f"a mix of {size / 1e6:.3g} MB fails on other samples ({found:.0%} of allowed)")
-            continue
+        found = None
+        if searched:
+            other = other or other_samples()
+            if other is None:
+                return best
+            found = severity_on(other)
+            if found is not None and found > limit:
+                tries.append(f"a mix of {size / 1e6:.3g} MB fails on other samples ({found:.0%} of allowed)")
+                continue
+            tries.append(f"a mix of {size / 1e6:.3g} MB holds on other samples "
+                         f"({'-' if found is None else f'{found:.0%}'} of allowed)")  # fmt: skip
         if levels == built_levels:
-            tries.append(f"confirmed on other samples ({'-' if found is None else f'{found:.0%}'} of allowed)")
             return best
-        variant = build()
-        variant.session = None
-        tries.append(f"a mix of {size / 1e6:.3g} MB confirmed on other samples ({found:.0%} of allowed)")
-        return size, variant, levels, found or 0.0
-    for c in choices:
-        c.level = "float16" if "float16" in c.bytes else "float32"
-    found = severity_on(other)
-    if found is not None and found <= limit:
-        variant = build()
-        variant.session = None
-        tries.append(f"every tensor at float16 confirmed on other samples ({found:.0%} of allowed)")
-        return _predicted_bytes(choices), variant, {c.ref.name: c.level for c in choices}, found
-    tries.append("no mix passed on other samples: the search's smallest is kept")
+        return _rebuilt(choices, build, found)
+    for level in ("int8", "float16"):
+        for c in choices:
+            c.level = level if level in c.bytes else "float32"
+        found = severity_on(None)
+        if found is not None and found <= limit:
+            tries.append(f"every tensor at {level} passes ({found:.0%} of allowed)")
+            return _rebuilt(choices, build, found)
+    tries.append("no mix held on other samples: the search's smallest is kept")
     for c in choices:
         c.level = built_levels[c.ref.name]
     return best
+
+
+def _rebuilt(choices: list[Choice], build, severity: float | None):
+    """The current mix built, as a search result ``(bytes, variant, levels, severity)``."""
+    variant = build()
+    variant.session = None
+    return _predicted_bytes(choices), variant, {c.ref.name: c.level for c in choices}, severity or 0.0
 
 
 def _calibrated_int4(model: onnx.ModelProto, choices: list[Choice], options: AutoOptions, context: RunContext,

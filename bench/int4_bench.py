@@ -344,7 +344,7 @@ def _line(row: dict) -> str:
     task = f" | task {row['task']}" if "task" in row else ""
     brotli = f" (brotli {row['brotli_ratio']:.1%})" if "brotli_ratio" in row else ""
     return (
-        f"| {row['model']} | {row['variant']} | {row['raw_ratio']:.1%}{brotli} | {cos} | x{row['latency_ratio']:.2f} "
+        f"| {row['model']} | {row['variant']} | {row['raw_ratio']:.2%}{brotli} | {cos} | x{row['latency_ratio']:.2f} "
         f"({row['latency_ms']:.1f} ms) | {row['shrink_s']:.1f} s{task} |"
     )
 

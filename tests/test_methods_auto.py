@@ -394,3 +394,27 @@ def test_when_no_mix_holds_8_bit_then_float16_are_judged_on_the_search_samples_t
 def test_a_calibrated_weights_int4_result_is_not_judged_again():
     result, built, tries = _confirm([(100.0, INT8, True)], {}, {"a": "int4", "b": "int4"})
     assert result[2] == {"a": "int4", "b": "int4"} and built == [] and tries == []
+
+
+def test_unseen_samples_are_pooled_until_they_give_enough_decisions():
+    from shrinkray.compare import decisions_given, parity_inputs
+    from shrinkray.methods.auto import CONFIRM_DECISIONS, CONFIRM_SETS, _judge, _other_samples, _run
+    from shrinkray.validate import open_session
+
+    model = onnx.load(sample_path("mlp"))  # a classifier: 40 decisions in a set
+    settings = CompareSettings()
+    session = open_session(model)
+    searched = parity_inputs(model, settings, session)
+    one_set = decisions_given(searched.reference, searched.kinds)
+    assert one_set is not None and one_set < CONFIRM_DECISIONS  # so that pooling has something to do
+    other = _other_samples(searched, model, settings, session)
+    sets = len(other.samples) // len(searched.samples)
+    assert sets == min(CONFIRM_SETS, -(-CONFIRM_DECISIONS // one_set)) and sets > 1
+    assert decisions_given(other.reference, other.kinds) >= sets * one_set - sets  # a near tie in a set is undecided
+    def key(sample):
+        return b"".join(v.tobytes() for v in sample.values())
+
+    seen = {key(s) for s in searched.samples}
+    assert len({key(s) for s in other.samples} - seen) == len(other.samples)  # unseen, and no set twice
+    parity = _judge(other, _run(session, other.samples), settings)  # the original against its pooled outputs
+    assert parity.passed and parity.severity == 0.0

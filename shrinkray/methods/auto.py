@@ -529,17 +529,52 @@ def apply(model: onnx.ModelProto, options: AutoOptions, context: RunContext | No
     return variant
 
 
+#: Decisions (top-1 positions, decoded lines) the confirmation wants on unseen samples: with one flip allowed
+#: in about 40, whether a mix with a few near-tied flips passes is luck; on 160 the share decides.
+CONFIRM_DECISIONS = 160
+#: Sets of unseen samples at most (each the size of the search's, other seeds).
+CONFIRM_SETS = 4
+
+
 def _other_samples(inputs, model: onnx.ModelProto, settings: Any, session):
-    """Synthesized samples the search has not seen (other seeds), with the original's outputs from the probe
-    session (its weights are overridable inputs it need not be fed); None when none can be made, or when the
-    search ran on the user's own samples (parts of them were all seen, and synthesized ones would judge
-    another distribution: compare's held-out part of the user's samples is the check then)."""
-    from shrinkray.compare import split_for_calibration
+    """Synthesized samples the search has not seen (other seeds: sets the size of the search's until they give
+    ``CONFIRM_DECISIONS`` decisions), with the original's outputs from the probe session (its weights are
+    overridable inputs it need not be fed); None when none can be made, or when the search ran on the user's
+    own samples (parts of them were all seen, and synthesized ones would judge another distribution:
+    compare's held-out part of the user's samples is the check then)."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from shrinkray.compare import DECISIONS_MAX_BYTES, decisions_given, split_for_calibration
+    from shrinkray.measure import recurrent
 
     if inputs.user_data:
         return None
-    other = split_for_calibration(inputs, model, settings, session).calibration
-    return None if other is inputs else other
+    sets, seed = [], inputs.options.seed
+    while len(sets) < CONFIRM_SETS:
+        shifted = replace(inputs, options=replace(inputs.options, seed=seed))
+        other = split_for_calibration(shifted, model, settings, session).calibration
+        if other is shifted:
+            break
+        sets.append(other)
+        seed = other.options.seed
+        given = decisions_given(other.reference, other.kinds)
+        held = sum(np.asarray(v).nbytes for v in other.reference.values()) * (len(sets) + 1)
+        if given is None or given * len(sets) >= CONFIRM_DECISIONS or held > DECISIONS_MAX_BYTES \
+                or recurrent.model_pairs(model):  # fmt: skip
+            break
+    if not sets:
+        return None
+    if len(sets) == 1:
+        return sets[0]
+
+    def stacked(part, name: str):
+        value = np.asarray(part.reference[name])
+        return value if len(part.samples) > 1 else value[None]  # one sample's outputs are not stacked
+
+    reference = {name: np.concatenate([stacked(p, name) for p in sets]) for name in sets[0].reference}
+    return replace(sets[0], samples=[s for p in sets for s in p.samples], reference=reference)
 
 
 def _confirmed(best, passing: list[tuple[float, dict[str, str], bool]], choices: list[Choice], severity_on,

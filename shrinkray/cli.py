@@ -382,7 +382,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     for result in comparison.variants:
         if result.file:
             _status(args, f"Wrote {result.file}")
-    print(terminal(report.to_text(comparison, pricing=choice)))
+    print(terminal(report.to_text(comparison, pricing=choice, hints=False)))  # the hints follow, as flags
     next_steps = advice_lines(comparison)
     if next_steps:
         print("\nWhat to try next:\n" + terminal("\n".join(next_steps)))

@@ -437,8 +437,10 @@ def _md_variant(c: Comparison, r: VariantResult) -> list[str]:
 # ---------------------------------------------------------------- plain text (CLI)
 
 
-def to_text(c: Comparison, delivery: str = DELIVERY, pricing: _pricing.PricingChoice | None = None) -> str:
-    """The summary table and advice for a terminal (with ``pricing``, a download cost table after the summary)."""
+def to_text(c: Comparison, delivery: str = DELIVERY, pricing: _pricing.PricingChoice | None = None,
+            hints: bool = True) -> str:  # fmt: skip
+    """The summary table and advice for a terminal (with ``pricing``, a download cost table after the summary).
+    ``hints=False``: each advice without what to try (a front end that words the hints its own way after it)."""
     header, rows = summary_table(c, delivery)
     setting = _base_latency(c)
     header = [*header[:4], "Saving", "Parity", "Cosine", "Max err",
@@ -452,7 +454,7 @@ def to_text(c: Comparison, delivery: str = DELIVERY, pricing: _pricing.PricingCh
         notes = _pricing.cost_notes(pricing)
         lines += [notes[0], "", *text_table([cost_header, *cost_rows], right_from=1), "", notes[1], ""]
     tags = {"good": "[good]", "info": "[info]", "warning": "[warn]", "bad": "[bad] "}
-    lines += [f"{tags.get(a.level, a.level)} {a.text}" for a in advise(c, delivery)]
+    lines += [f"{tags.get(a.level, a.level)} {a.text if hints else a.problem or a.text}" for a in advise(c, delivery)]
     return "\n".join(lines).rstrip()
 
 

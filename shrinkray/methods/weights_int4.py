@@ -959,8 +959,9 @@ register(
         approximate=approximate,
         bytes_per_value=0.5625,  # 4 bits + a 16-bit scale per block of 32
         uses_context=True,  # activation-aware scales and GPTQ are calibrated on the run's inputs
-        parity_hint="Try smaller blocks (block size 32), or leave the tensors that move the outputs most in higher "
-        "precision (exclude them).",
+        parity_hint="Leave the tensors that move the outputs most in higher precision (exclude them); with two or "
+        "more samples of your own its rounding is calibrated on them (GPTQ), which measured far closer than "
+        "without.",
         alternatives=("weights-int8",),
         alternatives_why="",
     )

@@ -106,7 +106,7 @@ def _decode(inits: dict[str, onnx.TensorProto], base: str) -> tuple[np.ndarray, 
     return (codes - zero) * scale, axis, stored
 
 
-def _original_of(base: str, before: dict[str, np.ndarray]) -> str | None:
+def _original_of(base: str, before: dict[str, WeightRef]) -> str | None:
     """The original weight behind a quantized tensor, also when pre-processing renamed it
     (e.g. ``ConvBnFusion_W_stem.conv.weight`` after folding a BatchNormalization)."""
     if base in before:
@@ -116,13 +116,15 @@ def _original_of(base: str, before: dict[str, np.ndarray]) -> str | None:
 
 
 def _record_changes(
-    before: dict[str, np.ndarray],
-    refs: dict[str, WeightRef],
+    before: dict[str, WeightRef],
     result: onnx.ModelProto,
     variant: Variant,
-    quantizer_saw: dict[str, np.ndarray],
+    quantizer_saw: dict[str, onnx.TensorProto],
 ) -> None:
-    """One record per original weight; the error is against the floats the quantizer saw."""
+    """One record per original weight; the error is against the floats the quantizer saw.
+
+    Values are decoded one tensor at a time: holding every weight's floats twice more (before and
+    as pre-processed) beside the quantized model was the worker's peak on large models."""
     inits = {t.name: t for t in result.graph.initializer}
     bases = [n[: -len("_quantized")] for n in inits if n.endswith("_quantized") and f"{n[:-10]}_scale" in inits]
     bases.sort(key=lambda b: b not in before)  # exact names first, renamed ones after
@@ -133,7 +135,8 @@ def _record_changes(
             continue
         recorded.add(name)
         decoded, axis, stored = _decode(inits, base)
-        reference = quantizer_saw.get(base, before[name])
+        saw = quantizer_saw.get(base)
+        reference = numpy_helper.to_array(saw) if saw is not None else before[name].array()
         swapped = decoded.swapaxes(-1, -2) if decoded.ndim >= 2 else decoded
         if decoded.shape != reference.shape and swapped.shape == reference.shape:
             decoded = swapped  # stored transposed: Gemm(transB=1) made MatMul, LSTM/GRU weights for DynamicQuantizeLSTM
@@ -146,7 +149,8 @@ def _record_changes(
         else:
             stats = ErrorStats(float("nan"), float("nan"), float("nan"))
             encoding += "; reshaped by pre-processing, so its error is not comparable"
-        change = TensorChange.of(refs[name], bytes_after=stored, stats=stats, encoding=encoding)
+        del decoded, reference, swapped
+        change = TensorChange.of(before[name], bytes_after=stored, stats=stats, encoding=encoding)
         variant.changes.append(change)
         warn_if_damaged(variant, change)
 
@@ -165,7 +169,7 @@ def _worker_env() -> dict[str, str]:
 
 def _run_worker(
     model: onnx.ModelProto, options: DynamicInt8Options, variant: Variant
-) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+) -> tuple[onnx.ModelProto, dict[str, onnx.TensorProto]]:
     """Quantize in a child process whose working directory is a private temp folder.
 
     Returns the quantized model and the float values the quantizer actually
@@ -180,6 +184,7 @@ def _run_worker(
             "input": str(folder / "input.onnx"),
             "preprocessed": str(folder / "pre.onnx"),
             "output": str(folder / "quantized.onnx"),
+            "saw": str(folder / "saw.onnx"),
             "external": external,
             "preprocess": options.preprocess,
             "op_types": list(options.op_types),
@@ -227,14 +232,10 @@ def _run_worker(
                 "Try weights-int8, which does not depend on ONNX Runtime's quantizer",
             )
         quantized = onnx.load(str(folder / "quantized.onnx"))
-        rewritten: dict[str, np.ndarray] = {}
-        if result["preprocessed"]:
-            pre = onnx.load(str(folder / "pre.onnx"))
-            rewritten = {
-                t.name: numpy_helper.to_array(t)
-                for t in pre.graph.initializer
-                if t.data_type in FLOAT_TYPES and f"{t.name}_quantized" in {i.name for i in quantized.graph.initializer}
-            }
+        rewritten: dict[str, onnx.TensorProto] = {}
+        saw = folder / "saw.onnx"
+        if result["preprocessed"] and saw.exists():  # what pre-processing changed; the rest is the original's
+            rewritten = {t.name: t for t in onnx.load(str(saw)).graph.initializer}
         return quantized, rewritten
 
 
@@ -264,7 +265,7 @@ def apply(model: onnx.ModelProto, options: DynamicInt8Options) -> Variant:
     if moved:
         variant.notes.append(f"Moved {len(moved)} Constant-node weights into initializers so they can be quantized")
     refs = {r.name: r for r in find_weights(model) if r.kind == "initializer" and not r.scope}
-    before = {name: r.array() for name, r in refs.items() if r.dtype in FLOAT_TYPES}
+    before = {name: r for name, r in refs.items() if r.dtype in FLOAT_TYPES}
     if not candidates(find_weights(model), options):
         variant.notes.append(
             "ONNX Runtime's quantizer has nothing to quantize here: it handles float32 weights of "
@@ -282,7 +283,7 @@ def apply(model: onnx.ModelProto, options: DynamicInt8Options) -> Variant:
     result, quantizer_saw = _run_worker(model, options, variant)
     result.ir_version = min(result.ir_version, ORT_MAX_IR_VERSION)
     variant.model = result
-    _record_changes(before, refs, result, variant, quantizer_saw)
+    _record_changes(before, result, variant, quantizer_saw)
     if not variant.changes:
         variant.notes.append(
             "ONNX Runtime's quantizer found nothing to quantize: it handles "

@@ -8,7 +8,11 @@ the user's files, and a crash becomes a clear error instead of a dead app.
 
 Usage: python -m shrinkray.methods.ort_quantize_worker SPEC.json
 The spec names the input/output files and options; a result JSON is written
-next to it with ``preprocess_error`` / ``quantize_error`` (or null).
+next to it with ``preprocess_error`` / ``quantize_error`` (or null). When
+pre-processing ran, the float weights it changed (folded, transposed, renamed)
+that the quantizer then rewrote are saved to ``spec["saw"]``: the parent judges
+each quantized weight against what the quantizer saw without loading the whole
+pre-processed model beside its own (bench/results.md, "Compare peak memory").
 """
 
 from __future__ import annotations
@@ -48,7 +52,32 @@ def run(spec: dict) -> dict:
         )
     except Exception as exc:  # noqa: BLE001 - the quantizer raises anything
         result["quantize_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+        return result
+    if result["preprocessed"]:
+        try:
+            _save_changed_weights(spec["input"], spec["preprocessed"], spec["output"], spec["saw"])
+        except Exception:  # noqa: BLE001 - without it the parent judges against the original's values
+            logging.getLogger(__name__).exception("could not save the pre-processed weights")
     return result
+
+
+def _save_changed_weights(original: str, preprocessed: str, quantized: str, target: str) -> None:
+    """The pre-processed float initializers the quantizer rewrote whose name or values the original lacks."""
+    import onnx
+
+    from shrinkray.graph import FLOAT_TYPES
+
+    rewritten = {t.name[: -len("_quantized")] for t in onnx.load(quantized, load_external_data=False).graph.initializer
+                 if t.name.endswith("_quantized")}  # fmt: skip
+    before = {t.name: t for t in onnx.load(original).graph.initializer}
+    changed = onnx.GraphProto(name="saw")
+    for tensor in onnx.load(preprocessed).graph.initializer:
+        if tensor.data_type not in FLOAT_TYPES or tensor.name not in rewritten:
+            continue
+        kept = before.get(tensor.name)
+        if kept is None or kept.SerializeToString() != tensor.SerializeToString():
+            changed.initializer.append(tensor)
+    onnx.save(onnx.helper.make_model(changed), target)
 
 
 def main() -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import threading
+import time
 
 import brotli
 import numpy as np
@@ -488,3 +490,33 @@ def test_planned_background_quality_is_the_plan_of_the_upper_bounds():
     pool = BackgroundSizes.planned([10**6] * 6, "auto", workers=2)
     assert pool.quality == plan([10**6] * 6, "auto", workers=2)[0]
     pool.close()
+
+
+def test_background_brotli_of_large_files_runs_one_at_a_time(tmp_path, monkeypatch):
+    # Each large-window brotli encoder holds 50-120 MB: two at once stacked on compare's shrink steps.
+    from shrinkray.measure import sizes as sizes_module
+
+    running, most, lock = [0], [0], threading.Lock()
+
+    def fake_brotli(source, quality, lgwin=None):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.05)
+        with lock:
+            running[0] -= 1
+        return 1
+
+    monkeypatch.setattr(sizes_module, "brotli_stream_size", fake_brotli)
+    monkeypatch.setattr(sizes_module, "gzip_stream_size", lambda source: 2)
+    pool = sizes_module.BackgroundSizes(6, None, workers=4)
+    for key in "abcd":
+        path = tmp_path / key
+        path.write_bytes(b"\0" * (5 << 20))  # over 4 MiB: window 2^23
+        pool.submit(key, [path])
+    while pool.pending():
+        pool.wait_any(timeout=5)
+    got = pool.finished()
+    pool.close()
+    assert sorted(got) == list("abcd") and all(s.brotli_encoded == 1 for s in got.values())
+    assert most[0] == 1

@@ -378,6 +378,10 @@ class BackgroundSizes:
         if zstd_level is not None:
             _zstandard()  # fail before any work
         self._pool = ThreadPoolExecutor(max_workers=workers or usable_cores(), thread_name_prefix="sizes")
+        # Brotli of a file over 4 MiB (window 2^23-2^24) holds 50-120 MB while it runs: those run one at a time,
+        # on a thread of their own, so two never stack on a shrink step (they are quick: q6 on weights runs at
+        # 30-45 MB/s; gzip -9, at ~15 MB/s and a few hundred KB, is what takes the time).
+        self._large = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sizes-large")
         self._jobs: dict[str, list[tuple[str, Future[int]]]] = {}
         self._raw: dict[str, tuple[int, int]] = {}  # key -> (raw bytes, brotli window)
         self._taken: set[str] = set()
@@ -403,7 +407,7 @@ class BackgroundSizes:
             kinds.append(("zstd", lambda f: zstd_stream_size(f, self.zstd_level)))
         with self._lock:
             self._raw[key] = (raw, lgwin)
-            self._jobs[key] = [(kind, self._pool.submit(_sum_of, fn, sources)) for kind, fn in kinds]
+            self._jobs[key] = [(kind, self._pool_for(kind, lgwin).submit(_sum_of, fn, sources)) for kind, fn in kinds]
 
     def pending(self) -> set[str]:
         """Keys whose sizes are not known yet."""
@@ -426,6 +430,10 @@ class BackgroundSizes:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self._large.shutdown(wait=True, cancel_futures=True)
+
+    def _pool_for(self, kind: str, lgwin: int) -> ThreadPoolExecutor:
+        return self._large if kind == "brotli" and lgwin > MIN_LGWIN else self._pool
 
     def _sizes(self, key: str) -> Sizes:
         results = {kind: future.result() for kind, future in self._jobs[key]}

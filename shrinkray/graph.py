@@ -356,7 +356,9 @@ class GraphEditor:
 
 def set_tensor_values(tensor: onnx.TensorProto, values: np.ndarray) -> None:
     """Overwrite a tensor's values in place, keeping its name and data type."""
-    replacement = numpy_helper.from_array(values.astype(FLOAT_TYPES.get(tensor.data_type, values.dtype)), tensor.name)
+    dtype = FLOAT_TYPES.get(tensor.data_type, values.dtype)
+    # copy=False: from_array copies the values into the tensor anyway; a second full copy only raises the peak
+    replacement = numpy_helper.from_array(values.astype(dtype, copy=False), tensor.name)
     tensor.CopyFrom(replacement)
 
 

@@ -200,15 +200,142 @@ def quantize_linear(
     return LinearCodes(codes=codes, scale=scale, zero_point=zero_point, axis=axis, symmetric=symmetric)
 
 
-def _nearest(sorted_levels: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """Index of the nearest level for each value (levels sorted ascending)."""
-    if sorted_levels.size == 1:
-        return np.zeros(values.shape, dtype=np.int64)
-    bounds = (sorted_levels[:-1] + sorted_levels[1:]) / 2.0
-    return arrays.searchsorted(bounds, values, side="left")
+#: Values per step of the palette passes over a sorted tensor (prefix sums, exact cluster sums):
+#: float64 temporaries of 512 KB, whatever the tensor's size. A multiple of PREFIX_BLOCK and at
+#: least 128 (numpy's pairwise-sum block), or the sums would not be numpy's bit for bit.
+CHUNK_VALUES = 1 << 16
+
+#: Values per stored prefix sum: a range sum is the stored sum plus at most this many values.
+PREFIX_BLOCK = 64
 
 
-def _split_init(flat: np.ndarray, prefix: np.ndarray, prefix_sq: np.ndarray, n_levels: int) -> np.ndarray:
+def sorted_finite(x: np.ndarray) -> np.ndarray:
+    """The finite values of ``x``, sorted, in float32 (float16/float32 input) or float64 (anything else).
+
+    One sorted copy; the non-finite values (-inf first, +inf and NaN last) are sliced off,
+    not filtered out. Every value of the float32 result is exactly the float64 one.
+    """
+    arr = np.asarray(x)
+    work = np.float32 if arr.dtype in (np.float16, np.float32) else np.float64
+    flat = arrays.sorted_copy(arr, work)
+    lo = int(arrays.searchsorted(flat, flat.dtype.type(-np.inf), side="right"))
+    hi = int(arrays.searchsorted(flat, flat.dtype.type(np.inf), side="left"))  # NaN sorts after +inf
+    return flat[lo:hi]
+
+
+def _toward(values: np.ndarray | float, dtype: np.dtype, *, up: bool) -> np.ndarray:
+    """float64 ``values`` rounded to ``dtype`` toward +inf (``up``) or -inf, so that comparisons hold.
+
+    For every value ``a`` of ``dtype``: ``a < v`` iff ``a < up(v)`` and ``a <= v`` iff ``a <= down(v)``.
+    """
+    wide = np.asarray(values, dtype=np.float64)
+    if dtype == np.float64:
+        return wide
+    with np.errstate(over="ignore"):
+        near = wide.astype(dtype)
+    if up:
+        return np.where(near < wide, np.nextafter(near, dtype.type(np.inf)), near)
+    return np.where(near > wide, np.nextafter(near, dtype.type(-np.inf)), near)
+
+
+def _search(flat: np.ndarray, bounds: np.ndarray | float, side: str) -> np.ndarray:
+    """``searchsorted(flat, bounds)`` with float64 ``bounds`` compared exactly, without widening ``flat``."""
+    return arrays.searchsorted(flat, _toward(bounds, flat.dtype, up=side == "left"), side=side)
+
+
+class _PrefixSums:
+    """``prefix[i] = cumsum(flat)[i - 1]`` (and of the squares), bit for bit, from one stored sum per block.
+
+    Full float64 prefix-sum arrays would take 4x a float32 tensor's bytes. This keeps the
+    running sum at every PREFIX_BLOCK-th value and adds the remaining values of a block
+    in order, starting from it: the same additions in the same order as ``np.cumsum``.
+    """
+
+    def __init__(self, flat: np.ndarray) -> None:
+        self.flat = flat
+        n = flat.size
+        self.sums = np.zeros(n // PREFIX_BLOCK + 1)
+        self.squares = np.zeros(n // PREFIX_BLOCK + 1)
+        carry = carry_sq = 0.0
+        for start in range(0, n, CHUNK_VALUES):  # CHUNK_VALUES is a multiple of PREFIX_BLOCK
+            part = flat[start : start + CHUNK_VALUES].astype(np.float64)
+            sq = part * part
+            if start:
+                part[0] += carry
+                sq[0] += carry_sq
+            np.cumsum(part, out=part)
+            np.cumsum(sq, out=sq)
+            carry, carry_sq = part[-1], sq[-1]
+            first = start // PREFIX_BLOCK + 1
+            ends = part[PREFIX_BLOCK - 1 :: PREFIX_BLOCK]
+            self.sums[first : first + ends.size] = ends
+            self.squares[first : first + ends.size] = sq[PREFIX_BLOCK - 1 :: PREFIX_BLOCK]
+
+    def at(self, i: int) -> tuple[float, float]:
+        """``prefix[i]`` and ``prefix_sq[i]`` as Python floats (IEEE doubles, as numpy's float64)."""
+        block, rest = divmod(i, PREFIX_BLOCK)
+        total, total_sq = float(self.sums[block]), float(self.squares[block])
+        start = block * PREFIX_BLOCK
+        for v in self.flat[start : start + rest].tolist():
+            total += v
+            total_sq += v * v
+        return total, total_sq
+
+    def many(self, idx: np.ndarray) -> np.ndarray:
+        """``prefix[idx]`` for an array of indices."""
+        idx = np.asarray(idx, dtype=np.int64)
+        out = np.empty(idx.size)
+        offsets = np.arange(PREFIX_BLOCK)
+        step = max(1, CHUNK_VALUES // PREFIX_BLOCK)
+        for first in range(0, idx.size, step):
+            part = idx[first : first + step]
+            block, rest = np.divmod(part, PREFIX_BLOCK)
+            rows = np.empty((part.size, PREFIX_BLOCK + 1))
+            rows[:, 0] = self.sums[block]
+            where = np.minimum(block[:, None] * PREFIX_BLOCK + offsets, max(self.flat.size - 1, 0))
+            rows[:, 1:] = self.flat[where]
+            np.cumsum(rows, axis=1, out=rows)  # row by row in order: the additions np.cumsum made
+            out[first : first + part.size] = rows[np.arange(part.size), rest]
+        return out
+
+
+def _pairwise_sum(flat: np.ndarray, lo: int, hi: int) -> float:
+    """``np.add.reduce(float64(flat[lo:hi]))`` without a float64 copy of the whole range.
+
+    numpy sums pairwise: a range of more than 128 values is split at half its length
+    rounded down to a multiple of 8 and the halves' sums are added. Splitting the same
+    way down to CHUNK_VALUES gives the same additions, so the same result.
+    """
+    n = hi - lo
+    if n <= CHUNK_VALUES:
+        return float(np.add.reduce(flat[lo:hi].astype(np.float64), initial=0.0))
+    half = n // 2
+    half -= half % 8
+    return _pairwise_sum(flat, lo, lo + half) + _pairwise_sum(flat, lo + half, hi)
+
+
+def _segment_sums(flat: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """``np.add.reduceat(float64(flat), starts)`` for non-empty, adjacent segments ending at ``ends``.
+
+    Bit for bit (reduceat adds a segment's first value to numpy's pairwise sum of the
+    rest), converting at most CHUNK_VALUES values to float64 at a time.
+    """
+    sums = np.empty(starts.size)
+    i = 0
+    while i < starts.size:
+        lo = int(starts[i])
+        if int(ends[i]) - lo > CHUNK_VALUES:
+            sums[i] = float(flat[lo]) + _pairwise_sum(flat, lo + 1, int(ends[i]))
+            i += 1
+            continue
+        j = int(np.searchsorted(ends, lo + CHUNK_VALUES, side="right"))  # float16-safe: int64 indices
+        span = flat[lo : int(ends[j - 1])].astype(np.float64)
+        sums[i:j] = np.add.reduceat(span, starts[i:j] - lo)
+        i = j
+    return sums
+
+
+def _split_init(flat: np.ndarray, prefix: _PrefixSums, n_levels: int) -> np.ndarray:
     """Initial levels by repeatedly splitting the cluster with the largest squared error.
 
     Deterministic, and outliers (which carry large squared error) get levels of
@@ -216,8 +343,12 @@ def _split_init(flat: np.ndarray, prefix: np.ndarray, prefix_sq: np.ndarray, n_l
     """
 
     def sse(lo: int, hi: int) -> float:
-        total = prefix[hi] - prefix[lo]
-        return float(prefix_sq[hi] - prefix_sq[lo] - total * total / (hi - lo))
+        (s_lo, q_lo), (s_hi, q_hi) = prefix.at(lo), prefix.at(hi)
+        total = s_hi - s_lo
+        return float(q_hi - q_lo - total * total / (hi - lo))
+
+    def mean(lo: int, hi: int) -> float:
+        return (prefix.at(hi)[0] - prefix.at(lo)[0]) / (hi - lo)
 
     heap = [(-sse(0, flat.size), 0, flat.size)]
     done: list[tuple[int, int]] = []
@@ -226,12 +357,11 @@ def _split_init(flat: np.ndarray, prefix: np.ndarray, prefix_sq: np.ndarray, n_l
         if -neg <= 0 or flat[lo] == flat[hi - 1]:
             done.append((lo, hi))
             continue
-        mean = (prefix[hi] - prefix[lo]) / (hi - lo)
-        cut = int(np.clip(arrays.searchsorted(flat[lo:hi], mean, side="right") + lo, lo + 1, hi - 1))
+        cut = int(np.clip(_search(flat[lo:hi], mean(lo, hi), side="right") + lo, lo + 1, hi - 1))
         heapq.heappush(heap, (-sse(lo, cut), lo, cut))
         heapq.heappush(heap, (-sse(cut, hi), cut, hi))
     ranges = done + [(lo, hi) for _, lo, hi in heap]
-    return arrays.unique_values(np.array([(prefix[hi] - prefix[lo]) / (hi - lo) for lo, hi in ranges]))
+    return arrays.unique_values(np.array([mean(lo, hi) for lo, hi in ranges]))
 
 
 def kmeans_levels(x: np.ndarray, n_levels: int, *, max_iter: int = 60, tol: float = 1e-9) -> np.ndarray:
@@ -241,22 +371,27 @@ def kmeans_levels(x: np.ndarray, n_levels: int, *, max_iter: int = 60, tol: floa
     split-based seeding gives isolated outliers levels of their own. Works on
     the sorted values with prefix sums: one iteration costs O(n_levels log n).
     """
-    flat = arrays.sort(np.asarray(x, dtype=np.float64))
-    flat = flat[np.isfinite(flat)]
+    return kmeans_levels_sorted(sorted_finite(x), n_levels, max_iter=max_iter, tol=tol)
+
+
+def kmeans_levels_sorted(flat: np.ndarray, n_levels: int, *, max_iter: int = 60, tol: float = 1e-9) -> np.ndarray:
+    """:func:`kmeans_levels` of values already sorted and finite (:func:`sorted_finite`).
+
+    Extra memory: a few percent of ``flat`` (block prefix sums) plus CHUNK_VALUES-sized
+    temporaries; the levels are those full float64 prefix sums would give, bit for bit.
+    """
     if flat.size == 0:
         return np.zeros(1)
-    unique = arrays.unique_values(flat)
-    if unique.size <= n_levels:
-        return unique
-    prefix = np.concatenate([[0.0], np.cumsum(flat)])
-    prefix_sq = np.concatenate([[0.0], np.cumsum(flat * flat)])
-    levels = _split_init(flat, prefix, prefix_sq, n_levels)
-    spread = max(float(flat[-1] - flat[0]), 1e-30)
+    starts = arrays.run_starts(flat, limit=n_levels)
+    if not isinstance(starts, int):  # at most n_levels distinct values: they are the levels
+        return flat[starts].astype(np.float64)
+    prefix = _PrefixSums(flat)
+    levels = _split_init(flat, prefix, n_levels)
+    spread = max(float(flat[-1]) - float(flat[0]), 1e-30)
     for _ in range(max_iter):
-        bounds = (levels[:-1] + levels[1:]) / 2.0
-        edges = np.concatenate([[0], arrays.searchsorted(flat, bounds, side="left"), [flat.size]])
+        edges = _edges(flat, levels)
         counts = np.diff(edges)
-        sums = prefix[edges[1:]] - prefix[edges[:-1]]
+        sums = np.diff(prefix.many(edges))
         keep = counts > 0
         new_levels = _cluster_means(flat, edges, sums, counts, keep)
         converged = new_levels.size == levels.size and np.max(np.abs(new_levels - levels)) <= tol * spread
@@ -264,13 +399,18 @@ def kmeans_levels(x: np.ndarray, n_levels: int, *, max_iter: int = 60, tol: floa
         if converged:
             break
     # Final means from exact per-cluster sums: running sums lose precision next to huge outliers.
-    bounds = (levels[:-1] + levels[1:]) / 2.0
-    edges = np.concatenate([[0], arrays.searchsorted(flat, bounds, side="left"), [flat.size]])
+    edges = _edges(flat, levels)
     counts = np.diff(edges)
     keep = counts > 0
     sums = np.zeros(counts.size)
-    sums[keep] = np.add.reduceat(flat, edges[:-1][keep])
+    sums[keep] = _segment_sums(flat, edges[:-1][keep], edges[1:][keep])
     return _cluster_means(flat, edges, sums, counts, keep)
+
+
+def _edges(flat: np.ndarray, levels: np.ndarray) -> np.ndarray:
+    """Cluster boundaries in ``flat``: each value goes to its nearest level (ties to the lower one)."""
+    bounds = (levels[:-1] + levels[1:]) / 2.0
+    return np.concatenate([[0], _search(flat, bounds, side="left"), [flat.size]])
 
 
 def _cluster_means(
@@ -278,18 +418,28 @@ def _cluster_means(
 ) -> np.ndarray:
     """Mean of each non-empty cluster, clipped into the cluster's own value range."""
     means = sums[keep] / counts[keep]
-    lows = flat[edges[:-1][keep]]
-    highs = flat[edges[1:][keep] - 1]
+    lows = flat[edges[:-1][keep]].astype(np.float64)
+    highs = flat[edges[1:][keep] - 1].astype(np.float64)
     return arrays.unique_values(np.clip(means, lows, highs))
 
 
 def linear_levels(x: np.ndarray, n_levels: int) -> np.ndarray:
     """Evenly spaced levels from min to max (what simple tools do; outliers stretch it)."""
-    flat = np.asarray(x, dtype=np.float64).ravel()
-    flat = flat[np.isfinite(flat)]
-    if flat.size == 0:
+    arr = np.asarray(x).reshape(-1)
+    lo = hi = None
+    for start in range(0, arr.size, BLOCK_VALUES):
+        part = np.asarray(arr[start : start + BLOCK_VALUES], dtype=np.float64)
+        part = part[np.isfinite(part)]
+        if part.size:
+            lo = float(part.min()) if lo is None else min(lo, float(part.min()))
+            hi = float(part.max()) if hi is None else max(hi, float(part.max()))
+    return linear_levels_between(lo, hi, n_levels)
+
+
+def linear_levels_between(lo: float | None, hi: float | None, n_levels: int) -> np.ndarray:
+    """:func:`linear_levels` for finite values from ``lo`` to ``hi`` (None: there are none)."""
+    if lo is None or hi is None:
         return np.zeros(1)
-    lo, hi = float(flat.min()), float(flat.max())
     if lo == hi:
         return np.array([lo])
     return np.linspace(lo, hi, n_levels)
@@ -301,10 +451,41 @@ def snap_to_levels(x: np.ndarray, levels: np.ndarray) -> np.ndarray:
     Levels are first rounded to the array's dtype so that the result has at
     most ``len(levels)`` distinct values. Non-finite values are left as they are.
     """
+    return snap_and_count(x, levels)[0]
+
+
+def snap_and_count(x: np.ndarray, levels: np.ndarray) -> tuple[np.ndarray, int]:
+    """:func:`snap_to_levels`, and how many distinct finite values the result holds.
+
+    Works block by block into one output array of ``x``'s dtype: no float64 copy of
+    ``x``, no full-size index array. A value exactly halfway between two levels goes
+    to the lower one. The count is the number of finite levels some finite value
+    went to (the levels are distinct), so the result is not sorted to count it.
+    """
     arr = np.asarray(x)
     typed = arrays.unique_values(np.asarray(levels).astype(arr.dtype))
-    out = typed[_nearest(typed.astype(np.float64), arr.astype(np.float64))]
-    return np.where(np.isfinite(arr), out, arr).astype(arr.dtype)
+    wide = typed.astype(np.float64)
+    work = np.dtype(np.float32 if arr.dtype in (np.float16, np.float32) else np.float64)
+    # value > (a + b) / 2 in float64 iff value > that bound rounded down to ``work``
+    bounds = _toward((wide[:-1] + wide[1:]) / 2.0, work, up=False).astype(work)
+    flat = arr.reshape(-1)
+    out = np.empty(arr.shape, dtype=arr.dtype)
+    out_flat = out.reshape(-1)
+    used = np.zeros(typed.size, dtype=bool)
+    for start in range(0, flat.size, BLOCK_VALUES):
+        values = flat[start : start + BLOCK_VALUES]
+        wide_values = values.astype(work, copy=False)
+        idx = arrays.searchsorted(bounds, wide_values, side="left")
+        chosen = out_flat[start : start + values.size]
+        np.take(typed, idx, out=chosen, mode="clip")  # idx is in range; "raise" would buffer a copy
+        finite = np.isfinite(values)
+        if finite.all():
+            used[idx] = True
+        else:
+            used[idx[finite]] = True
+            np.copyto(chosen, values, where=~finite)
+        del idx, finite  # before the next block's are made
+    return out, int(np.count_nonzero(used & np.isfinite(typed)))
 
 
 @dataclass

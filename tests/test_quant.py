@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from shrinkray import quant
+from shrinkray import arrays, quant
 from shrinkray.arrays import distinct_count, unique_values
 from shrinkray.quant import (
     error_stats,
@@ -409,6 +409,117 @@ def test_kmeans_level_of_small_cluster_survives_a_huge_negative_outlier():
     assert levels.size == 2
     assert levels[0] == pytest.approx(-1e17, rel=1e-6)
     assert 9.0 <= levels[1] <= 10.0, levels
+
+
+# --------------------------------------------------------------------------- palettes: same results in less memory
+
+
+PALETTE_CASES = ["normal", "heavy", "few", "non_finite", "float16", "float64", "float64_overflow", "lumpy"]
+
+
+def _palette_cases() -> dict[str, np.ndarray]:
+    """Seeded tensors of every kind palettize meets (issue 12: the low-memory code must give the old results)."""
+    rng = np.random.default_rng(20261127)
+    n = 70_007  # 7 x 10_001: not a multiple of the prefix block nor of any chunk
+    normal = rng.standard_normal(n).astype(np.float32)
+    heavy = (rng.standard_t(1.5, n) * 0.02).astype(np.float32)
+    heavy[rng.choice(n, 40, replace=False)] = rng.choice([-1e4, 3e4, 1e9, -1e17], 40).astype(np.float32)
+    few = rng.choice(np.array([-0.5, 0.0, 0.125, 2.0, 7.0, -3.25, 1e-3, 9.5, 0.3, -0.7], np.float32), n)
+    non_finite = rng.standard_normal(n).astype(np.float32)
+    non_finite[rng.choice(n, 300, replace=False)] = rng.choice([np.nan, np.inf, -np.inf], 300)
+    half = (rng.standard_normal(n) * 3).astype(np.float16)
+    half[:50] = np.float16(np.nan)
+    half[50:60] = np.float16(-np.inf)
+    wide = rng.laplace(size=n) * np.exp(rng.standard_normal(n))  # float64
+    wide[:5] = [1e30, -1e15, np.nan, np.inf, 0.0]
+    overflow = wide.copy()
+    overflow[:2] = [1e200, -1e150]  # squares overflow the prefix sums: NaN errors, in both versions alike
+    lumpy = np.repeat(rng.standard_normal(2_000), rng.integers(1, 80, 2_000)).astype(np.float32)  # many ties
+    return {"normal": normal.reshape(7, -1), "heavy": heavy, "few": few, "non_finite": non_finite,
+            "float16": half, "float64": wide, "float64_overflow": overflow, "lumpy": lumpy}  # fmt: skip
+
+
+@pytest.mark.parametrize("small_chunks", [False, True], ids=["default", "small-chunks"])
+@pytest.mark.parametrize("levels", [2, 16, 256])
+@pytest.mark.parametrize("case", PALETTE_CASES)
+def test_low_memory_palette_gives_the_old_levels_and_snapped_values(case, levels, small_chunks):
+    """kmeans_levels / snap_to_levels against the float64 code they replaced (tests/palette_reference.py).
+
+    Equal bit for bit by construction: the block prefix sums redo np.cumsum's additions in
+    order, the exact cluster sums split like numpy's pairwise sum, and comparisons of float32
+    values with float64 bounds use the bounds rounded outward. ``small_chunks`` makes every
+    chunked pass take many steps (and a cluster span several chunks) on these small tensors.
+    """
+    from palette_reference import kmeans_levels as old_kmeans_levels
+    from palette_reference import snap_to_levels as old_snap_to_levels
+
+    x = _palette_cases()[case]
+    patches = [mock.patch.object(quant, "CHUNK_VALUES", 128), mock.patch.object(quant, "BLOCK_VALUES", 1000),
+               mock.patch("shrinkray.arrays.RUN_BLOCK", 777)] if small_chunks else []  # fmt: skip
+    for p in patches:
+        p.start()
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):  # float64_overflow
+            new_levels = kmeans_levels(x, levels)
+            snapped, distinct = quant.snap_and_count(x, new_levels)
+    finally:
+        for p in patches:
+            p.stop()
+    with np.errstate(over="ignore", invalid="ignore"):
+        old_levels = old_kmeans_levels(x, levels)
+    np.testing.assert_allclose(new_levels, old_levels, rtol=1e-6, atol=0)
+    assert new_levels.dtype == np.float64 and np.array_equal(new_levels, old_levels)
+    old_snapped = old_snap_to_levels(x, old_levels)
+    assert snapped.dtype == x.dtype and snapped.shape == x.shape
+    assert np.array_equal(snapped, old_snapped, equal_nan=True)
+    assert np.array_equal(np.signbit(snapped), np.signbit(old_snapped))  # inf keeps its sign
+    assert np.array_equal(snap_to_levels(x, old_levels), old_snapped, equal_nan=True)
+    assert distinct == distinct_count(old_snapped[np.isfinite(old_snapped)])
+
+
+@pytest.mark.parametrize("case", PALETTE_CASES)
+def test_linear_levels_and_distinct_count_give_the_old_results(case):
+    x = _palette_cases()[case]
+    flat = x.astype(np.float64).ravel()
+    finite = flat[np.isfinite(flat)]
+    assert np.array_equal(linear_levels(x, 16), np.linspace(finite.min(), finite.max(), 16))
+    with mock.patch("shrinkray.arrays.RUN_BLOCK", 1000):
+        assert distinct_count(x) == np.unique(arrays.sortable(x)).size  # float16-safe: widened
+        finite = x[np.isfinite(x)]
+        assert distinct_count(finite) == np.unique(arrays.sortable(finite)).size  # float16-safe: widened
+
+
+def test_distinct_count_edge_cases():
+    assert distinct_count(np.array([], np.float32)) == 0
+    assert distinct_count(np.array([-0.0, 0.0, np.nan, np.nan, 1.0], np.float32)) == 3  # -0 == 0, NaNs once
+    assert distinct_count(np.array([np.nan, np.nan])) == 1
+    assert distinct_count(np.array([3, 1, 3, 2], np.int16)) == 3
+    assert distinct_count(np.float32(2.5)) == 1
+    assert distinct_count(np.array([1 + 1j, 1 + 1j, np.nan])) == 2  # complex: np.unique's rules
+    assert distinct_count(np.array(["b", "a", "b"])) == 2
+
+
+def _traced_peak(fn, *args) -> int:
+    import gc
+    import tracemalloc
+
+    gc.collect()
+    tracemalloc.start()
+    try:
+        fn(*args)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_palette_memory_stays_near_one_float32_copy():
+    """Issue 12: kmeans_levels held ~7 float64-sized copies of a tensor, snap_to_levels ~5; now ~1 each."""
+    x = np.random.default_rng(5).standard_normal(2_000_000).astype(np.float32)  # 8 MB
+    levels = kmeans_levels(x, 256)
+    assert _traced_peak(kmeans_levels, x, 256) < 1.5 * x.nbytes  # the sorted copy, block sums, small chunks
+    # the output, then one block's int64 indices and mask at a time, whatever the tensor's size
+    assert _traced_peak(snap_to_levels, x, levels) < x.nbytes + 12 * quant.BLOCK_VALUES
+    assert _traced_peak(distinct_count, x) < 1.2 * x.nbytes  # the sorted copy
 
 
 # --------------------------------------------------------------------------- error statistics

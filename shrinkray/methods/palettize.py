@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from shrinkray.arrays import distinct_count
+from shrinkray.arrays import run_starts
 from shrinkray.graph import WeightRef, find_weights, set_tensor_values
 from shrinkray.methods.base import (
     MethodSpec,
@@ -28,7 +28,14 @@ from shrinkray.methods.base import (
     register,
     warn_if_damaged,
 )
-from shrinkray.quant import ErrorStats, error_stats, kmeans_levels, linear_levels, snap_to_levels
+from shrinkray.quant import (
+    ErrorStats,
+    error_stats,
+    kmeans_levels_sorted,
+    linear_levels_between,
+    snap_and_count,
+    sorted_finite,
+)
 
 
 @dataclass
@@ -45,17 +52,31 @@ def candidates(refs: list[WeightRef], options: PalettizeOptions) -> list[WeightR
     return [r for r in refs if options.selects(r)]
 
 
+def palette(values: np.ndarray, options: PalettizeOptions) -> np.ndarray | None:
+    """The levels for one tensor, or None when it already has at most ``options.levels`` distinct finite values.
+
+    One sorted float32 (float64 for float64 tensors) copy of the finite values serves the
+    count and the levels, and is dropped before the tensor is snapped.
+    """
+    flat = sorted_finite(values)
+    if run_starts(flat) <= options.levels:
+        return None
+    if options.algorithm == "kmeans":
+        return kmeans_levels_sorted(flat, options.levels)
+    return linear_levels_between(float(flat[0]), float(flat[-1]), options.levels)
+
+
 def apply(model: onnx.ModelProto, options: PalettizeOptions) -> Variant:
     variant = Variant(method="palettize", options=options.as_dict(), model=model)
-    make_levels = kmeans_levels if options.algorithm == "kmeans" else linear_levels
     already = 0
 
     def encode(ref: WeightRef) -> tuple[np.ndarray, ErrorStats, int] | None:
         values = ref.array()
-        if distinct_count(values[np.isfinite(values)]) <= options.levels:
+        levels = palette(values, options)
+        if levels is None:
             return None
-        snapped = snap_to_levels(values, make_levels(values, options.levels))
-        return snapped, error_stats(values, snapped), distinct_count(snapped[np.isfinite(snapped)])
+        snapped, distinct = snap_and_count(values, levels)
+        return snapped, error_stats(values, snapped), distinct
 
     refs = candidates(find_weights(model), options)
     for ref, encoded in zip(refs, map_tensors(encode, refs), strict=True):

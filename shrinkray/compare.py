@@ -55,7 +55,7 @@ from shrinkray.methods.base import RunContext
 from shrinkray.results import ORIGINAL, CompareSettings, Comparison, Culprit, VariantResult
 from shrinkray.sandbox import WORKER_ENV
 from shrinkray.shrink import shrink
-from shrinkray.validate import explain_runtime_error, open_file_session, open_session
+from shrinkray.validate import check_file, explain_runtime_error, open_file_session, open_session
 
 Progress = Callable[[str, float], None]
 
@@ -658,9 +658,9 @@ class ComparePipeline:
             # weights-int4) learns from samples its result is not judged on
             context = self._judging(method)[0]
             if self.reload_source:  # the method rewrites a fresh load of the original, not a copy of a held one
-                return shrink(self.full_source(), method, in_place=True, open_runtime=False, context=context,
-                              **options)  # fmt: skip
-            return shrink(self.loaded, method, open_runtime=False, context=context, **options)
+                return shrink(self.full_source(), method, in_place=True, open_runtime=False, check=False,
+                              context=context, **options)  # fmt: skip
+            return shrink(self.loaded, method, open_runtime=False, check=False, context=context, **options)
         except OptionError:
             raise
         except ShrinkRayError as exc:
@@ -677,13 +677,11 @@ class ComparePipeline:
         result.record = variant.summary()
         result.warnings = list(variant.warnings)
         result.notes = list(variant.notes)
-        model, variant.model = variant.model, None
-        if not self._store(result, model):  # written, then opened from the file (its validation session)
+        if not self._store(result, variant):  # written, dropped, then checked and opened from the file
             _lap(self.timings, "shrink", lap)
             self._emit()
             return result
         variant.session, self._session = self._session, None
-        del model
         lap = _lap(self.timings, "shrink", lap)
         self._emit()  # its card shows what was rewritten while sizes and parity are measured
         self._flush()
@@ -738,8 +736,7 @@ class ComparePipeline:
                     if found is not None:
                         auto, model = found
                         self.variants.append(auto)
-                        self._store(auto, model, validated=True)
-                        del model
+                        self._store(auto, HandedOver(model), validated=True)
         _lap(self.timings, "culprits", lap)
         self._flush()
 
@@ -778,14 +775,16 @@ class ComparePipeline:
 
     # ------------------------------------------------------------ helpers
 
-    def _store(self, result: VariantResult, model: onnx.ModelProto, *, validated: bool = False) -> bool:
-        """Write a checked model (to ``variants_dir``: the user's copy), open its session from the file
-        (``self._session``: its validation, where parity runs), start its sizes; keep or drop the model.
-        False (the result carries the error, the file is removed) when ONNX Runtime cannot open it.
+    def _store(self, result: VariantResult, held: Variant | HandedOver, *, validated: bool = False) -> bool:
+        """Write ``held.model`` (to ``variants_dir``: the user's copy), check the file (onnx.checker) and open
+        its session from it (``self._session``: its validation, where parity runs), start its sizes.
+        False (the result carries the error, the file is removed) when either refuses it.
 
-        The model is not held while its session opens (unless the caller keeps models): opening is the
-        costliest moment of a variant (constant folding), ``validated`` skips it (a session already proved it).
+        The model is taken out of ``held`` and not held while the file is checked and its session opens
+        (unless the caller keeps models): those are the costliest moments of a variant (the checker's parsed
+        copy, constant folding). ``validated`` skips both (a session already proved it).
         """
+        model, held.model = held.model, None
         if self.settings.variants_dir is not None:
             folder = Path(self.settings.variants_dir)
             folder.mkdir(parents=True, exist_ok=True)
@@ -798,6 +797,7 @@ class ComparePipeline:
         if not validated:
             release_free_memory()
             try:
+                check_file(files[0])  # onnx.checker on the file: the model and its bytes are no longer held
                 self._session = _open_file_session(files, 1, self.copies)
             except ShrinkRayError as exc:
                 for path in files:  # nothing of a variant that failed validation is kept
@@ -874,6 +874,14 @@ class ComparePipeline:
 
     def _get(self, key: str) -> VariantResult:
         return next(r for r in self.all if r.key == key)
+
+
+@dataclass
+class HandedOver:
+    """A model handed to :meth:`ComparePipeline._store`, which takes it out and drops it once written: a
+    plain argument would stay alive in the caller's frame while the file is checked and opened."""
+
+    model: onnx.ModelProto | None
 
 
 def variant_file_name(stem: str, key: str) -> str:

@@ -23,6 +23,7 @@ def shrink(
     in_place: bool = False,
     keep_session: bool = False,
     open_runtime: bool = True,
+    check: bool = True,
     context: RunContext | None = None,
     **options: Any,
 ) -> Variant:
@@ -36,6 +37,9 @@ def shrink(
     measuring needs and leaves it in ``variant.session`` (opened once, used for
     parity and culprits); ``open_runtime=False`` runs onnx.checker only, for a caller that opens the
     session itself (compare, from the written file) and reports a failure to open as a failed validation.
+    ``check=False`` (with ``open_runtime=False``) skips onnx.checker too: the caller checks the file it
+    writes (:func:`shrinkray.validate.check_file`), so the model, its serialized bytes and the checker's
+    parsed copy are never held together.
     ``context``: the run's verdict and inputs, for a method that judges or calibrates on them (``MethodSpec.uses_context``; others ignore it); None: the defaults.
     """
     spec = get_method(method)
@@ -51,6 +55,8 @@ def shrink(
     variant = spec.run(model, opts, context)
     release_free_memory()  # the method's temporaries, before validation serializes the result
     settle(variant.model, variant, quantized)
+    if not check and not open_runtime:
+        return variant
     try:
         variant.session = validate(variant.model, keep_session=keep_session, open_runtime=open_runtime)
     except ShrinkRayError as exc:

@@ -224,6 +224,30 @@ def test_a_variant_onnx_runtime_cannot_open_is_an_error_and_leaves_no_file(tmp_p
     assert sorted(p.name for p in tmp_path.iterdir()) == [Path(int8.file).name]
 
 
+def test_a_variant_onnx_checker_refuses_is_an_error_and_leaves_no_file(tmp_path, monkeypatch):
+    """compare checks the file it wrote (shrink no longer runs onnx.checker for it): an invalid result is
+    still refused, in the same words, and nothing of it is kept."""
+    from shrinkray import compare as compare_module
+
+    real = compare_module.shrink
+
+    def breaking(source, method, **kwargs):
+        variant = real(source, method, **kwargs)
+        if method == "float16":
+            variant.model.graph.node[0].input.append("no_such_value")  # a node reading a value nothing makes
+        return variant
+
+    monkeypatch.setattr(compare_module, "shrink", breaking)
+    result = compare(shrinkray.load(sample_path("mlp")),
+                     CompareSettings(methods=[("weights-int8", {}), ("float16", {})], latency=False,
+                                     brotli_quality=5, variants_dir=str(tmp_path)))  # fmt: skip
+    int8, f16 = result.variants
+    assert int8.ok and Path(int8.file).exists()
+    assert not f16.ok and "failed validation" in f16.error and "not valid ONNX" in f16.error
+    assert f16.sizes is None and f16.file is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == [Path(int8.file).name]
+
+
 def test_no_private_folder_is_left_behind(tmp_path, monkeypatch):
     import tempfile
 

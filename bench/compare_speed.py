@@ -338,7 +338,10 @@ def trace(model: Path) -> int:
 
     from shrinkray import compare as compare_module
     from shrinkray.jobs import compare_job
+    from shrinkray.memory import limit_malloc_arenas
     from shrinkray.results import CompareSettings
+
+    limit_malloc_arenas(1)  # as the capped worker does (shrinkray/sandbox.py): its threads share one heap
 
     def rss() -> int:
         for line in Path("/proc/self/status").read_text().splitlines():

@@ -28,10 +28,10 @@ from shrinkray.io import (
     LoadedModel,
     needs_external_data,
     save,
-    serialize,
     sweep_orphans,
     tensor_payload_bytes,
-    write_bytes_atomic,
+    write_model_pieces,
+    write_outputs,
 )
 from shrinkray.limits import Limits, check_memory
 from shrinkray.measure import recurrent
@@ -563,6 +563,7 @@ class ComparePipeline:
         self.keep_models = settings.variants_dir is None
         # an owned model with variants written to files is dropped once its own file exists (the first step)
         self.reload_source = owns_model and not self.keep_models
+        self._reload_from: Path | None = None  # the original as header + data file (see _write_reloadable)
         self.original = VariantResult(key=ORIGINAL, method=None, options={}, model=self.source if self.keep_models else None)
         self.variants: list[VariantResult] = []
         self.taken = {ORIGINAL}
@@ -621,7 +622,9 @@ class ComparePipeline:
         self.sizes.submit(ORIGINAL, self.files[ORIGINAL])
         lap = _lap(self.timings, "sizes", lap)
         if self.reload_source:
-            self.source = _skeleton(self.source)  # inputs and signature only; shrink reloads the file
+            skeleton = _skeleton(self.source)  # inputs and signature only; shrink reloads the original
+            self._reload_from = _write_reloadable(self.source, self._scratch / "reload" / "original.onnx")
+            self.source = skeleton
             self.loaded.model = None
             release_free_memory()
         session = _open_file_session(self.files[ORIGINAL], 1, self.copies)
@@ -825,7 +828,7 @@ class ComparePipeline:
         """The original with its weights: the loaded model, or a fresh load of its file once it was dropped."""
         if not self.reload_source:
             return self.loaded
-        return onnx.load(str(self.files[ORIGINAL][0]))
+        return onnx.load(str(self._reload_from or self.files[ORIGINAL][0]))
 
     def _flush(self) -> None:
         """Publish what became known: sizes as they land, each variant's parity as soon as it is judged (parity
@@ -891,14 +894,15 @@ def variant_file_name(stem: str, key: str) -> str:
 
 
 def _write_model(model: onnx.ModelProto, path: Path, *, atomic: bool) -> list[Path]:
-    """Write a model (with a ``.data`` file when over 2 GB); returns the files written."""
-    if needs_external_data(model) or not atomic:
-        if needs_external_data(model):
-            written = save(model, path, overwrite=True, external_data=True)
-            return [written, written.with_name(written.name + ".data")]
-        path.write_bytes(serialize(model))
+    """Write a model (with a ``.data`` file when over 2 GB); returns the files written. One tensor's bytes
+    at a time (:func:`write_model_pieces`): a whole serialized copy beside the model was a shrink step's peak."""
+    if needs_external_data(model):
+        written = save(model, path, overwrite=True, external_data=True)
+        return [written, written.with_name(written.name + ".data")]
+    if not atomic:
+        write_model_pieces(model, path, exclusive=False)
         return [path]
-    return [write_bytes_atomic(path, serialize(model))]
+    return write_outputs({path: lambda temporary: write_model_pieces(model, temporary)})
 
 
 def _lap(timings: dict[str, float], phase: str, since: float) -> float:
@@ -919,6 +923,21 @@ def _open_file_session(files: list[Path], threads: int, copies: MeasuringCopies 
 
 #: Initializers of at most this many bytes keep their values in :func:`_skeleton` (shapes, small constants).
 SKELETON_KEEP_BYTES = 1 << 16
+
+
+def _write_reloadable(model: onnx.ModelProto, path: Path) -> Path | None:
+    """Empty an owned model's tensors into ``path`` + ``path.data`` (the model keeps names and shapes only).
+
+    Each shrink step rewrites a fresh load of the original. Loading the one-file original reads all its
+    bytes and parses them, both held at once (+2x the weights); loading this copy parses a small header
+    and reads the weights tensor by tensor (+1x): 100 MB less at every step on the 101 MB benchmark model.
+    None when the original is already in external-data form (its own file loads that way)."""
+    if needs_external_data(model):
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location=path.name + ".data", size_threshold=1024)  # fmt: skip
+    return path
 
 
 def _skeleton(model: onnx.ModelProto) -> onnx.ModelProto:

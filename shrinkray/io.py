@@ -38,6 +38,7 @@ from typing import BinaryIO
 
 import onnx
 from google.protobuf.message import DecodeError
+from google.protobuf.unknown_fields import UnknownFieldSet
 from onnx import external_data_helper
 
 from shrinkray.errors import (
@@ -423,12 +424,83 @@ def needs_external_data(model: onnx.ModelProto) -> bool:
 
 def serialize(model: onnx.ModelProto) -> bytes:
     """The model as one protobuf (only for models under 2 GB)."""
+    _refuse_over_2gb(model)
+    return model.SerializeToString()
+
+
+def _refuse_over_2gb(model: onnx.ModelProto) -> None:
     if needs_external_data(model):
         raise LimitExceededError(
             "The model is larger than 2 GB and cannot be held as one protobuf",
             "Save it to a folder with save(), which writes external data",
         )
-    return model.SerializeToString()
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        low, value = value & 0x7F, value >> 7
+        out.append(low | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _length_delimited(number: int, size: int) -> bytes:
+    """A field's key (wire type 2) and length: what precedes an embedded message's bytes."""
+    return _varint(number << 3 | 2) + _varint(size)
+
+
+def _without(message, number: int):
+    """Two new messages of ``message``'s type: its fields numbered below ``number``, and above it."""
+    below, above = type(message)(), type(message)()
+    for descriptor, value in message.ListFields():
+        if descriptor.number == number:
+            continue
+        target = below if descriptor.number < number else above
+        if descriptor.is_repeated:
+            getattr(target, descriptor.name).extend(value)
+        elif descriptor.type == descriptor.TYPE_MESSAGE:
+            getattr(target, descriptor.name).CopyFrom(value)
+        else:
+            setattr(target, descriptor.name, value)
+    return below, above
+
+
+def serialized_pieces(model: onnx.ModelProto) -> Iterator[bytes]:
+    """``model.SerializeToString()`` in pieces, byte for byte, the graph's initializers one at a time.
+
+    Writing a 100 MB model from one serialized copy holds that copy beside the model; writing these
+    pieces holds one tensor's bytes at a time. Protobuf writes known fields in field-number order, and so
+    do these (the graph's fields before ``initializer``, each initializer, the fields after; the same
+    around the model's ``graph``): tests compare the bytes with ``SerializeToString`` on every sample.
+    Unknown fields of the model or graph (a newer exporter's), which only the one-piece serializer keeps,
+    make it one piece. Sizes are taken tensor by tensor: upb's ``ByteSize`` serializes the whole message.
+    """
+    graph_number = onnx.ModelProto.DESCRIPTOR.fields_by_name["graph"].number
+    init_number = onnx.GraphProto.DESCRIPTOR.fields_by_name["initializer"].number
+    graph = model.graph
+    if len(UnknownFieldSet(model)) or len(UnknownFieldSet(graph)) or not model.HasField("graph"):
+        yield model.SerializeToString()
+        return
+    graph_below, graph_above = (part.SerializeToString() for part in _without(graph, init_number))
+    model_below, model_above = (part.SerializeToString() for part in _without(model, graph_number))
+    sizes = [t.ByteSize() for t in graph.initializer]
+    graph_size = len(graph_below) + len(graph_above) + sum(len(_length_delimited(init_number, n)) + n for n in sizes)
+    yield model_below + _length_delimited(graph_number, graph_size) + graph_below
+    for tensor, size in zip(graph.initializer, sizes, strict=True):
+        yield _length_delimited(init_number, size) + tensor.SerializeToString()
+    yield graph_above + model_above
+
+
+def write_model_pieces(model: onnx.ModelProto, path: str | os.PathLike, *, exclusive: bool = True) -> None:
+    """Write ``model`` to ``path`` as :func:`serialized_pieces` (synced): the same bytes as ``onnx.save``
+    without a second copy of the model in memory. Only for models under 2 GB."""
+    _refuse_over_2gb(model)
+    with open(path, "xb" if exclusive else "wb") as fh:
+        for piece in serialized_pieces(model):
+            fh.write(piece)
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 def same_file(a: Path, b: Path) -> bool:
@@ -517,7 +589,7 @@ def save_all(
                 )
                 onnx.save_model(to_write, str(tmp_model))  # writes data_name beside it, in the staging folder
             else:
-                _write_synced(tmp_model, serialize(model))
+                write_model_pieces(model, tmp_model)  # one tensor's bytes at a time, not a whole copy
     return [path for _, path, _, _ in plans]
 
 

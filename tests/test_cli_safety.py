@@ -140,7 +140,11 @@ def _slow(path, data):
     print("SHRINKRAY-WRITING", file=sys.stderr, flush=True)
     time.sleep(60)
 
+def _slow_model(model, path, exclusive=True):
+    _slow(path, model.SerializeToString())
+
 sio._write_synced = _slow
+sio.write_model_pieces = _slow_model
 """
 
 

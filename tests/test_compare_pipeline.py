@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from helpers import sample_path
+from helpers import read_sample, sample_path
 
 import shrinkray
 from shrinkray.compare import ORIGINAL, CompareSettings, Comparison, compare, variant_file_name
@@ -200,6 +200,25 @@ def test_an_owned_model_is_dropped_once_its_file_exists_and_each_variant_rewrite
         result = pipeline.result()
     assert calls == [("ModelProto", True, False)] * 2  # a fresh load, rewritten in place, session opened from its file
     assert all(v.ok and v.parity is not None and Path(v.file).exists() for v in result.variants)
+
+
+def test_the_reloaded_original_has_every_value_of_the_loaded_one(tmp_path):
+    """Shrink steps rewrite a reload of the original kept as header + data file (read tensor by tensor):
+    it must be the original, value for value, with nothing left pointing at the data file."""
+    from onnx import numpy_helper
+
+    from shrinkray.compare import ComparePipeline
+
+    original = read_sample("transformer")
+    settings = CompareSettings(methods=METHODS[:1], latency=False, brotli_quality=5, variants_dir=str(tmp_path))
+    with ComparePipeline(shrinkray.load(sample_path("transformer")), settings, owns_model=True) as pipeline:
+        pipeline.measure_original()
+        reloaded = pipeline.full_source()
+    assert [t.name for t in reloaded.graph.initializer] == [t.name for t in original.graph.initializer]
+    for before, after in zip(original.graph.initializer, reloaded.graph.initializer, strict=True):
+        assert not after.external_data and after.data_location == onnx.TensorProto.DEFAULT
+        np.testing.assert_array_equal(numpy_helper.to_array(after), numpy_helper.to_array(before))
+    assert reloaded.graph.node == original.graph.node
 
 
 def test_a_variant_onnx_runtime_cannot_open_is_an_error_and_leaves_no_file(tmp_path, monkeypatch):

@@ -27,7 +27,14 @@ import onnx
 from onnx import numpy_helper
 
 from shrinkray.errors import MethodError
-from shrinkray.graph import FLOAT_TYPES, NameAllocator, WeightRef, constants_to_initializers, find_weights
+from shrinkray.graph import (
+    FLOAT_TYPES,
+    NameAllocator,
+    WeightRef,
+    constants_to_initializers,
+    find_weights,
+    tensor_nbytes,
+)
 from shrinkray.io import needs_external_data, save
 from shrinkray.methods.base import MethodOptions, MethodSpec, TensorChange, Variant, option, register, warn_if_damaged
 from shrinkray.quant import ErrorStats, error_stats
@@ -102,8 +109,10 @@ def _decode(inits: dict[str, onnx.TensorProto], base: str) -> tuple[np.ndarray, 
         shape = [1] * codes.ndim
         shape[axis] = scale.size
         scale, zero = scale.reshape(shape), zero.reshape(shape)
-    stored = len(q.raw_data) + scale_t.ByteSize() + (zp_t.ByteSize() if zp_t is not None else 0)
-    return (codes - zero) * scale, axis, stored
+    stored = tensor_nbytes(q) + scale_t.ByteSize() + (zp_t.ByteSize() if zp_t is not None else 0)
+    codes -= zero  # in place, the same float32 operations as (codes - zero) * scale without two temporaries
+    codes *= scale
+    return codes, axis, stored
 
 
 def _original_of(base: str, before: dict[str, WeightRef]) -> str | None:

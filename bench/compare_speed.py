@@ -332,8 +332,9 @@ def session_memory(model: Path) -> int:
 
 
 def trace(model: Path) -> int:
-    """compare_job (what the CLI worker runs, default methods) in this process, resident memory sampled
-    every 5 ms: the peak of each progress step and of each ONNX Runtime session opening inside it."""
+    """compare_job (what the CLI worker runs, default methods) in this process, with one heap as the worker
+    has: the exact peak (VmHWM, read and reset through /proc/self/clear_refs at every boundary) of each
+    progress step, of each ONNX Runtime session opening and of onnx.checker on each written file inside it."""
     import tempfile
 
     from shrinkray import compare as compare_module
@@ -343,40 +344,40 @@ def trace(model: Path) -> int:
 
     limit_malloc_arenas(1)  # as the capped worker does (shrinkray/sandbox.py): its threads share one heap
 
-    def rss() -> int:
+    def status(key: str) -> int:
         for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(key):
                 return int(line.split()[1]) * 1024
         return 0
 
     state: dict = {"step": "loading the model", "peaks": {}}
-    done = threading.Event()
 
-    def sample():
-        while not done.is_set():
-            step = state["step"]
-            state["peaks"][step] = max(state["peaks"].get(step, 0), rss())
-            time.sleep(0.005)
-
-    real_open = compare_module._open_file_session
-
-    def opening(files, threads, *more):
+    def mark(next_step: str) -> None:
+        """The step that ends gets its peak; the kernel's high-water mark restarts from the current size."""
         step = state["step"]
-        state["step"] = f"{step} / opening {Path(files[0]).name}"
-        try:
-            return real_open(files, threads, *more)
-        finally:
-            state["step"] = step
+        state["peaks"][step] = max(state["peaks"].get(step, 0), status("VmHWM:"))
+        Path("/proc/self/clear_refs").write_text("5")
+        state["step"] = next_step
 
-    compare_module._open_file_session = opening
-    threading.Thread(target=sample, daemon=True).start()
+    def inside(name: str, real):
+        def wrapped(files, *more):
+            step = state["step"]
+            mark(f"{step} / {name} {Path(files[0] if isinstance(files, list) else files).name}")
+            try:
+                return real(files, *more)
+            finally:
+                mark(step)
+        return wrapped
+
+    compare_module._open_file_session = inside("opening", compare_module._open_file_session)
+    compare_module.check_file = inside("onnx.checker on", compare_module.check_file)
     size = model.stat().st_size
-    print(f"imports: {rss() / 1e6:.0f} MB; load average {os.getloadavg()[0]:.2f}", flush=True)
+    Path("/proc/self/clear_refs").write_text("5")
+    print(f"imports: {status('VmRSS:') / 1e6:.0f} MB; load average {os.getloadavg()[0]:.2f}", flush=True)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        result = compare_job(model, CompareSettings(), None, False, tmp,
-                             progress=lambda step, _f: state.update(step=step))  # fmt: skip
-    done.set()
+        result = compare_job(model, CompareSettings(), None, False, tmp, progress=lambda step, _f: mark(step))
+    mark("end")
     print(f"wall {time.perf_counter() - start:.1f} s; phases " + ", ".join(f"{k} {v:.1f} s" for k, v in result.timings.items()))
     for step, peak in state["peaks"].items():
         print(f"  {peak / 1e6:6.0f} MB ({peak / size:5.2f}x)  {step}")

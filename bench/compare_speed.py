@@ -370,7 +370,8 @@ def trace(model: Path) -> int:
         return wrapped
 
     compare_module._open_file_session = inside("opening", compare_module._open_file_session)
-    compare_module.check_file = inside("onnx.checker on", compare_module.check_file)
+    if hasattr(compare_module, "check_file"):  # older trees (--before) checked inside shrink
+        compare_module.check_file = inside("onnx.checker on", compare_module.check_file)
     size = model.stat().st_size
     Path("/proc/self/clear_refs").write_text("5")
     print(f"imports: {status('VmRSS:') / 1e6:.0f} MB; load average {os.getloadavg()[0]:.2f}", flush=True)

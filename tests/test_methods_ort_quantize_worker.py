@@ -1,5 +1,4 @@
-"""The quantizer child saves only the weights ONNX Runtime's pre-processing changed (the parent judges
-against them without loading the whole pre-processed model beside its own)."""
+"""The quantizer child measures what it did to each weight (the parent holds none of the floats)."""
 
 from __future__ import annotations
 
@@ -9,29 +8,39 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import shrinkray
-from shrinkray.methods.ort_quantize_worker import _save_changed_weights
 
 
-def _model(initializers: dict[str, np.ndarray]) -> onnx.ModelProto:
+def _model(initializers: dict[str, np.ndarray], **graph_args) -> onnx.ModelProto:
     graph = helper.make_graph([], "g", [], [], [numpy_helper.from_array(v, k) for k, v in initializers.items()])
     return helper.make_model(graph)
 
 
-def test_only_changed_or_renamed_weights_the_quantizer_rewrote_are_saved(tmp_path):
+def test_changes_are_measured_against_what_the_quantizer_saw():
+    # What the quantizer child reports: per original weight its quantized base (renamed by pre-processing
+    # or not), channel axis, stored bytes and error against the pre-processed floats, which may differ.
+    from shrinkray.methods.dynamic_int8 import measure_changes
+
     rng = np.random.default_rng(0)
-    same, moved, other = (rng.normal(size=(8, 8)).astype(np.float32) for _ in range(3))
-    files = {
-        "original": _model({"same": same, "moved": moved, "untouched": other}),
-        "pre": _model({"same": same, "moved": moved * 3, "folded_new": other, "untouched": other * 2}),
-        "quantized": _model({f"{n}_quantized": np.zeros((8, 8), np.int8) for n in ("same", "moved", "folded_new")}),
-    }
-    for name, model in files.items():
-        onnx.save(model, tmp_path / f"{name}.onnx")
-    target = tmp_path / "saw.onnx"
-    _save_changed_weights(*(str(tmp_path / f"{n}.onnx") for n in files), str(target))
-    saved = {t.name: numpy_helper.to_array(t) for t in onnx.load(target).graph.initializer}
-    assert sorted(saved) == ["folded_new", "moved"]  # "untouched" changed but was not quantized
-    np.testing.assert_array_equal(saved["moved"], moved * 3)
+    kept, folded = (rng.normal(0, 0.3, size=(8, 16)).astype(np.float32) for _ in range(2))
+    scale = np.float32(0.05)
+    codes = {name: np.clip(np.rint(v / scale), -127, 127).astype(np.int8) for name, v in
+             (("kept", kept), ("Fused_folded", folded * 3))}  # fmt: skip
+    quantized = _model({**{f"{n}_quantized": c for n, c in codes.items()},
+                        **{f"{n}_scale": np.array(scale) for n in codes}})  # fmt: skip
+    original = _model({"kept": kept, "folded": folded, "bias": np.zeros(4, np.float32)})
+    pre = _model({"kept": kept, "Fused_folded": folded * 3})
+    records = {r["name"]: r for r in measure_changes(original, quantized, pre)}
+    assert sorted(records) == ["folded", "kept"]  # the bias was not quantized
+    assert records["folded"]["base"] == "Fused_folded" and records["kept"]["base"] == "kept"
+    scale_bytes = next(t for t in quantized.graph.initializer if t.name == "kept_scale").ByteSize()
+    assert records["kept"]["axis"] is None and records["kept"]["stored"] == 8 * 16 + scale_bytes
+    for name, reference in (("kept", kept), ("folded", folded * 3)):
+        decoded = codes["kept" if name == "kept" else "Fused_folded"].astype(np.float32) * scale
+        expected = np.sqrt(np.mean((reference - decoded) ** 2))
+        assert records[name]["stats"]["rms_error"] == pytest.approx(expected, rel=1e-5)
+    # judged against the unfolded original instead, the same codes look ~40x worse
+    unfolded = {r["name"]: r for r in measure_changes(original, quantized, None)}
+    assert unfolded["folded"]["stats"]["rms_error"] > 10 * records["folded"]["stats"]["rms_error"]
 
 
 @pytest.mark.slow

@@ -124,42 +124,55 @@ def _original_of(base: str, before: dict[str, WeightRef]) -> str | None:
     return max(matches, key=len) if matches else None
 
 
-def _record_changes(
-    before: dict[str, WeightRef],
-    result: onnx.ModelProto,
-    variant: Variant,
-    quantizer_saw: dict[str, onnx.TensorProto],
-) -> None:
-    """One record per original weight; the error is against the floats the quantizer saw.
+def float_weights(model: onnx.ModelProto) -> dict[str, WeightRef]:
+    """The main graph's float initializers: what the quantizer may rewrite, each recorded once."""
+    return {r.name: r for r in find_weights(model) if r.kind == "initializer" and not r.scope
+            and r.dtype in FLOAT_TYPES}  # fmt: skip
 
-    Values are decoded one tensor at a time: holding every weight's floats twice more (before and
-    as pre-processed) beside the quantized model was the worker's peak on large models."""
-    inits = {t.name: t for t in result.graph.initializer}
+
+def measure_changes(original: onnx.ModelProto, quantized: onnx.ModelProto,
+                    preprocessed: onnx.ModelProto | None) -> list[dict]:  # fmt: skip
+    """For each original weight the quantizer rewrote: its name, the quantized tensor's base name, channel
+    axis, stored bytes and error statistics against the floats the quantizer saw (the pre-processed value,
+    which may be folded or transposed), or None when pre-processing reshaped it. Runs in the quantizer's
+    child process, which holds all three models anyway: the worker then holds none of their floats."""
+    before = float_weights(original)
+    saw = {t.name: t for t in preprocessed.graph.initializer} if preprocessed is not None else {}
+    inits = {t.name: t for t in quantized.graph.initializer}
     bases = [n[: -len("_quantized")] for n in inits if n.endswith("_quantized") and f"{n[:-10]}_scale" in inits]
     bases.sort(key=lambda b: b not in before)  # exact names first, renamed ones after
     recorded: set[str] = set()
+    records = []
     for base in bases:
         name = _original_of(base, before)
         if name is None or name in recorded or name in inits:
             continue
         recorded.add(name)
         decoded, axis, stored = _decode(inits, base)
-        saw = quantizer_saw.get(base)
-        reference = numpy_helper.to_array(saw) if saw is not None else before[name].array()
+        reference = numpy_helper.to_array(saw[base]) if base in saw else before[name].array()
         swapped = decoded.swapaxes(-1, -2) if decoded.ndim >= 2 else decoded
         if decoded.shape != reference.shape and swapped.shape == reference.shape:
             decoded = swapped  # stored transposed: Gemm(transB=1) made MatMul, LSTM/GRU weights for DynamicQuantizeLSTM
+        stats = error_stats(reference, decoded).as_dict() if decoded.shape == reference.shape else None
+        records.append({"name": name, "base": base, "axis": axis, "stored": stored, "stats": stats})
+    return records
+
+
+def _record_changes(before: dict[str, WeightRef], records: list[dict], variant: Variant) -> None:
+    """One change per record of :func:`measure_changes`, in its order."""
+    for record in records:
+        axis, base, name = record["axis"], record["base"], record["name"]
         where = f"per-channel (axis {axis})" if axis is not None else "per-tensor"
         encoding = f"{variant.options['weight_type']} {where}, dynamic activations"
         if base != name:
             encoding += f"; folded by ONNX Runtime's pre-processing into '{base}' first"
-        if decoded.shape == reference.shape:
-            stats = error_stats(reference, decoded)
+        if record["stats"] is not None:
+            values = record["stats"]
+            stats = ErrorStats(values["max_abs_error"], values["rms_error"], values["relative_rms_error"])
         else:
             stats = ErrorStats(float("nan"), float("nan"), float("nan"))
             encoding += "; reshaped by pre-processing, so its error is not comparable"
-        del decoded, reference, swapped
-        change = TensorChange.of(before[name], bytes_after=stored, stats=stats, encoding=encoding)
+        change = TensorChange.of(before[name], bytes_after=record["stored"], stats=stats, encoding=encoding)
         variant.changes.append(change)
         warn_if_damaged(variant, change)
 
@@ -178,12 +191,12 @@ def _worker_env() -> dict[str, str]:
 
 def _run_worker(
     model: onnx.ModelProto, options: DynamicInt8Options, variant: Variant
-) -> tuple[onnx.ModelProto, dict[str, onnx.TensorProto]]:
+) -> tuple[onnx.ModelProto, list[dict]]:
     """Quantize in a child process whose working directory is a private temp folder.
 
-    Returns the quantized model and the float values the quantizer actually
-    saw (after pre-processing, which may fold BatchNormalization into a Conv
-    weight or transpose a Gemm weight), keyed by their pre-processed names.
+    Returns the quantized model and the child's :func:`measure_changes` records (errors against the
+    floats the quantizer actually saw, after pre-processing, which may fold BatchNormalization into a
+    Conv weight or transpose a Gemm weight).
     """
     external = needs_external_data(model)
     with tempfile.TemporaryDirectory(prefix="shrinkray-dyn-") as tmp:
@@ -193,7 +206,6 @@ def _run_worker(
             "input": str(folder / "input.onnx"),
             "preprocessed": str(folder / "pre.onnx"),
             "output": str(folder / "quantized.onnx"),
-            "saw": str(folder / "saw.onnx"),
             "external": external,
             "preprocess": options.preprocess,
             "op_types": list(options.op_types),
@@ -240,12 +252,7 @@ def _run_worker(
                 f"ONNX Runtime's quantize_dynamic failed on this model ({result['quantize_error']})",
                 "Try weights-int8, which does not depend on ONNX Runtime's quantizer",
             )
-        quantized = onnx.load(str(folder / "quantized.onnx"))
-        rewritten: dict[str, onnx.TensorProto] = {}
-        saw = folder / "saw.onnx"
-        if result["preprocessed"] and saw.exists():  # what pre-processing changed; the rest is the original's
-            rewritten = {t.name: t for t in onnx.load(str(saw)).graph.initializer}
-        return quantized, rewritten
+        return onnx.load(str(folder / "quantized.onnx")), result["changes"]
 
 
 def _nodes_to_keep_float(model: onnx.ModelProto, refs: dict[str, WeightRef]) -> list[str]:
@@ -274,7 +281,6 @@ def apply(model: onnx.ModelProto, options: DynamicInt8Options) -> Variant:
     if moved:
         variant.notes.append(f"Moved {len(moved)} Constant-node weights into initializers so they can be quantized")
     refs = {r.name: r for r in find_weights(model) if r.kind == "initializer" and not r.scope}
-    before = {name: r for name, r in refs.items() if r.dtype in FLOAT_TYPES}
     if not candidates(find_weights(model), options):
         variant.notes.append(
             "ONNX Runtime's quantizer has nothing to quantize here: it handles float32 weights of "
@@ -289,10 +295,10 @@ def apply(model: onnx.ModelProto, options: DynamicInt8Options) -> Variant:
             f"Left {len(protected)} nodes in float because they read initializers that are also graph inputs "
             "(overridable at run time) or float16/float64 weights, which the quantizer cannot handle"
         )
-    result, quantizer_saw = _run_worker(model, options, variant)
+    result, records = _run_worker(model, options, variant)
     result.ir_version = min(result.ir_version, ORT_MAX_IR_VERSION)
     variant.model = result
-    _record_changes(before, result, variant, quantizer_saw)
+    _record_changes(float_weights(model), records, variant)
     if not variant.changes:
         variant.notes.append(
             "ONNX Runtime's quantizer found nothing to quantize: it handles "

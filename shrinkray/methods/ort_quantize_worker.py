@@ -8,11 +8,10 @@ the user's files, and a crash becomes a clear error instead of a dead app.
 
 Usage: python -m shrinkray.methods.ort_quantize_worker SPEC.json
 The spec names the input/output files and options; a result JSON is written
-next to it with ``preprocess_error`` / ``quantize_error`` (or null). When
-pre-processing ran, the float weights it changed (folded, transposed, renamed)
-that the quantizer then rewrote are saved to ``spec["saw"]``: the parent judges
-each quantized weight against what the quantizer saw without loading the whole
-pre-processed model beside its own (bench/results.md, "Compare peak memory").
+next to it with ``preprocess_error`` / ``quantize_error`` (or null) and, when the
+quantizer succeeded, ``changes``: each rewritten weight's error against what the
+quantizer saw, measured here so that the parent never loads the pre-processed
+model or the weights' floats beside its own (bench/results.md, "Compare peak memory").
 """
 
 from __future__ import annotations
@@ -53,31 +52,19 @@ def run(spec: dict) -> dict:
     except Exception as exc:  # noqa: BLE001 - the quantizer raises anything
         result["quantize_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
         return result
-    if result["preprocessed"]:
-        try:
-            _save_changed_weights(spec["input"], spec["preprocessed"], spec["output"], spec["saw"])
-        except Exception:  # noqa: BLE001 - without it the parent judges against the original's values
-            logging.getLogger(__name__).exception("could not save the pre-processed weights")
+    result["changes"] = _changes(spec["input"], spec["output"], source if result["preprocessed"] else None)
     return result
 
 
-def _save_changed_weights(original: str, preprocessed: str, quantized: str, target: str) -> None:
-    """The pre-processed float initializers the quantizer rewrote whose name or values the original lacks."""
+def _changes(original: str, quantized: str, preprocessed: str | None) -> list[dict]:
+    """What the quantizer did to each original weight (``dynamic_int8.measure_changes``), measured here,
+    where the three models are at hand, so the parent never holds their floats beside its own model."""
     import onnx
 
-    from shrinkray.graph import FLOAT_TYPES
+    from shrinkray.methods.dynamic_int8 import measure_changes
 
-    rewritten = {t.name[: -len("_quantized")] for t in onnx.load(quantized, load_external_data=False).graph.initializer
-                 if t.name.endswith("_quantized")}  # fmt: skip
-    before = {t.name: t for t in onnx.load(original).graph.initializer}
-    changed = onnx.GraphProto(name="saw")
-    for tensor in onnx.load(preprocessed).graph.initializer:
-        if tensor.data_type not in FLOAT_TYPES or tensor.name not in rewritten:
-            continue
-        kept = before.get(tensor.name)
-        if kept is None or kept.SerializeToString() != tensor.SerializeToString():
-            changed.initializer.append(tensor)
-    onnx.save(onnx.helper.make_model(changed), target)
+    pre = onnx.load(preprocessed) if preprocessed is not None else None
+    return measure_changes(onnx.load(original), onnx.load(quantized), pre)
 
 
 def main() -> None:

@@ -293,7 +293,9 @@ class GraphEditor:
         self.names = NameAllocator(model)
         # Keyed by scope path and tensor name: protobuf wrappers have no stable id().
         self._prepend: dict[str, list[onnx.NodeProto]] = defaultdict(list)
-        self._new_inits: dict[str, list[onnx.TensorProto]] = defaultdict(list)
+        # arrays, not TensorProtos: each is turned into its initializer only when apply() writes it into the
+        # graph, and dropped then (a finished TensorProto held here was copied once more into the graph)
+        self._new_inits: dict[str, list[tuple[str, np.ndarray]]] = defaultdict(list)
         self._drop_inits: dict[str, set[str]] = defaultdict(set)
         self._replace_const: dict[tuple[str, str], list[onnx.NodeProto]] = {}
 
@@ -307,14 +309,13 @@ class GraphEditor:
         stored_names = [self.names.new(f"{ref.name}__{tag}") for tag in stored]
         nodes = build(stored_names, ref.name, self.names)
         gid = ref.scope
-        tensors = [
-            numpy_helper.from_array(np.asarray(a), n) for a, n in zip(stored.values(), stored_names, strict=True)
-        ]
+        arrays = [(n, np.asarray(a)) for a, n in zip(stored.values(), stored_names, strict=True)]
         if ref.kind == "initializer":
             self._drop_inits[gid].add(ref.name)
-            self._new_inits[gid].extend(tensors)
+            self._new_inits[gid].extend(arrays)
             self._prepend[gid].extend(nodes)
         else:
+            tensors = [numpy_helper.from_array(a, n) for n, a in arrays]
             constants = [
                 helper.make_node("Constant", [], [t.name], name=self.names.new(f"{t.name}_const"), value=t)
                 for t in tensors
@@ -346,8 +347,12 @@ class GraphEditor:
                 kept = [t for t in graph.initializer if t.name not in drop]
                 graph.ClearField("initializer")
                 graph.initializer.extend(kept)
-            if self._new_inits.get(gid):
-                graph.initializer.extend(self._new_inits[gid])
+            pending = self._new_inits.get(gid, [])
+            pending.reverse()
+            while pending:  # in replacement order; each array goes as its initializer lands
+                name, array = pending.pop()
+                graph.initializer.append(numpy_helper.from_array(array, name))
+                del array
         self._prepend.clear()
         self._new_inits.clear()
         self._drop_inits.clear()

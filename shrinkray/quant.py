@@ -547,14 +547,15 @@ class _ErrorSums:
         )
 
 
-def error_stats(original: np.ndarray, approx: np.ndarray) -> ErrorStats:
+def error_stats(original: np.ndarray, approx: np.ndarray, *, approx_is_scratch: bool = False) -> ErrorStats:
     """Max abs, RMS and relative RMS error over the finite values of ``original``.
 
     Works in float32 for float32/float16 tensors (float64 only for float64 ones),
     without mask copies when every value is finite: this runs once per rewritten
-    tensor, on tensors of up to hundreds of millions of values.
+    tensor, on tensors of up to hundreds of millions of values. ``approx_is_scratch``:
+    the caller made ``approx`` for this call, so it becomes the difference (one copy less).
     """
     work = np.float64 if np.asarray(original).dtype == np.float64 else np.float32
     acc = _ErrorSums()
-    acc.add(np.asarray(original, dtype=work), np.asarray(approx, dtype=work))
+    acc.add(np.asarray(original, dtype=work), np.asarray(approx, dtype=work), overwrite_b=approx_is_scratch)
     return acc.stats()

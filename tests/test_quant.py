@@ -588,3 +588,14 @@ def test_float64_values_beyond_float32_are_coded_as_zero_not_inf():
     decoded = codes.decode()
     assert np.all(np.isfinite(decoded)) and decoded[2] == 0.0
     assert decoded[0] == pytest.approx(1.0, abs=3 / 255) and decoded[1] == pytest.approx(-2.0, abs=3 / 255)
+
+
+def test_error_stats_with_a_scratch_approximation_are_the_same_and_overwrite_only_it():
+    rng = np.random.default_rng(5)
+    original = rng.normal(size=(64, 33)).astype(np.float32)
+    original[3, 4] = np.inf
+    approx = original.astype(np.float16).astype(np.float32)
+    kept = original.copy()
+    expected = error_stats(original, approx.copy())
+    assert error_stats(original, approx, approx_is_scratch=True) == expected
+    np.testing.assert_array_equal(original, kept)  # the reference is never written

@@ -88,8 +88,9 @@ def _apply_storage(model: onnx.ModelProto, options: Float16Options, variant: Var
     editor = GraphEditor(model)
     for ref in candidates(find_weights(model), options):
         values = ref.array()
-        finite = values[np.isfinite(values)]
-        if finite.size and float(np.max(np.abs(finite))) > FLOAT16_MAX:
+        finite = np.isfinite(values)  # a mask, not a copy of the values
+        if values.size and max(-float(np.min(values, where=finite, initial=0.0)),
+                               float(np.max(values, where=finite, initial=0.0))) > FLOAT16_MAX:  # fmt: skip
             variant.warnings.append(
                 f"Kept '{ref.name}' in {ref.dtype_name}: it holds values beyond float16's range (±65504)"
             )
@@ -99,7 +100,7 @@ def _apply_storage(model: onnx.ModelProto, options: Float16Options, variant: Var
         change = TensorChange.of(
             ref,
             bytes_after=int(half.nbytes),
-            stats=error_stats(values, half.astype(FLOAT_TYPES[ref.dtype])),
+            stats=error_stats(values, half.astype(FLOAT_TYPES[ref.dtype]), approx_is_scratch=True),
             encoding="float16 storage",
         )
         variant.changes.append(change)

@@ -65,8 +65,9 @@ class BlockCodes:
 
     def decode(self) -> np.ndarray:
         """The float32 ``[rows, length]`` values: ``(code - zero_point) * scale`` in float32."""
-        centred = self.codes.astype(np.float32) - self.zero_point[..., None].astype(np.float32)
-        values = centred * self.scale[..., None]
+        values = self.codes.astype(np.float32)  # then in place: one float copy of the tensor, not three
+        values -= self.zero_point[..., None].astype(np.float32)
+        values *= self.scale[..., None]
         return values.reshape(self.rows, -1)[:, : self.length]
 
     def packed_codes(self) -> np.ndarray:
@@ -326,8 +327,14 @@ def find_outliers(x2d: np.ndarray, z_min: float = OUTLIER_Z, max_share: float = 
     if z_min <= 0 or x2d.size == 0:
         return np.zeros(0, dtype=np.int64)
     x = np.asarray(x2d, dtype=np.float32)
-    rms = np.sqrt(np.mean(np.square(x, dtype=np.float64), axis=1, keepdims=True))
-    flat = np.flatnonzero(np.abs(x) >= np.maximum(rms * z_min, np.finfo(np.float32).tiny))
+    rows, length = x.shape
+    found = []
+    step = max(1, CHUNK_VALUES // max(length, 1))  # rows at a time: float64 squares of a whole table were 2x it
+    for start in range(0, rows, step):
+        part = x[start : start + step]
+        rms = np.sqrt(np.mean(np.square(part, dtype=np.float64), axis=1, keepdims=True))
+        found.append(np.flatnonzero(np.abs(part) >= np.maximum(rms * z_min, np.finfo(np.float32).tiny)) + start * length)
+    flat = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
     if flat.size > max_share * x.size:
         return np.zeros(0, dtype=np.int64)
     return flat.astype(np.int64)

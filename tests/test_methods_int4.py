@@ -665,3 +665,18 @@ def test_where_gptq_runs_an_embedding_table_takes_the_mse_search():
     in_gptq_run = table_rms(context=context)
     assert in_gptq_run == table_rms(gptq="off", activation_aware=False, rounding="mse")
     assert in_gptq_run != table_rms(gptq="off", activation_aware=False)
+
+
+def test_outliers_found_rows_at_a_time_are_those_of_the_whole_table():
+    # find_outliers works a few rows at a time (float64 squares of a whole embedding table were 2x its size):
+    # indices past the first chunk must carry their rows' offsets, and the rule is the whole table's.
+    from shrinkray.blockquant import CHUNK_VALUES, OUTLIER_Z, find_outliers
+
+    rng = np.random.default_rng(11)
+    table = rng.normal(0, 0.02, (3 * CHUNK_VALUES // 96 + 7, 96)).astype(np.float32)
+    table.reshape(-1)[rng.choice(table.size, 40, replace=False)] = 0.5  # well beyond OUTLIER_Z row RMS
+    rms = np.sqrt(np.mean(np.square(table, dtype=np.float64), axis=1, keepdims=True))
+    expected = np.flatnonzero(np.abs(table) >= np.maximum(rms * OUTLIER_Z, np.finfo(np.float32).tiny))
+    found = find_outliers(table)
+    assert found.dtype == np.int64 and found.size >= 40 and found.max() >= CHUNK_VALUES
+    np.testing.assert_array_equal(found, expected)

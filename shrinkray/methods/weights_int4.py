@@ -224,11 +224,11 @@ class Encoded:
 
     def decode(self) -> np.ndarray:
         """The float32 ``[rows, length]`` values the graph rebuilds."""
-        values = self.codes.decode()
+        values = self.codes.decode()  # a new array: edited in place
         if self.inv_scale is not None:
-            values = values * self.inv_scale[None, :]
+            values *= self.inv_scale[None, :]
         if self.outliers is not None and self.outliers.size:
-            values = values.copy()
+            values = np.ascontiguousarray(values)  # a flat view to write through (a copy only when padded)
             values.reshape(-1)[self.outliers] = self.outlier_values
         return values
 
@@ -395,8 +395,9 @@ def _stats(enc: Encoded, x2d: np.ndarray, dtype: int) -> ErrorStats:
         return enc.codes.error_against(x2d)
     from shrinkray.quant import error_stats
 
-    decoded = enc.decode().astype(FLOAT_TYPES[dtype])  # the final Cast to the tensor's own type
-    return error_stats(x2d.astype(FLOAT_TYPES[dtype]), decoded)
+    decoded = enc.decode().astype(FLOAT_TYPES[dtype], copy=False)  # the final Cast to the tensor's own type
+    # no copy of the original when it already has that type; the decoded values become the difference
+    return error_stats(x2d.astype(FLOAT_TYPES[dtype], copy=False), decoded, approx_is_scratch=True)
 
 
 def _block_search(options: WeightsInt4Options, scale_dtype: type, unit: float, exact: np.ndarray | None):

@@ -164,8 +164,27 @@ def test_large_window_finds_a_repeat_beyond_4_mib():
     data = block + block
     sizes = measure_sizes(data, brotli_quality=AUTO_LARGE_QUALITY)
     assert sizes.brotli_window == 24
-    assert sizes.brotli_encoded == len(brotli.compress(data, quality=AUTO_LARGE_QUALITY, lgwin=24))
     assert sizes.brotli < 0.6 * len(data) < sizes.gzip  # gzip's 32 KiB window cannot see it
+    # flushed every 4 MiB (the window carries over): what a server streams, decoding to the same bytes, within
+    # 0.1% of one unflushed call
+    from shrinkray.measure.sizes import brotli_stream
+
+    streamed = b"".join(brotli_stream(data, AUTO_LARGE_QUALITY))
+    assert len(streamed) == sizes.brotli_encoded and brotli.decompress(streamed) == data
+    whole = len(brotli.compress(data, quality=AUTO_LARGE_QUALITY, lgwin=24))
+    assert abs(sizes.brotli_encoded - whole) <= 0.001 * whole
+
+
+def test_brotli_flushes_at_the_same_input_offsets_however_the_input_is_chunked(tmp_path, monkeypatch):
+    from shrinkray.measure import sizes as sizes_module
+
+    data = _mixed_bytes(2 * sizes_module.BROTLI_FLUSH_BYTES + 54321)
+    path = tmp_path / "blob"
+    path.write_bytes(data)
+    reference = b"".join(sizes_module.brotli_stream(data, 5))
+    monkeypatch.setattr(sizes_module, "CHUNK", 3 << 20)  # chunks that straddle the flush points
+    assert b"".join(sizes_module.brotli_stream(path, 5)) == reference
+    assert brotli.decompress(reference) == data
 
 
 # ------------------------------------------------------------------ bad qualities

@@ -1,8 +1,9 @@
 """Download sizes: raw bytes, gzip -9, brotli (and zstd), as a server would deliver them.
 
 These numbers feed the pricing calculator, so they are exactly what Python's
-``gzip`` (level 9, mtime 0), the ``brotli`` package and (optional) the
-``zstandard`` package produce.
+``gzip`` (level 9, mtime 0), the ``brotli`` package (streamed and flushed every
+4 MiB of input, as a server streams a file: :data:`BROTLI_FLUSH_BYTES`) and
+(optional) the ``zstandard`` package produce.
 
 **Delivered size rule.** A server that can send brotli also sends gzip, and
 would send whichever file is smaller. Brotli below quality 10 can come out

@@ -15,6 +15,7 @@ activations added as outputs:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -51,10 +52,11 @@ def _activation_of(ref: WeightRef) -> str | None:
 
 def calibrate(
     model: onnx.ModelProto, refs: list[WeightRef], context: RunContext | None = None,
-    *, gram: bool = False, max_gram_bytes: int = MAX_GRAM_BYTES,
+    *, gram: bool = False, max_gram_bytes: int = MAX_GRAM_BYTES, base_dir: Path | None = None,
 ) -> Calibration:  # fmt: skip
     """Activation statistics of the MatMul/Gemm weights in ``refs`` on the run's parity inputs (``context``;
-    None: the default synthesized ones); ``gram`` also collects the second-moment matrices."""
+    None: the default synthesized ones); ``gram`` also collects the second-moment matrices. ``base_dir``: the
+    folder of ``model``'s external data when its tensors are not loaded (see ``MethodSpec.prepare``)."""
     from shrinkray.measure.prefold import measuring_session
     from shrinkray.memory import release_free_memory
 
@@ -64,7 +66,7 @@ def calibrate(
     try:
         # from a measuring copy on disk: neither a second copy of the model nor its bytes are held while the
         # session opens (measure/prefold.py; this step's peak on the 101 MB benchmark model: +391 -> +194 MB)
-        session, probe = measuring_session(model, outputs=sorted(set(acts.values())))
+        session, probe = measuring_session(model, outputs=sorted(set(acts.values())), base_dir=base_dir)
         samples = (context or RunContext()).calibration_inputs(probe, session=session).samples  # never the judged ones
     except ShrinkRayError as exc:
         return Calibration(note=f"Calibration was skipped (blocks are data-free): {exc.problem}")

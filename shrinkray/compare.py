@@ -660,6 +660,11 @@ class ComparePipeline:
             # the run's verdict and its calibration samples: a method that calibrates or searches (auto,
             # weights-int4) learns from samples its result is not judged on
             context = self._judging(method)[0]
+            spec = get_method(method)
+            if spec.prepare is not None and self._reload_from is not None:  # before the weights are loaded
+                header = onnx.load(str(self._reload_from), load_external_data=False)
+                spec.prepare(header, spec.make_options(**options), context, self._reload_from.parent)
+                del header
             if self.reload_source:  # the method rewrites a fresh load of the original, not a copy of a held one
                 return shrink(self.full_source(), method, in_place=True, open_runtime=False, check=False,
                               context=context, **options)  # fmt: skip
@@ -828,7 +833,12 @@ class ComparePipeline:
         """The original with its weights: the loaded model, or a fresh load of its file once it was dropped."""
         if not self.reload_source:
             return self.loaded
-        return onnx.load(str(self._reload_from or self.files[ORIGINAL][0]))
+        if self._reload_from is None:
+            return onnx.load(str(self.files[ORIGINAL][0]))
+        model = onnx.load(str(self._reload_from))
+        for tensor in model.graph.initializer:  # loading set DEFAULT explicitly: 2 bytes the original did not have
+            tensor.ClearField("data_location")
+        return model
 
     def _flush(self) -> None:
         """Publish what became known: sizes as they land, each variant's parity as soon as it is judged (parity

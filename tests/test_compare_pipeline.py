@@ -317,3 +317,29 @@ def test_compare_leaves_the_callers_malloc_settings_alone_and_the_worker_shares_
     sandbox._worker_main()
     reply.seek(0)
     assert calls == [1] and sandbox._receive(reply) == ("result", 3)
+
+
+def test_weights_int4_calibrates_before_the_original_is_reloaded_and_builds_the_same_file(tmp_path, monkeypatch):
+    """compare runs weights-int4's calibration on the original's header + data copy (``MethodSpec.prepare``), so
+    its session never opens beside a loaded copy; the variant is byte for byte the one calibrated in memory."""
+    import shrinkray.activations as activations
+    from shrinkray.compare import ComparePipeline
+
+    calls = []
+    real = activations.calibrate
+
+    def recording(model, refs, context=None, **kwargs):
+        calls.append(kwargs.get("base_dir"))
+        return real(model, refs, context, **kwargs)
+
+    monkeypatch.setattr(activations, "calibrate", recording)
+    files = {}
+    for owns in (True, False):  # an owned model is reloaded per method; a caller's model is held and copied
+        folder = tmp_path / f"owns-{owns}"
+        settings = CompareSettings(methods=[("weights-int4", {})], latency=False, brotli_quality=5,
+                                   variants_dir=str(folder))  # fmt: skip
+        with ComparePipeline(shrinkray.load(sample_path("transformer")), settings, owns_model=owns) as pipeline:
+            [variant] = pipeline.run().variants
+        files[owns] = Path(variant.file).read_bytes()
+    assert calls[0] is not None and calls[1] is None  # prepared on the data copy, then calibrated in memory
+    assert len(calls) == 2 and files[True] == files[False]

@@ -361,16 +361,30 @@ class MeasuringCopies:
         return open_file_session(files[0], optimized=True, threads=threads)
 
 
-def measuring_session(model: onnx.ModelProto, *, outputs: Sequence[str] = (),
-                      threads: int = 1) -> tuple[Any, onnx.ModelProto]:  # fmt: skip
+def measuring_session(model: onnx.ModelProto, *, outputs: Sequence[str] = (), threads: int = 1,
+                      base_dir: Path | None = None) -> tuple[Any, onnx.ModelProto]:  # fmt: skip
     """An optimized CPU session on an in-memory model (``outputs`` added to its outputs), opened from a
     measuring copy in a temporary folder, and the model it opened (large tensors by reference: for
     signatures and shapes, not values). Neither a second copy of the model nor its serialized bytes
     are made (a calibration probe of the 101 MB benchmark model held both while its session opened).
     A model whose tensors are already external, or whose copy cannot be made or opened, opens from a
-    serialized copy, as before (so an error is the model's own).
+    serialized copy, as before (so an error is the model's own); with ``base_dir`` (the folder of its data
+    file) it opens from a header written there instead, its weights read from that file.
     """
     from shrinkray.validate import open_file_session, open_session
+
+    if base_dir is not None:
+        probe = onnx.ModelProto()
+        probe.CopyFrom(model)  # a header: the weights stay in the data file
+        present = {o.name for o in probe.graph.output}
+        probe.graph.output.extend(onnx.ValueInfoProto(name=n) for n in outputs if n not in present)
+        with tempfile.NamedTemporaryFile(dir=base_dir, prefix="probe-", suffix=".onnx", delete=False) as fh:
+            header = Path(fh.name)
+        try:
+            onnx.save(probe, str(header))
+            return open_file_session(header, optimized=True, threads=threads), probe
+        finally:
+            header.unlink(missing_ok=True)  # read once opened; the data file stays mapped
 
     if not any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
         with tempfile.TemporaryDirectory(prefix="shrinkray-measuring-", ignore_cleanup_errors=True) as tmp:

@@ -259,6 +259,9 @@ class RunContext:
     #: The samples a method may learn from (compare's ``CalibrationSplit.calibration``): never those its
     #: result is judged on. None: :meth:`calibration_inputs` splits the run's inputs the same way.
     calibration: Any = None
+    #: What a method's ``prepare`` worked out on the original before its weights were loaded, for its
+    #: ``apply`` to take (keyed by the method); empty unless a caller ran ``prepare``.
+    prepared: dict = field(default_factory=dict)
 
     def judging_settings(self) -> Any:
         from shrinkray.results import CompareSettings
@@ -349,6 +352,11 @@ class MethodSpec:
     #: :class:`RunContext` (the verdict and inputs compare judges with), so its result is chosen on
     #: what it will be shown against.
     uses_context: bool = False
+    #: ``prepare(header, options, context, base_dir)``: work on the original before its weights are loaded
+    #: (``header``: its graph with every large tensor in a data file in ``base_dir``), kept in
+    #: ``context.prepared`` for ``apply``. compare runs it so that, e.g., weights-int4's calibration session
+    #: does not open beside a loaded copy of the model. None: nothing to prepare.
+    prepare: Callable[..., None] | None = None
 
     def run(self, model: onnx.ModelProto, options: Any, context: RunContext | None = None) -> Variant:
         """``apply`` with the run's context when the method takes one (the defaults when none is given)."""

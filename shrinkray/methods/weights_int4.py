@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -647,6 +648,24 @@ def uses_gptq(options: WeightsInt4Options, context: RunContext | None, model: on
     return context is not None and context.calibrates_on_user_data(model)
 
 
+def _calibration_key(refs: list[WeightRef], gram: bool) -> tuple:
+    return ("weights-int4 calibration", tuple(sorted((r.scope, r.name) for r in refs)), gram)
+
+
+def prepare(header: onnx.ModelProto, options: WeightsInt4Options, context: RunContext, base_dir: Path) -> None:
+    """Calibrate on the original before its weights are loaded (``header``'s tensors stay in their data file in
+    ``base_dir``): the calibration session then never opens beside a loaded copy of the model (compare's
+    weights-int4 step on the 101 MB benchmark model, bench/results.md "Compare peak memory"). ``apply`` takes
+    the result when it quantizes the same tensors with the same statistics, else calibrates itself."""
+    from shrinkray.activations import calibrate
+
+    refs = candidates(find_weights(header), options)
+    gptq = uses_gptq(options, context, header)
+    if refs and ((options.activation_aware and options.form != "dequantize-linear") or gptq):
+        context.prepared[_calibration_key(refs, gptq)] = calibrate(header, refs, context, gram=gptq,
+                                                                   base_dir=base_dir)  # fmt: skip
+
+
 def apply(model: onnx.ModelProto, options: WeightsInt4Options, context: RunContext | None = None) -> Variant:
     """``context``: the run's inputs, which activation-aware scales and GPTQ are calibrated on (the user's own
     when given, else the samples compare synthesizes)."""
@@ -671,7 +690,9 @@ def apply(model: onnx.ModelProto, options: WeightsInt4Options, context: RunConte
     if (awq or gptq) and refs:
         from shrinkray.activations import calibrate
 
-        cal = calibrate(model, refs, context, gram=gptq)
+        cal = context.prepared.pop(_calibration_key(refs, gptq), None) if context is not None else None
+        if cal is None:
+            cal = calibrate(model, refs, context, gram=gptq)
         importance = cal.power if awq else {}
         grams = cal.gram
         if cal.note:
@@ -960,6 +981,7 @@ register(
         approximate=approximate,
         bytes_per_value=0.5625,  # 4 bits + a 16-bit scale per block of 32
         uses_context=True,  # activation-aware scales and GPTQ are calibrated on the run's inputs
+        prepare=prepare,
         parity_hint="Leave the tensors that move the outputs most in higher precision (exclude them); with two or "
         "more samples of your own its rounding is calibrated on them (GPTQ), which measured far closer than "
         "without.",

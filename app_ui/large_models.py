@@ -14,6 +14,7 @@ with :func:`refusal` before it starts.
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -36,7 +37,11 @@ def save_upload(uploaded: Any, folder: Path) -> Path:
     """Copy an UploadedFile into ``folder`` chunk by chunk (``read(n)``, never ``getvalue()``)."""
     folder.mkdir(parents=True, exist_ok=True)
     suffix = ".zip" if uploaded.name.lower().endswith(".zip") else ".onnx"
-    target = Path(tempfile.mkdtemp(prefix="upload-", dir=folder)) / f"upload{suffix}"
+    # the user's own file name (made safe), so that a message about the file names the file they chose
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(uploaded.name).name).strip("._")[:100] or "upload"
+    if not name.lower().endswith(suffix):
+        name += suffix
+    target = Path(tempfile.mkdtemp(prefix="upload-", dir=folder)) / name
     uploaded.seek(0)
     with open(target, "wb") as out:
         while chunk := uploaded.read(COPY_CHUNK):

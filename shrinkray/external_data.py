@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import external_data_helper, helper
+from onnx import external_data_helper, helper, numpy_helper
 
 from shrinkray.errors import ModelLoadError
 from shrinkray.graph import GraphEditor, WeightRef
@@ -221,8 +221,9 @@ class SpillingEditor(GraphEditor):
         if ref.kind == "initializer":
             made = self._new_inits[ref.scope]
             for k in range(len(made) - len(names), len(made)):
-                if sys.getsizeof(made[k].raw_data) >= SIZE_THRESHOLD:
-                    made[k] = self.writer.spilled(made[k])
+                name, array = made[k]
+                tensor = numpy_helper.from_array(array, name)
+                made[k] = self.writer.spilled(tensor) if sys.getsizeof(tensor.raw_data) >= SIZE_THRESHOLD else tensor
         return names
 
 

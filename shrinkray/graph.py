@@ -295,7 +295,8 @@ class GraphEditor:
         self._prepend: dict[str, list[onnx.NodeProto]] = defaultdict(list)
         # arrays, not TensorProtos: each is turned into its initializer only when apply() writes it into the
         # graph, and dropped then (a finished TensorProto held here was copied once more into the graph)
-        self._new_inits: dict[str, list[tuple[str, np.ndarray]]] = defaultdict(list)
+        # (a subclass may put a finished TensorProto in their place: SpillingEditor's external references)
+        self._new_inits: dict[str, list[tuple[str, np.ndarray] | onnx.TensorProto]] = defaultdict(list)
         self._drop_inits: dict[str, set[str]] = defaultdict(set)
         self._replace_const: dict[tuple[str, str], list[onnx.NodeProto]] = {}
 
@@ -350,9 +351,10 @@ class GraphEditor:
             pending = self._new_inits.get(gid, [])
             pending.reverse()
             while pending:  # in replacement order; each array goes as its initializer lands
-                name, array = pending.pop()
-                graph.initializer.append(numpy_helper.from_array(array, name))
-                del array
+                item = pending.pop()
+                graph.initializer.append(item if isinstance(item, onnx.TensorProto) else
+                                         numpy_helper.from_array(item[1], item[0]))  # fmt: skip
+                del item
         self._prepend.clear()
         self._new_inits.clear()
         self._drop_inits.clear()

@@ -7,6 +7,7 @@ to the function the Model page calls; the Shrink page then runs as the visitor s
 
 from __future__ import annotations
 
+import io
 import zipfile
 from pathlib import Path
 
@@ -146,3 +147,19 @@ def test_a_model_kept_as_its_graph_leaves_no_files_once_another_replaces_it(big_
     second.path = elsewhere
     state.set_model(first, "Uploaded: model.zip")
     assert elsewhere.is_file()
+
+
+def test_a_saved_upload_keeps_the_users_file_name_made_safe(tmp_path):
+    """Messages about an uploaded file name the file the user chose, never an internal name."""
+    from app_ui.large_models import save_upload
+
+    class Upload(io.BytesIO):
+        def __init__(self, name: str) -> None:
+            super().__init__(b"not a model")
+            self.name = name
+
+    assert save_upload(Upload("notamodel.onnx"), tmp_path).name == "notamodel.onnx"
+    assert save_upload(Upload("../../etc/my model [v2].ONNX"), tmp_path).name == "my_model_v2_.ONNX"
+    assert save_upload(Upload("weights.zip"), tmp_path).name == "weights.zip"
+    assert save_upload(Upload("model"), tmp_path).name == "model.onnx"
+    assert all(p.parent.parent == tmp_path for p in tmp_path.glob("*/*"))  # each in its own private folder

@@ -132,12 +132,15 @@ with friendly_errors("Setting the prices"):
              "price per GiB": float(t.price_per_gib)} for t in start.tiers
         ]  # fmt: skip
         ss[f"pricing:free:{provider_id}"] = float(start.free_gib_per_month)
-    edited = st.data_editor(pd.DataFrame(ss[f"{table_key}:start"]), num_rows="dynamic", hide_index=True,
-                            key=table_key, width="stretch")  # fmt: skip
+    tiers = pd.DataFrame(ss[f"{table_key}:start"]).astype("float64")  # no end: an empty cell, not "None"
+    edited = st.data_editor(tiers, num_rows="dynamic", hide_index=True, key=table_key, width="stretch",
+                            column_config={"up to GiB in the month": st.column_config.NumberColumn(
+                                               help="Empty: no end (the last tier)", format="localized"),
+                                           "price per GiB": st.column_config.NumberColumn(format="%.4f")})  # fmt: skip
     free = st.number_input("Free GiB per month", min_value=0.0, max_value=float(pricing.MAX_FREE_GIB), step=10.0,
                            key=f"pricing:free:{provider_id}")  # fmt: skip
-    rows = [(r["up to GiB in the month"], r["price per GiB"]) for r in edited.to_dict("records")
-            if r["price per GiB"] is not None and r["price per GiB"] == r["price per GiB"]]  # fmt: skip
+    rows = [(None if pd.isna(r["up to GiB in the month"]) else r["up to GiB in the month"], r["price per GiB"])
+            for r in edited.to_dict("records") if not pd.isna(r["price per GiB"])]  # fmt: skip
     provider = pricing.with_prices(base, rows, free)
     if base.source_url:
         st.caption(f"Source: {base.source_url} (checked {base.checked}). {md(app_words(base.notes))}")
@@ -263,8 +266,10 @@ with friendly_errors("Setting the prices"):
              f"cost per year ({currency})": (f"{currency}/year", "Cost of 12 months, with the growth rate applied"),
              f"per 1M downloads ({currency})": (f"{currency} per 1M", "Cost per million downloads at this volume"),
              f"saving per year ({currency})": (f"{currency} saved/year", "Saving per year against the reference")}  # fmt: skip
-    columns = {c: st.column_config.NumberColumn(label, help=md(why), format="localized")  # labels are plain text
-               for c, (label, why) in short.items()}  # fmt: skip
+    money = {f"cost per month ({currency})", f"cost per year ({currency})", f"per 1M downloads ({currency})",
+             f"saving per year ({currency})", "GiB per month"}  # two decimals each, so the column lines up
+    columns = {c: st.column_config.NumberColumn(label, help=md(why), format="%.2f" if c in money else "localized")
+               for c, (label, why) in short.items()}  # labels are plain text  # fmt: skip
     columns["standing"] = st.column_config.TextColumn("standing", width="medium")
     st.dataframe(frame, hide_index=True, width="stretch", column_config=columns)
     st.download_button("Download the table (CSV)", frame.to_csv(index=False), "egress-costs.csv", "text/csv",

@@ -273,3 +273,18 @@ def test_the_browser_table_gives_each_variants_median_over_the_originals(load_sa
     assert [row[column] for row in rows] == ["–", "0.75x"]
     assert median_ratio({r.key: r for r in runs}, "float16") == 0.75
     assert median_ratio({r.key: r for r in runs[1:]}, "float16") is None  # no original timed: no ratio
+
+
+def test_the_delivery_line_names_gzip_when_brotli_lost_to_it():
+    # A server sends the smaller file: when brotli came out larger than gzip -9, what it sends is gzip -9,
+    # not "gzip, quality 6" (brotli's setting; walkthrough 2026-11-27).
+    from shrinkray.measure.browser import delivery_line
+    from shrinkray.measure.sizes import Sizes
+
+    run = BrowserRun(key="palettize", transfer_bytes=600_000, model_bytes=1_100_000, content_encoding="gzip")
+    as_gzip = Sizes(raw=1_100_000, gzip=578_680, brotli=578_680, brotli_quality=6, brotli_encoded=578_900,
+                    brotli_encoding="gzip")  # fmt: skip
+    as_br = Sizes(raw=1_100_000, gzip=578_680, brotli=500_000, brotli_quality=6, brotli_encoded=500_000,
+                  brotli_encoding="br")  # fmt: skip
+    assert delivery_line(run, as_gzip).endswith("would send 565.12 KiB (gzip -9)")
+    assert delivery_line(run, as_br).endswith("would send 488.28 KiB (br, quality 6)")

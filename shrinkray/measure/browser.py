@@ -272,7 +272,9 @@ def delivery_line(run: BrowserRun, sizes) -> str:
     if run.model_bytes:
         text += f" for a {_bytes(run.model_bytes)} file"
     if sizes is not None and getattr(sizes, "brotli", None):
-        best = f"{_bytes(sizes.brotli)} ({sizes.brotli_encoding}, quality {sizes.brotli_quality})"
+        how = ("gzip -9" if sizes.brotli_encoding == "gzip"  # the smaller file a server has: brotli lost to gzip
+               else f"{sizes.brotli_encoding or 'br'}, quality {sizes.brotli_quality}")  # fmt: skip
+        best = f"{_bytes(sizes.brotli)} ({how})"
         text += f"; a host serving precompressed files would send {best}"
     return text
 

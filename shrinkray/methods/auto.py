@@ -51,6 +51,7 @@ from onnx import helper
 
 from shrinkray.graph import WeightRef, constants_to_initializers, find_weights
 from shrinkray.methods.base import MethodSpec, RunContext, TensorSelection, Variant, get_method, option, register
+from shrinkray.units import format_bytes
 
 #: Precisions from the most to the least bytes, and the method that makes each.
 LEVELS = ("float32", "float16", "int8", "int4")
@@ -604,9 +605,9 @@ def _confirmed(best, passing: list[tuple[float, dict[str, str], bool]], choices:
                 return best
             found = severity_on(other)
             if found is not None and found > limit:
-                tries.append(f"a mix of {size / 1e6:.3g} MB fails on other samples ({found:.0%} of allowed)")
+                tries.append(f"a mix of {format_bytes(size)} fails on other samples ({found:.0%} of allowed)")
                 continue
-            tries.append(f"a mix of {size / 1e6:.3g} MB holds on other samples "
+            tries.append(f"a mix of {format_bytes(size)} holds on other samples "
                          f"({'-' if found is None else f'{found:.0%}'} of allowed)")  # fmt: skip
         if levels == built_levels:
             return best

@@ -123,8 +123,10 @@ def variant_card(c: Comparison, result: VariantResult, advice_items, partial: bo
             shown = first.ratio or ratio
             delta = _latency_delta(shown, first)
             noisy = delta is None and first.too_noisy  # say so on the card, not only in its tooltip
-            cols[4].metric("Latency", f"{first.median_ms:.2f} ms", "too noisy to call" if noisy else delta,
-                           delta_color="off" if noisy else "inverse", delta_arrow="off" if noisy else "auto",
+            neutral = noisy or delta is None  # within the noise: the ratio itself, so the time means something
+            label = "too noisy to call" if noisy else delta or f"{shown:.2f}x the original's"
+            cols[4].metric("Latency", f"{first.median_ms:.2f} ms", label,
+                           delta_color="off" if neutral else "inverse", delta_arrow="off" if neutral else "auto",
                            help=f"{'Too noisy to call. ' if first.too_noisy else ''}{shown:.2f}x the original's time: "
                            f"median of {first.runs} runs, {first.threads} thread(s), batch {first.batch}; "
                            f"ratio to the original {first.call() or 'not measured'}")  # fmt: skip

@@ -121,3 +121,20 @@ def test_a_latency_too_noisy_to_call_says_so_on_the_card(failing_and_slower, tmp
     assert latency[-1].delta == "too noisy to call", latency[-1].delta
     assert all(m.delta == "too noisy to call" or m.delta.endswith("% time") for m in noisy), [m.delta for m in noisy]
     assert latency[-1].proto.color == latency[-1].proto.MetricColor.GRAY  # neither better (green) nor worse (red)
+
+
+def test_a_latency_within_the_noise_shows_its_ratio_to_the_original(failing_and_slower, tmp_path):
+    """A bare "0.23 ms" compared with nothing (walkthrough 2026-11-27): a settled ratio inside +-5% shows
+    "0.97x the original's", uncoloured, so the time reads against the original's."""
+    c = pickle.loads(failing_and_slower.read_bytes())
+    base = c.original.latency[0]
+    f16 = c.get("float16")
+    f16.latency = [dataclasses.replace(s, ratio=0.97, ratio_low=0.95, ratio_high=0.99, settled=True)
+                   if (s.threads, s.batch) == (base.threads, base.batch) else s for s in f16.latency]  # fmt: skip
+    path = tmp_path / "same.pkl"
+    path.write_bytes(pickle.dumps(c))
+    at = AppTest.from_function(_show, args=(str(path),), default_timeout=120).run()
+    assert not at.exception, at.exception
+    card = [m for m in at.metric if m.label == "Latency"][-1]  # float16 is the third card
+    assert card.delta == "0.97x the original's", card.delta
+    assert card.proto.color == card.proto.MetricColor.GRAY

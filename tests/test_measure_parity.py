@@ -1086,3 +1086,11 @@ def test_a_cosine_just_short_of_one_prints_its_digits_not_a_bare_one(value):
     text = Criterion("min_cosine", 0.999).text(value)
     shown = text.split()[1]
     assert not shown.endswith(".") and float(shown) < 1.0 and abs(float(shown) - value) < 1e-6, text
+
+
+def test_a_pooled_cosine_reads_as_mean_pooled_not_as_an_output_named_pooled():
+    from shrinkray.measure.parity import Criterion
+
+    criterion = Criterion("min_pooled_cosine", 0.999)
+    assert criterion.text(0.99996).startswith("mean-pooled cosine 0.99996")
+    assert criterion.text_limit() == "mean-pooled cosine >= 0.999"

@@ -88,6 +88,10 @@ SAMPLE_POINTS = 2000
 RANGE_PERCENTILES = (0.1, 99.9)
 
 
+#: Measures whose name alone reads ambiguously in a sentence about an output.
+MEASURE_WORDS = {"pooled_cosine": "mean-pooled cosine", "mean_row_cosine": "mean row cosine"}
+
+
 @dataclass(frozen=True)
 class Criterion:
     """``min_<measure>`` or ``max_<measure>`` with its limit."""
@@ -126,8 +130,13 @@ class Criterion:
             return 0.0 if value <= 0 else math.inf
         return value / self.limit
 
+    @property
+    def words(self) -> str:
+        """The measure in words: "pooled cosine" read as a check of an output named "pooled" (walkthrough)."""
+        return MEASURE_WORDS.get(self.measure, self.measure.replace("_", " "))
+
     def text_limit(self) -> str:
-        return f"{self.measure.replace('_', ' ')} {'>=' if self.at_least else '<='} {self.limit:g}"
+        return f"{self.words} {'>=' if self.at_least else '<='} {self.limit:g}"
 
     def text(self, value: float) -> str:
         sign = ">=" if self.at_least else "<="
@@ -138,7 +147,7 @@ class Criterion:
             while digits <= 17 and Criterion(self.name, float(limit)).holds(float(shown)):
                 shown, limit = f"{value:.{digits}g}", f"{self.limit:.{digits}g}"
                 digits += 1
-        return f"{self.measure.replace('_', ' ')} {shown} (needs {sign} {limit})"
+        return f"{self.words} {shown} (needs {sign} {limit})"
 
 
 def parse_criterion(text: str) -> tuple[str | None, str, float]:

@@ -165,8 +165,15 @@ def friendly_errors(action: str) -> Iterator[None]:
         )
 
 
+#: Words an option's name holds that are written otherwise than capitalized ("Gptq" read as a typo).
+_LABEL_WORDS = {"gptq": "GPTQ", "int8": "8-bit", "awq": "AWQ"}
+
+
 def _label(name: str) -> str:
-    return name.replace("_", " ").capitalize()
+    words = name.split("_")
+    words = [_LABEL_WORDS.get(w, w) for w in words]
+    text = " ".join(words)
+    return text if words[0] in _LABEL_WORDS.values() else text[:1].upper() + text[1:]
 
 
 def _initial(default: Any, kind: str, has_choices: bool) -> Any:

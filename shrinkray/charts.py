@@ -117,6 +117,12 @@ def _figure(
             "font": {"size": TITLE_SIZE},
             "x": 0.01,
             "xanchor": "left",
+            # pinned to the top: centred in the top margin (plotly's default) its wrapped subtitle ran into
+            # the panel titles below it (walkthrough 2026-11-27, the browser chart)
+            "y": 1,
+            "yref": "container",
+            "yanchor": "top",
+            "pad": {"t": 14},
         },
         legend={
             "orientation": "h",
@@ -773,7 +779,8 @@ def pareto_chart(c: Comparison, delivery: str = "brotli") -> go.Figure:
     if use_log:
         upper = ceiling if any(not math.isfinite(p.error) for p in points) else max(span)
         fig.update_yaxes(title_text="Share of the allowed error (log scale)", type="log", dtick=1,
-                         range=[math.log10(floor) - 0.3, math.log10(upper) + 0.4])  # fmt: skip
+                         range=[math.log10(floor) - 0.3, math.log10(upper) + 0.4],
+                         exponentformat="power")  # a ratio: 10⁻⁴, not "100μ" (an SI prefix reads as a unit)  # fmt: skip
     else:
         fig.update_yaxes(title_text="Share of the allowed error", range=[-ceiling * 0.05, ceiling * 1.1])
     return fig

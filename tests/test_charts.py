@@ -345,6 +345,7 @@ def test_pareto_uses_a_log_axis_across_decades_and_keeps_zero_error_visible(mlp)
     assert "error exactly 0" in annotations(fig)
     low, _ = fig.layout.yaxis.range
     assert 10**low < original.y[0]
+    assert fig.layout.yaxis.exponentformat == "power"  # a share, not a unit: 10⁻⁴, never "100μ"
 
 
 def test_pareto_when_nothing_changes(tree):

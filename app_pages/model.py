@@ -45,6 +45,9 @@ with upload_col:
             if loaded_upload.is_lazy:
                 release_upload(uploaded)  # on disk now: the server's in-memory copy goes (the uploader empties)
             st.session_state["loaded_now"] = True
+        still = current_model() if not st.session_state.get("loaded_now") else None
+        if still is not None:  # the page below still shows it: say which model that is
+            st.caption(f"The model loaded before, {md(still.name)}, is still the current one.")
 with sample_col:
     descriptions = sample_descriptions()
     choice = st.selectbox("…or pick a bundled sample", sample_names(), index=None, placeholder="Choose a sample",

@@ -52,6 +52,15 @@ def test_a_sensitive_tensor_keeps_precision_and_an_insensitive_one_goes_to_4_bit
     assert severities["W_big"]["int8"] > 1 > severities["W_plain"]["int4"]  # measured, not assumed
     changes = {c.name: c.encoding for c in variant.changes}
     assert changes["W_plain"].startswith("int4:")
+    assert not any(n.startswith("Every tensor came out") for n in variant.notes)  # a mix, not one method's
+
+
+def test_a_mix_that_came_out_uniform_says_which_method_stores_it_so():
+    # The transformer sample's mix is 8-bit everywhere: its card looked like weights-int8's with nothing
+    # saying so (walkthrough 2026-11-27).
+    variant = shrinkray.shrink(shrinkray.load(sample_path("transformer")), "auto")
+    assert {row["precision"] for row in variant.details["precision_map"]} == {"int8"}
+    assert any(n.startswith("Every tensor came out int8, as weights-int8 stores them") for n in variant.notes)
 
 
 def test_the_result_passes_the_default_verdict_and_is_never_larger_than_a_single_method_that_passes():

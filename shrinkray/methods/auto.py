@@ -55,6 +55,8 @@ from shrinkray.units import format_bytes
 
 #: Precisions from the most to the least bytes, and the method that makes each.
 LEVELS = ("float32", "float16", "int8", "int4")
+#: The single method that stores every tensor at a level, for a mix that came out uniform.
+UNIFORM_METHOD = {"float16": "float16", "int8": "weights-int8", "int4": "weights-int4"}
 METHOD_OF = {"float16": "float16", "int8": "weights-int8", "int4": "weights-int4"}
 
 
@@ -520,6 +522,10 @@ def apply(model: onnx.ModelProto, options: AutoOptions, context: RunContext | No
         + f" (search: {'; '.join(tries)}; {counts['runs']} inference runs, {counts['builds']} model(s) built; "
         f"searched on {_lower(inputs.note)})"
     )
+    used = [level for level, n in per_level.items() if n]
+    if len(used) == 1 and used[0] in UNIFORM_METHOD:  # say so plainly: the card looks like that method's
+        variant.notes.append(f"Every tensor came out {used[0]}, as {UNIFORM_METHOD[used[0]]} stores them: the search "
+                             "found no smaller mix that passes")  # fmt: skip
     extra = []
     if rest:
         level = _rest_together(variant, rest, options, context, inputs, settings, tries, deadline)

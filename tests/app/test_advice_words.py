@@ -103,18 +103,24 @@ def test_a_surely_slower_variant_shows_its_change_even_when_timing_was_too_noisy
     assert "+50% time" in deltas, deltas
 
 
-def test_a_latency_too_noisy_to_call_says_so_on_the_card(failing_and_slower, tmp_path):
-    """Timing that ended too noisy with its interval around 1 showed a bare "0.26 ms" (no change, no word):
-    next to a card with "-20% time" it read as unchanged. The card says "too noisy to call", uncoloured."""
-    c = pickle.loads(failing_and_slower.read_bytes())
+def _with_float16_timing(comparison_file, tmp_path, **timing):
+    """The page of a comparison whose float16 timing at the first setting is replaced by ``timing``."""
+    c = pickle.loads(comparison_file.read_bytes())
     base = c.original.latency[0]
     f16 = c.get("float16")
-    f16.latency = [dataclasses.replace(s, ratio=0.8, ratio_low=0.6, ratio_high=1.1, settled=False)
-                   if (s.threads, s.batch) == (base.threads, base.batch) else s for s in f16.latency]  # fmt: skip
-    path = tmp_path / "straddles.pkl"
+    f16.latency = [dataclasses.replace(s, **timing) if (s.threads, s.batch) == (base.threads, base.batch) else s
+                   for s in f16.latency]  # fmt: skip
+    path = tmp_path / "timing.pkl"
     path.write_bytes(pickle.dumps(c))
     at = AppTest.from_function(_show, args=(str(path),), default_timeout=120).run()
     assert not at.exception, at.exception
+    return at
+
+
+def test_a_latency_too_noisy_to_call_says_so_on_the_card(failing_and_slower, tmp_path):
+    """Timing that ended too noisy with its interval around 1 showed a bare "0.26 ms" (no change, no word):
+    next to a card with "-20% time" it read as unchanged. The card says "too noisy to call", uncoloured."""
+    at = _with_float16_timing(failing_and_slower, tmp_path, ratio=0.8, ratio_low=0.6, ratio_high=1.1, settled=False)
     noisy = [m for m in at.metric if m.label == "Latency" and "Too noisy" in str(m.proto.help)]
     latency = [m for m in at.metric if m.label == "Latency"]
     assert len(latency) == 3 and latency[-1] in noisy, [m.delta for m in latency]  # float16 is the third card
@@ -126,15 +132,7 @@ def test_a_latency_too_noisy_to_call_says_so_on_the_card(failing_and_slower, tmp
 def test_a_latency_within_the_noise_shows_its_ratio_to_the_original(failing_and_slower, tmp_path):
     """A bare "0.23 ms" compared with nothing (walkthrough 2026-11-27): a settled ratio inside +-5% shows
     "0.97x the original's", uncoloured, so the time reads against the original's."""
-    c = pickle.loads(failing_and_slower.read_bytes())
-    base = c.original.latency[0]
-    f16 = c.get("float16")
-    f16.latency = [dataclasses.replace(s, ratio=0.97, ratio_low=0.95, ratio_high=0.99, settled=True)
-                   if (s.threads, s.batch) == (base.threads, base.batch) else s for s in f16.latency]  # fmt: skip
-    path = tmp_path / "same.pkl"
-    path.write_bytes(pickle.dumps(c))
-    at = AppTest.from_function(_show, args=(str(path),), default_timeout=120).run()
-    assert not at.exception, at.exception
+    at = _with_float16_timing(failing_and_slower, tmp_path, ratio=0.97, ratio_low=0.95, ratio_high=0.99, settled=True)
     card = [m for m in at.metric if m.label == "Latency"][-1]  # float16 is the third card
     assert card.delta == "0.97x the original's", card.delta
     assert card.proto.color == card.proto.MetricColor.GRAY

@@ -10,6 +10,7 @@ from shrinkray import charts, report
 from shrinkray.advice import advise, latency_ratio
 from shrinkray.compare import Comparison, VariantResult
 from shrinkray.io import serialize
+from shrinkray.measure.sizes import BUDGET_S
 from shrinkray.text_safety import streamlit_markdown as md
 from shrinkray.units import format_bytes
 
@@ -105,7 +106,11 @@ def variant_card(c: Comparison, result: VariantResult, advice_items, partial: bo
             cols[1].metric("gzip -9", format_bytes(s.gzip), _delta(s.gzip, base.gzip), delta_color="inverse")
             as_gzip = " · as gzip" if s.brotli_encoding == "gzip" else ""  # gzip -9 was smaller: a server sends that
             cols[2].metric(f"brotli q{s.brotli_quality}{as_gzip}", format_bytes(s.brotli), _delta(s.brotli, base.brotli),
-                           delta_color="inverse", help=f"Served: {s.method('brotli')}")  # fmt: skip
+                           delta_color="inverse",
+                           help=f"Served: {s.method('brotli')}. Quality {s.brotli_quality} is chosen per comparison so "
+                           f"that every file compresses in about {BUDGET_S:.0f} s (11 for small models, 6 for large ones); the "
+                           "saving is against the original's brotli size, so it can differ from gzip's "
+                           "even when the same file is served.")  # fmt: skip
         parity = result.parity
         if parity is None and partial:
             _pending(cols[3], "Parity", "measuring…")

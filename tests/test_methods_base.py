@@ -145,3 +145,29 @@ def test_only_a_method_whose_spec_asks_for_it_receives_the_runs_context():
     assert got[-1] == "none"
     sent = pickle.loads(pickle.dumps(mine))  # to a worker: the settings go, the samples are derived there
     assert sent.settings.inputs_path == "mine.npz" and sent.inputs is None
+
+
+def test_a_large_tensor_is_worked_on_with_nothing_else_in_flight(four_workers):
+    """Two large tensors' temporaries at once set compare's peak: one of ALONE_BYTES or more runs alone."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Ref:
+        name: str
+        nbytes: int
+
+    big = base.ALONE_BYTES
+    refs = [Ref("a", 10), Ref("b", 10), Ref("big", big), Ref("c", 10), Ref("d", 10), Ref("huge", 2 * big), Ref("e", 1)]
+    running, overlaps, lock = set(), [], threading.Lock()
+
+    def work(ref):
+        with lock:
+            running.add(ref.name)
+            overlaps.append(frozenset(running))
+        time.sleep(0.02)
+        with lock:
+            running.discard(ref.name)
+        return ref.name
+
+    assert list(base.map_tensors(work, refs)) == [r.name for r in refs]
+    assert all(len(seen) == 1 for seen in overlaps if {"big", "huge"} & seen), overlaps
+    assert any(len(seen) > 1 for seen in overlaps)  # the small ones still share the workers

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-import itertools
 import math
 import typing
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -217,6 +216,12 @@ def warn_if_damaged(variant: Variant, change: TensorChange) -> None:
 MAX_TENSOR_WORKERS = 4
 
 
+#: A tensor this large is worked on with nothing else in flight: a method's temporaries are a few times the
+#: tensor, and two large ones at once set compare's peak (weights-int4's 25 MB embedding beside another tensor
+#: on the 101 MB benchmark model, bench/results.md "Compare peak memory").
+ALONE_BYTES = 16 << 20
+
+
 def map_tensors(work: Callable[[WeightRef], T], refs: list[WeightRef]) -> Iterator[T]:
     """``work(r) for r in refs``, on up to MAX_TENSOR_WORKERS threads (one per core), yielded in order.
 
@@ -228,14 +233,23 @@ def map_tensors(work: Callable[[WeightRef], T], refs: list[WeightRef]) -> Iterat
     if workers <= 1:
         yield from (work(r) for r in refs)
         return
-    queue = iter(refs)
+    waiting = deque(refs)
+    pending: deque[tuple[Future, bool]] = deque()  # (its result, a tensor that runs alone)
+
+    def alone(ref: WeightRef) -> bool:
+        return getattr(ref, "nbytes", 0) >= ALONE_BYTES
+
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="shrinkray-tensor") as pool:
-        pending = deque(pool.submit(work, r) for r in itertools.islice(queue, workers))
+
+        def fill() -> None:
+            while waiting and not (pending and (len(pending) >= workers or alone(waiting[0]) or pending[-1][1])):
+                ref = waiting.popleft()
+                pending.append((pool.submit(work, ref), alone(ref)))
+
+        fill()
         while pending:
-            result = pending.popleft().result()
-            following = next(queue, None)
-            if following is not None:
-                pending.append(pool.submit(work, following))
+            result = pending.popleft()[0].result()
+            fill()  # the next ones start before the caller takes this result
             yield result
 
 

@@ -666,6 +666,7 @@ class ComparePipeline:
                 spec.prepare(header, spec.make_options(**options), context, self._reload_from.parent)
                 del header
             if self.reload_source:  # the method rewrites a fresh load of the original, not a copy of a held one
+                self.sizes.settle_large(LARGE_SIZES_WAIT_S)  # a large brotli encoder beside it set the worker's peak
                 return shrink(self.full_source(), method, in_place=True, open_runtime=False, check=False,
                               context=context, **options)  # fmt: skip
             return shrink(self.loaded, method, open_runtime=False, check=False, context=context, **options)
@@ -895,6 +896,11 @@ class HandedOver:
     plain argument would stay alive in the caller's frame while the file is checked and opened."""
 
     model: onnx.ModelProto | None
+
+
+#: Seconds a shrink step waits for the large-window brotli encoders still running before it loads the original
+#: (50-120 MB each beside the step's own memory; they run at 30-45 MB/s, so this is seldom reached).
+LARGE_SIZES_WAIT_S = 10.0
 
 
 def variant_file_name(stem: str, key: str) -> str:

@@ -539,3 +539,25 @@ def test_background_brotli_of_large_files_runs_one_at_a_time(tmp_path, monkeypat
     pool.close()
     assert sorted(got) == list("abcd") and all(s.brotli_encoded == 1 for s in got.values())
     assert most[0] == 1
+
+
+def test_settle_large_waits_for_the_large_brotli_encoders_only(tmp_path, monkeypatch):
+    from shrinkray.measure import sizes as sizes_module
+
+    release = threading.Event()
+    monkeypatch.setattr(sizes_module, "brotli_stream_size", lambda source, quality, lgwin=None: time.sleep(0.3) or 1)
+    monkeypatch.setattr(sizes_module, "gzip_stream_size", lambda source: release.wait(10) and 2)  # gzip blocks
+    pool = sizes_module.BackgroundSizes(6, None, workers=2)
+    big, small = tmp_path / "big", tmp_path / "small"
+    big.write_bytes(b"\0" * (5 << 20))
+    small.write_bytes(b"\0" * 1000)
+    pool.submit("big", [big])
+    pool.submit("small", [small])
+    start = time.perf_counter()
+    pool.settle_large(timeout=5)
+    assert time.perf_counter() - start < 4  # it did not wait for the blocked gzip jobs
+    assert all(f.done() for kind, f in pool._jobs["big"] if kind == "brotli")
+    release.set()
+    while pool.pending():
+        pool.wait_any(timeout=5)
+    pool.close()

@@ -354,7 +354,6 @@ class GraphEditor:
                 item = pending.pop()
                 graph.initializer.append(item if isinstance(item, onnx.TensorProto) else
                                          numpy_helper.from_array(item[1], item[0]))  # fmt: skip
-                del item
         self._prepend.clear()
         self._new_inits.clear()
         self._drop_inits.clear()

@@ -30,7 +30,7 @@ import shutil
 import signal
 import tempfile
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -496,11 +496,7 @@ def write_model_pieces(model: onnx.ModelProto, path: str | os.PathLike, *, exclu
     """Write ``model`` to ``path`` as :func:`serialized_pieces` (synced): the same bytes as ``onnx.save``
     without a second copy of the model in memory. Only for models under 2 GB."""
     _refuse_over_2gb(model)
-    with open(path, "xb" if exclusive else "wb") as fh:
-        for piece in serialized_pieces(model):
-            fh.write(piece)
-        fh.flush()
-        os.fsync(fh.fileno())
+    _write_synced(path, serialized_pieces(model), exclusive=exclusive)
 
 
 def same_file(a: Path, b: Path) -> bool:
@@ -622,9 +618,11 @@ def sigterm_raises() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _write_synced(path: Path, data: bytes) -> None:
-    with open(path, "xb") as fh:
-        fh.write(data)
+def _write_synced(path: str | os.PathLike, data: bytes | Iterable[bytes], *, exclusive: bool = True) -> None:
+    """Write ``data`` (bytes, or pieces written one after another) and sync it to disk."""
+    with open(path, "xb" if exclusive else "wb") as fh:
+        for piece in [data] if isinstance(data, (bytes, bytearray)) else data:
+            fh.write(piece)
         fh.flush()
         os.fsync(fh.fileno())
 

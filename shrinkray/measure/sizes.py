@@ -402,7 +402,6 @@ class BackgroundSizes:
         # on a thread of their own, so two never stack on a shrink step (they are quick: q6 on weights runs at
         # 30-45 MB/s; gzip -9, at ~15 MB/s and a few hundred KB, is what takes the time).
         self._large = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sizes-large")
-        self._large_futures: set[Future[int]] = set()
         self._jobs: dict[str, list[tuple[str, Future[int]]]] = {}
         self._raw: dict[str, tuple[int, int]] = {}  # key -> (raw bytes, brotli window)
         self._taken: set[str] = set()
@@ -429,7 +428,6 @@ class BackgroundSizes:
         with self._lock:
             self._raw[key] = (raw, lgwin)
             self._jobs[key] = [(kind, self._pool_for(kind, lgwin).submit(_sum_of, fn, sources)) for kind, fn in kinds]
-            self._large_futures.update(f for kind, f in self._jobs[key] if kind == "brotli" and lgwin > MIN_LGWIN)
 
     def pending(self) -> set[str]:
         """Keys whose sizes are not known yet."""
@@ -458,13 +456,13 @@ class BackgroundSizes:
         """Wait (at most ``timeout`` s) until no large-window brotli runs or waits: compare calls it before it
         loads the original for the next method, so the encoder's memory is not stacked on that step's."""
         with self._lock:
-            large = [f for jobs in self._jobs.values() for kind, f in jobs if kind == "brotli" and not f.done()
-                     and f in self._large_futures]  # fmt: skip
+            large = [f for key, jobs in self._jobs.items() for kind, f in jobs
+                     if _is_large(kind, self._raw[key][1]) and not f.done()]  # fmt: skip
         if large:
             wait(large, timeout=timeout)
 
     def _pool_for(self, kind: str, lgwin: int) -> ThreadPoolExecutor:
-        return self._large if kind == "brotli" and lgwin > MIN_LGWIN else self._pool
+        return self._large if _is_large(kind, lgwin) else self._pool
 
     def _sizes(self, key: str) -> Sizes:
         results = {kind: future.result() for kind, future in self._jobs[key]}
@@ -482,6 +480,11 @@ class BackgroundSizes:
             zstd_encoded=zs,
             zstd_encoding=None if zs is None else ("zstd" if zs <= gz else "gzip"),
         )
+
+
+def _is_large(kind: str, lgwin: int) -> bool:
+    """A brotli job with a window past the minimum (a file over 4 MiB): the one kind that holds tens of MB."""
+    return kind == "brotli" and lgwin > MIN_LGWIN
 
 
 def _sum_of(fn: Callable[[bytes | Path], int], sources: list[bytes | Path]) -> int:

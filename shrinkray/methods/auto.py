@@ -55,8 +55,6 @@ from shrinkray.units import format_bytes
 
 #: Precisions from the most to the least bytes, and the method that makes each.
 LEVELS = ("float32", "float16", "int8", "int4")
-#: The single method that stores every tensor at a level, for a mix that came out uniform.
-UNIFORM_METHOD = {"float16": "float16", "int8": "weights-int8", "int4": "weights-int4"}
 METHOD_OF = {"float16": "float16", "int8": "weights-int8", "int4": "weights-int4"}
 
 
@@ -523,8 +521,8 @@ def apply(model: onnx.ModelProto, options: AutoOptions, context: RunContext | No
         f"searched on {_lower(inputs.note)})"
     )
     used = [level for level, n in per_level.items() if n]
-    if len(used) == 1 and used[0] in UNIFORM_METHOD:  # say so plainly: the card looks like that method's
-        variant.notes.append(f"Every tensor came out {used[0]}, as {UNIFORM_METHOD[used[0]]} stores them: the search "
+    if len(used) == 1 and used[0] in METHOD_OF:  # say so plainly: the card looks like that method's
+        variant.notes.append(f"Every tensor came out {used[0]}, as {METHOD_OF[used[0]]} stores them: the search "
                              "found no smaller mix that passes")  # fmt: skip
     extra = []
     if rest:

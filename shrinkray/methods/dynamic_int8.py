@@ -124,10 +124,14 @@ def _original_of(base: str, before: dict[str, WeightRef]) -> str | None:
     return max(matches, key=len) if matches else None
 
 
-def float_weights(model: onnx.ModelProto) -> dict[str, WeightRef]:
-    """The main graph's float initializers: what the quantizer may rewrite, each recorded once."""
-    return {r.name: r for r in find_weights(model) if r.kind == "initializer" and not r.scope
-            and r.dtype in FLOAT_TYPES}  # fmt: skip
+def main_initializers(model: onnx.ModelProto) -> dict[str, WeightRef]:
+    """The main graph's initializers by name: what the quantizer sees."""
+    return {r.name: r for r in find_weights(model) if r.kind == "initializer" and not r.scope}
+
+
+def float_weights(refs: dict[str, WeightRef]) -> dict[str, WeightRef]:
+    """The float ones: what the quantizer may rewrite, each recorded once."""
+    return {name: r for name, r in refs.items() if r.dtype in FLOAT_TYPES}
 
 
 def measure_changes(original: onnx.ModelProto, quantized: onnx.ModelProto,
@@ -136,7 +140,7 @@ def measure_changes(original: onnx.ModelProto, quantized: onnx.ModelProto,
     axis, stored bytes and error statistics against the floats the quantizer saw (the pre-processed value,
     which may be folded or transposed), or None when pre-processing reshaped it. Runs in the quantizer's
     child process, which holds all three models anyway: the worker then holds none of their floats."""
-    before = float_weights(original)
+    before = float_weights(main_initializers(original))
     saw = {t.name: t for t in preprocessed.graph.initializer} if preprocessed is not None else {}
     inits = {t.name: t for t in quantized.graph.initializer}
     bases = [n[: -len("_quantized")] for n in inits if n.endswith("_quantized") and f"{n[:-10]}_scale" in inits]
@@ -280,7 +284,7 @@ def apply(model: onnx.ModelProto, options: DynamicInt8Options) -> Variant:
     moved = constants_to_initializers(model)
     if moved:
         variant.notes.append(f"Moved {len(moved)} Constant-node weights into initializers so they can be quantized")
-    refs = {r.name: r for r in find_weights(model) if r.kind == "initializer" and not r.scope}
+    refs = main_initializers(model)
     if not candidates(find_weights(model), options):
         variant.notes.append(
             "ONNX Runtime's quantizer has nothing to quantize here: it handles float32 weights of "
@@ -298,7 +302,7 @@ def apply(model: onnx.ModelProto, options: DynamicInt8Options) -> Variant:
     result, records = _run_worker(model, options, variant)
     result.ir_version = min(result.ir_version, ORT_MAX_IR_VERSION)
     variant.model = result
-    _record_changes(float_weights(model), records, variant)
+    _record_changes(float_weights(refs), records, variant)
     if not variant.changes:
         variant.notes.append(
             "ONNX Runtime's quantizer found nothing to quantize: it handles "

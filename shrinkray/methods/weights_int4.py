@@ -652,6 +652,15 @@ def _calibration_key(refs: list[WeightRef], gram: bool) -> tuple:
     return ("weights-int4 calibration", tuple(sorted((r.scope, r.name) for r in refs)), gram)
 
 
+def _calibration_use(options: WeightsInt4Options, context: RunContext | None,
+                     model: onnx.ModelProto) -> tuple[bool, bool]:  # fmt: skip
+    """(activation-aware scales, GPTQ): what calibration is for; neither means no calibration."""
+    gptq = uses_gptq(options, context, model)
+    # GPTQ replaces the activation-aware scales: together they measured +0.0007 hidden cosine on MiniLM and
+    # -0.0010 on the generated transformer against GPTQ alone (bench/results.md), for more time.
+    return options.activation_aware and options.form != "dequantize-linear" and not gptq, gptq
+
+
 def prepare(header: onnx.ModelProto, options: WeightsInt4Options, context: RunContext, base_dir: Path) -> None:
     """Calibrate on the original before its weights are loaded (``header``'s tensors stay in their data file in
     ``base_dir``): the calibration session then never opens beside a loaded copy of the model (compare's
@@ -660,8 +669,8 @@ def prepare(header: onnx.ModelProto, options: WeightsInt4Options, context: RunCo
     from shrinkray.activations import calibrate
 
     refs = candidates(find_weights(header), options)
-    gptq = uses_gptq(options, context, header)
-    if refs and ((options.activation_aware and options.form != "dequantize-linear") or gptq):
+    awq, gptq = _calibration_use(options, context, header)
+    if refs and (awq or gptq):
         context.prepared[_calibration_key(refs, gptq)] = calibrate(header, refs, context, gram=gptq,
                                                                    base_dir=base_dir)  # fmt: skip
 
@@ -683,10 +692,7 @@ def apply(model: onnx.ModelProto, options: WeightsInt4Options, context: RunConte
     outliers_ok = opset >= 11  # ScatterND puts them back
     importance: dict[str, np.ndarray] = {}
     grams: dict[str, np.ndarray] = {}
-    gptq = uses_gptq(options, context, model)
-    # GPTQ replaces the activation-aware scales: together they measured +0.0007 hidden cosine on MiniLM and
-    # -0.0010 on the generated transformer against GPTQ alone (bench/results.md), for more time.
-    awq = options.activation_aware and options.form != "dequantize-linear" and not gptq
+    awq, gptq = _calibration_use(options, context, model)
     if (awq or gptq) and refs:
         from shrinkray.activations import calibrate
 

@@ -318,7 +318,8 @@ class RunContext:
         return user_halves([load_inputs(settings.inputs_path, model)], model) is not None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"settings": self.settings, "inputs": None, "calibration": None}  # a worker derives them itself
+        # A worker derives the samples itself (they can be large); what ``prepare`` worked out travels with it.
+        return {"settings": self.settings, "inputs": None, "calibration": None, "prepared": self.prepared}
 
 
 @dataclass(frozen=True)

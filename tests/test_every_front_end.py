@@ -1,0 +1,83 @@
+"""Every registered method through every front end, on every sample: the CLI (its capped worker process), the
+Python API and the app's job path (Runs: the queue and the sandboxed worker).
+
+A method that works in-process and crashes in a worker is broken (``shrinkray shrink -m weights-int4`` did, for
+every model: the worker's RunContext lost what ``prepare`` had worked out). Each front end either writes a model
+that ONNX Runtime opens, or says in one clear line why the method has nothing to do on this sample; never that it
+is a bug.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from helpers import SAMPLE_NAMES, sample_path
+
+import shrinkray
+from shrinkray import cli
+from shrinkray.compare import CompareSettings
+from shrinkray.errors import ShrinkRayError
+from shrinkray.runqueue import LocalQueue
+from shrinkray.runs import Runs
+from shrinkray.runstore import RunStore
+from shrinkray.validate import open_session
+
+pytestmark = pytest.mark.slow
+
+METHODS = [spec.name for spec in shrinkray.all_methods()]
+BUG_WORDS = ("bug in Shrink Ray Studio", "Traceback", "AttributeError", "KeyError", "TypeError")
+
+
+def _clear_refusal(text: str) -> None:
+    assert text.strip(), "a refusal must say why"
+    assert not any(word in text for word in BUG_WORDS), text
+
+
+@pytest.mark.parametrize("sample", SAMPLE_NAMES)
+@pytest.mark.parametrize("method", METHODS)
+def test_cli_shrink_through_its_worker(method, sample, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    source = shutil.copyfile(sample_path(sample), tmp_path / f"{sample}.onnx")
+    output = tmp_path / "out.onnx"
+    code = cli.main(["shrink", "-m", method, str(source), "-o", str(output)])
+    captured = capsys.readouterr()
+    if code == 0:
+        assert output.is_file()
+        open_session(shrinkray.load(output).model)
+    else:
+        assert not output.exists()
+        _clear_refusal(captured.err)
+        assert len([line for line in captured.err.splitlines() if line.strip()]) == 1, captured.err
+
+
+@pytest.mark.parametrize("sample", SAMPLE_NAMES)
+@pytest.mark.parametrize("method", METHODS)
+def test_api_shrink(method, sample):
+    try:
+        variant = shrinkray.shrink(shrinkray.load(sample_path(sample)).model, method)
+    except ShrinkRayError as exc:
+        _clear_refusal(str(exc))
+        return
+    open_session(variant.model)
+
+
+@pytest.mark.parametrize("sample", SAMPLE_NAMES)
+def test_app_job_runs_every_method(sample, tmp_path):
+    """One run per sample with every method, as the app's Shrink page starts it: each variant is measured and
+    judged, or carries a clear reason it was not made."""
+    runs = Runs(RunStore(tmp_path), LocalQueue(workers=1))
+    settings = CompareSettings(methods=[(m, {}) for m in METHODS], latency=False, brotli_quality=1)
+    run_id = runs.start(shrinkray.load(sample_path(sample)), settings)
+    assert runs.queue.wait_idle(300)
+    view = runs.view(run_id)
+    assert view.status == "done", view.record.error
+    comparison = runs.comparison(run_id)
+    assert {r.key for r in comparison.variants} == set(METHODS)
+    for result in comparison.variants:
+        if result.error:
+            _clear_refusal(result.error)
+            continue
+        assert Path(result.file).is_file(), result.key
+        assert result.parity is not None, result.key

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app_ui.controls import advice_text, app_words
+from app_ui.controls import APP_ADVICE, advice_text, app_words
 from shrinkray import charts, report
 from shrinkray.advice import advise, latency_ratio
 from shrinkray.compare import Comparison, VariantResult
@@ -13,9 +13,23 @@ from shrinkray.io import serialize
 from shrinkray.measure.sizes import BUDGET_S
 from shrinkray.text_safety import streamlit_markdown as md
 from shrinkray.units import format_bytes
+from shrinkray.verdict import verdict_of
+from shrinkray.verdict.speed import FASTER, NOISY, SLOWER, SpeedCall, speed_of
 
 _ICONS = {"good": ":material/thumb_up:", "info": ":material/info:", "warning": ":material/warning:",
           "bad": ":material/block:"}  # fmt: skip
+
+
+_VERDICT_ICONS = {"pass": ":material/check_circle:", "fail": ":material/cancel:", "undecided": ":material/help:",
+                  "error": ":material/error:", "unmeasured": ":material/help:"}  # fmt: skip
+
+
+def _card_advice(item, verdict) -> str:
+    """A piece of advice on the card in the app's words; advice that repeats the card's verdict sentence (shown
+    once, above it) keeps only what to try next ("" when it has nothing to add)."""
+    if verdict.sentence in item.text:
+        return item.hints_worded(APP_ADVICE) if item.hints else ""
+    return advice_text(item)
 
 
 #: Changes smaller than this share are shown without an arrow or colour (rounding, not a change).
@@ -29,19 +43,13 @@ def _delta(value: int, base: int) -> str | None:
     return f"{(value - base) / base:+.1%}"
 
 
-def _latency_delta(ratio: float, stats) -> str | None:
-    """Time change as "+35% time" (red, up) or "-20% time" (green, down); None when it is within the noise.
-
-    Timing that ended "too noisy to call" still shows the change when its whole 95% interval lies beyond
-    ±5% (3.7-4.2x is surely slower): the advice beside it says so, and the card must not look unchanged.
-    """
-    if abs(ratio - 1) < 0.05:
+def _latency_delta(speed: SpeedCall) -> str | None:
+    """Time change as "+35% time" (red, up) or "-20% time" (green, down), when the one speed call says slower
+    or faster (timing that ended noisy still counts when its whole interval is beyond ±5%: 3.7-4.2x is surely
+    slower); None when it is the original's speed or too noisy to tell."""
+    if speed.status not in (SLOWER, FASTER) or speed.ratio is None:
         return None
-    if stats.too_noisy:
-        low, high = stats.ratio_low, stats.ratio_high
-        if low is None or high is None or not (low > 1.05 or high < 0.95):
-            return None
-    return f"{ratio - 1:+.0%} time"
+    return f"{speed.ratio - 1:+.0%} time"
 
 
 #: A long name without spaces (``/model.22/detect/Concat_output_0``) in a table's first column may break anywhere:
@@ -114,30 +122,29 @@ def variant_card(c: Comparison, result: VariantResult, advice_items, partial: bo
         parity = result.parity
         if parity is None and partial:
             _pending(cols[3], "Parity", "measuring…")
+        verdict = verdict_of(result)
         if parity is not None:
-            verdict = "Pass" if parity.passed else "Fail"
-            cols[3].metric("Parity", verdict, f"{parity.severity:.0%} of allowed error", delta_color="off",
-                           delta_arrow="off",
-                           help=f"Decided by {md(parity.decided_by)}. {parity.verdict.profile.capitalize()} verdict "
-                           f"on {parity.samples} input samples.")  # fmt: skip
+            cols[3].metric("Verdict", verdict.label, help=f"{md(verdict.sentence)} {parity.verdict.profile.capitalize()} "
+                           f"verdict on {parity.samples} input samples.")  # fmt: skip
         ratio = latency_ratio(c, result) if not partial or (result.latency and c.original.latency) else None
         if ratio is None and partial and c.settings.latency:
             _pending(cols[4], "Latency", "measuring…")
         if ratio is not None:
             first = result.latency[0]
-            shown = first.ratio or ratio
-            delta = _latency_delta(shown, first)
-            noisy = delta is None and first.too_noisy  # say so on the card, not only in its tooltip
-            neutral = noisy or delta is None  # within the noise: the ratio itself, so the time means something
-            label = "too noisy to call" if noisy else delta or f"{shown:.2f}x the original's"
-            cols[4].metric("Latency", f"{first.median_ms:.2f} ms", label,
+            speed = speed_of(c, result)
+            delta = _latency_delta(speed)
+            neutral = delta is None  # within the noise, or too noisy: said in words, uncoloured
+            label = delta or ("too noisy to tell" if speed.status == NOISY else f"{speed.ratio:.2f}x the original's")
+            cols[4].metric("Latency", f"{speed.variant_ms:.2f} ms vs {speed.original_ms:.2f} ms", label,
                            delta_color="off" if neutral else "inverse", delta_arrow="off" if neutral else "auto",
-                           help=f"{'Too noisy to call. ' if first.too_noisy else ''}{shown:.2f}x the original's time: "
-                           f"median of {first.runs} runs, {first.threads} thread(s), batch {first.batch}; "
-                           f"ratio to the original {first.call() or 'not measured'}")  # fmt: skip
+                           help=f"This variant's median time vs the original's: {speed.words}. Median of {first.runs} "
+                           f"runs, {first.threads} thread(s), batch {first.batch}.")  # fmt: skip
+        if parity is not None:
+            st.markdown(f"{_VERDICT_ICONS[verdict.status]} {md(verdict.sentence)}")
         for item in advice_items:
-            if item.variant == result.key:
-                st.markdown(f"{_ICONS.get(item.level, '')} {md(advice_text(item))}")
+            text = _card_advice(item, verdict) if item.variant == result.key else ""
+            if text:
+                st.markdown(f"{_ICONS.get(item.level, '')} {md(text)}")
         precision = result.record.get("details", {}).get("precision_map")
         if precision:
             with st.expander("Precision per tensor"):

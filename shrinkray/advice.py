@@ -10,12 +10,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from shrinkray.measure.confidence import FAIL
 from shrinkray.methods import MethodSpec, get_method
 from shrinkray.results import ORIGINAL, Comparison, VariantResult
 from shrinkray.units import format_bytes, format_percent
-
-#: A variant this much slower than the original (median, batch 1, 1 thread) is called slower.
-SLOWER_RATIO = 1.10
+from shrinkray.verdict import ERROR, verdict_of
+from shrinkray.verdict.speed import SLOWER_RATIO, speed_of  # noqa: F401 - SLOWER_RATIO: advice's bar, read by tests
 
 
 @dataclass(frozen=True)
@@ -36,9 +36,12 @@ class Hint:
         return asdict(self)
 
 
+#: Asking for the user's own inputs when a verdict is undecided (each front end says where to give them).
+OWN_INPUTS = Hint("own_inputs", "give more inputs of your own (real samples of what the model sees) for a firm verdict")
+
 #: Settings a hint can name: the method's tensors to leave out, the search for the smallest mix that passes,
 #: other methods, the parity criteria, the smallest tensor rewritten, and the search for damaging tensors.
-HINT_SETTINGS = ("exclude", "auto", "methods", "verdict", "min_elements", "culprits")
+HINT_SETTINGS = ("exclude", "auto", "methods", "verdict", "min_elements", "culprits", "own_inputs")
 
 
 @dataclass
@@ -86,16 +89,18 @@ class Standing:
     fails_parity: bool = False
     parity_unknown: bool = False
     slower: float | None = None  # the latency ratio, when the variant is surely slower
+    undecided: bool = False  # its verdict rests on too few decisions to pass or fail
 
     @property
     def shippable(self) -> bool:
-        return not (self.fails_parity or self.parity_unknown or self.slower)
+        return not (self.fails_parity or self.parity_unknown or self.slower or self.undecided)
 
     def label(self) -> str:
         """``recommended``, ``fails parity``, ``2.70x slower``... joined; "" for a plain passing variant."""
         parts = ["recommended"] if self.recommended else []
         parts += ["fails parity"] if self.fails_parity else []
         parts += ["parity not measured"] if self.parity_unknown else []
+        parts += ["parity undecided"] if self.undecided else []
         parts += [f"{self.slower:.2f}x slower"] if self.slower else []
         return ", ".join(parts)
 
@@ -115,29 +120,13 @@ def _size(result: VariantResult, delivery: str) -> int | None:
 
 
 def latency_ratio(comparison: Comparison, result: VariantResult) -> float | None:
-    """The variant's time over the original's at the first measured setting: the paired ratio the
-    interleaved timing measured (what the card, the tables and the chart show), else the ratio of medians
-    (the original's median pools every pair's rounds, so it is not the pair's own)."""
-    if not comparison.original.latency or not result.latency:
-        return None
-    base = comparison.original.latency[0]
-    mine = result.latency_at(base.threads, base.batch)
-    if mine is None or base.median_ms <= 0:
-        return None
-    return mine.ratio if mine.ratio is not None else mine.median_ms / base.median_ms
+    """The variant's time over the original's at the first measured setting (``verdict.speed``)."""
+    return speed_of(comparison, result).ratio
 
 
 def is_slower(comparison: Comparison, result: VariantResult) -> bool:
-    """Slower by more than SLOWER_RATIO, and sure of it: when timing ended too noisy to call, only if
-    even the low end of the ratio's 95% interval is beyond the bar."""
-    ratio = latency_ratio(comparison, result)
-    if ratio is None or ratio <= SLOWER_RATIO:
-        return False
-    base = comparison.original.latency[0]
-    mine = result.latency_at(base.threads, base.batch)
-    if mine is not None and mine.settled is False and mine.ratio_low is not None:
-        return mine.ratio_low > SLOWER_RATIO
-    return True
+    """Surely slower by more than SLOWER_RATIO (``verdict.speed.SpeedCall.surely_slower``)."""
+    return speed_of(comparison, result).surely_slower
 
 
 def _fails_in_browser(comparison: Comparison, key: str) -> bool:
@@ -227,21 +216,21 @@ def advise(comparison: Comparison, delivery: str = "brotli") -> list[Advice]:
                 Advice("warning", f"{key} does not make the {delivery} download smaller "
                        f"({format_bytes(size)} vs {format_bytes(original_size)}).", key)
             )  # fmt: skip
-        ratio = latency_ratio(comparison, result)
         others: list[str] = []
         if is_slower(comparison, result):
             others = [m for m in _same_speed_methods() if m != result.method and m not in measured]  # never one run
             why = _agreeing("which keep float compute", len(others))
             hints = [Hint("methods", f"prefer {_either(others)}, {why}", value=others)] if others else []
             notes.append(
-                _advice("bad", f"{key} runs {ratio:.2f}x slower than the original on this CPU (median latency).", key,
+                _advice("bad", f"{key} runs {speed_of(comparison, result).words} on this CPU (median latency).", key,
                         hints)
             )  # fmt: skip
-        if result.parity is not None and not result.parity.passed:
-            failing = [o for o in result.parity.outputs if not o.passed]
-            reason = "; ".join(f"{o.name} ({o.kind}): {o.reason}" for o in failing[:2])
+        verdict = verdict_of(result)
+        if verdict.undecided:
+            notes.append(_advice("warning", f"{key}: {verdict.sentence}", key, [OWN_INPUTS]))
+        elif result.parity is not None and not verdict.passed:
             said = measured | set(others)  # a method the speed advice just named is not suggested twice
-            notes.append(_advice("bad", f"{key} fails parity ({reason}).", key, _parity_hints(result, said)))
+            notes.append(_advice("bad", f"{key}: {verdict.sentence}", key, _parity_hints(result, said)))
         spec = get_method(result.method) if result.method else None
         option_note = spec.option_advice(result.options) if spec and spec.option_advice else None
         if option_note:
@@ -264,8 +253,8 @@ def advise(comparison: Comparison, delivery: str = "brotli") -> list[Advice]:
             Advice(
                 "good",
                 f"Best trade-off: {best.key}. The {delivery} download drops from {format_bytes(original_size)} to "
-                f"{format_bytes(size)} ({format_percent(1 - size / original_size)} smaller) and parity passes "
-                f"(closest call: {best.parity.decided_by}).{speed}",
+                f"{format_bytes(size)} ({format_percent(1 - size / original_size)} smaller). "
+                f"{verdict_of(best).sentence}{speed}",
                 best.key,
             ),
         )
@@ -380,9 +369,10 @@ def standing(comparison: Comparison, delivery: str = "brotli") -> dict[str, Stan
         out[result.key] = Standing(
             key=result.key,
             recommended=best is not None and result.key == best.key,
-            fails_parity=not result.ok or (result.parity is not None and not result.parity.passed),
+            fails_parity=verdict_of(result).status in (FAIL, ERROR),
             parity_unknown=result.ok and result.parity is None,
             slower=slower,
+            undecided=verdict_of(result).undecided,
         )
     return out
 

@@ -27,6 +27,7 @@ from shrinkray.measure.parity import OutputParity
 from shrinkray.results import ORIGINAL, Comparison, VariantResult
 from shrinkray.text_safety import plotly_label
 from shrinkray.units import format_bytes
+from shrinkray.verdict.speed import NOISY, stats_call, stats_words
 
 TEMPLATE = "plotly_white"
 #: The original is grey in every chart.
@@ -311,9 +312,9 @@ def latency_chart(c: Comparison, threads: int | None = None) -> go.Figure:
         f"Median of {_runs_text(stats)} (whisker: p90), {_threads_text(threads)}, ONNX Runtime CPU, "
         "interleaved; lower is better"
     )
-    noisy = sorted({r.key for r in c.variants for s in r.latency if s.threads == threads and s.too_noisy})
+    noisy = sorted({r.key for r in c.variants for s in r.latency if s.threads == threads and stats_call(s) == NOISY})
     named = ", ".join(noisy) if len(noisy) <= 2 else f"{len(noisy)} variants"  # the hatching shows which
-    noisy_note = f"hatched: too noisy to call against the original ({named})" if noisy else ""
+    noisy_note = f"hatched: too noisy to tell against the original ({named})" if noisy else ""
     fig = _figure(title, subtitle, notes=[_failed_note(c.all), noisy_note], cols=len(batches),
                   panel_titles=[f"batch {b}" for b in batches])  # fmt: skip
     base = {s.batch: s for s in c.original.latency if s.threads == threads}
@@ -327,8 +328,8 @@ def latency_chart(c: Comparison, threads: int | None = None) -> go.Figure:
                 if batch in base and base[batch].median_ms > 0
                 else ""
             )
-            if s.ratio is not None:  # the measured ratio and where a repeat would land, or "too noisy to call"
-                ratio = f"vs the original: {s.call()}"
+            if s.ratio is not None:  # the measured ratio and where a repeat would land, or "too noisy to tell"
+                ratio = f"vs the original: {stats_words(s)}"
             trace = go.Bar(
                 name=result.key,
                 legendgroup=result.key,
@@ -345,7 +346,7 @@ def latency_chart(c: Comparison, threads: int | None = None) -> go.Figure:
                     "color": MUTED_COLOR,
                 },
                 marker_color=colors[result.key],
-                marker_pattern_shape="/" if s.too_noisy and result.key != ORIGINAL else "",
+                marker_pattern_shape="/" if stats_call(s) == NOISY and result.key != ORIGINAL else "",
                 customdata=[[s.p90_ms, s.mean_ms, s.runs, s.throughput, ratio, s.session_ms]],
                 hovertemplate="<b>%{fullData.name}</b><br>median %{y:.3f} ms, p90 %{customdata[0]:.3f} ms"
                 "<br>mean %{customdata[1]:.3f} ms over %{customdata[2]} runs<br>%{customdata[3]:,.0f} samples/s"

@@ -43,7 +43,7 @@ DEFAULT_PRICE = Decimal("0.12")
 #: What the Pricing page prices before anything is measured or typed.
 EXAMPLE_SIZES_TEXT = "original=50MiB,shrunk=13MiB"
 _RUN_ID = re.compile(r"[A-Za-z0-9_-]{8,128}")
-_MARK = re.compile(r"(recommended|fails parity|parity not measured|[0-9]{1,6}\.[0-9]{2}x slower)")
+_MARK = re.compile(r"(recommended|fails parity|parity not measured|parity undecided|[0-9]{1,6}\.[0-9]{2}x slower)")
 _SAFE = "/:,;=~!*()$@'"  # kept readable in the address; everything else is percent-encoded
 
 #: Sizes priced: label -> bytes served for each delivery (raw, gzip, brotli).

@@ -28,10 +28,13 @@ from shrinkray.advice import Advice, advise, latency_ratio, pareto, recommended
 from shrinkray.errors import OptionError
 from shrinkray.io import same_file, write_outputs
 from shrinkray.measure import browser
+from shrinkray.measure.confidence import FAIL, PASS, UNDECIDED
 from shrinkray.measure.parity import PROFILES, Criterion, VerdictSettings
 from shrinkray.results import ORIGINAL, Comparison, VariantResult
 from shrinkray.text_safety import csv_cell, markdown_code, markdown_text
 from shrinkray.units import format_bytes, text_table
+from shrinkray.verdict import ERROR, UNMEASURED, verdict_of
+from shrinkray.verdict.speed import NOISY, speed_of, stats_call
 
 SCHEMA_VERSION = 1
 #: The delivery mode savings and the recommendation are computed for.
@@ -92,6 +95,8 @@ def _variant_json(c: Comparison, result: VariantResult) -> dict[str, Any]:
         "sizes": result.sizes.as_dict() if result.sizes is not None else None,
         "saving_vs_original": {k: _saving(result, c.original, k) for k in ("raw", "gzip", "brotli", "zstd")},
         "parity": result.parity.as_dict(with_samples=False) if result.parity is not None else None,
+        "verdict": verdict_of(result).as_dict() if result.key != ORIGINAL else None,
+        "speed": dataclasses.asdict(speed_of(c, result)) | {"words": speed_of(c, result).words} if result.key != ORIGINAL else None,
         "latency": [s.as_dict() for s in result.latency],
         "latency_ratio": latency_ratio(c, result) if result.key != ORIGINAL else None,
         "changes": {
@@ -181,12 +186,12 @@ def _brotli_header(c: Comparison) -> str:
     return f"brotli (q{qualities[0]}-{qualities[-1]})" if qualities else "brotli"
 
 
+#: A verdict's status in the tables (a failure in capitals, so it stands out in plain text).
+_STATUS_CELLS = {PASS: "pass", FAIL: "FAIL", UNDECIDED: "undecided", ERROR: "error", UNMEASURED: DASH}
+
+
 def _verdict(result: VariantResult) -> str:
-    if not result.ok:
-        return "error"
-    if result.parity is None:
-        return DASH
-    return "pass" if result.parity.passed else "FAIL"
+    return _STATUS_CELLS[verdict_of(result).status]
 
 
 def _num(value: float | None, spec: str) -> str:
@@ -221,11 +226,12 @@ OUTPUT_HEADER = ["Output", "Kind", "Verdict", "Decided by", "Rel. RMS err", "Max
 def output_table(r: VariantResult) -> tuple[list[str], list[list[str]]]:
     """Per output of one variant: its kind, verdict and the measure that decided, with the main numbers."""
     rows = []
+    judged = {v.output: v for v in verdict_of(r).outputs}
     for o in r.parity.outputs if r.parity else []:
         m = o.measures
         rows.append(
             [
-                o.name, o.kind, "pass" if o.passed else "FAIL", o.reason if not o.passed else o.decided_by,
+                o.name, o.kind, _STATUS_CELLS[o.status], judged[o.name].sentence,
                 _num(m.get("relative_rms_error"), ".3g"), _num(m.get("abs_error"), ".3g"),
                 _num(m.get("cosine"), ".6f"), _num(m.get("top1_agreement"), ".1%"),
             ]
@@ -294,10 +300,10 @@ def summary_table(c: Comparison, delivery: str = DELIVERY) -> tuple[list[str], l
 
 
 def _interval(stats) -> str:
-    """' [0.97-1.03]' (95% interval of the ratio), or ' (too noisy to call)'; empty for the original."""
+    """' [0.97-1.03]' (95% interval of the ratio), or ' (too noisy to tell)'; empty for the original."""
     if stats is None or getattr(stats, "ratio_low", None) is None:
         return ""
-    return " (too noisy to call)" if stats.too_noisy else f" [{stats.ratio_low:.2f}-{stats.ratio_high:.2f}]"
+    return " (too noisy to tell)" if stats_call(stats) == NOISY else f" [{stats.ratio_low:.2f}-{stats.ratio_high:.2f}]"
 
 
 def timings_text(c: Comparison) -> str:
@@ -391,6 +397,8 @@ def _md_variant(c: Comparison, r: VariantResult) -> list[str]:
     lines.append("")
     if not r.ok:
         return [*lines, f"**Could not be used**: {_md(r.error)}", ""]
+    if r.key != ORIGINAL:
+        lines += [f"**Verdict**: {_md(verdict_of(r).sentence)}", ""]
     rec = r.record
     if rec:
         lines += [
@@ -437,6 +445,15 @@ def _md_variant(c: Comparison, r: VariantResult) -> list[str]:
 # ---------------------------------------------------------------- plain text (CLI)
 
 
+def verdict_lines(c: Comparison) -> list[str]:
+    """'Verdicts:' then one line per variant: its verdict sentence and, when timed, the call on its speed."""
+    lines = ["Verdicts:"]
+    for r in c.variants:
+        speed = speed_of(c, r).words
+        lines.append(f"- {r.key}: {verdict_of(r).sentence}" + (f" Speed: {speed}." if speed else ""))
+    return lines if c.variants else []
+
+
 def to_text(c: Comparison, delivery: str = DELIVERY, pricing: _pricing.PricingChoice | None = None,
             hints: bool = True) -> str:  # fmt: skip
     """The summary table and advice for a terminal (with ``pricing``, a download cost table after the summary).
@@ -448,7 +465,7 @@ def to_text(c: Comparison, delivery: str = DELIVERY, pricing: _pricing.PricingCh
     lines = [f"{c.name}: {c.input_note}"]
     if c.latency_note:
         lines.append(f"Latency: {c.latency_note}")
-    lines += [_tolerances(c), "", *text_table([header, *rows]), ""]
+    lines += [_tolerances(c), "", *text_table([header, *rows]), "", *verdict_lines(c), ""]
     if pricing is not None:
         cost_header, cost_rows = _pricing.cost_table(pricing, _pricing.comparison_costs(c, pricing))
         notes = _pricing.cost_notes(pricing)
@@ -466,7 +483,7 @@ FIXED_COLUMNS = [
     "raw_bytes", "gzip_bytes", "gzip_level", "brotli_bytes", "brotli_quality", "zstd_bytes", "zstd_level",
     "brotli_encoding", "brotli_encoded_bytes", "brotli_window", "zstd_encoding",
     "raw_saving_percent", "gzip_saving_percent", "brotli_saving_percent",
-    "parity_passed", "parity_decided_by", "parity_severity", "max_abs_error", "mean_abs_error", "worst_cosine",
+    "parity_passed", "verdict", "verdict_sentence", "parity_decided_by", "parity_severity", "max_abs_error", "mean_abs_error", "worst_cosine",
     "tensors_changed", "weight_bytes_before", "weight_bytes_after",
     "warnings_count", "top_culprits", "latency_ratio_vs_original",
 ]  # fmt: skip
@@ -554,6 +571,8 @@ def to_csv(c: Comparison, pricing: _pricing.PricingChoice | None = None) -> str:
             "gzip_saving_percent": _percent(_saving(r, c.original, "gzip")),
             "brotli_saving_percent": _percent(_saving(r, c.original, "brotli")),
             "parity_passed": p.passed if p else None,
+            "verdict": verdict_of(r).status if r.key != ORIGINAL else None,
+            "verdict_sentence": verdict_of(r).sentence if r.key != ORIGINAL else None,
             "parity_decided_by": p.decided_by if p else None,
             "parity_severity": p.severity if p else None,
             "max_abs_error": p.max_abs_error if p else None,
@@ -659,6 +678,8 @@ def _html_variant(r: VariantResult) -> str:
     if not r.ok:
         parts.append(f'<p class="error">{_h(r.error)}</p></details>')
         return "".join(parts)
+    if r.key != ORIGINAL:
+        parts.append(f"<p><strong>Verdict</strong>: {_h(verdict_of(r).sentence)}</p>")
     rec = r.record
     if rec:
         parts.append(

@@ -24,6 +24,7 @@ from shrinkray.measure.latency import LatencyStats
 from shrinkray.measure.parity import VerdictSettings, compare_outputs
 from shrinkray.measure.sizes import Sizes
 from shrinkray.methods.palettize import FEW_LEVELS
+from shrinkray.verdict import verdict_of
 
 FAST = {"runs": 3, "warmup": 1, "latency_budget_s": 1, "culprit_budget_s": 5, "threads": [1], "brotli_quality": 5,
         "culprits": True}
@@ -94,10 +95,11 @@ def test_no_warning_when_weights_change(steady):
 
 def test_failing_parity_is_bad_and_names_culprits(steady):
     notes = by_variant(advise(steady), "weights-int8")
-    bad = [n for n in notes if n.level == "bad" and "fails parity" in n.text]
+    bad = [n for n in notes if n.level == "bad" and ": Fails: " in n.text]
     assert len(bad) == 1
     text = bad[0].text
-    assert text.startswith("weights-int8 fails parity (logits (scores): abs error")
+    assert text.startswith(f"weights-int8: {verdict_of(steady.get('weights-int8')).sentence}")
+    assert text.startswith("weights-int8: Fails: 'logits' abs error")
     assert "(needs <= 0.06)" in text
     top = [c.tensor for c in steady.get("weights-int8").culprits[:3]]
     assert top
@@ -119,11 +121,11 @@ def test_failing_without_culprits_gets_method_hint(steady):
     cmp.get("weights-int8").culprits = []
     cmp.get("palettize levels=8").culprits = []
     notes = advise(cmp)
-    int8 = next(n.text for n in by_variant(notes, "weights-int8") if "fails parity" in n.text)
+    int8 = next(n.text for n in by_variant(notes, "weights-int8") if ": Fails: " in n.text)
     assert "per-channel granularity" in int8
-    pal = next(n.text for n in by_variant(notes, "palettize levels=8") if "fails parity" in n.text)
+    pal = next(n.text for n in by_variant(notes, "palettize levels=8") if ": Fails: " in n.text)
     assert "Try more levels" in pal
-    hints = next(n for n in by_variant(notes, "weights-int8") if "fails parity" in n.text).hints
+    hints = next(n for n in by_variant(notes, "weights-int8") if ": Fails: " in n.text).hints
     assert [h.setting for h in hints] == ["", "culprits"]  # the method's sentence, then the search for culprits
 
 
@@ -171,7 +173,7 @@ def test_recommended_is_the_passing_variant(steady):
     assert notes[0].level == "good"
     assert notes[0].variant == "float16"
     assert "Best trade-off: float16" in notes[0].text
-    assert "parity passes (closest call: " + steady.get("float16").parity.decided_by + ")" in notes[0].text
+    assert verdict_of(steady.get("float16")).sentence in notes[0].text
     assert "Speed was not checked" not in notes[0].text  # latency was measured
 
 
@@ -397,7 +399,7 @@ def test_best_trade_off_sentence_numbers(summary):
     assert first.level == "good" and first.variant == "A"
     assert "from 100 B to 25 B" in first.text
     assert "75.0% smaller" in first.text
-    assert "(closest call: y (continuous): abs error 0.01 (needs <= 0.06))" in first.text
+    assert "Passes: abs error 0.01 (needs <= 0.06), uses 17% of the allowed error." in first.text
     assert "Speed was not checked (latency not measured)" in first.text
 
 
@@ -445,11 +447,11 @@ def detector_variant(key: str, size: int, variant: np.ndarray, reference: np.nda
 def test_a_moved_box_is_said_in_plain_words(summary):
     cmp = hand_made(summary, [detector_variant("int4", 30, head(moved=10.0)), detector_variant("int8", 50, head(0.4))])
     notes = advise(cmp)
-    bad = next(n.text for n in by_variant(notes, "int4") if "fails parity" in n.text)
-    assert bad.startswith("int4 fails parity (output0 (detections): 1 of 1 box moved (IoU 0.60 < 0.9); box agreement 0")
+    bad = next(n.text for n in by_variant(notes, "int4") if ": Fails: " in n.text)
+    assert bad.startswith("int4: Fails: 1 of 1 box moved (IoU 0.60 < 0.9); box agreement 0"), bad
     best = notes[0]
     assert best.level == "good" and best.variant == "int8"
-    assert "closest call: output0 (detections): all 1 box kept (IoU >= 0.9)" in best.text
+    assert "Passes: all 1 box kept (IoU >= 0.9)" in best.text, best.text
 
 
 def test_a_detector_without_boxes_on_these_inputs_says_so_once(summary):
@@ -495,7 +497,7 @@ def test_advice_after_a_compare_with_dynamic_int8_suggests_no_method_already_mea
 
     cmp = _dynamic_int8_run(summary, others)
     notes = by_variant(advise(cmp), "dynamic-int8")
-    assert any("3.00x slower" in n.text for n in notes) and any("fails parity" in n.text for n in notes)
+    assert any("3.00x slower" in n.text for n in notes) and any(": Fails: " in n.text for n in notes)
     for note in notes:
         assert not [h for h in note.hints if h.setting in ("methods", "auto")], note.hints
         for method in others:
@@ -519,7 +521,7 @@ def test_advice_suggests_only_the_methods_not_in_the_run_in_the_apps_words(summa
     assert len(suggested) == 1  # slower and failing: the methods are suggested once, not in both sentences
     half = _dynamic_int8_run(summary, ["float16"])
     half.get("dynamic-int8").latency = []  # not slower: the parity advice suggests what is left
-    failing = next(n for n in advise(half) if n.variant == "dynamic-int8" and "fails parity" in n.text)
+    failing = next(n for n in advise(half) if n.variant == "dynamic-int8" and ": Fails: " in n.text)
     assert [h.value for h in failing.hints if h.setting == "methods"] == [["weights-int8"]]
     assert failing.text.endswith("Try weights-int8, which keeps activations in float."), failing.text
     assert "add it under" in failing.worded(APP_ADVICE)

@@ -419,9 +419,9 @@ def test_latency_bars_too_noisy_to_call_are_hatched_and_named(transformer):
     fig = charts.latency_chart(c)
     shapes = {t.name: t.marker.pattern.shape for t in fig.data}
     assert shapes["float16"] == "/" and not shapes["weights-int8"] and not shapes["original"]
-    assert "too noisy to call against the original (float16)" in subtitle(fig)
+    assert "too noisy to tell against the original (float16)" in subtitle(fig)
     hover = {t.name: t.customdata[0][4] for t in fig.data}
-    assert hover["float16"].startswith("vs the original: too noisy to call (95%: 0.80-1.40x)")
+    assert hover["float16"].startswith("vs the original: too noisy to tell (95%: 0.80-1.40x)")
     assert hover["weights-int8"] == "vs the original: 1.00x (95%: 0.99-1.01x)"
     noisy.latency = [dataclasses.replace(s, settled=True) for s in noisy.latency]
     calm = charts.latency_chart(c)

@@ -55,7 +55,8 @@ def test_snapshots_pickle_small_and_without_models():
     for snapshot in snapshots:
         assert all(r.model is None for r in snapshot.all)
         data = pickle.dumps(snapshot)
-        assert b"ModelProto" not in data and len(data) < 200_000
+        # 2,000 sample points per output and model for the charts (the 160+ decisions fill them): no models
+        assert b"ModelProto" not in data and len(data) < 320_000
     last = pickle.loads(pickle.dumps(snapshots[-1]))
     assert all(r.latency for r in last.all)  # the last one comes after latency
     assert [r.key for r in last.all] == [r.key for r in result.all]

@@ -46,8 +46,9 @@ def _labels(flips: int, verdict: VerdictSettings | None = None):
 
 
 def test_labels_allow_the_flips_top1_agreement_allows():
-    one = _labels(1)
-    assert one.passed and one.measures["top1_agreement"] == 0.975
+    one = _labels(1)  # 39 of 40 kept: the 0.97 a scores output allows, but 40 labels cannot show it for sure
+    assert one.status == "undecided" and one.measures["top1_agreement"] == 0.975 and not one.passed
+    assert one.checks[0].decisions == 40 and one.checks[0].low < 0.97 < one.checks[0].high
     two = _labels(2)
     assert not two.passed and "top1 agreement 0.95" in two.reason
     assert _labels(0).passed

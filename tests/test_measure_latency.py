@@ -210,7 +210,7 @@ def test_noisy_timing_runs_to_the_budget_and_is_too_noisy_to_call():
     assert v.stopped_by == "budget"
     assert 2.0 < clock.now < 2.5  # stopped by the first round past the budget
     assert v.settled is False and v.too_noisy and o.settled is False
-    assert v.call().startswith("too noisy to call (95%: ")
+    assert v.call().startswith("too noisy to tell (95%: ")
     assert v.ratio_low <= 1.1 <= v.ratio_high
     assert v.ratio_high > v.ratio * 1.03 or v.ratio_low < v.ratio * 0.97
 

@@ -309,7 +309,7 @@ def test_ctc_blank_flips_next_to_a_character_are_not_changes():
     assert out.top1_agreement == 1.0  # "3 2 4" and "5 1 2" read the same
     assert out.measures["decoded_character_agreement"] == 1.0
     assert out.measures["decoded_sequences_unchanged"] == 2 and out.measures["ctc_blank"] == 0
-    assert out.passed
+    assert out.status == "undecided" and out.checks[0].decisions == 2  # 2 lines, both the same: too few to pass
     # a character really changes (2 -> 1 at one step): 1 of 6 decoded characters, fails
     bad_paths = [list(p) for p in ref_paths]
     bad_paths[0][6] = 1
@@ -317,7 +317,7 @@ def test_ctc_blank_flips_next_to_a_character_are_not_changes():
     assert bad.measures["step_top1_agreement"] == pytest.approx(23 / 24)  # passed the old per-step measure
     assert bad.top1_agreement == 0.5  # one of two lines reads differently
     assert bad.measures["decoded_character_agreement"] == pytest.approx(1 - 1 / 6)
-    assert not bad.passed and "min_top1_agreement" in failing(bad)
+    assert bad.status == "fail" and "min_top1_agreement" in failing(bad)
     # a character dropped (merged into its neighbour: "3 3" -> "3", the blank between them gone)
     merged_ref = _ctc([[0, 0, 3, 0, 3, 0, 0, 0, 0, 0]])
     merged_var = _ctc([[0, 0, 3, 3, 3, 0, 0, 0, 0, 0]])
@@ -851,7 +851,8 @@ def test_as_dict_is_json_serialisable():
     assert back["outputs"][2]["mismatch_fraction"] == 0.5
     assert back["outputs"][1]["measures"]["cosine"] == pytest.approx(1 / math.sqrt(2))
     check = back["outputs"][1]["checks"][0]
-    assert check == {"criterion": "max_abs_error", "value": 1.0, "limit": 2.0, "passed": True, "severity": 0.5}
+    assert check == {"criterion": "max_abs_error", "value": 1.0, "limit": 2.0, "passed": True, "severity": 0.5,
+                     "decisions": None, "low": None, "high": None, "status": "pass"}
 
 
 def test_as_dict_with_samples():
@@ -888,7 +889,7 @@ def test_output_parity_as_dict_fields():
     data = out.as_dict()
     assert set(data) == {
         "name", "dtype", "shape", "kind", "kind_reason", "measures", "checks", "passed", "reason",
-        "mismatch_fraction", "decisions", "decided_by", "severity",
+        "mismatch_fraction", "decisions", "decided_by", "severity", "status",
     }  # fmt: skip
     assert data["measures"]["abs_error"] == 0.5
     assert data["kind"] == "continuous"

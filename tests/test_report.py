@@ -37,7 +37,7 @@ SCHEMA_KEYS = {
 }  # fmt: skip
 VARIANT_KEYS = {
     "key", "is_original", "method", "options", "resolved_options", "ok", "error", "file", "sizes", "saving_vs_original",
-    "parity", "latency", "latency_ratio", "changes", "warnings", "notes", "culprits",
+    "parity", "verdict", "speed", "latency", "latency_ratio", "changes", "warnings", "notes", "culprits",
 }  # fmt: skip
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from shrinkray.measure.parity import OutputKind, Parity, VerdictSettings, compare_outputs
+from shrinkray.verdict.parity_verdict import parity_verdict
 
 #: numpy dtype -> ONNX Runtime Web tensor type (onnxruntime-common's Tensor.Type).
 JS_TYPES: dict[str, str] = {
@@ -249,7 +250,7 @@ def summary_line(run: BrowserRun) -> str:
     def ms(value: float | None) -> str:
         return "-" if value is None else f"{value:,.1f} ms"
 
-    verdict = "not judged" if run.parity is None else ("passes" if run.parity.passed else "fails")
+    verdict = "not judged" if run.parity is None else parity_verdict(run.parity).sentence
     return (
         f"{run.key}: download {ms(run.transfer_ms)}, session {ms(run.session_ms)}, first run {ms(run.first_run_ms)}, "
         f"median {ms(run.median_ms)} ({run.runs} runs); parity against the server original {verdict}"
@@ -302,7 +303,8 @@ def advice_lines(comparison, runs: list[BrowserRun]) -> list[str]:
             lines.append(f"! {result.key} {where} in {run.runtime} ({run.backend}): {run.error}. "
                          "Do not ship it to web pages; pick a variant that ran here.")  # fmt: skip
         elif run.parity is not None and not run.parity.passed and result.parity is not None and result.parity.passed:
-            lines.append(f"! {result.key} passes parity on the server but not in the browser ({run.parity.decided_by}): "
+            lines.append(f"! {result.key} passes parity on the server but not in the browser "
+                         f"({parity_verdict(run.parity).sentence.rstrip('.')}): "
                          f"{run.runtime} computes it differently. Do not ship it to web pages.")  # fmt: skip
     if runs and runs[0].served_by:
         lines.append(f"Files were sent by {runs[0].served_by}.")
@@ -362,13 +364,13 @@ def report_table(comparison, runs: list[BrowserRun]) -> tuple[list[str], list[li
         elif run.parity is None:
             verdict = "not judged: outputs too large to send back" if run.note else DASH
         else:
-            verdict = "passes" if run.parity.passed else f"fails: {run.parity.decided_by}"
+            verdict = parity_verdict(run.parity).sentence
         received = DASH if run.transfer_bytes is None else f"{_bytes(run.transfer_bytes)} as {run.content_encoding or 'identity'}"
         rows.append([
             run.key, received, _ms(run.transfer_ms), _ms(run.session_ms), _ms(run.first_run_ms),
             f"{_ms(run.median_ms)} ({run.runs} runs)" if run.median_ms is not None else DASH,
             _ratio(median_ratio(by_key, run.key)), _ms(stats.median_ms) if stats else DASH,
-            verdict, DASH if server.parity is None else ("passes" if server.parity.passed else "fails"),
+            verdict, DASH if server.parity is None else parity_verdict(server.parity).label,
         ])  # fmt: skip
     return header, rows
 

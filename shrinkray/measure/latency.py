@@ -24,7 +24,7 @@ session, load over minutes), so the within-run interval is widened by that
 :data:`MIN_SECONDS` on, the intervals are checked (every ~10% more rounds); timing stops as soon as
 every variant's interval lies within ±:data:`TARGET` (3%) of its ratio, or
 when the time budget is spent, whichever comes first. A variant whose
-interval is still wider at the budget is *too noisy to call*
+interval is still wider at the budget is *too noisy to tell*
 (``LatencyStats.settled`` is False). With ``runs=N`` exactly N rounds run
 (the old fixed measurement), still within the budget, and the interval is reported too.
 
@@ -33,7 +33,7 @@ against the original in its own rounds, so only two sessions are alive (memory:
 a worker never holds every variant's session). One budget per setting is shared
 by the pairs, and a pair whose interval could not come within the target even
 with the rest of its share (projected as 1/sqrt(time)) gives up early ("noise",
-too noisy to call) and leaves that time to the next pairs.
+too noisy to tell) and leaves that time to the next pairs.
 
 The timing loop (:func:`time_models`, :func:`time_pairwise`; how they time is one
 :class:`Timing`) takes plain callables and a timer, so it is tested with a
@@ -100,7 +100,7 @@ class LatencyStats:
     For a variant, ``ratio`` is its time over the original's (the median of
     block ratios) and ``ratio_low``/``ratio_high`` where a repeat lands, 95% (:func:`repeat_interval`); ``settled``
     says whether that interval came within ±``target`` before the budget ran
-    out (False: too noisy to call). For the original the ratio fields are None
+    out (False: too noisy to tell). For the original the ratio fields are None
     and ``settled`` says whether every variant settled.
     """
 
@@ -130,11 +130,11 @@ class LatencyStats:
         return self.settled is False
 
     def call(self) -> str:
-        """'1.23x (95%: 1.20-1.26x)', or 'too noisy to call (95%: 0.90-1.15x)'; empty for the original."""
+        """'1.23x (95%: 1.20-1.26x)', or 'too noisy to tell (95%: 0.90-1.15x)'; empty for the original."""
         if self.ratio is None:
             return ""
         interval = f"95%: {self.ratio_low:.2f}-{self.ratio_high:.2f}x" if self.ratio_low is not None else "no interval"
-        return f"too noisy to call ({interval})" if self.too_noisy else f"{self.ratio:.2f}x ({interval})"
+        return f"too noisy to tell ({interval})" if self.too_noisy else f"{self.ratio:.2f}x ({interval})"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self) | {"throughput_per_s": self.throughput}
@@ -251,7 +251,7 @@ def _rounds(
     run is dropped (:func:`_burst_ms`), in a rotating order.
 
     ``give_up``: stop early ("noise") when an interval is so wide that even the whole budget would not
-    bring it within the target (see :func:`_hopeless`); the variant is then too noisy to call, as it
+    bring it within the target (see :func:`_hopeless`); the variant is then too noisy to tell, as it
     would have been at the budget's end, and the rest of the budget goes to the next pair.
     ``warmed``: models already warm (a pair's reference after the first pair), with their typical run (ms).
     """

@@ -36,6 +36,8 @@ from typing import Any
 import numpy as np
 
 from shrinkray.errors import OptionError
+from shrinkray.measure import confidence
+from shrinkray.measure.confidence import FAIL, PASS, UNDECIDED
 
 FLOAT_KINDS = ("scores", "continuous", "embedding", "map", "detections")
 #: Kinds judged by the decisions drawn from them: with nothing decided (no region, no confident box in the
@@ -230,11 +232,46 @@ class OutputKind:
 
 @dataclass
 class Check:
+    """One criterion on one output. A share of decisions (top-1 classes, decoded lines) also carries how many
+    it rests on and its 95% interval (:mod:`confidence`); it passes only when the interval clears the limit."""
+
     criterion: str
     value: float
     limit: float
     passed: bool
     severity: float
+    decisions: int | None = None
+    low: float | None = None  # the one-sided 95% bounds of the share (None: not a share of decisions)
+    high: float | None = None
+    status: str = ""  # pass / fail / undecided; empty: as ``passed`` says
+
+    def __post_init__(self) -> None:
+        if not self.status:
+            self.status = PASS if self.passed else FAIL
+
+
+#: Measures that are a share of decisions, judged by their interval: a handful of decisions decides nothing.
+SHARE_MEASURES = ("top1_agreement",)
+
+
+def decision_count(measures: dict[str, float | None]) -> int | None:
+    """How many decisions a top-1 agreement rests on: decoded lines of a CTC reader, else decided positions."""
+    if measures.get("sequences") is not None:
+        return int(measures["sequences"])
+    if measures.get("positions") is not None:
+        return int(measures["positions"] - (measures.get("undecided_positions") or 0))
+    return None
+
+
+def make_check(criterion: Criterion, value: float, decisions: int | None = None) -> Check:
+    """The check of ``criterion`` on ``value``; a share with its decision count is called by its interval."""
+    severity = criterion.severity(value)
+    if decisions is None or criterion.measure not in SHARE_MEASURES or not criterion.at_least or math.isnan(value):
+        return Check(criterion.name, float(value), criterion.limit, criterion.holds(value), severity)
+    kept = int(round(value * decisions))
+    low, high = confidence.bounds(kept, decisions)
+    status = confidence.call(kept, decisions, criterion.limit)
+    return Check(criterion.name, float(value), criterion.limit, status == PASS, severity, decisions, low, high, status)
 
 
 @dataclass
@@ -252,10 +289,17 @@ class OutputParity:
     decisions: str = ""  # map / detections: what changed for the user ("1 of 5 boxes moved (IoU 0.87 < 0.9)")
     sample_reference: list[float] = field(default_factory=list, repr=False)
     sample_variant: list[float] = field(default_factory=list, repr=False)
+    #: pass / fail / undecided (a share of too few decisions to tell); empty: as ``passed`` says
+    status: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.status:
+            self.status = PASS if self.passed else FAIL
 
     @property
     def exact(self) -> bool:
         return self.kind == "exact"
+
 
     @property
     def max_abs_error(self) -> float:
@@ -314,6 +358,12 @@ class Parity:
     @property
     def passed(self) -> bool:
         return all(o.passed for o in self.outputs)
+
+    @property
+    def status(self) -> str:
+        """fail when any output fails, undecided when any is undecided, else pass."""
+        statuses = {o.status for o in self.outputs}
+        return FAIL if FAIL in statuses else UNDECIDED if UNDECIDED in statuses else PASS
 
     @property
     def severity(self) -> float:
@@ -628,26 +678,30 @@ def compare_output(
     if not np.any(np.where(np.isfinite(r64), r64, 0.0)):
         # an all-zero original has no direction to keep: cosines say nothing about it when other criteria judge
         criteria = [c for c in criteria if c.measure not in _DIRECTION_MEASURES] or criteria
+    identical = np.array_equal(r64, v64, equal_nan=True)
     checks = []
     for criterion in criteria:
         value = measures.get(criterion.measure)
         if value is None:
             continue  # e.g. top-1 agreement on an output without a class axis
-        checks.append(
-            Check(criterion.name, float(value), criterion.limit, criterion.holds(value), criterion.severity(value))
-        )
+        # outputs equal to the original's bit for bit changed no decision: nothing left to be unsure about
+        checks.append(make_check(criterion, float(value), None if identical else decision_count(measures)))
     reasons = [] if same_nonfinite else ["inf/NaN values differ from the original's"]
-    failing = [Criterion(c.criterion, c.limit).text(c.value) for c in checks if not c.passed]
+    failing = [Criterion(c.criterion, c.limit).text(c.value) for c in checks if c.status == FAIL]
     if failing and decided is not None and (decided.moved or decided.lost or decided.new):
         reasons.append(decided.text())  # what changed for the user, before the number that judged it
     reasons += failing
+    undecided = [c for c in checks if c.status == UNDECIDED]
+    status = FAIL if reasons else UNDECIDED if undecided else PASS
+    reasons += [f"{Criterion(c.criterion, c.limit).text(c.value)} on {c.decisions} decisions: too few to tell"
+                for c in undecided]  # fmt: skip
     finite = np.isfinite(r64) & np.isfinite(v64)
     sample_ref, sample_var = _sample(np.where(finite, r64, 0.0), np.where(finite, v64, 0.0))
     return OutputParity(
         name=name, dtype=str(ref.dtype), shape=list(ref.shape), kind=kind.kind, kind_reason=kind.why,
-        measures=measures, checks=checks, passed=not reasons, reason="; ".join(reasons),
+        measures=measures, checks=checks, passed=status == PASS, reason="; ".join(reasons),
         decisions=decided.text() if decided is not None else "",
-        sample_reference=sample_ref, sample_variant=sample_var,
+        sample_reference=sample_ref, sample_variant=sample_var, status=status,
     )  # fmt: skip
 
 
@@ -658,11 +712,11 @@ def _labels_parity(name: str, ref: np.ndarray, kind: OutputKind, measures: dict[
     scores' top-1 agreement allows)."""
     agreement = 1.0 - float(measures["mismatch_fraction"])
     measures |= {"top1_agreement": agreement, "positions": float(ref.size)}
-    check = Check(criterion.name, agreement, criterion.limit, criterion.holds(agreement), criterion.severity(agreement))
+    check = make_check(criterion, agreement, None if agreement == 1.0 else int(ref.size))
     return OutputParity(
         name=name, dtype=str(ref.dtype), shape=list(ref.shape), kind="exact", kind_reason=kind.why,
         measures=measures, checks=[check], passed=check.passed, mismatch_fraction=1.0 - agreement,
-        reason="" if check.passed else criterion.text(agreement),
+        reason="" if check.passed else criterion.text(agreement), status=check.status,
     )  # fmt: skip
 
 

@@ -52,6 +52,7 @@ from onnx import helper
 from shrinkray.graph import WeightRef, constants_to_initializers, find_weights
 from shrinkray.methods.base import MethodSpec, RunContext, TensorSelection, Variant, get_method, option, register
 from shrinkray.units import format_bytes
+from shrinkray.verdict import over_limit
 
 #: Precisions from the most to the least bytes, and the method that makes each.
 LEVELS = ("float32", "float16", "int8", "int4")
@@ -406,7 +407,7 @@ def apply(model: onnx.ModelProto, options: AutoOptions, context: RunContext | No
         tried[key] = False
         early = overridden_severity()
         if early is not None and early > limit:
-            tries.append(f"{label}: fails ({early:.0%} of allowed, before building)")
+            tries.append(f"{label}: fails ({over_limit(early)}, before building)")
             return False
         try:
             built = _build(model, choices, options, context)
@@ -422,7 +423,7 @@ def apply(model: onnx.ModelProto, options: AutoOptions, context: RunContext | No
         built.session = None
         parity = _judge(inputs, outputs, settings)
         ok = parity.passed and parity.severity <= limit  # a target below 1 keeps that margin
-        tries.append(f"{label}: {'passes' if ok else 'fails'} ({parity.severity:.0%} of allowed)")
+        tries.append(f"{label}: {'passes' if ok else 'fails'} ({over_limit(parity.severity)})")
         tried[key] = ok
         if ok:
             passing.append((_predicted_bytes(choices), {c.ref.name: c.level for c in choices}, margin))
@@ -609,10 +610,10 @@ def _confirmed(best, passing: list[tuple[float, dict[str, str], bool]], choices:
                 return best
             found = severity_on(other)
             if found is not None and found > limit:
-                tries.append(f"a mix of {format_bytes(size)} fails on other samples ({found:.0%} of allowed)")
+                tries.append(f"a mix of {format_bytes(size)} fails on other samples ({over_limit(found)})")
                 continue
             tries.append(f"a mix of {format_bytes(size)} holds on other samples "
-                         f"({'-' if found is None else f'{found:.0%}'} of allowed)")  # fmt: skip
+                         f"({'not measured' if found is None else over_limit(found)})")  # fmt: skip
         if levels == built_levels:
             return best
         return _rebuilt(choices, build, found)
@@ -621,7 +622,7 @@ def _confirmed(best, passing: list[tuple[float, dict[str, str], bool]], choices:
             c.level = level if level in c.bytes else "float32"
         found = severity_on(None)
         if found is not None and found <= limit:
-            tries.append(f"every tensor at {level} passes ({found:.0%} of allowed)")
+            tries.append(f"every tensor at {level} passes ({over_limit(found)})")
             return _rebuilt(choices, build, found)
     tries.append("no mix held on other samples: the search's smallest is kept")
     for c in choices:
@@ -663,7 +664,7 @@ def _calibrated_int4(model: onnx.ModelProto, choices: list[Choice], options: Aut
         return None
     del session
     ok = parity.passed and parity.severity <= limit
-    tries.append(f"weights-int4 itself (calibrated apart): {'passes' if ok else 'fails'} ({parity.severity:.0%} of allowed)")
+    tries.append(f"weights-int4 itself (calibrated apart): {'passes' if ok else 'fails'} ({over_limit(parity.severity)})")
     if not ok:
         return None
     built.method, built.options = "auto", options.as_dict()
@@ -704,7 +705,7 @@ def _rest_together(variant: Variant, rest: list[WeightRef], options: AutoOptions
             continue
         del session
         ok = parity.passed and parity.severity <= options.target
-        tries.append(f"subgraph tensors at {level}: {'passes' if ok else 'fails'} ({parity.severity:.0%} of allowed)")
+        tries.append(f"subgraph tensors at {level}: {'passes' if ok else 'fails'} ({over_limit(parity.severity)})")
         if ok and step.changes:
             variant.model = step.model
             variant.changes += step.changes

@@ -87,7 +87,7 @@ def test_the_cli_words_the_same_hints_as_flags(failing_and_slower):
 
 
 def test_a_surely_slower_variant_shows_its_change_even_when_timing_was_too_noisy(failing_and_slower, tmp_path):
-    """Timing can end "too noisy to call" with its whole interval far beyond 1 (3.7-4.2x): the advice says
+    """Timing can end "too noisy to tell" with its whole interval far beyond 1 (3.7-4.2x): the advice says
     "slower", so the card's Latency must not look unchanged (it showed no change beside "4.07x slower")."""
     c = pickle.loads(failing_and_slower.read_bytes())
     base = c.original.latency[0]
@@ -119,13 +119,13 @@ def _with_float16_timing(comparison_file, tmp_path, **timing):
 
 def test_a_latency_too_noisy_to_call_says_so_on_the_card(failing_and_slower, tmp_path):
     """Timing that ended too noisy with its interval around 1 showed a bare "0.26 ms" (no change, no word):
-    next to a card with "-20% time" it read as unchanged. The card says "too noisy to call", uncoloured."""
+    next to a card with "-20% time" it read as unchanged. The card says "too noisy to tell", uncoloured."""
     at = _with_float16_timing(failing_and_slower, tmp_path, ratio=0.8, ratio_low=0.6, ratio_high=1.1, settled=False)
     noisy = [m for m in at.metric if m.label == "Latency" and "Too noisy" in str(m.proto.help)]
     latency = [m for m in at.metric if m.label == "Latency"]
     assert len(latency) == 3 and latency[-1] in noisy, [m.delta for m in latency]  # float16 is the third card
-    assert latency[-1].delta == "too noisy to call", latency[-1].delta
-    assert all(m.delta == "too noisy to call" or m.delta.endswith("% time") for m in noisy), [m.delta for m in noisy]
+    assert latency[-1].delta == "too noisy to tell", latency[-1].delta
+    assert all(m.delta == "too noisy to tell" or m.delta.endswith("% time") for m in noisy), [m.delta for m in noisy]
     assert latency[-1].proto.color == latency[-1].proto.MetricColor.GRAY  # neither better (green) nor worse (red)
 
 

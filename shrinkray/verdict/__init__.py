@@ -1,0 +1,13 @@
+"""The verdict layer: one verdict per variant (parity with its confidence, speed), read by every front end."""
+
+from shrinkray.verdict.parity_verdict import (
+    ERROR,
+    UNMEASURED,
+    OutputVerdict,
+    Verdict,
+    over_limit,
+    parity_verdict,
+    verdict_of,
+)
+
+__all__ = ["ERROR", "UNMEASURED", "OutputVerdict", "Verdict", "over_limit", "parity_verdict", "verdict_of"]

@@ -1,0 +1,72 @@
+"""One run, one answer: the verdict sentence of each variant reads the same in the CLI's text, the Markdown,
+HTML, JSON and CSV reports, the advice and the app's result card; none of them judges or words it again."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import pickle
+import sys
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+
+
+def _show(path: str) -> None:
+    import pickle
+
+    from app_ui.results import show_results
+
+    with open(path, "rb") as fh:
+        show_results(pickle.load(fh))
+
+
+@pytest.fixture(scope="module")
+def comparison():
+    """The mlp with every default method: some pass, weights-int4 fails (and held-out judging applies)."""
+    from helpers import cached_sample
+
+    from shrinkray.compare import CompareSettings, compare
+
+    return compare(cached_sample("mlp"), CompareSettings(latency=False, brotli_quality=1))
+
+
+def test_every_surface_shows_the_same_sentence(comparison, tmp_path):
+    from shrinkray import report
+    from shrinkray.advice import advise
+    from shrinkray.verdict import verdict_of
+
+    sentences = {r.key: verdict_of(r).sentence for r in comparison.variants}
+    statuses = {verdict_of(r).status for r in comparison.variants}
+    assert "pass" in statuses and len(statuses) >= 2, sentences  # the test sees more than one kind of verdict
+    text = report.to_text(comparison)
+    markdown = report.to_markdown(comparison)
+    html = report.to_html(comparison)
+    data = json.loads(report.to_json_text(comparison))
+    rows = {row["key"]: row for row in csv.DictReader(io.StringIO(report.to_csv(comparison)))}
+    for key, sentence in sentences.items():
+        assert f"- {key}: {sentence}" in text
+        assert report._md(sentence) in markdown, key
+        assert report._h(sentence) in html, key
+        assert next(v for v in data["variants"] if v["key"] == key)["verdict"]["sentence"] == sentence
+        assert rows[key]["verdict_sentence"] == sentence
+    advice = " ".join(a.text for a in advise(comparison))
+    judged = [s for k, s in sentences.items() if not s.startswith("Passes")]
+    assert judged and all(s in advice for s in judged)  # the advice quotes the failing ones, never rewords them
+
+    path = tmp_path / "comparison.pkl"
+    path.write_bytes(pickle.dumps(comparison))
+    at = AppTest.from_function(_show, args=(str(path),), default_timeout=120).run()
+    assert not at.exception, at.exception
+    page = "\n".join(str(e.value) for e in at.markdown)
+    from shrinkray.text_safety import streamlit_markdown as md
+
+    for key, sentence in sentences.items():
+        assert md(sentence) in page, (key, sentence)
+    labels = [m.value for m in at.metric if m.label == "Verdict"]
+    assert sorted(labels) == sorted(verdict_of(r).label for r in comparison.variants)

@@ -171,7 +171,7 @@ def render(loaded: LoadedModel, comparison: Comparison) -> None:
         if st.button("Run the original and variants in this browser", icon=":material/language:"):
             with st.spinner("Preparing the parity inputs for the browser"):
                 inputs = _prepare(loaded, comparison)
-            if inputs.note != comparison.input_note:
+            if not inputs.same_as(comparison):
                 st.warning("The inputs rebuilt for the browser differ from the ones the comparison used "
                            "(an uploaded sample may be gone): re-measure on this page first.")  # fmt: skip
                 return

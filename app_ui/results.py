@@ -121,7 +121,7 @@ def variant_card(c: Comparison, result: VariantResult, advice_items, partial: bo
                            "even when the same file is served.")  # fmt: skip
         parity = result.parity
         if parity is None and partial:
-            _pending(cols[3], "Parity", "measuring…")
+            _pending(cols[3], "Verdict", "measuring…")
         verdict = verdict_of(result)
         if parity is not None:
             cols[3].metric("Verdict", verdict.label, help=f"{md(verdict.sentence)} {parity.verdict.profile.capitalize()} "

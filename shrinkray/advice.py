@@ -132,7 +132,7 @@ def is_slower(comparison: Comparison, result: VariantResult) -> bool:
 def _fails_in_browser(comparison: Comparison, key: str) -> bool:
     """The variant ran in the user's browser (the app's panel) and did not load, run or pass parity there."""
     run = next((r for r in getattr(comparison, "browser", None) or [] if r.key == key), None)
-    return run is not None and (not run.ok or run.passed is False)
+    return run is not None and run.failed
 
 
 def _smaller_and_passing(comparison: Comparison, delivery: str) -> list[VariantResult]:

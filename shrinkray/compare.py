@@ -42,6 +42,7 @@ from shrinkray.measure.inputs import (
     input_roles,
     load_inputs,
     load_sample_files,
+    samples_digest,
     signature,
     synthesize,
 )
@@ -619,6 +620,7 @@ class ComparePipeline:
         self.taken = {ORIGINAL}
         self.timings: dict[str, float] = {}
         self.input_note = ""
+        self.inputs_digest = ""
         self.latency_note = ""
         self.inputs: ParityInputs | None = None
         self.split: CalibrationSplit | None = None  # for methods that learn from inputs (spec.uses_context)
@@ -683,6 +685,7 @@ class ComparePipeline:
             self.split = split_for_calibration(self.inputs, self.source, self.settings, session)
         del session
         self.input_note = self.inputs.note
+        self.inputs_digest = samples_digest(self.inputs.samples)
         self.original.parity = _parity(self.inputs.reference, self.inputs.reference, self.inputs, self.settings)
         release_free_memory()  # the original's session and its temporaries, before the first variant
         _lap(self.timings, "parity", lap)
@@ -930,6 +933,7 @@ class ComparePipeline:
             input_note=self.input_note,
             latency_note=self.latency_note,
             timings=dict(self.timings),
+            inputs_digest=self.inputs_digest,
         )
 
     @property

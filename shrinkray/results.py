@@ -121,6 +121,7 @@ class Comparison:
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase: shrink, sizes, parity, culprits, latency
     input_files: list[str] = field(default_factory=list)  # the user's model files: reports never land on these
     browser: list[BrowserRun] = field(default_factory=list)  # runs in the user's browser (ONNX Runtime Web), if any
+    inputs_digest: str = ""  # measure.inputs.samples_digest of the parity samples: the browser panel reruns these
 
     @property
     def all(self) -> list[VariantResult]:

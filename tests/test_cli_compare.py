@@ -96,7 +96,7 @@ def test_default_verdict_is_relative(tmp_path, capsys):
     assert int8["profile"] == "relative" and int8["passed"] is True
     assert int8["max_abs_error"] > 0.06  # what the absolute profile would fail
     assert [o["kind"] for o in int8["outputs"]] == ["scores", "scores"]
-    assert int8["samples"] == 40  # 10 batches of 4: enough classifications for the top-1 verdict
+    assert int8["samples"] in (160, 640)  # 40 batches of 4 (and the reserve's 120 when those left it undecided)
     assert report["settings"]["verdict"]["profile"] == "relative"
     assert "Parity verdict: relative profile" in text
 
@@ -119,7 +119,8 @@ def test_tolerance_for_every_output_and_for_one(tmp_path, capsys):
     for key in ("weights-int8", "float16"):
         outputs = {o["name"]: o for o in parity_of(report, key)["outputs"]}
         assert outputs["logits"]["passed"] is False  # nothing passes 1e-9
-        assert outputs["probs"]["passed"] is True  # its own limit is 1
+        probs_checks = {c["criterion"]: c for c in outputs["probs"]["checks"]}
+        assert probs_checks["max_abs_error"]["passed"] is True  # its own limit is 1
         assert {c["criterion"]: c["limit"] for c in outputs["probs"]["checks"]}["max_abs_error"] == 1.0
     assert "Every output also: abs error <= 1e-09" in text and "Output probs: abs error <= 1" in text
 

@@ -23,6 +23,7 @@ from shrinkray.runqueue import LocalQueue
 from shrinkray.runs import Runs
 from shrinkray.runstore import RunStore
 from shrinkray.validate import open_session
+from shrinkray.verdict import verdict_of
 
 pytestmark = pytest.mark.slow
 
@@ -81,3 +82,5 @@ def test_app_job_runs_every_method(sample, tmp_path):
             continue
         assert Path(result.file).is_file(), result.key
         assert result.parity is not None, result.key
+        if result.method == "auto":  # auto accepts a mix only when the verdict compare gives passes
+            assert verdict_of(result).status == "pass", verdict_of(result).sentence

@@ -288,3 +288,25 @@ def test_the_delivery_line_names_gzip_when_brotli_lost_to_it():
                   brotli_encoding="br")  # fmt: skip
     assert delivery_line(run, as_gzip).endswith("would send 565.12 KiB (gzip -9)")
     assert delivery_line(run, as_br).endswith("would send 488.28 KiB (br, quality 6)")
+
+
+def test_rebuilt_inputs_are_matched_by_their_values_not_their_note():
+    """A note can carry a measured time ("more samples would take the original 0.6 s a set"), so the one the
+    panel rebuilds never equals the comparison's: the samples' digest decides (a real upload was refused)."""
+    import dataclasses
+
+    from helpers import sample_path
+
+    import shrinkray
+    from shrinkray.compare import CompareSettings, compare
+    from shrinkray.measure.browser import prepare
+
+    model = shrinkray.load(sample_path("cnn")).model
+    settings = CompareSettings(methods=[("float16", {})], latency=False, brotli_quality=1)
+    comparison = compare(model, settings)
+    inputs = prepare(model, settings)
+    assert inputs.same_as(comparison) and inputs.first_sets == 40 and len(inputs.samples) == 160
+    timed = dataclasses.replace(comparison, input_note=comparison.input_note + " (0.61 s a set)")
+    assert inputs.same_as(timed)
+    other = dataclasses.replace(comparison, inputs_digest="0" * 64)
+    assert not inputs.same_as(other)

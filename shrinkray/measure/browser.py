@@ -34,6 +34,8 @@ JS_TYPES: dict[str, str] = {
 NUMPY_TYPES: dict[str, np.dtype] = {js: np.dtype(name) for name, js in JS_TYPES.items()}
 #: Inputs larger than this (all samples together) are not sent to the page: a browser tab holds them twice.
 MAX_INPUT_BYTES = 256 * 2**20
+#: The server's reserve samples go to the page too (so it judges as the server did) up to this many bytes.
+MAX_RESERVE_BYTES = 32 * 2**20
 #: Runs timed per model after the first, in rounds across the models (the median is shown); the page stops sooner after a time budget.
 DEFAULT_RUNS = 30
 #: The runtime as the page reports it when it does not say (the shipped version).
@@ -57,6 +59,17 @@ class BrowserInputs:
     verdict: VerdictSettings = field(default_factory=VerdictSettings)
     timing: dict[str, np.ndarray] = field(default_factory=dict)  # the feeds the server's latency timed
     timing_batch: int = 1  # their batch (the first axis of the first input), for like-with-like speed
+    digest: str = ""  # measure.inputs.samples_digest of the parity samples (``samples[:first_sets]``)
+    #: ``samples`` = the parity sets, then the server's reserve: a model is judged on the first ``first_sets``,
+    #: and on all of them when those leave it undecided, as the server judged it (0: no reserve)
+    first_sets: int = 0
+    first_count: int = 0
+
+    def same_as(self, comparison: Any) -> bool:
+        """Whether these are the samples ``comparison`` judged on (its digest; a run from before digests were
+        kept: its note, which then carried no measured time)."""
+        kept = getattr(comparison, "inputs_digest", "")
+        return self.digest == kept if kept else self.note == comparison.input_note
 
     def payload(self) -> dict[str, Any]:
         """What the page runs, as JSON: the parity samples (one list of tensors per run) and the timing feeds."""
@@ -103,6 +116,12 @@ class BrowserRun:
     def passed(self) -> bool | None:
         """True/False when parity was measured, None when the model did not run."""
         return None if self.parity is None else self.parity.passed
+
+    @property
+    def failed(self) -> bool:
+        """Did not run, or its outputs fail the verdict (undecided is not a failure: the browser runs the
+        parity samples without the server's reserve, so a close call may rest on fewer decisions here)."""
+        return not self.ok or (self.parity is not None and self.parity.status == "fail")
 
     def problem(self) -> str:
         """One sentence for a model that failed in the browser (empty when it ran)."""
@@ -154,14 +173,17 @@ def prepare(model, settings) -> BrowserInputs:
     """The comparison's parity inputs, the server original's outputs on them, and the feeds its latency
     timed (runs ONNX Runtime: call it in a capped worker, ``sandbox.run_capped(prepare, model, settings)``)."""
     from shrinkray.compare import parity_inputs
+    from shrinkray.measure.inputs import samples_digest
 
     inputs = parity_inputs(model, settings)
+    reserve_bytes = sum(int(np.asarray(v).nbytes) for feeds in inputs.reserve for v in feeds.values())
+    whole = inputs.with_reserve() if reserve_bytes <= MAX_RESERVE_BYTES else inputs
     timing = latency_feeds(model, settings, inputs.options)
     first = next(iter(timing.values()), None)
     batch = int(first.shape[0]) if first is not None and first.ndim else 1
-    return BrowserInputs(
-        inputs.samples, inputs.reference, inputs.kinds, inputs.note, inputs.count, settings.verdict, timing, batch
-    )
+    first = len(inputs.samples) if whole is not inputs and inputs.reserve else 0
+    return BrowserInputs(whole.samples, whole.reference, whole.kinds, inputs.note, whole.count, settings.verdict,
+                         timing, batch, samples_digest(inputs.samples), first, inputs.count)  # fmt: skip
 
 
 def latency_feeds(model, settings, options) -> dict[str, np.ndarray]:
@@ -227,7 +249,14 @@ def judge(inputs: BrowserInputs, result: dict[str, Any]) -> BrowserRun:
         run.error, run.stage = f"it returned {len(runs)} runs' outputs for {len(inputs.samples)} inputs", "outputs"
         return run
     try:  # runs whose outputs differ in shape or type from each other or the server's cannot be compared
-        run.parity = compare_outputs(inputs.reference, _stack(runs), inputs.kinds, inputs.verdict,
+        outputs = _stack(runs)
+        if inputs.first_sets:  # the parity sets first; the reserve too only when they leave it undecided
+            first = {k: v[:inputs.first_sets] for k, v in outputs.items()}
+            reference = {k: v[:inputs.first_sets] for k, v in inputs.reference.items()}
+            run.parity = compare_outputs(reference, first, inputs.kinds, inputs.verdict, samples=inputs.first_count)
+            if run.parity.status != "undecided":
+                return run
+        run.parity = compare_outputs(inputs.reference, outputs, inputs.kinds, inputs.verdict,
                                      samples=inputs.count)  # fmt: skip
     except (TypeError, ValueError) as exc:
         run.error, run.stage = f"its outputs could not be read ({exc})", "outputs"
@@ -302,7 +331,7 @@ def advice_lines(comparison, runs: list[BrowserRun]) -> list[str]:
             where = "runs on the server but not" if result.ok else "does not run on the server, nor"
             lines.append(f"! {result.key} {where} in {run.runtime} ({run.backend}): {run.error}. "
                          "Do not ship it to web pages; pick a variant that ran here.")  # fmt: skip
-        elif run.parity is not None and not run.parity.passed and result.parity is not None and result.parity.passed:
+        elif run.failed and result.parity is not None and result.parity.passed:
             lines.append(f"! {result.key} passes parity on the server but not in the browser "
                          f"({parity_verdict(run.parity).sentence.rstrip('.')}): "
                          f"{run.runtime} computes it differently. Do not ship it to web pages.")  # fmt: skip

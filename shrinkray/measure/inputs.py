@@ -8,6 +8,7 @@ model is likely to accept, lets the user override every guess (``--dim``,
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from dataclasses import dataclass, field, replace
@@ -20,6 +21,19 @@ from onnx import helper, numpy_helper
 from shrinkray.errors import OptionError
 from shrinkray.graph import find_weights
 from shrinkray.measure import content
+
+
+def samples_digest(samples: list[dict[str, np.ndarray]]) -> str:
+    """A fingerprint of parity samples (names, types, shapes and values): whether inputs rebuilt later are the
+    ones a comparison used, whatever its notes say (a note carries a measured time, so it never repeats)."""
+    digest = hashlib.sha256()
+    for feeds in samples:
+        for name in sorted(feeds):
+            value = np.ascontiguousarray(feeds[name])
+            digest.update(f"{name}|{value.dtype.str}|{value.shape}|".encode())
+            digest.update(value.tobytes())
+    return digest.hexdigest()
+
 
 #: Fallbacks for dimensions the model does not fix.
 DEFAULT_BATCH = 1

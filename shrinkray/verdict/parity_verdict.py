@@ -126,7 +126,9 @@ def output_verdict(o: OutputParity, samples: int) -> OutputVerdict:
         sentence = ("matches the original exactly" if status == PASS
                     else o.reason or "does not match the original")  # fmt: skip
         return OutputVerdict(o.name, o.kind, status, sentence, severity=o.severity)
-    if check.decisions is not None:
+    if status == PASS and o.measures.get("abs_error") == 0.0:
+        sentence = "gives exactly the original's outputs"
+    elif check.decisions is not None:
         sentence = _share_sentence(o, check, samples)
     else:
         measured = Criterion(check.criterion, check.limit).text(check.value)

@@ -70,7 +70,7 @@ def test_failing_and_slower_cards_name_no_flag(failing_and_slower):
     assert not at.exception, at.exception
     texts = _texts(at)
     page = "\n".join(texts)
-    assert "fails parity" in page and "1.50x slower" in page
+    assert "Fails: " in page and "1.50x slower" in page
     leaks = [t for t in texts if FLAG.search(t.replace("\\", ""))]
     assert not leaks, leaks
     # ...and the app's own controls are named instead.
@@ -99,8 +99,8 @@ def test_a_surely_slower_variant_shows_its_change_even_when_timing_was_too_noisy
     at = AppTest.from_function(_show, args=(str(path),), default_timeout=120).run()
     assert not at.exception, at.exception
     assert "1.50x slower" in "\n".join(_texts(at))
-    deltas = [m.delta for m in at.metric if m.label == "Latency" and "Too noisy" in str(m.proto.help)]
-    assert "+50% time" in deltas, deltas
+    cards = [m for m in at.metric if m.label == "Latency" and "1.50x slower than the original" in str(m.proto.help)]
+    assert [m.delta for m in cards] == ["+50% time"], [m.delta for m in at.metric]
 
 
 def _with_float16_timing(comparison_file, tmp_path, **timing):
@@ -121,7 +121,7 @@ def test_a_latency_too_noisy_to_call_says_so_on_the_card(failing_and_slower, tmp
     """Timing that ended too noisy with its interval around 1 showed a bare "0.26 ms" (no change, no word):
     next to a card with "-20% time" it read as unchanged. The card says "too noisy to tell", uncoloured."""
     at = _with_float16_timing(failing_and_slower, tmp_path, ratio=0.8, ratio_low=0.6, ratio_high=1.1, settled=False)
-    noisy = [m for m in at.metric if m.label == "Latency" and "Too noisy" in str(m.proto.help)]
+    noisy = [m for m in at.metric if m.label == "Latency" and "too noisy to tell" in str(m.proto.help)]
     latency = [m for m in at.metric if m.label == "Latency"]
     assert len(latency) == 3 and latency[-1] in noisy, [m.delta for m in latency]  # float16 is the third card
     assert latency[-1].delta == "too noisy to tell", latency[-1].delta

@@ -18,6 +18,7 @@ from streamlit.testing.v1 import AppTest
 
 import shrinkray
 from shrinkray.measure.parity import VerdictSettings
+from shrinkray.verdict import parity_verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
@@ -247,10 +248,9 @@ def test_verdict_radio_and_data_editor_reach_the_verdict_settings(cnn_app):
         kinds={"scores": "scores"},
     )  # fmt: skip
     parity = comparison.variants[0].parity
-    metric = next(m for m in at.metric if m.label == "Parity")
-    assert metric.value == ("Pass" if parity.passed else "Fail")
-    assert re.fullmatch(r"\d+% of allowed error", metric.delta), metric.delta
-    assert "Absolute verdict" in metric.help
+    metric = next(m for m in at.metric if m.label == "Verdict")
+    assert metric.value == parity_verdict(parity).label
+    assert parity_verdict(parity).sentence in metric.help and "Absolute verdict" in metric.help
     assert any(e.label == "Parity per output" for e in at.expander)
     table = next(d.value for d in at.table if "Decided by" in getattr(d.value, "columns", []))  # wraps, fits the page
     assert list(table.columns[:4]) == ["Output", "Kind", "Verdict", "Decided by"]

@@ -131,7 +131,7 @@ def test_shrink_page_shows_one_card_per_method_with_sizes_parity_and_latency(shr
     cards = [s.name for s in shrinkray.all_methods() if s.in_default_set]
     assert headings == [f"### {name}" for name in cards]
     metrics = [m.label for m in at.metric]
-    for label in ("Raw", "gzip -9", "Parity", "Latency"):
+    for label in ("Raw", "gzip -9", "Verdict", "Latency"):
         assert metrics.count(label) == len(cards), (label, metrics)
     assert sum(1 for m in metrics if m.startswith("brotli q")) == len(cards)
     # The headline is the engine's verdict on this comparison (timings decide "not slower", so compute it).

@@ -34,7 +34,10 @@ def test_smallest_that_passes_uses_the_pages_verdict_and_the_uploaded_inputs():
     assert comparison.settings.inputs_path and comparison.settings.inputs_path.endswith(".npz")  # the run's copy
     assert comparison.settings.verdict.per_output == {"scores": {"max_relative_rms_error": 0.01}}
     auto = next(v for v in comparison.variants if v.method == "auto")
-    assert auto.ok and auto.parity.passed  # shown under the verdict and inputs it was chosen by
+    # shown under the verdict and inputs it was chosen by: 2 held-out samples are too few for its top-1 share to
+    # pass with 95% confidence, so no mix passed the search and compare says so (never a pass by construction)
+    assert auto.ok and auto.parity.status == "undecided", auto.parity
+    assert any("fell back to 8-bit everywhere" in n for n in auto.notes), auto.notes
     copy = Path(comparison.settings.inputs_path).name
     assert any(f"inputs loaded from {copy}" in n.lower() for n in auto.notes)  # auto judged on them too
     checks = {c.criterion for out in auto.parity.outputs for c in out.checks}

@@ -126,13 +126,13 @@ def output_verdict(o: OutputParity, samples: int) -> OutputVerdict:
         sentence = ("matches the original exactly" if status == PASS
                     else o.reason or "does not match the original")  # fmt: skip
         return OutputVerdict(o.name, o.kind, status, sentence, severity=o.severity)
+    what = f"{o.decisions}; " if o.decisions else ""  # a map's or a detector's regions and boxes, as a user sees them
     if status == PASS and o.measures.get("abs_error") == 0.0:
         sentence = "gives exactly the original's outputs"
     elif check.decisions is not None:
-        sentence = _share_sentence(o, check, samples)
+        sentence = what + _share_sentence(o, check, samples)
     else:
         measured = Criterion(check.criterion, check.limit).text(check.value)
-        what = f"{o.decisions}; " if o.decisions else ""
         if status == FAIL and check.status != FAIL:  # broken for another reason (inf/NaN, shape)
             sentence = o.reason
         else:

@@ -214,10 +214,15 @@ def test_real_samples_and_parity_settings_in_a_real_browser(pages, app_url, tmp_
 
     pg.get_by_role("link", name="Shrink").click()
     pg.wait_for_selector("text=Shrink and measure", timeout=30_000)
-    pg.get_by_text("Measurement settings").click()
+    pg.get_by_text("Measurement settings", exact=True).click()
     pg.wait_for_selector("text=Parity verdict", timeout=30_000)
     pg.wait_for_selector("[data-testid=stDataFrame], [data-testid=stDataFrameResizable]", timeout=30_000)
-    assert "Real samples (2)" in pg.inner_text("body")  # the cards show the re-measured comparison
+    body = pg.inner_text("body")
+    assert "Real samples (2)" in body  # the cards show the re-measured comparison
+    # 2 samples are 2 decisions for the cnn's top class: too few to pass or fail, and the app asks for more in its
+    # own words (never a command-line flag)
+    assert "Undecided: keeps the top class on 2 of 2 inputs" in body and "upload more inputs of your own" in body
+    assert "--inputs" not in body
     _shot(pg, "8_shrink_measurement_settings")
     pg.get_by_text("Parity per output").first.click()
     pg.wait_for_timeout(1000)

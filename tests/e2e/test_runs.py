@@ -35,7 +35,7 @@ def _open_measurement_settings(page) -> None:
     for _ in range(5):
         if toggle.is_visible():
             return
-        page.get_by_text("Measurement settings").click()
+        page.get_by_text("Measurement settings", exact=True).click()
         page.wait_for_timeout(1000)
     assert toggle.is_visible()
 

@@ -315,11 +315,20 @@ def _either(items: list[str]) -> str:
     return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} or {items[-1]}"
 
 
-def _method_hint(spec: MethodSpec, measured: set[str]) -> list[Hint]:
-    """A method's own parity hint, then the other methods its spec offers as one ``methods`` hint (so each
-    front end names them its own way), without those already in this run: advice never suggests what the
-    run has just measured."""
-    hints = [Hint("", spec.parity_hint)] if spec.parity_hint else []
+def _hint_in_use(spec: MethodSpec, options: dict[str, Any]) -> bool:
+    """Whether the variant already uses what the method's parity hint suggests (per-channel when it is on)."""
+    if spec.parity_hint_done is None:
+        return False
+    name, value = spec.parity_hint_done
+    used = options.get(name, getattr(spec.options_type(), name, None) if spec.options_type else None)
+    return used == value
+
+
+def _method_hint(spec: MethodSpec, measured: set[str], options: dict[str, Any] | None = None) -> list[Hint]:
+    """A method's own parity hint (unless the variant already uses it: ``options``, its resolved options), then
+    the other methods its spec offers as one ``methods`` hint (so each front end names them its own way),
+    without those already in this run: advice never suggests what the run has just measured."""
+    hints = [Hint("", spec.parity_hint)] if spec.parity_hint and not _hint_in_use(spec, options or {}) else []
     methods = [m for m in spec.alternatives if m != spec.name and m not in measured]
     if methods:
         why = _agreeing(spec.alternatives_why, len(methods))
@@ -354,7 +363,8 @@ def _parity_hints(result: VariantResult, measured: set[str] | frozenset[str] = f
                  "(exclude them)", value=top, method=result.method),
             *search,
         ]  # fmt: skip
-    hints = _method_hint(spec, set(measured)) if spec is not None else []
+    options = {**result.options, **(result.record.get("options") or {})}  # as given, then as resolved
+    hints = _method_hint(spec, set(measured), options) if spec is not None else []
     if spec is not None and spec.traceable:
         hints.append(Hint("culprits", "to find the tensors that hurt, search for them (slower)", method=result.method))
     return hints

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from shrinkray.errors import OptionError, RuntimeUnsupportedError, ShrinkRayError
+from shrinkray.errors import LimitExceededError, OptionError, RuntimeUnsupportedError, ShrinkRayError
 from shrinkray.inspect import inspect_model
 from shrinkray.io import (
     LoadedModel,
@@ -36,6 +36,7 @@ from shrinkray.io import (
 from shrinkray.limits import Limits, check_memory
 from shrinkray.measure import recurrent
 from shrinkray.measure.confidence import UNDECIDED, decisions_to_pass
+from shrinkray.measure.deadline import run_within
 from shrinkray.measure.inputs import (
     InputOptions,
     first_axis_dynamic,
@@ -123,7 +124,9 @@ def _session_outputs(session, samples: list[dict[str, np.ndarray]], model: onnx.
 
 def _run_feeds(session, model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list:
     try:
-        return session.run(None, feeds)
+        return run_within(session, feeds)
+    except ShrinkRayError:
+        raise  # past the deadline: the limit's own sentence
     except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
         raise explain_runtime_error(exc, model, running=True) from None
 
@@ -226,6 +229,8 @@ def parity_inputs(model: onnx.ModelProto, settings: CompareSettings, session=Non
         try:
             samples, note = _samples(model, options, plan_batch, settings.parity_batch)
             samples, reference, note = _reference(session, samples, model, note)
+        except LimitExceededError:
+            raise  # a run past its deadline: other sizes would spend the same time again
         except ShrinkRayError as exc:
             first_error = first_error or exc
             tried.append(f"{description}: {exc.problem}")
@@ -372,6 +377,19 @@ def user_halves(samples: list[dict[str, np.ndarray]], model: onnx.ModelProto) ->
     return [{k: v[:cut] for k, v in feeds.items()}], [{k: v[cut:] for k, v in feeds.items()}]
 
 
+#: Synthesized sets a method calibrates on at most (the judging side gets 160+ decisions and a reserve; AWQ
+#: scales and auto's search settle on far fewer, and each set is an inference per candidate).
+CALIBRATION_SETS = 10
+
+
+def _first_sets(inputs: ParityInputs, count: int) -> ParityInputs:
+    """The first ``count`` sets of ``inputs`` with the original's outputs on them, and no reserve."""
+    if len(inputs.samples) <= count:
+        return replace(inputs, reserve=[], reserve_reference={})
+    reference = {k: (v[:count] if count > 1 else v[0]) for k, v in inputs.reference.items()}
+    return replace(inputs, samples=inputs.samples[:count], reference=reference, reserve=[], reserve_reference={})
+
+
 def split_for_calibration(inputs: ParityInputs, model: onnx.ModelProto, settings: CompareSettings,
                           session=None) -> CalibrationSplit:  # fmt: skip
     """Hold out part of the run's samples from calibration.
@@ -395,7 +413,7 @@ def split_for_calibration(inputs: ParityInputs, model: onnx.ModelProto, settings
     options = replace(inputs.options, seed=inputs.options.seed + CALIBRATION_SEED_OFFSET)
     synthetic = replace(settings, inputs_path=None, sample_files=[], inputs=options)
     try:
-        calibration = parity_inputs(model, synthetic, session)
+        calibration = _first_sets(parity_inputs(model, synthetic, session), CALIBRATION_SETS)
     except ShrinkRayError as exc:
         note = (f"Calibrated on the samples it is judged on, so its verdict may flatter it: other samples could "
                 f"not be made ({exc.problem})")  # fmt: skip
@@ -441,7 +459,9 @@ def _content_text(role) -> str:
     if role.kind == "image":
         value_range, how = role.detail.split("|", 1)
         shape = "text lines" if role.text_line else "pages and scenes"
-        return f"{shape} (values {value_range}: {how})"
+        values = "normalized like ImageNet (mean/std)" if value_range == "imagenet" else f"in {value_range}"
+        how = how.removeprefix("guessed: mean/std normalized ").strip("()") if how.startswith("guessed") else how
+        return f"{shape}, values {values} ({'a guess: ' if value_range == 'imagenet' else 'from '}{how})"
     return {"audio": "speech", "tokens": "token ids", "mask": "ones", "token_types": "zeros",
             "state": "zeros (initial state)", "sample_rate": "16000"}.get(role.kind, role.kind)  # fmt: skip
 

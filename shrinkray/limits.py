@@ -72,6 +72,7 @@ _WHAT = {
     "max_memory_bytes": "the memory one shrink or comparison may plan to use",
     "max_job_memory_bytes": "the memory a worker running a model may use",
     "max_job_seconds": "the time a worker running a model may take",
+    "max_inference_seconds": "the time one inference may take",
 }
 
 
@@ -129,6 +130,8 @@ class Limits:
     # is hit the worker is killed and the user gets one sentence; the server and other users go on.
     max_job_memory_bytes: int = dataclasses.field(default_factory=_default_job_memory)
     max_job_seconds: float = 600.0
+    # One inference (a never-ending Loop is stopped here, not at the job's limit: measure/deadline.py).
+    max_inference_seconds: float = 60.0
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -88,9 +88,23 @@ def _is_memory(text: str) -> bool:
     return any(word in text for word in _MEMORY_WORDS)
 
 
+#: How often a worker checks that its caller is still there.
+PARENT_CHECK_S = 0.5
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Stop this worker as soon as its caller is gone (``kill -9`` of the CLI, an app server stopped): it is then
+    re-parented and its parent id changes. Without this, three workers ran their models 25 minutes after the
+    app that started them had stopped, with no deadline left to stop them."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_CHECK_S)
+    os._exit(3)
+
+
 def _worker_main() -> None:
     """The child: read the call, cap memory, run it, send progress and the outcome."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the parent, which stops the child
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True, name="shrinkray-parent").start()
     source, sink = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing else may write into the message stream
     request = _receive(source)

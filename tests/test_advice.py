@@ -122,11 +122,14 @@ def test_failing_without_culprits_gets_method_hint(steady):
     cmp.get("palettize levels=8").culprits = []
     notes = advise(cmp)
     int8 = next(n.text for n in by_variant(notes, "weights-int8") if ": Fails: " in n.text)
-    assert "per-channel granularity" in int8
+    assert "per-channel" not in int8  # per-channel is what it already uses: never suggested again
     pal = next(n.text for n in by_variant(notes, "palettize levels=8") if ": Fails: " in n.text)
     assert "Try more levels" in pal
     hints = next(n for n in by_variant(notes, "weights-int8") if ": Fails: " in n.text).hints
-    assert [h.setting for h in hints] == ["", "culprits"]  # the method's sentence, then the search for culprits
+    assert [h.setting for h in hints] == ["culprits"]  # the search for culprits, not the option in use
+    cmp.get("weights-int8").record["options"] = {"granularity": "per-tensor"}
+    int8 = next(n.text for n in by_variant(advise(cmp), "weights-int8") if ": Fails: " in n.text)
+    assert "Try per-channel granularity" in int8  # a per-tensor variant is told to try it
 
 
 def test_hints_are_worded_by_each_front_end(steady):

@@ -406,7 +406,7 @@ def test_a_calibrated_weights_int4_result_is_not_judged_again():
 
 
 def test_unseen_samples_are_pooled_until_they_give_enough_decisions():
-    from shrinkray.compare import decisions_given, parity_inputs
+    from shrinkray.compare import CALIBRATION_SETS, decisions_given, parity_inputs
     from shrinkray.methods.auto import CONFIRM_DECISIONS, CONFIRM_SETS, _judge, _other_samples, _run
     from shrinkray.validate import open_session
 
@@ -414,12 +414,11 @@ def test_unseen_samples_are_pooled_until_they_give_enough_decisions():
     settings = CompareSettings()
     session = open_session(model)
     searched = parity_inputs(model, settings, session)
-    one_set = decisions_given(searched.reference, searched.kinds)
-    assert one_set is not None and one_set < CONFIRM_DECISIONS  # so that pooling has something to do
     other = _other_samples(searched, model, settings, session)
-    sets = len(other.samples) // len(searched.samples)
-    assert sets == min(CONFIRM_SETS, -(-CONFIRM_DECISIONS // one_set)) and sets > 1
-    assert decisions_given(other.reference, other.kinds) >= sets * one_set - sets  # a near tie in a set is undecided
+    per_set = CALIBRATION_SETS  # each unseen set: a calibration-sized part (10 batches of 4: 40 decisions)
+    sets = len(other.samples) // per_set
+    assert sets == min(CONFIRM_SETS, -(-CONFIRM_DECISIONS // (4 * per_set))) and sets > 1  # pooled
+    assert decisions_given(other.reference, other.kinds) >= 4 * per_set * sets - sets  # a near tie is undecided
     def key(sample):
         return b"".join(v.tobytes() for v in sample.values())
 

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import operator
+import os
 import resource
+import signal
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from helpers import sample_path
@@ -105,3 +110,60 @@ def test_errors_pickle_with_every_part():
     error = ShrinkRayError("Something is off", "Do this", setting="inputs")
     copy = pickle.loads(pickle.dumps(error))
     assert (copy.problem, copy.hint, copy.setting, str(copy)) == ("Something is off", "Do this", "inputs", str(error))
+
+
+_CALLER = """
+import sys, time
+sys.path.insert(0, {tests!r})
+from hostile.runtime_bombs import loop_bomb
+from shrinkray.compare import CompareSettings, compare
+from shrinkray.sandbox import run_capped
+print("calling", flush=True)
+run_capped(compare, loop_bomb(), CompareSettings(methods=[("float16", {{}})], latency=False))
+"""
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads children from /proc (Linux)")
+def test_a_worker_stops_when_its_caller_is_killed(tmp_path):
+    """kill -9 of the CLI (or a stopped app server) left its worker running the model with no deadline; now the
+    worker sees its caller gone within a second and exits."""
+    tests = str(Path(__file__).resolve().parent)
+    caller = subprocess.Popen([sys.executable, "-c", _CALLER.format(tests=tests)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert caller.stdout.readline().strip() == "calling"
+        deadline = time.monotonic() + 60
+        workers: list[int] = []
+        while not workers and time.monotonic() < deadline:
+            time.sleep(0.2)
+            workers = _children(caller.pid)
+        assert workers, "the worker did not start"
+        time.sleep(2)  # the worker is busy in the never-ending Loop
+        os.kill(caller.pid, signal.SIGKILL)
+        caller.wait(10)
+        gone = time.monotonic() + 15
+        while time.monotonic() < gone and any(os.path.exists(f"/proc/{w}") and "Z" not in _state(w) for w in workers):
+            time.sleep(0.2)
+        assert not any(os.path.exists(f"/proc/{w}") and "Z" not in _state(w) for w in workers), workers
+    finally:
+        if caller.poll() is None:
+            caller.kill()
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"

@@ -50,6 +50,7 @@ import onnx
 from onnx import helper
 
 from shrinkray.graph import WeightRef, constants_to_initializers, find_weights
+from shrinkray.measure.deadline import run_within
 from shrinkray.methods.base import MethodSpec, RunContext, TensorSelection, Variant, get_method, option, register
 from shrinkray.units import format_bytes
 from shrinkray.verdict import over_limit
@@ -111,7 +112,7 @@ def _run(session, samples: list[dict[str, Any]]) -> dict[str, Any]:
     import numpy as np
 
     names = [o.name for o in session.get_outputs()]
-    runs = [session.run(None, feeds) for feeds in samples]
+    runs = [run_within(session, feeds) for feeds in samples]
     if len(runs) == 1:
         return dict(zip(names, runs[0], strict=True))
     return {name: np.stack([np.asarray(r[i]) for r in runs]) for i, name in enumerate(names)}

@@ -339,6 +339,8 @@ class MethodSpec:
     #: What to try with this method's own options when one of its variants fails parity (plain words, no
     #: front-end syntax, no other method's name: those are :attr:`alternatives`).
     parity_hint: str = ""
+    #: The option value that makes ``parity_hint`` moot (already in use): ("granularity", "per-channel").
+    parity_hint_done: tuple[str, Any] | None = None
     #: Other methods to try when a variant of this method fails parity, best first, and why, as a clause
     #: that agrees with more than one ("which keep activations in float"). Advice drops those already run.
     alternatives: tuple[str, ...] = ("float16",)

@@ -127,6 +127,7 @@ register(
         candidates=candidates,
         position=4,
         parity_hint="Try more levels.",
+        parity_hint_done=("levels", 65536),
         alternatives=(),
         option_advice=few_levels_advice,
     )

@@ -225,6 +225,7 @@ register(
         approximate=approximate,
         bytes_per_value=1.0,
         parity_hint="Try per-channel granularity.",
+        parity_hint_done=("granularity", "per-channel"),
         alternatives=("float16",),
         alternatives_why="",
         keeps_speed=True,

@@ -268,6 +268,11 @@ def advise(comparison: Comparison, delivery: str = "brotli") -> list[Advice]:
             "than speed on your devices (time it there); otherwise keep the original.",
             result.key,
         ))  # fmt: skip
+    elif undecided := [r.key for r in comparison.variants if verdict_of(r).undecided]:
+        notes.insert(0, _advice(
+            "warning", f"No variant passes on these inputs yet: {_either(undecided, 'and')} "
+            f"{'is' if len(undecided) == 1 else 'are'} undecided (too few decisions to tell). Until a verdict "
+            "is firm, keep the original.", hints=[OWN_INPUTS]))  # fmt: skip
     elif comparison.variants:
         notes.insert(0, _advice("warning", "No variant is both smaller and within the parity criteria: keep the "
                                 "original.", hints=[Hint("verdict", "if the criteria are stricter than needed, loosen them knowingly")]))  # fmt: skip
@@ -310,9 +315,9 @@ def methods_in_run(comparison: Comparison) -> set[str]:
     return ran | {name for name, _ in getattr(settings, "methods", None) or []}
 
 
-def _either(items: list[str]) -> str:
-    """``a``, ``a or b``, ``a, b or c``."""
-    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} or {items[-1]}"
+def _either(items: list[str], word: str = "or") -> str:
+    """``a``, ``a or b``, ``a, b or c`` (``word="and"``: ``a, b and c``)."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} {word} {items[-1]}"
 
 
 def _hint_in_use(spec: MethodSpec, options: dict[str, Any]) -> bool:

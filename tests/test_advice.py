@@ -538,3 +538,21 @@ def test_a_failing_variant_is_not_sent_to_the_search_the_run_already_made(summar
     assert "exclude" in hints and "auto" not in hints, hints
     cmp.variants = cmp.variants[:1]
     assert "auto" in [h.setting for n in by_variant(advise(cmp), "weights-int8") for h in n.hints]
+
+
+def test_when_every_smaller_variant_is_undecided_the_banner_asks_for_inputs(mlp_npz_comparison):
+    """Three samples of the user's own: every variant keeps every top class on them, which 3 decisions cannot
+    confirm. The headline says so and asks for more inputs, instead of "loosen the criteria"."""
+    first = advise(mlp_npz_comparison)[0]
+    assert first.level == "warning" and first.text.startswith("No variant passes on these inputs yet: ")
+    assert "undecided (too few decisions to tell)" in first.text and "loosen" not in first.text
+    assert [h.setting for h in first.hints] == ["own_inputs"]
+
+
+@pytest.fixture(scope="module")
+def mlp_npz_comparison(tmp_path_factory):
+    path = tmp_path_factory.mktemp("npz") / "mine.npz"
+    np.savez(path, features=np.random.default_rng(5).standard_normal((3, 64)).astype(np.float32))
+    settings = CompareSettings(methods=[("weights-int8", {}), ("float16", {})], latency=False, inputs_path=str(path),
+                               **FAST)  # fmt: skip
+    return compare(cached_sample("mlp"), settings)

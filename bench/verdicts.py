@@ -201,7 +201,7 @@ def _one_line(text: str, limit: int = 160) -> str:
 
 
 def _verdict(result) -> tuple[str, dict[str, Any]]:
-    """'pass' / 'fail' / 'error: ...' / 'not measured' and the numbers behind it."""
+    """'pass' / 'fail' / 'undecided' / 'error: ...' / 'not measured' and the numbers behind it."""
     if result.error:
         return f"error: {_one_line(result.error, 120)}", {}
     parity = result.parity
@@ -214,7 +214,7 @@ def _verdict(result) -> tuple[str, dict[str, Any]]:
             f"{o.name}: {_one_line(o.reason, 200)}" if o.reason else o.name for o in parity.outputs if not o.passed
         ],
     }
-    return ("pass" if parity.passed else "fail"), info
+    return parity.status, info  # pass / fail / undecided (too few decisions: an abstention, never an agreement)
 
 
 def run_model(key: str, methods: list[tuple[str, dict[str, Any]]], say, baseline: str = "") -> dict[str, Any]:

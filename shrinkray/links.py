@@ -99,13 +99,24 @@ def _escape_label(label: str) -> str:
     return label.replace("%", "%25").replace(",", "%2C")
 
 
+#: Files priced at once, at most: a link with 3,000 sizes cost 10 s of server CPU and a minute to draw.
+MAX_SIZES = 64
+
+
+def _size_items(text: str) -> list[str]:
+    """The comma-separated items of sizes text, at most ``MAX_SIZES`` of them."""
+    items = [part.strip() for part in str(text).split(",") if part.strip()]
+    if len(items) > MAX_SIZES:
+        raise OptionError(f"{len(items):,} sizes: at most {MAX_SIZES} files are priced at once",
+                          "Price fewer files at a time")  # fmt: skip
+    return items
+
+
 def parse_sizes_text(text: str) -> dict[str, int]:
     """``LABEL=SIZE`` items, comma-separated (``original=50MiB, shrunk=13MiB``); an item without a label is
     called ``file N``. Sizes take units (see :func:`shrinkray.pricing.parse_size`)."""
     sizes: dict[str, int] = {}
-    for item in (part.strip() for part in str(text).split(",")):
-        if not item:
-            continue
+    for item in _size_items(text):
         label, sep, size = item.rpartition("=")
         name = unquote(label.strip()) if sep and label.strip() else f"file {len(sizes) + 1}"
         try:
@@ -117,9 +128,7 @@ def parse_sizes_text(text: str) -> dict[str, int]:
 
 def _parse_sizes_param(text: str) -> Sizes:
     sizes: Sizes = {}
-    for item in (part.strip() for part in str(text).split(",")):
-        if not item:
-            continue
+    for item in _size_items(text):
         label, sep, value = item.rpartition("=")
         name = unquote(label.strip()) if sep and label.strip() else f"file {len(sizes) + 1}"
         parts = (value if sep else item).split("/")

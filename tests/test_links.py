@@ -162,3 +162,14 @@ def test_money_under_a_currency_label():
 def test_typed_sizes_text_round_trips(sizes):
     """What the page shows in its sizes field reads back to the same bytes (units only when exact)."""
     assert links.parse_sizes_text(links.sizes_text(sizes)) == sizes
+
+
+def test_a_link_with_thousands_of_sizes_is_refused_in_one_sentence():
+    """3,000 sizes cost 10 s of server CPU and a minute to draw: at most MAX_SIZES files are priced at once."""
+    from shrinkray.errors import OptionError
+    from shrinkray.links import MAX_SIZES, parse_sizes_text
+
+    many = ",".join(f"f{i}=1MiB" for i in range(3000))
+    with pytest.raises(OptionError, match="3,000 sizes: at most 64 files are priced at once"):
+        parse_sizes_text(many)
+    assert len(parse_sizes_text(",".join(f"f{i}=1MiB" for i in range(MAX_SIZES)))) == MAX_SIZES

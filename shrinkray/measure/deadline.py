@@ -11,15 +11,13 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-import onnxruntime as ort
-
 from shrinkray.limits import Limits
 
 
 class _Deadline:
     """Sets ``options.terminate`` when the time is up (a timer thread), and remembers that it did."""
 
-    def __init__(self, options: ort.RunOptions, seconds: float) -> None:
+    def __init__(self, options: Any, seconds: float) -> None:
         self.options = options
         self.hit = False
         self.timer = threading.Timer(seconds, self._stop)
@@ -34,6 +32,8 @@ def run_within(session: Any, feeds: dict[str, Any], seconds: float | None = None
                what: str = "One inference") -> list:  # fmt: skip
     """``session.run(names, feeds)``, stopped after ``seconds`` (default: the ``max_inference_seconds`` limit)
     with a LimitExceededError; any other error of the run is raised as ONNX Runtime raised it."""
+    import onnxruntime as ort  # at call time: readers of results import the method registry, never ONNX Runtime
+
     limits = Limits.from_env()
     seconds = limits.max_inference_seconds if seconds is None else seconds
     options = ort.RunOptions()

@@ -110,7 +110,7 @@ def test_a_run_is_kept_and_reopens_from_its_address(app_url, pages, tmp_path):  
     _wait_results(fresh, metrics)
     assert _cards(fresh) == first
     assert "cnn" in fresh.locator("[data-testid='stSidebar']").inner_text()
-    with fresh.expect_download() as info:
+    with fresh.expect_download(timeout=120_000) as info:  # a loaded CI machine: the page may still be drawing
         fresh.get_by_role("button", name="Download cnn.weights-int8.onnx").click()
     target = tmp_path / "from_link.onnx"
     info.value.save_as(str(target))

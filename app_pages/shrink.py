@@ -71,7 +71,7 @@ with st.expander("Measurement settings"):
     )  # fmt: skip
     kept_rows[loaded.sha256] = [dict(row) for row in outputs_table]  # the next visit starts from these
     c1, c2 = st.columns(2)
-    runs = c1.number_input("Timed runs per model", min_value=0, max_value=500,
+    runs = c1.number_input("Timed runs per model (0 = adaptive)", min_value=0, max_value=500,
                            help="0: adaptive. Original and variants run interleaved until every variant's speed ratio "
                            f"is known within ±3% (95% interval), or {CompareSettings().latency_budget_s:.0f} s per "
                            "setting (thread count and batch size). A number: exactly that many runs. "

@@ -119,7 +119,7 @@ def shrunk_app() -> AppTest:
     at = _load_sample(_app(), "mlp")
     at.switch_page("app_pages/shrink.py").run()
     # Fast settings: fewer timed runs, no culprit search budget needed for the page test.
-    next(n for n in at.number_input if n.label == "Timed runs per model").set_value(3).run()
+    next(n for n in at.number_input if n.label == "Timed runs per model (0 = adaptive)").set_value(3).run()
     _finish(next(b for b in at.button if b.label == "Shrink and measure").click().run())
     assert not at.exception, at.exception
     return at

@@ -182,7 +182,7 @@ def test_kept_settings_never_draw_streamlits_default_value_warning(duplicate_val
     assert not other.exception, other.exception
     assert other.multiselect[0].value == ["palettize", "float16"]  # the link's settings, as before
     assert next(n for n in other.number_input if n.label == "Levels").value == 64
-    assert next(n for n in other.number_input if n.label == "Timed runs per model").value == 7
+    assert next(n for n in other.number_input if n.label == "Timed runs per model (0 = adaptive)").value == 7
     assert next(t for t in other.toggle if t.label == "Measure latency").value is False
     assert duplicate_value_warnings == []
 

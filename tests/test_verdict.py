@@ -81,6 +81,7 @@ def test_not_made_and_not_measured():
 
 @pytest.mark.parametrize(("severity", "words"), [
     (0.85, "uses 85% of the allowed error"), (1.39, "39% over the allowed error"),
+    (1.0 + 1e-9, "not firmly within the allowed error"),
     (31.3, "31x over the allowed error"), (float("inf"), "far over the allowed error"),
 ])  # fmt: skip
 def test_over_limit_words(severity, words):

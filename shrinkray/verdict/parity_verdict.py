@@ -76,6 +76,8 @@ def over_limit(severity: float) -> str:
         return "far over the allowed error"
     if severity <= 1.0:
         return f"uses {severity:.0%} of the allowed error"
+    if severity <= 1.0 + 1e-6:  # within its limits, but not firmly (a share of decisions left undecided)
+        return "not firmly within the allowed error"
     if severity < 2.0:
         return f"{severity - 1:.0%} over the allowed error"
     return f"{severity:.0f}x over the allowed error"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -42,6 +43,9 @@ def test_a_memory_bomb_in_one_session_does_not_stop_another(monkeypatch):
     threads = [threading.Thread(target=at.run) for at in (bad, good)]
     for thread in threads:
         thread.start()
+        # Python 3.11's ast.parse is not safe in two threads at once ("AST constructor recursion depth
+        # mismatch", seen in CI): the second page is compiled after the first, while the first one's worker runs
+        time.sleep(3)
     for thread in threads:
         thread.join(180)
     assert not good.exception and not bad.exception

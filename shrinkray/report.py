@@ -96,7 +96,7 @@ def _variant_json(c: Comparison, result: VariantResult) -> dict[str, Any]:
         "saving_vs_original": {k: _saving(result, c.original, k) for k in ("raw", "gzip", "brotli", "zstd")},
         "parity": result.parity.as_dict(with_samples=False) if result.parity is not None else None,
         "verdict": verdict_of(result).as_dict() if result.key != ORIGINAL else None,
-        "speed": dataclasses.asdict(speed_of(c, result)) | {"words": speed_of(c, result).words} if result.key != ORIGINAL else None,
+        "speed": _speed_json(c, result) if result.key != ORIGINAL else None,
         "latency": [s.as_dict() for s in result.latency],
         "latency_ratio": latency_ratio(c, result) if result.key != ORIGINAL else None,
         "changes": {
@@ -109,6 +109,11 @@ def _variant_json(c: Comparison, result: VariantResult) -> dict[str, Any]:
         "notes": result.notes,
         "culprits": [dataclasses.asdict(x) for x in result.culprits],
     }
+
+
+def _speed_json(c: Comparison, result: VariantResult) -> dict[str, Any]:
+    call = speed_of(c, result)
+    return dataclasses.asdict(call) | {"words": call.words}
 
 
 def _model_json(c: Comparison) -> dict[str, Any]:

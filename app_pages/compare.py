@@ -9,12 +9,12 @@ from pathlib import Path
 import streamlit as st
 
 from app_ui.controls import friendly_errors, input_examples
-from app_ui.runs import follow_run, start_run
-from app_ui.state import current_model, latest_comparison, workspace
-from shrinkray import charts
+from app_ui.runs import follow_run, latest_comparison, start_run
+from app_ui.state import current_model, workspace
 from shrinkray.errors import OptionError
 from shrinkray.measure.content import IMAGE_RANGES
 from shrinkray.measure.inputs import InputOptions, is_sample_file, parse_dims, parse_ranges
+from shrinkray.report import charts
 from shrinkray.text_safety import streamlit_markdown as md
 
 IMAGE_RANGE_LABELS = {

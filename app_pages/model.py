@@ -6,17 +6,17 @@ import streamlit as st
 from app_ui.controls import friendly_errors, sample_descriptions, size_limit_text
 from app_ui.large_models import large_model_notice, load_uploaded, release_upload
 from app_ui.results import metric_row
+from app_ui.runs import set_model
 from app_ui.state import (
     UPLOAD_LIMIT_MB,
     current_model,
     load_sample,
     runtime_problem,
     sample_names,
-    set_model,
     summary,
     workspace,
 )
-from shrinkray import charts
+from shrinkray.report import charts
 from shrinkray.text_safety import streamlit_markdown as md
 from shrinkray.units import format_bytes, format_percent
 

@@ -1,7 +1,7 @@
 """Pricing page: what the shrinking is worth in CDN egress, as a shareable what-if.
 
-The page only draws: the link is read and written by ``shrinkray.links`` (bounded like the CLI's flags),
-money by ``shrinkray.pricing``, each variant's standing by ``shrinkray.advice``. The address is replaced
+The page only draws: the link is read and written by ``shrinkray.pricing.links`` (bounded like the CLI's flags),
+money by ``shrinkray.pricing``, each variant's standing by ``shrinkray.verdict.advice``. The address is replaced
 (``history.replaceState``), never pushed, so Back leaves the page in one press.
 """
 
@@ -12,13 +12,17 @@ import pandas as pd
 import streamlit as st
 
 from app_ui.controls import app_words, friendly_errors
-from app_ui.state import current_model, latest_comparison
-from shrinkray import advice, charts, links, pricing
-from shrinkray.compare import ORIGINAL
+from app_ui.runs import latest_comparison
+from app_ui.state import current_model
+from shrinkray import pricing
 from shrinkray.errors import ShrinkRayError
+from shrinkray.measure.results import ORIGINAL
+from shrinkray.pricing import links
+from shrinkray.report import charts
 from shrinkray.text_safety import csv_cell
 from shrinkray.text_safety import streamlit_markdown as md
 from shrinkray.units import format_bytes
+from shrinkray.verdict import advice
 
 st.title("Pricing")
 st.write(

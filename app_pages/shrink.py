@@ -6,10 +6,10 @@ import streamlit as st
 
 from app_ui.controls import friendly_errors, method_controls
 from app_ui.results import show_results
-from app_ui.runs import follow_run, start_run
-from app_ui.state import current_model, latest_comparison, session_setting
-from shrinkray.compare import CompareSettings
+from app_ui.runs import follow_run, latest_comparison, start_run
+from app_ui.state import current_model, session_setting
 from shrinkray.measure.parity import KINDS, MEASURES, PROFILES, VerdictSettings, build_verdict
+from shrinkray.measure.results import CompareSettings
 from shrinkray.methods import all_methods
 
 st.title("Shrink")

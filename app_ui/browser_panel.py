@@ -21,11 +21,13 @@ import pandas as pd
 import streamlit as st
 import streamlit.components.v1 as components
 
-from shrinkray.compare import Comparison
-from shrinkray.io import LoadedModel, serialize
-from shrinkray.measure.browser import DEFAULT_RUNS, BrowserInputs, BrowserRun, delivery_line, judge_all, report_table
+from app_ui import runs as run_links
+from shrinkray.io.files import LoadedModel, serialize
+from shrinkray.measure.browser import DEFAULT_RUNS, BrowserInputs, BrowserRun, judge_all
+from shrinkray.measure.results import Comparison
 from shrinkray.text_safety import streamlit_markdown as md
 from shrinkray.units import format_bytes
+from shrinkray.verdict.browser import delivery_line, report_table
 
 COMPONENT_DIR = Path(__file__).resolve().parent / "browser_component"
 RUNTIME_DIR = COMPONENT_DIR / "ort"
@@ -88,8 +90,8 @@ def _comparison_id() -> str:
 
 
 def _prepare(loaded: LoadedModel, comparison: Comparison) -> BrowserInputs:
-    from shrinkray.measure.browser import prepare
-    from shrinkray.sandbox import run_capped
+    from shrinkray.measure.browser_inputs import prepare
+    from shrinkray.runs.sandbox import run_capped
 
     return run_capped(prepare, loaded.model, comparison.settings, what="Preparing the inputs for the browser")
 
@@ -135,7 +137,6 @@ def _store(comparison: Comparison, runs: list[BrowserRun]) -> None:
     st.session_state.setdefault("browser_runs", {})[_comparison_id()] = runs
     if hasattr(comparison, "browser"):
         comparison.browser = runs
-    from app_ui import runs as run_links
 
     run_id = run_links.run_of(comparison)
     if run_id is not None:
@@ -150,7 +151,7 @@ def stored_runs(comparison: Comparison) -> list[BrowserRun]:
 
 def render(loaded: LoadedModel, comparison: Comparison) -> None:
     """The panel: a button, the component that runs the models, then the table, chart and advice."""
-    from shrinkray import charts
+    from shrinkray.report import charts
 
     version = runtime_version()
     st.markdown("#### In your browser")
@@ -217,6 +218,6 @@ def render(loaded: LoadedModel, comparison: Comparison) -> None:
 
 def browser_advice(comparison: Comparison, runs: list[BrowserRun]) -> list[str]:
     """Plain sentences about the browser runs ("!" first: a problem)."""
-    from shrinkray.measure.browser import advice_lines
+    from shrinkray.verdict.browser import advice_lines
 
     return advice_lines(comparison, runs)

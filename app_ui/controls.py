@@ -14,6 +14,7 @@ from typing import Any
 
 import streamlit as st
 
+from app_ui.state import SAMPLES_DIR, current_model, session_setting
 from shrinkray.errors import ShrinkRayError
 from shrinkray.methods import MethodSpec
 from shrinkray.text_safety import streamlit_markdown as md
@@ -54,8 +55,8 @@ def _titled(text: str, names: list[str]) -> str:
     return text
 
 
-#: How the app words the engine's advice hints (``shrinkray.advice.Hint``): as the app's own controls,
-#: never as command-line flags. One entry per ``shrinkray.advice.HINT_SETTINGS``. Plain text: the caller
+#: How the app words the engine's advice hints (``shrinkray.verdict.advice.Hint``): as the app's own controls,
+#: never as command-line flags. One entry per ``shrinkray.verdict.advice.HINT_SETTINGS``. Plain text: the caller
 #: escapes it for Markdown once, with the rest of the advice.
 APP_ADVICE = {
     "exclude": lambda h: f"The tensors that move the outputs most are {_names(h.value)}: on the Shrink page, "
@@ -83,7 +84,6 @@ def sample_descriptions() -> dict[str, str]:
     """One line per bundled sample (``- `name`: what it shows`` in sample_models/README.md), for the Model page."""
     import re
 
-    from app_ui.state import SAMPLES_DIR
 
     try:
         text = (SAMPLES_DIR / "README.md").read_text(encoding="utf-8")
@@ -142,7 +142,6 @@ def without_server_paths(text: str) -> str:
     import tempfile
     from pathlib import Path
 
-    from app_ui.state import SAMPLES_DIR
 
     roots = {str(SAMPLES_DIR), str(Path(tempfile.gettempdir()).resolve()), tempfile.gettempdir(), os.getcwd()}
     for root in sorted((r.rstrip("/\\") for r in roots if r.strip("/\\")), key=len, reverse=True):
@@ -193,8 +192,6 @@ def _initial(default: Any, kind: str, has_choices: bool) -> Any:
 
 def method_controls(spec: MethodSpec, key: str) -> dict[str, Any]:
     """One widget per option field; returns only the values that differ from the defaults."""
-    from app_ui.state import session_setting
-
     chosen: dict[str, Any] = {}
     kinds = spec.options_type.field_kinds()
     for f in dataclasses.fields(spec.options_type):
@@ -228,8 +225,6 @@ def method_controls(spec: MethodSpec, key: str) -> dict[str, Any]:
 
 def sidebar_model_badge() -> None:
     """Always show which model is loaded."""
-    from app_ui.state import current_model
-
     loaded = current_model()
     with st.sidebar:
         st.markdown("**Current model**")

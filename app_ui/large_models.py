@@ -22,9 +22,11 @@ from typing import Any
 
 import streamlit as st
 
+from app_ui.controls import app_message, friendly_errors, method_controls
+from app_ui.state import workspace
 from shrinkray.errors import ShrinkRayError
-from shrinkray.io import LoadedModel
-from shrinkray.size_check import ModelSize, check_fits, model_size
+from shrinkray.io.files import LoadedModel
+from shrinkray.io.size_check import ModelSize, check_fits, model_size
 from shrinkray.text_safety import streamlit_markdown as md
 
 log = logging.getLogger("shrinkray.app")
@@ -53,7 +55,7 @@ def save_upload(uploaded: Any, folder: Path) -> Path:
 def load_uploaded(uploaded: Any, workspace: Path) -> LoadedModel:
     """The uploaded model: whole in memory when it fits this server's plan, else its graph alone (a zip with
     external data), else a refusal saying what to do. Never reads a too-large model whole."""
-    from shrinkray.archive import load_any
+    from shrinkray.io.archive import load_any
 
     path = save_upload(uploaded, workspace / "uploads")
     keep = False
@@ -118,8 +120,8 @@ def job_input(loaded: LoadedModel) -> Path:
 def shrink_large(loaded: LoadedModel, method: str, options: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     """Shrink ``loaded`` (its unpacked files, or its zip, on disk) with a streaming method in the capped worker, into
     ``out_dir/NAME.METHOD.zip`` (stored). Returns what the page shows: the zip's path and size, notes."""
-    from shrinkray.jobs import shrink_job
-    from shrinkray.sandbox import run_capped
+    from shrinkray.runs.jobs import shrink_job
+    from shrinkray.runs.sandbox import run_capped
 
     out_dir.mkdir(parents=True, exist_ok=True)
     output = out_dir / f"{loaded.name}.{method}.zip"
@@ -136,8 +138,6 @@ def shrink_large(loaded: LoadedModel, method: str, options: dict[str, Any], out_
 
 
 def large_model_notice(loaded: LoadedModel) -> str:
-    from app_ui.controls import app_message
-
     return app_message(refusal(loaded, "comparing"))
 
 
@@ -156,8 +156,6 @@ def st_download(result: dict[str, Any]) -> None:
 
 def large_shrink_panel(loaded: LoadedModel) -> None:
     """The Shrink page for a model loaded as its graph alone: the methods that stream, and the zip to download."""
-    from app_ui.controls import friendly_errors, method_controls
-    from app_ui.state import workspace
     from shrinkray.methods import all_methods
     from shrinkray.units import format_bytes, format_percent
 

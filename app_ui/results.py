@@ -6,14 +6,15 @@ import pandas as pd
 import streamlit as st
 
 from app_ui.controls import APP_ADVICE, advice_text, app_words
-from shrinkray import charts, report
-from shrinkray.advice import advise, latency_ratio
-from shrinkray.compare import Comparison, VariantResult
-from shrinkray.io import serialize
+from shrinkray.io.files import serialize
+from shrinkray.measure.results import Comparison, VariantResult
 from shrinkray.measure.sizes import BUDGET_S
+from shrinkray.report import charts
+from shrinkray.report import formats as report
 from shrinkray.text_safety import streamlit_markdown as md
 from shrinkray.units import format_bytes
 from shrinkray.verdict import verdict_of
+from shrinkray.verdict.advice import advise, latency_ratio
 from shrinkray.verdict.speed import FASTER, NOISY, SLOWER, SpeedCall, speed_of
 
 _ICONS = {"good": ":material/thumb_up:", "info": ":material/info:", "warning": ":material/warning:",

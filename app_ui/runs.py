@@ -1,7 +1,7 @@
 """Runs in the app: start one as a job, follow it while it runs, reopen it from its address.
 
 The page never does the heavy work: :func:`start_run` hands it to the
-server's job queue (:mod:`shrinkray.runs`) and puts the run's id in the
+server's job queue (:mod:`shrinkray.runs.service`) and puts the run's id in the
 address (``?run=…``); :func:`follow_run` polls the run once a second in a
 fragment (queue position, step, progress, Cancel, and the cards measured so
 far), and reruns the page when the run ends. :func:`open_run_from_address`
@@ -13,13 +13,22 @@ knows only the ids it started or was given.
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import streamlit as st
 
+from app_ui.controls import app_message
+from app_ui.large_models import discard_upload, refusal
+from app_ui.results import show_results
+from app_ui.state import settings_key, store_comparison, workspace
 from shrinkray.errors import ShrinkRayError
-from shrinkray.runs import Runs, RunView
-from shrinkray.runstore import RunNotFound
+from shrinkray.runs.service import Runs, RunView
+from shrinkray.runs.store import RunNotFound
 from shrinkray.text_safety import streamlit_markdown as md
+
+if TYPE_CHECKING:
+    from shrinkray.io.files import LoadedModel
+    from shrinkray.measure.results import Comparison
 
 #: Seconds between polls of a live run.
 POLL_S = 1.0
@@ -56,10 +65,7 @@ def _set_address(rid: str | None) -> None:
 
 def start_run(loaded, settings, what: str = "Shrinking and measuring") -> str:
     """Queue a comparison of ``loaded`` and make it this session's run (its id goes into the address)."""
-    from app_ui.state import settings_key
-
     if getattr(loaded, "is_lazy", False):  # loaded as its graph alone (too large): refused before it is read
-        from app_ui.large_models import refusal
 
         raise refusal(loaded, "comparing")
 
@@ -124,8 +130,6 @@ def run_of(comparison) -> str | None:
 
 def open_run_from_address() -> None:
     """Make the run named in the address this session's run, with its model; say so when it cannot be opened."""
-    from app_ui.state import set_model
-
     wanted = st.query_params.get("run")
     if wanted is None or wanted == run_id() or wanted in st.session_state.get("my_runs", []):
         # no run named, this one, or an earlier run of this session (an address the page has since replaced):
@@ -139,7 +143,7 @@ def open_run_from_address() -> None:
             raise RunNotFound("This run's model is no longer kept", "Start a new run on the Shrink page")
         current = st.session_state.get("model")
         if current is None or current.sha256 != record.model_sha256:
-            from shrinkray.io import load
+            from shrinkray.io.files import load
 
             loaded = load(record.model_path)
             loaded.name, loaded.path = record.model_name, None
@@ -183,8 +187,6 @@ def show_run_problem() -> None:
 
 
 def _failure_text(v: RunView) -> str:
-    from app_ui.controls import app_message
-
     r = v.record
     if r.problem:
         return app_message(ShrinkRayError(r.problem, r.hint, r.setting))
@@ -217,8 +219,6 @@ def follow_run(rid: str | None = None, cards: bool = True) -> RunView | None:
 
 @st.fragment(run_every=POLL_S)
 def _live_panel(rid: str, cards: bool) -> None:
-    from app_ui.results import show_results
-
     v = view(rid)
     if v is None or not v.live:
         st.rerun()  # the run ended: redraw the whole page with its results
@@ -240,7 +240,6 @@ def _live_panel(rid: str, cards: bool) -> None:
                 runs_service().cancel(rid)
                 problems.pop(rid, None)
             except ShrinkRayError as exc:  # e.g. the run store is full: the run goes on, and the page says why
-                from app_ui.controls import app_message
 
                 problems[rid] = app_message(exc)
             st.rerun()
@@ -271,3 +270,39 @@ def wait_until_idle(timeout: float = 600) -> bool:
     """Block until the server's queue has nothing waiting or running (tests)."""
     queue = runs_service().queue
     return queue.wait_idle(timeout) if hasattr(queue, "wait_idle") else True
+
+
+def set_model(loaded: LoadedModel, source: str, keep_run: bool = False) -> None:
+    """Make ``loaded`` the current model; results of other models stay cached in the session.
+
+    A newly loaded model leaves the current run (its address no longer names
+    it) unless it is that run's own model (``keep_run``, a run link being opened).
+    """
+    current = st.session_state.get("model")
+    if not keep_run and (current is None or current.sha256 != loaded.sha256):
+        forget_run()
+    if current is not None and current is not loaded:
+        discard_upload(current, workspace())  # a model kept as its graph: its files on disk go with it
+    st.session_state["model"] = loaded
+    st.session_state["model_source"] = source
+
+
+def latest_comparison(loaded: LoadedModel | None) -> Comparison | None:
+    """The most recent comparison for the current model: the session's run once it is done (kept in the run
+    store, so a reload or a run link shows it too), else one stored in this session."""
+    if loaded is None:
+        return None
+    found = view()
+    if found is not None and found.status == "done" and found.record.model_sha256 == loaded.sha256:
+        try:
+            comparison = comparison_of(found.record.id)
+        except ShrinkRayError:
+            comparison = None
+        if comparison is not None:
+            store_comparison(loaded, comparison.settings, comparison)
+            return comparison
+    key = st.session_state.get("latest")
+    if not key or key[0] != loaded.sha256:
+        return None
+    return st.session_state.get("comparisons", {}).get(key)
+

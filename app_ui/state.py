@@ -13,9 +13,9 @@ from typing import Any
 
 import streamlit as st
 
-from shrinkray.compare import CompareSettings, Comparison
-from shrinkray.inspect import ModelSummary, inspect_model
-from shrinkray.io import LoadedModel, load
+from shrinkray.io.files import LoadedModel, load
+from shrinkray.measure.results import CompareSettings, Comparison
+from shrinkray.pipeline.inspect import ModelSummary, inspect_model
 
 SAMPLES_DIR = Path(__file__).resolve().parent.parent / "sample_models"
 UPLOAD_LIMIT_MB = int(st.get_option("server.maxUploadSize"))
@@ -43,28 +43,9 @@ def load_sample(name: str) -> LoadedModel:
 def load_upload(name: str, data: bytes) -> LoadedModel:
     """An uploaded .onnx (parsed in memory) or .zip (model + external data, unpacked safely into this
     session's private folder and removed once the model is in memory): the engine's one loader."""
-    from shrinkray.archive import load_any
+    from shrinkray.io.archive import load_any
 
     return load_any(data, name=name, workdir=workspace())
-
-
-def set_model(loaded: LoadedModel, source: str, keep_run: bool = False) -> None:
-    """Make ``loaded`` the current model; results of other models stay cached in the session.
-
-    A newly loaded model leaves the current run (its address no longer names
-    it) unless it is that run's own model (``keep_run``, a run link being opened).
-    """
-    current = st.session_state.get("model")
-    if not keep_run and (current is None or current.sha256 != loaded.sha256):
-        from app_ui.runs import forget_run
-
-        forget_run()
-    if current is not None and current is not loaded:
-        from app_ui.large_models import discard_upload
-
-        discard_upload(current, workspace())  # a model kept as its graph: its files on disk go with it
-    st.session_state["model"] = loaded
-    st.session_state["model_source"] = source
 
 
 def current_model() -> LoadedModel | None:
@@ -74,8 +55,8 @@ def current_model() -> LoadedModel | None:
 @st.cache_data(show_spinner=False, max_entries=32)
 def _runtime_problem(sha256: str, _loaded: LoadedModel) -> str | None:
     from shrinkray.errors import ShrinkRayError
-    from shrinkray.sandbox import run_capped
-    from shrinkray.validate import validate
+    from shrinkray.graph.validate import validate
+    from shrinkray.runs.sandbox import run_capped
 
     try:
         run_capped(validate, _loaded.model, what="Opening the model in ONNX Runtime")
@@ -111,30 +92,6 @@ def store_comparison(loaded: LoadedModel, settings: CompareSettings, comparison:
 
 def cached_comparison(loaded: LoadedModel, settings: CompareSettings) -> Comparison | None:
     return st.session_state.get("comparisons", {}).get((loaded.sha256, settings_key(settings)))
-
-
-def latest_comparison(loaded: LoadedModel | None) -> Comparison | None:
-    """The most recent comparison for the current model: the session's run once it is done (kept in the run
-    store, so a reload or a run link shows it too), else one stored in this session."""
-    if loaded is None:
-        return None
-    from app_ui import runs
-
-    view = runs.view()
-    if view is not None and view.status == "done" and view.record.model_sha256 == loaded.sha256:
-        from shrinkray.errors import ShrinkRayError
-
-        try:
-            comparison = runs.comparison_of(view.record.id)
-        except ShrinkRayError:
-            comparison = None
-        if comparison is not None:
-            store_comparison(loaded, comparison.settings, comparison)
-            return comparison
-    key = st.session_state.get("latest")
-    if not key or key[0] != loaded.sha256:
-        return None
-    return st.session_state.get("comparisons", {}).get(key)
 
 
 #: Session folders older than this are removed by the next session that starts (crash or kill leftovers).
@@ -181,8 +138,8 @@ def run_comparison(loaded: LoadedModel, settings: CompareSettings, progress) -> 
     """Compare in a capped worker process, waiting for it (or reuse this session's earlier result for the same
     model and settings). The pages queue runs instead (:func:`app_ui.runs.start_run`); this stays for callers
     that need the answer in place."""
-    from shrinkray.compare import compare
-    from shrinkray.sandbox import run_capped
+    from shrinkray.pipeline.compare import compare
+    from shrinkray.runs.sandbox import run_capped
 
     found = cached_comparison(loaded, settings)
     if found is not None:

@@ -37,8 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run as bench_run  # noqa: E402  (the generator: bench/run.py)
 
 import shrinkray  # noqa: E402
-from shrinkray import compare as cmp  # noqa: E402
-from shrinkray.compare import CompareSettings  # noqa: E402
+from shrinkray.pipeline import compare as cmp  # noqa: E402
+from shrinkray.pipeline.compare import CompareSettings  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out"
 SINGLE = [("weights-int8", {}), ("weights-int4", {}), ("float16", {}), ("palettize", {})]
@@ -145,7 +145,7 @@ def bench_model(key: str) -> dict:
         from shrinkray.measure.latency import measure_latency
 
         row["latency_load_before"] = wait_load()
-        from shrinkray.compare import parity_inputs
+        from shrinkray.pipeline.compare import parity_inputs
 
         sample = parity_inputs(loaded.model, CompareSettings()).samples[0]
         feeds = {k: (v[:1] if v.ndim else v) for k, v in sample.items()}  # batch 1 (every model here has batch first)

@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import shrinkray  # noqa: E402
-from shrinkray import compare as cmp  # noqa: E402
-from shrinkray.compare import CompareSettings  # noqa: E402
+from shrinkray.pipeline import compare as cmp  # noqa: E402
+from shrinkray.pipeline.compare import CompareSettings  # noqa: E402
 
 METHODS = [("auto", {}), ("weights-int8", {}), ("weights-int4", {}), ("float16", {})]
 MODELS = "mlp,cnn,transformer,rnn,shared_weight,subgraph,messy,tree"

@@ -17,8 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from auto_heldout import failing_reason  # noqa: E402
 
 import shrinkray  # noqa: E402
-from shrinkray import compare as cmp  # noqa: E402
-from shrinkray.compare import CompareSettings  # noqa: E402
+from shrinkray.pipeline import compare as cmp  # noqa: E402
+from shrinkray.pipeline.compare import CompareSettings  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

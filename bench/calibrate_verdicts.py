@@ -25,8 +25,8 @@ sys.path.insert(0, str(HERE.parent))
 import real_models as rm  # noqa: E402
 
 import shrinkray  # noqa: E402
-from shrinkray.compare import CompareSettings, ParityInputs, _run, parity_inputs  # noqa: E402
 from shrinkray.measure.parity import PROFILES, compare_outputs  # noqa: E402
+from shrinkray.pipeline.compare import CompareSettings, ParityInputs, _run, parity_inputs  # noqa: E402
 
 OUT = HERE / "out" / "calibration.json"
 METHODS = [

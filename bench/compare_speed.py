@@ -148,7 +148,7 @@ def _role(pid: int, root: int) -> str:
         return "other"
     if "ort_quantize_worker" in cmdline:
         return "quantizer"
-    if "shrinkray.sandbox" in cmdline or "shrinkray.jobs" in cmdline:
+    if "shrinkray.runs.sandbox" in cmdline or "shrinkray.runs.jobs" in cmdline:
         return "worker"
     if "compare" in cmdline and "/usr/bin/time" not in cmdline and pid != root:
         return "cli"
@@ -194,7 +194,7 @@ def run_once(model: Path, tag: str, pythonpath: str | None = None) -> dict:
     report = OUT / f"compare_speed_{tag}.json"
     cmd = ["/usr/bin/time", "-v", exe, "compare", str(model), "--timings", "--json", str(report)]
     load_start = wait_load(patience=PATIENCE[0])
-    # the worker runs `python -m shrinkray.sandbox`, which puts the working folder first on sys.path
+    # the worker runs `python -m shrinkray.runs.sandbox`, which puts the working folder first on sys.path
     rc, out, err, wall, tree_peak = measure_command(cmd, env=env, cwd=pythonpath)
     m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", err)
     cpu = sum(float(x) for x in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", err))
@@ -295,7 +295,7 @@ def session_memory(model: Path) -> int:
 
     import shrinkray
     from shrinkray.errors import ShrinkRayError
-    from shrinkray.measure import prefold
+    from shrinkray.graph import prefold
 
     loaded = shrinkray.load(model)
     size = model.stat().st_size
@@ -337,10 +337,10 @@ def trace(model: Path) -> int:
     progress step, of each ONNX Runtime session opening and of onnx.checker on each written file inside it."""
     import tempfile
 
-    from shrinkray import compare as compare_module
-    from shrinkray.jobs import compare_job
+    from shrinkray.measure.results import CompareSettings
     from shrinkray.memory import limit_malloc_arenas
-    from shrinkray.results import CompareSettings
+    from shrinkray.pipeline import compare as compare_module
+    from shrinkray.runs.jobs import compare_job
 
     limit_malloc_arenas(1)  # as the capped worker does (shrinkray/sandbox.py): its threads share one heap
 

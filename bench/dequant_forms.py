@@ -17,7 +17,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 import shrinkray
-from shrinkray.validate import open_session
+from shrinkray.graph.sessions import open_session
 
 
 def matmul_chain(layers: int, dim: int, seed: int = 0) -> onnx.ModelProto:

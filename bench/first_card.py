@@ -22,8 +22,8 @@ os.environ.setdefault("SHRINKRAY_RUNS_DIR", tempfile.mkdtemp(prefix="shrinkray-f
 import run as bench_run  # noqa: E402  (the ~100 MB transformer generator)
 
 import shrinkray  # noqa: E402
-from shrinkray.results import CompareSettings  # noqa: E402
-from shrinkray.runs import Runs  # noqa: E402
+from shrinkray.measure.results import CompareSettings  # noqa: E402
+from shrinkray.runs.service import Runs  # noqa: E402
 
 
 def main() -> int:

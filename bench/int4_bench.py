@@ -34,7 +34,7 @@ sys.path.insert(0, str(BENCH.parent))
 sys.path.insert(0, str(BENCH))
 
 import shrinkray  # noqa: E402
-from shrinkray.validate import open_session  # noqa: E402
+from shrinkray.graph.sessions import open_session  # noqa: E402
 
 #: (label, weights-int4 options). "_calib": calibrate on the calibration feeds (the user's own inputs, not
 #: the test inputs) instead of the synthesized parity inputs; "_int8": then spend the bytes left up to
@@ -58,8 +58,8 @@ def calibration_context(samples: list[dict[str, np.ndarray]]):
     ``--inputs`` file: so ``gptq`` "auto" is on)."""
     from types import SimpleNamespace
 
+    from shrinkray.measure.results import CompareSettings
     from shrinkray.methods.base import RunContext
-    from shrinkray.results import CompareSettings
 
     settings = CompareSettings(inputs_path="calibration.npz")  # marks the inputs as the user's; never read
     given = SimpleNamespace(samples=samples, note="calibration", user_data=True)
@@ -81,14 +81,14 @@ def int8_mix(model: onnx.ModelProto, opts: dict, context, share: float) -> onnx.
     """weights-int4 with the bytes left up to ``share`` of the original spent on weights-int8 for the tensors
     whose 4-bit version alone costs the most output cosine per extra byte, measured on the calibration
     inputs (``context``), never on the test inputs."""
-    from shrinkray.activations import calibrate
+    from shrinkray.methods.activations import calibrate
     from shrinkray.methods.weights_int4 import WeightsInt4Options, choose_form, encode_tensor, layouts_for
 
     base_bytes = len(model.SerializeToString())
     first = shrinkray.shrink(model, "weights-int4", context=context, **opts).model
     room = share * base_bytes - len(first.SerializeToString())
     options = WeightsInt4Options(**opts)
-    refs = [r for r in shrinkray.graph.find_weights(model) if options.selects(r) and layouts_for(r)
+    refs = [r for r in shrinkray.graph.weights.find_weights(model) if options.selects(r) and layouts_for(r)
             and r.kind == "initializer" and not r.scope]  # fmt: skip
     samples = context.inputs.samples[:4]
     cal = calibrate(model, refs, calibration_context(samples), gram=True)
@@ -284,7 +284,7 @@ def measure(key: str, args) -> list[dict]:
         variants[label] = (build_ours(model, opts, calib), time.perf_counter() - t)
     if has_matmul and args.matmul_only:  # the same tensors as ONNX Runtime's quantizer: MatMul weights only
         ort_names = _matmul_weights(model)
-        others = [r.name for r in shrinkray.graph.find_weights(model) if r.name not in ort_names]
+        others = [r.name for r in shrinkray.graph.weights.find_weights(model) if r.name not in ort_names]
         for label, opts in (("int4 b32, MatMul weights only", {}),
                             ("int4 b32 GPTQ, MatMul weights only", {"_calib": True})):  # fmt: skip
             if opts.get("_calib") and not calib:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from shrinkray.blockquant import quantize_blocks
+from shrinkray.methods.blockquant import quantize_blocks
+from shrinkray.methods.quant import quantize_linear
 from shrinkray.methods.weights_int4 import WeightsInt4Options, choose_form, layouts_for
-from shrinkray.quant import quantize_linear
 
 
 def _layout(ref):

@@ -26,7 +26,7 @@ from onnx import TensorProto, helper, numpy_helper
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import shrinkray  # noqa: E402
-from shrinkray.validate import open_session  # noqa: E402
+from shrinkray.graph.sessions import open_session  # noqa: E402
 
 FORMS = ["standard", "contrib", "dequantize-linear"]
 

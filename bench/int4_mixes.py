@@ -21,10 +21,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import int4_quality as q  # noqa: E402
 
 import shrinkray.methods  # noqa: E402, F401  (fills the registry)
-from shrinkray.compare import parity_inputs  # noqa: E402
-from shrinkray.graph import find_weights  # noqa: E402
+from shrinkray.graph.weights import find_weights  # noqa: E402
+from shrinkray.measure.results import CompareSettings  # noqa: E402
 from shrinkray.methods.base import get_method  # noqa: E402
-from shrinkray.results import CompareSettings  # noqa: E402
+from shrinkray.pipeline.compare import parity_inputs  # noqa: E402
 
 METHOD = {"f16": "float16", "i8": "weights-int8", "i4": "weights-int4"}
 

@@ -31,8 +31,8 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH.parent))
 sys.path.insert(0, str(BENCH))
 
-from shrinkray.graph import find_weights  # noqa: E402
-from shrinkray.validate import open_session  # noqa: E402
+from shrinkray.graph.sessions import open_session  # noqa: E402
+from shrinkray.graph.weights import find_weights  # noqa: E402
 
 
 def load_case(key: str):
@@ -133,7 +133,7 @@ def main() -> None:
         file_bytes = len(model.SerializeToString())
         weight_bytes = sum(r.elements * 4 for r in refs)
         if args.calib == "synth":
-            from shrinkray.compare import CompareSettings, parity_inputs
+            from shrinkray.pipeline.compare import CompareSettings, parity_inputs
 
             calib = parity_inputs(model, CompareSettings()).samples
         elif args.calib == "same":

@@ -93,7 +93,7 @@ def _se_reported(ratio: float, low: float, high: float) -> float:
 
 def agreement(samples: list[str], repeats: int = 3, budget: float = 5.0) -> int:
     """Our pairwise measurement repeated, against the old fixed 50 rounds (see the module docstring)."""
-    from shrinkray.validate import open_session
+    from shrinkray.graph.sessions import open_session
 
     rows = []
     print(f"load average {load():.2f}; 1 thread, batch 1, budget {budget:g} s shared by the pairs, "
@@ -159,7 +159,7 @@ def agreement(samples: list[str], repeats: int = 3, budget: float = 5.0) -> int:
 def _fixed_measure(models: dict, feeds: dict, burst: int | None) -> dict[str, dict]:
     """The old measurement (fresh sessions of every model in rotation, 50 rounds, ratio of medians) and its
     standard error; ``burst=None`` times each model in compare's bursts instead of one run at a time."""
-    from shrinkray.validate import open_session
+    from shrinkray.graph.sessions import open_session
 
     runners = {k: partial(open_session(m).run, None, feeds) for k, m in models.items()}
     stats = time_models(runners, Timing(runs=DEFAULT_RUNS, warmup=5, burst=burst), reference="original")
@@ -192,7 +192,7 @@ def _alternating(v: str, n: int) -> list[str]:
 
 def collect_setups(samples: list[str], seconds: float, reps: int) -> list[dict]:
     """Raw per-run times of every pair timed four ways on the same sessions (fresh ones per rep)."""
-    from shrinkray.validate import open_session
+    from shrinkray.graph.sessions import open_session
 
     data = []
     for name in samples:

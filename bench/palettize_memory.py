@@ -2,7 +2,7 @@
 
 Each run is a fresh subprocess: it loads the model (bench/run.py's ``generated_model()``, cached in
 bench/out/), resets the kernel's peak-RSS mark (``/proc/self/clear_refs``, so the loading peak does not
-count), then runs ``shrinkray.shrink.shrink(model, "palettize", in_place=True, open_runtime=False)`` and
+count), then runs ``shrinkray.pipeline.shrink.shrink(model, "palettize", in_place=True, open_runtime=False)`` and
 reports VmHWM (peak RSS) minus the RSS of the loaded model, and the wall time of the shrink. It also
 reports the same two figures up to the moment ``shrink`` hands the palettized model to validation
 (``method``: palettize's own work and the graph edits), since validation (onnx.checker on the
@@ -29,7 +29,7 @@ CHILD = r"""
 import json, sys, time
 sys.path.insert(0, {src!r})
 import shrinkray  # the chosen checkout's, before bench/run.py puts this checkout on sys.path
-from shrinkray.shrink import shrink
+from shrinkray.pipeline.shrink import shrink
 sys.path.insert(0, {bench!r})
 import onnx
 import run as bench_run
@@ -43,7 +43,7 @@ def status(key):
 
 
 import importlib
-shrink_module = importlib.import_module("shrinkray.shrink")
+shrink_module = importlib.import_module("shrinkray.pipeline.shrink")
 method = {{}}
 validate = shrink_module.validate
 

@@ -26,7 +26,7 @@ import shrinkray
 from shrinkray.measure.inputs import first_axis_dynamic, synthesize
 from shrinkray.measure.parity import compare_outputs
 from shrinkray.methods import weights_int8
-from shrinkray.quant import quantize_linear
+from shrinkray.methods.quant import quantize_linear
 
 ROOT = Path(__file__).resolve().parent.parent
 

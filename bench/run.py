@@ -359,7 +359,7 @@ def _hooked_pipeline(src: str, dst: str, method: str, options: dict[str, Any]) -
     import shrinkray
     from shrinkray.methods import get_method
 
-    validate_mod = sys.modules["shrinkray.validate"]  # the package attribute is the validate() function
+    validate_mod = sys.modules["shrinkray.graph.validate"]  # the package attribute is the validate() function
 
     seg = _Segments()
     spec = get_method(method)
@@ -473,9 +473,9 @@ def lean_int8(values: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray, np
 
 def _alternatives(src: str, method: str, options: dict[str, Any], phase: Any) -> None:
     """Cheaper ways to do the expensive steps, measured in a fresh process for the analysis."""
-    from shrinkray.graph import find_weights
+    from shrinkray.graph.sessions import open_session
+    from shrinkray.graph.weights import find_weights
     from shrinkray.methods import get_method
-    from shrinkray.validate import open_session
 
     with phase("alt: onnx.load(path) instead of read bytes + parse"):
         model = onnx.load(src)
@@ -518,7 +518,7 @@ def run_profile(
 def weight_inventory(model: onnx.ModelProto, main_graph_only: bool = True) -> dict[str, Any]:
     """Float tensors the weight methods rewrite (>= 16384 elements, not graph inputs); per-tensor
     errors are measured for main-graph ones only."""
-    from shrinkray.graph import find_weights
+    from shrinkray.graph.weights import find_weights
 
     return {r.name: r for r in find_weights(model) if (not r.scope or not main_graph_only) and r.is_float
             and r.elements >= MIN_ELEMENTS and not r.is_graph_input}  # fmt: skip
@@ -598,12 +598,12 @@ OUTLIER_KURTOSIS = 10.0  # Gaussian 0, Laplace 3; 0.1% of values at 15x std adds
 
 
 def measure_model(path: Path, tools: list[Tool], args: argparse.Namespace) -> dict[str, Any] | None:
-    from shrinkray.graph import find_weights
+    from shrinkray.graph.sessions import open_session
+    from shrinkray.graph.weights import find_weights
     from shrinkray.measure.inputs import InputOptions, first_axis_dynamic, parse_dims, parse_ranges, synthesize
     from shrinkray.measure.latency import measure_latency
     from shrinkray.measure.parity import compare_outputs
     from shrinkray.measure.sizes import brotli_size, measure_many, resolve_brotli_quality
-    from shrinkray.validate import open_session
 
     name = path.stem
     original = onnx.load(str(path))
@@ -1395,7 +1395,7 @@ def write_report(records, profiles, sizes_speed, large_name, elapsed, out: Path,
         "",
         (
             "How it was measured: each conversion runs in a fresh child process; *time* is load file -> convert -> "
-            "save file (imports excluded; ours = `shrinkray.load` + `shrinkray.shrink` (which validates) + `shrinkray.save`, "
+            "save file (imports excluded; ours = `shrinkray.load` + `shrinkray.pipeline.shrink` (which validates) + `shrinkray.save`, "
             "onnx-shrink-ray = `onnx.load` + `quantize_weights` + `onnx.save` exactly as its CLI, ORT = `quantize_dynamic(in, out)`). "
             "*peak* is the child's VmHWM (the whole process, interpreter and libraries included; the after-import baseline "
             "is subtracted in the next column; for `ours dynamic-int8` the peak of the ONNX Runtime worker it starts is added). "

@@ -8,7 +8,7 @@ temporary folder under /tmp, removed at the end; never committed). Each command 
 CLI does the work in a capped worker). Steps:
 
 * ``shrink``: ``shrink MODEL -m weights-int8`` (the folder's .onnx for an external-data model, which
-  streams tensor by tensor: shrinkray.streaming);
+  streams tensor by tensor: shrinkray.pipeline.streaming);
 * ``shrink-zip``: the same on the zip (external-data models only);
 * ``compare``: ``compare MODEL --timings`` plus ``--compare-args`` (default ``--methods weights-int8``,
   the method whose cost is followed here; the default four methods are in the earlier rows).
@@ -135,7 +135,7 @@ def files_bytes(path: Path) -> int:
 def timed(cmd: list[str], code: str | None = None) -> dict:
     """Wall time, tree peak and single-process peak of one command (compare_speed.measure_command);
     ``code``: a checkout to run instead of the installed package (PYTHONPATH and working folder: the
-    worker, ``python -m shrinkray.sandbox``, imports from its working folder first)."""
+    worker, ``python -m shrinkray.runs.sandbox``, imports from its working folder first)."""
     env = {**os.environ, "PYTHONPATH": code} if code else None
     rc, out, err, wall, tree_peak = compare_speed.measure_command(["/usr/bin/time", "-v", *cmd], env=env, cwd=code)
     single = re.search(r"Maximum resident set size \(kbytes\): (\d+)", err)

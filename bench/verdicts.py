@@ -54,7 +54,7 @@ sys.path.insert(0, str(HERE.parent))
 import real_models as rm  # noqa: E402
 
 import shrinkray  # noqa: E402
-from shrinkray.compare import CompareSettings, compare  # noqa: E402
+from shrinkray.pipeline.compare import CompareSettings, compare  # noqa: E402
 
 DEFAULT_METHODS = "dynamic-int8,weights-int8,palettize:levels=16,palettize:levels=256,float16"
 PROFILES = ("old", "new", "new/real")
@@ -118,7 +118,7 @@ _BASELINE_CODE = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
 import shrinkray
-from shrinkray.compare import CompareSettings, compare
+from shrinkray.pipeline.compare import CompareSettings, compare
 methods = json.loads(sys.argv[3])
 out = {"verdicts": [], "note": ""}
 try:

@@ -27,7 +27,7 @@ sys.path.insert(0, str(HERE.parent))
 
 import verdicts  # noqa: E402
 
-import shrinkray.compare as compare_module  # noqa: E402
+import shrinkray.pipeline.compare as compare_module  # noqa: E402
 from shrinkray.measure import decisions  # noqa: E402
 
 LOG: list[dict] = []

@@ -3,6 +3,9 @@
 Flags for method options are generated from the methods' option dataclasses,
 so a new method needs no CLI change. Errors print one line (what is wrong and
 what to do) and exit non-zero; ``--debug`` shows the traceback.
+
+Kept as one module (over 600 lines): each command's parser sits beside its handler, so a flag and
+the words that explain it stay together; the work itself is the engine's.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import dataclasses
 import json
 import os
 import shlex
+import shutil
 import signal
 import sys
 import threading
@@ -20,21 +24,22 @@ from pathlib import Path
 from typing import Any
 
 from shrinkray import pricing
-from shrinkray.archive import scratch_folder
-from shrinkray.compare import CompareSettings
 from shrinkray.errors import MissingModelError, OptionError, ShrinkRayError
-from shrinkray.inspect import ModelSummary, inspect_model
-from shrinkray.io import Terminated, check_output_path, raise_terminated
-from shrinkray.jobs import compare_job, load_model_file, shrink_job
+from shrinkray.io.archive import scratch_folder
+from shrinkray.io.files import Terminated, check_output_path, raise_terminated
+from shrinkray.io.size_check import EXTERNAL_SETTING, STREAM_SETTING, check_fits, model_size
 from shrinkray.measure.content import IMAGE_RANGES
 from shrinkray.measure.inputs import InputOptions, is_sample_file, parse_dims, parse_ranges
 from shrinkray.measure.parity import DEFAULT_PROFILE, KINDS, MEASURES, PROFILES, build_verdict
+from shrinkray.measure.results import CompareSettings
 from shrinkray.measure.sizes import check_zstd_level
 from shrinkray.methods import Variant, all_methods, get_method
 from shrinkray.methods.base import RunContext
-from shrinkray.pricing import DELIVERIES, PricingChoice
-from shrinkray.sandbox import run_capped
-from shrinkray.size_check import EXTERNAL_SETTING, STREAM_SETTING, check_fits, model_size
+from shrinkray.pipeline.inspect import ModelSummary, inspect_model
+from shrinkray.pricing.costs import PricingChoice
+from shrinkray.pricing.numbers import DELIVERIES
+from shrinkray.runs.jobs import compare_job, load_model_file, shrink_job
+from shrinkray.runs.sandbox import run_capped
 from shrinkray.text_safety import terminal
 from shrinkray.units import format_bytes, format_percent, text_table
 
@@ -302,7 +307,12 @@ def parse_method_list(text: str, shared: dict[str, Any]) -> list[tuple[str, dict
 
 
 class ProgressBar:
-    """A one-line progress bar on stderr (plain lines when stderr is not a terminal)."""
+    """A one-line progress bar on stderr, as wide as the terminal; one plain line per step when stderr is
+    not a terminal (CI logs, pipes).
+
+    Hand-written on purpose: tqdm and rich redraw a bar with carriage returns (tqdm) or print only the final
+    state (rich) when stderr is a file, and a log needs one line per step.
+    """
 
     def __init__(self, quiet: bool) -> None:
         self.quiet = quiet
@@ -316,7 +326,8 @@ class ProgressBar:
         filled = round(max(0.0, min(1.0, fraction)) * width)
         line = f"[{'#' * filled}{'.' * (width - filled)}] {fraction:4.0%} {step}"
         if self.tty:
-            sys.stderr.write("\r" + line[:100].ljust(100))
+            columns = max(20, shutil.get_terminal_size((100, 24)).columns - 1)
+            sys.stderr.write("\r" + line[:columns].ljust(columns))
             if fraction >= 1.0:
                 sys.stderr.write("\n")
         elif step != self.last:
@@ -361,7 +372,7 @@ def compare_settings(args: argparse.Namespace) -> CompareSettings:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from shrinkray import report  # plotly is only needed for reports
+    from shrinkray.report import formats as report  # start-up: plotly is only needed for reports
 
     settings = compare_settings(args)
     choice = pricing_choice(args)  # None without --downloads; checked before minutes of work
@@ -446,7 +457,7 @@ def _price_sizes(args: argparse.Namespace, delivery: str) -> list[tuple[str, int
         if delivery == "raw":
             size = path.stat().st_size
         else:
-            from shrinkray.measure.sizes import measure_sizes
+            from shrinkray.measure.sizes import measure_sizes  # start-up: brotli and zstd load only when measured
 
             _status(args, f"Measuring the {delivery} size of {path} ...")
             size = measure_sizes(path.read_bytes()).get(delivery)
@@ -607,7 +618,7 @@ def _quoted(names: Any) -> str:
     return shlex.quote(",".join(str(n) for n in items))
 
 
-#: How the command line words the engine's advice hints (``shrinkray.advice.Hint``): as flags.
+#: How the command line words the engine's advice hints (``shrinkray.verdict.advice.Hint``): as flags.
 CLI_ADVICE = {
     "exclude": lambda h: f"The tensors that move the outputs most are {', '.join(map(str, h.value))}: leave them "
     f"in float with --exclude {_quoted(h.value)}" + (f" (-m {h.method})" if h.method else ""),
@@ -625,7 +636,7 @@ CLI_ADVICE = {
 
 def advice_lines(comparison: Any, delivery: str = "brotli") -> list[str]:
     """The advice that has hints, worded as flags: what to run next."""
-    from shrinkray.advice import advise
+    from shrinkray.verdict.advice import advise  # start-up: only commands that advise load the verdict layer
 
     return [f"- {a.variant or 'all variants'}: {a.hints_worded(CLI_ADVICE)}" for a in advise(comparison, delivery)
             if a.hints]  # fmt: skip

@@ -17,7 +17,7 @@ TESTS = Path(__file__).resolve().parent
 SAMPLES = TESTS.parent / "sample_models"
 
 TIERS = ("unit", "app", "e2e", "fuzz", "slow")
-#: First path component under tests/ -> tier, for files and folders that belong to one tier whole.
+#: A folder under tests/ or a test file's name -> tier, for files and folders that belong to one tier whole.
 FILE_TIERS = {
     "app": "app",  # Streamlit AppTest
     "e2e": "e2e",  # a real browser against `streamlit run`
@@ -34,11 +34,12 @@ def tier_of(item: pytest.Item) -> str:
         raise pytest.UsageError(f"{item.nodeid} is marked {sorted(own)}: a test belongs to exactly one tier")
     if own:
         return own.pop()
+    path = Path(item.path).resolve()
     try:
-        first = Path(item.path).resolve().relative_to(TESTS).parts[0]
+        first = path.relative_to(TESTS).parts[0]
     except ValueError:
         return "unit"
-    return FILE_TIERS.get(first, "unit")
+    return FILE_TIERS.get(first) or FILE_TIERS.get(path.name, "unit")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -143,7 +143,7 @@ def run_model(
     model: onnx.ModelProto, feeds: dict[str, np.ndarray] | None = None, *, optimized: bool = True
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Run a model on CPU; returns (feeds, outputs by name)."""
-    from shrinkray.validate import open_session
+    from shrinkray.graph.sessions import open_session
 
     session = open_session(model, optimized=optimized)
     if feeds is None:
@@ -181,7 +181,7 @@ def all_tensors(model: onnx.ModelProto) -> list[tuple[str, str, onnx.TensorProto
 
     A Constant's name is its output's name. Scope is "" for the main graph.
     """
-    from shrinkray.graph import iter_graphs
+    from shrinkray.graph.weights import iter_graphs
 
     found = []
     for scope, graph in iter_graphs(model.graph):

@@ -1,7 +1,7 @@
 """The palette code as it was before issue 12's memory pass (commit 0adca7c), kept to pin the new code to it.
 
-shrinkray.quant's kmeans_levels and snap_to_levels now work on one sorted float32 copy with
-block prefix sums and snap block by block; tests/test_quant.py checks that they give what this
+shrinkray.methods.quant's kmeans_levels and snap_to_levels now work on one sorted float32 copy with
+block prefix sums and snap block by block; tests/methods/test_quant.py checks that they give what this
 float64 version gives. Frozen: do not "fix" it.
 """
 

@@ -48,12 +48,12 @@ def start_redis(folder: Path) -> tuple[subprocess.Popen, str]:
 
 
 def start_worker(url: str, queue: str, log: Path, **env: str) -> subprocess.Popen:
-    """``python -m shrinkray.runqueue_rq`` on ``queue``; the tests folder is importable (job functions)."""
+    """``python -m shrinkray.runs.queue_rq`` on ``queue``; the tests folder is importable (job functions)."""
     environ = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]), **env}
     environ.pop("SHRINKRAY_WORKER", None)
     with open(log, "ab") as out:  # the worker keeps its own copy of the handle
         return subprocess.Popen(
-            [sys.executable, "-m", "shrinkray.runqueue_rq", "--url", url, "--queue", queue],
+            [sys.executable, "-m", "shrinkray.runs.queue_rq", "--url", url, "--queue", queue],
             env=environ, stdout=out, stderr=subprocess.STDOUT, cwd=TESTS.parent,
         )  # fmt: skip
 

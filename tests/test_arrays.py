@@ -122,7 +122,7 @@ def test_palettize_never_hands_float16_to_a_numpy_sort(algorithm, monkeypatch):
         monkeypatch.setattr(np, name, guard(getattr(np, name)))
     variant = shrinkray.shrink(cached_sample("fp16"), "palettize", levels=16, algorithm=algorithm)
     assert any(c.dtype == "float16" for c in variant.changes)
-    from shrinkray.quant import snap_to_levels
+    from shrinkray.methods.quant import snap_to_levels
 
     assert snap_to_levels(np.float16([0.1, 0.9, 2.0]), np.array([0.0, 1.0])).tolist() == [0.0, 1.0, 1.0]
 
@@ -261,7 +261,7 @@ def test_the_scan_sees_every_pattern_it_claims_to(tmp_path):
 def test_no_sort_unique_or_searchsorted_bypasses_the_float16_helper():
     files = _python_files()
     scanned = {path.relative_to(ROOT).as_posix() for path in files}
-    assert {"shrinkray/quant.py", "shrinkray/methods/palettize.py", "tests/test_quant.py", "bench/run.py"} <= scanned
+    assert {"shrinkray/methods/quant.py", "shrinkray/methods/palettize.py", "tests/methods/test_quant.py", "bench/run.py"} <= scanned
     found = []
     for path in files:
         rel = path.relative_to(ROOT).as_posix()

@@ -23,7 +23,7 @@ from helpers import ROOT, sample_path
 
 import shrinkray
 from shrinkray import cli
-from shrinkray.validate import open_session
+from shrinkray.graph.sessions import open_session
 
 METHODS = [spec.name for spec in shrinkray.all_methods()]
 MISSING_DEFAULT = "Error: Missing artifacts/model.onnx. Run export first."
@@ -147,7 +147,7 @@ def test_inspect_json_parses_and_matches_the_api(work, capsys):
 # ------------------------------------------------------------------ shrink: outputs and protection
 
 
-@pytest.mark.slow  # shrinks in a capped worker interpreter (shrinkray.sandbox): about a second each
+@pytest.mark.slow  # shrinks in a capped worker interpreter (shrinkray.runs.sandbox): about a second each
 def test_shrink_writes_name_method_onnx_next_to_the_input(work, capsys):
     source = _copy("mlp", work)
     before = _sha(source)
@@ -167,7 +167,7 @@ def test_shrink_writes_name_method_onnx_next_to_the_input(work, capsys):
     assert logits.shape == (2, 10) and probs.shape == (2, 10)
 
 
-@pytest.mark.slow  # shrinks in a capped worker interpreter (shrinkray.sandbox): about a second each
+@pytest.mark.slow  # shrinks in a capped worker interpreter (shrinkray.runs.sandbox): about a second each
 def test_shrink_refuses_to_replace_an_existing_output_without_force(work, capsys):
     source = _copy("mlp", work)
     target = work / "mlp.weights-int8.onnx"
@@ -211,7 +211,7 @@ def test_output_symlink_to_the_input_is_refused(work, capsys):
     assert _sha(source) == before
 
 
-@pytest.mark.slow  # shrinks in a capped worker interpreter (shrinkray.sandbox): about a second each
+@pytest.mark.slow  # shrinks in a capped worker interpreter (shrinkray.runs.sandbox): about a second each
 def test_output_folder_must_exist(work, capsys):
     source = _copy("mlp", work)
     code, _, err = _run_cli(capsys, "shrink", source, "-m", "float16", "-q", "-o", work / "nowhere" / "x.onnx")
@@ -239,7 +239,7 @@ def _shrink_json(capsys, work: Path, method: str, *flags: str) -> dict:
     return record
 
 
-@pytest.mark.slow  # shrinks in a capped worker interpreter (shrinkray.sandbox): about a second each
+@pytest.mark.slow  # shrinks in a capped worker interpreter (shrinkray.runs.sandbox): about a second each
 def test_palettize_flags_reach_the_method(work, capsys):
     record = _shrink_json(capsys, work, "palettize", "--levels", "16", "--algorithm", "linear")
     assert record["options"]["levels"] == 16  # coerced from the flag's string
@@ -248,7 +248,7 @@ def test_palettize_flags_reach_the_method(work, capsys):
     assert len(record["changes"]) == 3 and all(int(c["encoding"].split()[0]) <= 16 for c in record["changes"])
 
 
-@pytest.mark.slow  # shrinks in a capped worker interpreter (shrinkray.sandbox): about a second each
+@pytest.mark.slow  # shrinks in a capped worker interpreter (shrinkray.runs.sandbox): about a second each
 def test_weights_int8_flags_reach_the_method(work, capsys):
     record = _shrink_json(
         capsys, work, "weights-int8", "--granularity", "per-tensor", "--no-symmetric", "--exclude", "fc2*"
@@ -278,7 +278,7 @@ def test_dynamic_int8_per_channel_flag_reaches_the_method(work, capsys):
     assert plain["changes"] and all("per-tensor" in c["encoding"] for c in plain["changes"])
 
 
-@pytest.mark.slow  # shrinks in a capped worker interpreter (shrinkray.sandbox): about a second each
+@pytest.mark.slow  # shrinks in a capped worker interpreter (shrinkray.runs.sandbox): about a second each
 def test_float16_flags_reach_the_method(work, capsys):
     record = _shrink_json(capsys, work, "float16", "--min-elements", "100000")
     assert record["options"]["min_elements"] == 100000
@@ -297,7 +297,7 @@ def test_float16_flags_reach_the_method(work, capsys):
         ("weights-int8", ["--min-elements", "abc"], "--min-elements expects an int"),
     ],
 )
-@pytest.mark.slow  # shrinks in a capped worker interpreter (shrinkray.sandbox): about a second each
+@pytest.mark.slow  # shrinks in a capped worker interpreter (shrinkray.runs.sandbox): about a second each
 def test_option_errors_are_one_clear_line_and_write_nothing(work, capsys, method, flags, message):
     source = _copy("mlp", work)
     code, out, err = _run_cli(capsys, "shrink", source, "-m", method, "-q", *flags)

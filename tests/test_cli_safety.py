@@ -72,7 +72,7 @@ def test_a_report_path_equal_to_an_input_is_refused_whatever_its_name(capsys, in
 
 
 def test_external_data_of_the_input_is_protected_from_reports(tmp_path, inputs):
-    from shrinkray import report
+    from shrinkray.report import formats as report
 
     weights = inputs["weights"]
     with pytest.raises(Exception, match="it is one of the input files"):
@@ -106,11 +106,12 @@ def test_an_unwritable_place_is_a_one_line_refusal(capsys, tmp_path):
 
 
 def test_reports_on_a_full_disk_are_all_or_nothing(capsys, tmp_path, monkeypatch):
-    from shrinkray import io as sio
-    from shrinkray import report
-    from shrinkray.compare import CompareSettings, compare
     from shrinkray.errors import WriteError
-    from shrinkray.io import load
+    from shrinkray.io import files as sio
+    from shrinkray.io.files import load
+    from shrinkray.measure.results import CompareSettings
+    from shrinkray.pipeline.compare import compare
+    from shrinkray.report import formats as report
 
     comparison = compare(load(sample_path("mlp")), CompareSettings(methods=[("float16", {})], latency=False))
     real = sio._write_synced
@@ -130,7 +131,7 @@ def test_reports_on_a_full_disk_are_all_or_nothing(capsys, tmp_path, monkeypatch
 
 _SLOW_WRITES = """
 import sys, time
-import shrinkray.io as sio
+import shrinkray.io.files as sio
 
 _real = sio._write_synced
 

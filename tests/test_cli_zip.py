@@ -25,7 +25,7 @@ def _zip(tmp_path):
     return archive
 
 
-@pytest.mark.slow  # shrinks in a capped worker interpreter (shrinkray.sandbox)
+@pytest.mark.slow  # shrinks in a capped worker interpreter (shrinkray.runs.sandbox)
 def test_inspect_and_shrink_a_zip(tmp_path, capsys):
     archive = _zip(tmp_path)
     before = archive.read_bytes()

@@ -17,12 +17,12 @@ from helpers import SAMPLE_NAMES, sample_path
 
 import shrinkray
 from shrinkray import cli
-from shrinkray.compare import CompareSettings
 from shrinkray.errors import ShrinkRayError
-from shrinkray.runqueue import LocalQueue
-from shrinkray.runs import Runs
-from shrinkray.runstore import RunStore
-from shrinkray.validate import open_session
+from shrinkray.graph.sessions import open_session
+from shrinkray.measure.results import CompareSettings
+from shrinkray.runs.queue import LocalQueue
+from shrinkray.runs.service import Runs
+from shrinkray.runs.store import RunStore
 from shrinkray.verdict import verdict_of
 
 pytestmark = pytest.mark.slow

@@ -31,11 +31,11 @@ from hostile.build_corpus import (
 )
 
 import shrinkray
-from shrinkray.archive import load_zip
 from shrinkray.errors import RuntimeUnsupportedError, ShrinkRayError, UnsafeModelError
-from shrinkray.inspect import inspect_model
-from shrinkray.io import load, save
-from shrinkray.validate import validate
+from shrinkray.graph.validate import validate
+from shrinkray.io.archive import load_zip
+from shrinkray.io.files import load, save
+from shrinkray.pipeline.inspect import inspect_model
 
 #: Names the issue asks for; the corpus may hold more, never fewer.
 REQUIRED = {
@@ -318,9 +318,9 @@ def test_a_secret_beside_the_upload_never_leaks(tmp_path, capfd, caplog):
 _LOAD_IN_CHILD = r"""
 import json, resource, sys, time
 resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
-from shrinkray.archive import load_zip
+from shrinkray.io.archive import load_zip
 from shrinkray.errors import ShrinkRayError
-from shrinkray.io import load
+from shrinkray.io.files import load
 
 def peak():  # VmHWM is this process's own; ru_maxrss would carry the parent's over fork and exec
     with open("/proc/self/status") as fh:

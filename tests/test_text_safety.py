@@ -11,8 +11,9 @@ import pytest
 from hostile.build_corpus import INJECTIONS, injection_model
 
 import shrinkray
-from shrinkray import report
-from shrinkray.compare import CompareSettings, compare
+from shrinkray.measure.results import CompareSettings
+from shrinkray.pipeline.compare import compare
+from shrinkray.report import formats as report
 from shrinkray.text_safety import (
     csv_cell,
     markdown_code,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from shrinkray.limits import Limits
+from shrinkray.io.limits import Limits
 
 
 class _Deadline:

@@ -19,7 +19,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from shrinkray.errors import OptionError
-from shrinkray.graph import find_weights
+from shrinkray.graph.weights import find_weights
 from shrinkray.measure import content
 
 

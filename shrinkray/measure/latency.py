@@ -530,7 +530,7 @@ def measure_latency(
     even with a tiny budget, so every model gets a median). Ratios are taken
     against ``reference`` (default: the first model).
     """
-    from shrinkray.validate import open_session  # here: reading LatencyStats needs no ONNX Runtime
+    from shrinkray.graph.sessions import open_session  # start-up: reading LatencyStats needs no onnx
 
     sessions = {}
     session_ms = {}

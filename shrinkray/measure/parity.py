@@ -25,6 +25,9 @@ A *criterion* is a measure name with ``min_`` or ``max_`` in front and a limit
 ``absolute`` profile is the original script's workflow (max abs 0.06, mean abs
 0.02, cosine 0.99 on every float output). Any criterion can be set for every
 output or for one output by name.
+
+Kept as one module (over 600 lines): every output kind's measures and checks sit side by side, so one
+verdict applies them alike and a new kind is added beside the others.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from shrinkray.errors import OptionError
-from shrinkray.measure import confidence
+from shrinkray.measure import confidence, decisions
 from shrinkray.measure.confidence import FAIL, PASS, UNDECIDED
 
 FLOAT_KINDS = ("scores", "continuous", "embedding", "map", "detections")
@@ -727,7 +730,6 @@ def _decide(ref: np.ndarray, var: np.ndarray, kind: OutputKind, grouped=None):
     read) the output is judged by the continuous criteria, and the kind's reason says so."""
     if kind.kind not in DECISION_KINDS:
         return kind.kind, None, kind
-    from shrinkray.measure import decisions
 
     found = None
     if kind.levels:
@@ -776,8 +778,6 @@ def compare_outputs(
 def _head_decisions(reference: dict[str, np.ndarray], variant: dict[str, np.ndarray], levels: tuple):
     """The boxes of a head split over outputs per stride, original vs variant; None when an output is missing
     or changed shape (each is then judged on its own) or no box is confident."""
-    from shrinkray.measure import decisions
-
     names = [name for level in levels for name in (level.scores, level.boxes)]
     if any(n not in variant or np.shape(variant[n]) != np.shape(reference[n]) for n in names):
         return None
@@ -812,3 +812,17 @@ def build_verdict(
         check_kind(kind)
         chosen[output] = kind
     return VerdictSettings(profile=profile, criteria=criteria, per_output=per_output, kinds=chosen)
+
+
+def over_limit(severity: float) -> str:
+    """How much of the allowed error is used: 'uses 85% of the allowed error', '39% over the allowed error',
+    '31x over the allowed error' (never '3333% of allowed')."""
+    if not math.isfinite(severity):
+        return "far over the allowed error"
+    if severity <= 1.0:
+        return f"uses {severity:.0%} of the allowed error"
+    if severity <= 1.0 + 1e-6:  # within its limits, but not firmly (a share of decisions left undecided)
+        return "not firmly within the allowed error"
+    if severity < 2.0:
+        return f"{severity - 1:.0%} over the allowed error"
+    return f"{severity:.0f}x over the allowed error"

@@ -36,6 +36,9 @@ defaults), so the result passes where it is shown.
 The result is an ordinary variant: every rewritten tensor's change records
 its precision, and ``precision_map`` lists every candidate with its
 precision, bytes and severities (which of them were predicted, not run).
+
+Kept as one module (over 600 lines): the search's plan, its tries and their notes share one state;
+the maths it uses lives in the other methods and in measure.
 """
 
 from __future__ import annotations
@@ -49,11 +52,17 @@ from typing import Any
 import onnx
 from onnx import helper
 
-from shrinkray.graph import WeightRef, constants_to_initializers, find_weights
+from shrinkray.errors import ShrinkRayError
+from shrinkray.graph.sessions import open_session
+from shrinkray.graph.validate import validate
+from shrinkray.graph.weights import WeightRef, constants_to_initializers, find_weights
+from shrinkray.measure import recurrent
 from shrinkray.measure.deadline import run_within
+from shrinkray.measure.inputs import first_axis_dynamic
+from shrinkray.measure.parity import compare_outputs, over_limit
+from shrinkray.measure.parity_inputs import DECISIONS_MAX_BYTES, decisions_given, split_for_calibration
 from shrinkray.methods.base import MethodSpec, RunContext, TensorSelection, Variant, get_method, option, register
 from shrinkray.units import format_bytes
-from shrinkray.verdict import over_limit
 
 #: Precisions from the most to the least bytes, and the method that makes each.
 LEVELS = ("float32", "float16", "int8", "int4")
@@ -120,8 +129,6 @@ def _run(session, samples: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _judge(inputs, outputs: dict[str, Any], settings: Any):
     """The run's verdict on ``outputs`` against the original's (the public parity function compare uses)."""
-    from shrinkray.measure.parity import compare_outputs
-
     return compare_outputs(inputs.reference, outputs, inputs.kinds, settings.verdict, samples=inputs.count)
 
 
@@ -151,7 +158,6 @@ def quick_inputs(inputs, session, model: onnx.ModelProto):
     inputs themselves when they cannot be split (a fixed batch, one sample)."""
     import numpy as np
 
-    from shrinkray.measure.inputs import first_axis_dynamic
 
     samples = inputs.samples
     if len(samples) > QUICK_SAMPLES:
@@ -295,8 +301,6 @@ def assign(choices: list[Choice], target: float, base: float | None = None) -> N
 def _build(model: onnx.ModelProto, choices: list[Choice], options: AutoOptions, context: RunContext) -> Variant:
     """The mixed model, made by the methods themselves (lowest precision first) on one copy, validated once
     (with the session that runs it), like any variant."""
-    from shrinkray.validate import validate
-
     current = onnx.ModelProto()
     current.CopyFrom(model)
     variant = Variant(method="auto", options=options.as_dict(), model=current)
@@ -346,9 +350,6 @@ def _predicted_bytes(choices: list[Choice]) -> float:
 
 def apply(model: onnx.ModelProto, options: AutoOptions, context: RunContext | None = None) -> Variant:
     """``context``: the run's verdict and inputs (compare's, the CLI's or the app's); None: the defaults."""
-    from shrinkray.errors import ShrinkRayError
-    from shrinkray.validate import open_session
-
     context = context or RunContext()
     deadline = time.monotonic() + options.budget
     settings = context.judging_settings()
@@ -553,8 +554,6 @@ def _other_samples(inputs, model: onnx.ModelProto, settings: Any, session):
 
     import numpy as np
 
-    from shrinkray.compare import DECISIONS_MAX_BYTES, decisions_given, split_for_calibration
-    from shrinkray.measure import recurrent
 
     if inputs.user_data:
         return None
@@ -645,10 +644,6 @@ def _calibrated_int4(model: onnx.ModelProto, choices: list[Choice], options: Aut
     split again, or other synthesized ones), since judged on its own calibration samples GPTQ passes by
     fitting them (a strict verdict at 75% of allowed where its data-free 4-bit blocks used 386x).
     Returns (bytes, variant, levels, severity) when it passes within ``limit``, else None."""
-    from shrinkray.compare import split_for_calibration
-    from shrinkray.errors import ShrinkRayError
-    from shrinkray.validate import validate
-
     names = {c.ref.name: c for c in choices}
     spec = get_method("weights-int4")
     current = onnx.ModelProto()
@@ -687,9 +682,6 @@ def _rest_together(variant: Variant, rest: list[WeightRef], options: AutoOptions
     """Give the tensors in subgraphs (If/Loop bodies, which the overridable session cannot replace) one
     precision together: the lowest whose whole build still passes on ``inputs``, lowest first (a build and a
     run each); ``variant`` takes it. Returns the precision chosen ("float32" when none passed)."""
-    from shrinkray.errors import ShrinkRayError
-    from shrinkray.validate import validate
-
     names = [glob.escape(r.name) for r in rest]
     for level in reversed(LEVELS[1 : LEVELS.index(options.lowest) + 1]):
         if time.monotonic() >= deadline:

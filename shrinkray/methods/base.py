@@ -25,8 +25,12 @@ import onnx
 
 from shrinkray.cores import usable_cores
 from shrinkray.errors import MethodError, OptionError
-from shrinkray.graph import WeightRef
-from shrinkray.quant import ErrorStats
+from shrinkray.graph.sessions import open_session
+from shrinkray.graph.weights import WeightRef
+from shrinkray.measure.inputs import load_inputs
+from shrinkray.measure.parity_inputs import parity_inputs, split_for_calibration, user_halves
+from shrinkray.measure.results import CompareSettings
+from shrinkray.methods.quant import ErrorStats
 
 T = TypeVar("T")
 
@@ -278,15 +282,12 @@ class RunContext:
     prepared: dict = field(default_factory=dict)
 
     def judging_settings(self) -> Any:
-        from shrinkray.results import CompareSettings
-
         return self.settings if self.settings is not None else CompareSettings()
 
     def parity_inputs(self, model: onnx.ModelProto, session: Any = None) -> Any:
         """The run's parity inputs for ``model`` (the original, or a copy that accepts the same inputs)."""
         if self.inputs is not None:
             return self.inputs
-        from shrinkray.compare import parity_inputs
 
         return parity_inputs(model, self.judging_settings(), session=session)
 
@@ -295,8 +296,6 @@ class RunContext:
         or one made here from the run's inputs (``model``: the original, or a copy with the same inputs)."""
         if self.calibration is not None:
             return self.calibration
-        from shrinkray.compare import split_for_calibration
-        from shrinkray.validate import open_session
 
         session = session if session is not None else open_session(model)
         inputs = self.parity_inputs(model, session)
@@ -312,8 +311,6 @@ class RunContext:
             return True
         if not settings.inputs_path:
             return False
-        from shrinkray.compare import user_halves
-        from shrinkray.measure.inputs import load_inputs
 
         return user_halves([load_inputs(settings.inputs_path, model)], model) is not None
 
@@ -362,7 +359,7 @@ class MethodSpec:
     #: variant in the background while it builds and measures the others.
     runs_in_child_process: bool = False
     #: ``apply`` with the caller supplying ``read`` (a tensor's values) and ``editor`` (a GraphEditor):
-    #: lets :mod:`shrinkray.streaming` convert a model whose weights stay in external data files,
+    #: lets :mod:`shrinkray.pipeline.streaming` convert a model whose weights stay in external data files,
     #: one tensor at a time. None: the method needs the whole model in memory.
     stream: Callable[..., Variant] | None = None
     #: Judges or calibrates on the run's inputs: ``apply(model, options, context)`` receives the

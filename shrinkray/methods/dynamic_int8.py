@@ -27,18 +27,12 @@ import onnx
 from onnx import numpy_helper
 
 from shrinkray.errors import MethodError
-from shrinkray.graph import (
-    FLOAT_TYPES,
-    NameAllocator,
-    WeightRef,
-    constants_to_initializers,
-    find_weights,
-    tensor_nbytes,
-)
-from shrinkray.io import needs_external_data, save
+from shrinkray.graph.checks import ORT_MAX_IR_VERSION
+from shrinkray.graph.weights import FLOAT_TYPES, NameAllocator, WeightRef, constants_to_initializers, find_weights
+from shrinkray.io.files import needs_external_data, save
+from shrinkray.io.limits import tensor_nbytes
 from shrinkray.methods.base import MethodOptions, MethodSpec, TensorChange, Variant, option, register, warn_if_damaged
-from shrinkray.quant import ErrorStats, error_stats
-from shrinkray.validate import ORT_MAX_IR_VERSION
+from shrinkray.methods.quant import ErrorStats, error_stats
 
 QUANTIZABLE_OPS = ["Conv", "MatMul", "Attention", "LSTM", "Gather", "EmbedLayerNormalization"]
 

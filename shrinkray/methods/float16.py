@@ -24,7 +24,7 @@ import onnx
 from onnx import helper
 
 from shrinkray.errors import MethodError
-from shrinkray.graph import FLOAT_TYPES, GraphEditor, NameAllocator, WeightRef, find_weights
+from shrinkray.graph.weights import FLOAT_TYPES, GraphEditor, NameAllocator, WeightRef, find_weights
 from shrinkray.methods.base import (
     MethodSpec,
     TensorChange,
@@ -34,7 +34,7 @@ from shrinkray.methods.base import (
     register,
     warn_if_damaged,
 )
-from shrinkray.quant import error_stats
+from shrinkray.methods.quant import error_stats
 
 FLOAT16_MAX = 65504.0
 

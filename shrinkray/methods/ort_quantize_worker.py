@@ -61,7 +61,7 @@ def _changes(original: str, quantized: str, preprocessed: str | None) -> list[di
     where the three models are at hand, so the parent never holds their floats beside its own model."""
     import onnx
 
-    from shrinkray.methods.dynamic_int8 import measure_changes
+    from shrinkray.methods.dynamic_int8 import measure_changes  # start-up: the child quantizes first, measures after
 
     pre = onnx.load(preprocessed) if preprocessed is not None else None
     return measure_changes(onnx.load(original), onnx.load(quantized), pre)

@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 
 from shrinkray.arrays import run_starts
-from shrinkray.graph import WeightRef, find_weights, set_tensor_values
+from shrinkray.graph.weights import WeightRef, find_weights, set_tensor_values
 from shrinkray.methods.base import (
     MethodSpec,
     TensorChange,
@@ -28,7 +28,7 @@ from shrinkray.methods.base import (
     register,
     warn_if_damaged,
 )
-from shrinkray.quant import (
+from shrinkray.methods.quant import (
     ErrorStats,
     error_stats,
     kmeans_levels_sorted,

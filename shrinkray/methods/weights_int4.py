@@ -4,7 +4,7 @@ Each selected tensor is laid out as ``[rows, length]`` with the consumer's
 reduction axis second (MatMul's K, a Conv's input channels x kernel taps, an
 embedding row) and cut into blocks of 32, 64 or 128 values along it; every
 block has its own scale and (asymmetric, the default) 4-bit zero point
-(:mod:`shrinkray.blockquant`). About 4.6 bits per weight at block 32.
+(:mod:`shrinkray.methods.blockquant`). About 4.6 bits per weight at block 32.
 
 How the graph gets the weights back (``--form``):
 
@@ -21,6 +21,9 @@ How the graph gets the weights back (``--form``):
   INT4/UINT4 codes (opset 21; ONNX Runtime does not fold it).
 * ``auto`` (default): per consumer op, the form measured fastest on ONNX
   Runtime CPU (``python bench/int4_forms.py``; see README "weights-int4").
+
+Kept as one module (over 600 lines): the method's options, its three ONNX layouts and its calibration
+hooks; the block maths, GPTQ and activation statistics live in blockquant, gptq and activations.
 """
 
 from __future__ import annotations
@@ -34,18 +37,18 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from shrinkray.blockquant import (
-    BLOCK_SIZES,
-    OUTLIER_Z,
-    BlockCodes,
-    channel_scales,
-    find_outliers,
-    minmax_scales,
-    quantize_blocks,
-    scale_unit,
-)
 from shrinkray.errors import MethodError
-from shrinkray.graph import FLOAT_TYPES, Consumer, GraphEditor, NameAllocator, WeightRef, find_weights
+from shrinkray.graph.checks import default_opset
+from shrinkray.graph.weights import (
+    FLOAT_TYPES,
+    Consumer,
+    GraphEditor,
+    NameAllocator,
+    WeightRef,
+    find_weights,
+    iter_graphs,
+)
+from shrinkray.methods.activations import calibrate
 from shrinkray.methods.base import (
     MethodSpec,
     RunContext,
@@ -57,8 +60,21 @@ from shrinkray.methods.base import (
     register,
     warn_if_damaged,
 )
-from shrinkray.quant import ErrorStats, fits_float32
-from shrinkray.validate import default_opset
+from shrinkray.methods.blockquant import (
+    BLOCK_SIZES,
+    OUTLIER_Z,
+    BlockCodes,
+    channel_scales,
+    find_outliers,
+    minmax_scales,
+    pack_nibbles,
+    quantize_blocks,
+    scale_rounder,
+    scale_unit,
+)
+from shrinkray.methods.gptq import feedback_of, forget_feedback, quantize_gptq, single_blas_thread
+from shrinkray.methods.quant import ErrorStats, error_stats, fits_float32
+from shrinkray.methods.weights_int8 import _decode_nodes, best_codes
 
 FORMS = ["auto", "standard", "contrib", "dequantize-linear"]
 MS_DOMAIN = "com.microsoft"
@@ -276,7 +292,7 @@ def encode_tensor(
     Outliers (``options.outliers``) are kept aside exactly, which needs the standard form (a contrib op
     rebuilds nothing but the blocks). ``importance`` (mean squared activation per input channel of a
     MatMul/Gemm weight) gives activation-aware scales along the reduction axis; ``gram`` (its inputs'
-    second moments ``X.T X / tokens``, K x K) error-compensating rounding (:mod:`shrinkray.gptq`).
+    second moments ``X.T X / tokens``, K x K) error-compensating rounding (:mod:`shrinkray.methods.gptq`).
     ``measure_loss``: fill :attr:`Encoded.loss` (the 8-bit budget's measure; a product of the size of GPTQ's).
     """
     if values.size and not fits_float32(np.array([np.min(values), np.max(values)], dtype=np.float64)):
@@ -317,9 +333,6 @@ def encode_tensor(
             unit, scale_dtype = 1.0, np.float32
         kept = None
         if use_gram:
-            from shrinkray.blockquant import scale_rounder
-            from shrinkray.gptq import feedback_of, quantize_gptq
-
             f = feedback_of(gram)
             if s is not None:  # x @ W = (x / s) @ (W * s): H becomes D H D with D = diag(1 / s), F becomes D F D^-1
                 f = f / s[:, None] * s[None, :]
@@ -394,7 +407,6 @@ def _padded_view(x2d: np.ndarray, block_size: int) -> np.ndarray:
 def _stats(enc: Encoded, x2d: np.ndarray, dtype: int) -> ErrorStats:
     if dtype == onnx.TensorProto.FLOAT and enc.outliers is None and enc.inv_scale is None:
         return enc.codes.error_against(x2d)
-    from shrinkray.quant import error_stats
 
     decoded = enc.decode().astype(FLOAT_TYPES[dtype], copy=False)  # the final Cast to the tensor's own type
     # no copy of the original when it already has that type; the decoded values become the difference
@@ -581,8 +593,6 @@ def _lean_tail(b: _Nodes, values: str, names: list[str], tags: list[str], blocks
 
 
 def pack_flat(zero_point: np.ndarray) -> np.ndarray:
-    from shrinkray.blockquant import pack_nibbles
-
     return pack_nibbles(zero_point.reshape(-1))
 
 
@@ -666,8 +676,6 @@ def prepare(header: onnx.ModelProto, options: WeightsInt4Options, context: RunCo
     ``base_dir``): the calibration session then never opens beside a loaded copy of the model (compare's
     weights-int4 step on the 101 MB benchmark model, bench/results.md "Compare peak memory"). ``apply`` takes
     the result when it quantizes the same tensors with the same statistics, else calibrates itself."""
-    from shrinkray.activations import calibrate
-
     refs = candidates(find_weights(header), options)
     awq, gptq = _calibration_use(options, context, header)
     if refs and (awq or gptq):
@@ -678,8 +686,6 @@ def prepare(header: onnx.ModelProto, options: WeightsInt4Options, context: RunCo
 def apply(model: onnx.ModelProto, options: WeightsInt4Options, context: RunContext | None = None) -> Variant:
     """``context``: the run's inputs, which activation-aware scales and GPTQ are calibrated on (the user's own
     when given, else the samples compare synthesizes)."""
-    from shrinkray.gptq import forget_feedback, single_blas_thread
-
     opset = default_opset(model)
     if options.form == "dequantize-linear" and opset < 21:
         raise MethodError(
@@ -694,8 +700,6 @@ def apply(model: onnx.ModelProto, options: WeightsInt4Options, context: RunConte
     grams: dict[str, np.ndarray] = {}
     awq, gptq = _calibration_use(options, context, model)
     if (awq or gptq) and refs:
-        from shrinkray.activations import calibrate
-
         cal = context.prepared.pop(_calibration_key(refs, gptq), None) if context is not None else None
         if cal is None:
             cal = calibrate(model, refs, context, gram=gptq)
@@ -807,8 +811,6 @@ def pick_8bit(refs: list[WeightRef], encoded: list[Encoded | None], room: float)
     (:attr:`Encoded.loss`, the share of the tensor's output lost on the calibration inputs), largest first,
     while the extra bytes fit in ``room`` (the budget's bytes minus the whole model's bytes: negative) plus what
     4-bit saves on every tensor. Only float32 initializers of the main graph, the 8-bit decode's domain."""
-    from shrinkray.methods.weights_int8 import best_codes
-
     def cost4(k: int) -> int:
         return stored_bytes(encoded[k]) + graph_bytes(encoded[k].form, refs[k].name)
 
@@ -835,8 +837,6 @@ def pick_8bit(refs: list[WeightRef], encoded: list[Encoded | None], room: float)
 def _rewrite_8bit(ref: WeightRef, codes, size: int, editor: GraphEditor) -> tuple[int, str, ErrorStats]:
     """The weights-int8 encoding (uint8 codes per channel, decode folded at load) for a tensor the budget keeps
     at 8-bit."""
-    from shrinkray.methods.weights_int8 import _decode_nodes
-
     stored, build = _decode_nodes(codes, ref.dtype, "cast-mul")
     editor.replace(ref, stored, build)
     where = f"per-channel (axis {codes.axis})" if codes.axis is not None else "per-tensor"
@@ -847,8 +847,6 @@ def _rewrite_8bit(ref: WeightRef, codes, size: int, editor: GraphEditor) -> tupl
 def _insert_after(model: onnx.ModelProto, extra: list) -> None:
     """Put each ``(consumer, node, after)`` node right after (or before) its consumer's node, one rebuild
     per graph."""
-    from shrinkray.graph import iter_graphs
-
     wanted: dict[str, list] = {}
     for c, node, after in extra:
         wanted.setdefault(c.node.output[0], []).append((node, after))

@@ -21,7 +21,8 @@ import onnx
 from onnx import helper
 
 from shrinkray.errors import MethodError
-from shrinkray.graph import FLOAT_TYPES, GraphEditor, NameAllocator, WeightRef, channel_axis, find_weights
+from shrinkray.graph.checks import default_opset
+from shrinkray.graph.weights import FLOAT_TYPES, GraphEditor, NameAllocator, WeightRef, channel_axis, find_weights
 from shrinkray.methods.base import (
     MethodSpec,
     TensorChange,
@@ -32,8 +33,7 @@ from shrinkray.methods.base import (
     register,
     warn_if_damaged,
 )
-from shrinkray.quant import ErrorStats, LinearCodes, fits_float32, quantize_linear, ranges_by_axis
-from shrinkray.validate import default_opset
+from shrinkray.methods.quant import ErrorStats, LinearCodes, fits_float32, quantize_linear, ranges_by_axis
 
 
 @dataclass
@@ -167,7 +167,7 @@ def rewrite(
     editor: GraphEditor | None = None,
 ) -> Variant:
     """The conversion, with where values come from (``read``) and where replacements go (``editor``)
-    left to the caller: in memory by default; :mod:`shrinkray.streaming` reads each tensor from its
+    left to the caller: in memory by default; :mod:`shrinkray.pipeline.streaming` reads each tensor from its
     external file and writes its codes to the output's data file at once, so the same codes come out
     while memory holds a few tensors at a time."""
     opset = default_opset(model)

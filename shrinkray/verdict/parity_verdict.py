@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from shrinkray.measure.confidence import FAIL, PASS, UNDECIDED
-from shrinkray.measure.parity import Check, Criterion, OutputParity, Parity
+from shrinkray.measure.parity import Check, Criterion, OutputParity, Parity, over_limit
 
 #: Statuses beyond the parity's own: the variant could not be made or run, or parity was not measured.
 ERROR, UNMEASURED = "error", "unmeasured"
@@ -67,20 +67,6 @@ class Verdict:
 
 def _finite(value: Any) -> Any:
     return None if isinstance(value, float) and not math.isfinite(value) else value
-
-
-def over_limit(severity: float) -> str:
-    """How much of the allowed error is used: 'uses 85% of the allowed error', '39% over the allowed error',
-    '31x over the allowed error' (never '3333% of allowed')."""
-    if not math.isfinite(severity):
-        return "far over the allowed error"
-    if severity <= 1.0:
-        return f"uses {severity:.0%} of the allowed error"
-    if severity <= 1.0 + 1e-6:  # within its limits, but not firmly (a share of decisions left undecided)
-        return "not firmly within the allowed error"
-    if severity < 2.0:
-        return f"{severity - 1:.0%} over the allowed error"
-    return f"{severity:.0f}x over the allowed error"
 
 
 def _percent(share: float) -> str:

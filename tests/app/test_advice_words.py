@@ -33,8 +33,9 @@ def failing_and_slower(tmp_path_factory) -> Path:
     search: the culprit-search hint) and moves tensors a lot (warnings), float16 passes but is made 1.5x slower."""
     from helpers import cached_sample, steady_timings
 
-    from shrinkray.compare import CompareSettings, compare
     from shrinkray.measure.parity import VerdictSettings
+    from shrinkray.measure.results import CompareSettings
+    from shrinkray.pipeline.compare import compare
 
     settings = CompareSettings(
         methods=[("weights-int8", {}), ("palettize", {"levels": 8}), ("float16", {})], batches=[1], threads=[1],
@@ -60,7 +61,7 @@ def _texts(at: AppTest) -> list[str]:
 
 
 def test_failing_and_slower_cards_name_no_flag(failing_and_slower):
-    from shrinkray.advice import advise
+    from shrinkray.verdict.advice import advise
 
     c = pickle.loads(failing_and_slower.read_bytes())
     hints = {h.setting for a in advise(c) for h in a.hints}
@@ -76,7 +77,7 @@ def test_failing_and_slower_cards_name_no_flag(failing_and_slower):
     # ...and the app's own controls are named instead.
     assert '"Exclude"' in page.replace("\\", "") and "Smallest that passes" in page
     assert "find the tensors that" in page
-    assert "prefer" not in page.lower()  # the float-compute methods are on this page already (tests/test_advice.py)
+    assert "prefer" not in page.lower()  # the float-compute methods are on this page already (tests/verdict/test_advice.py)
 
 
 def test_the_cli_words_the_same_hints_as_flags(failing_and_slower):

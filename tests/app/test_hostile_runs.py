@@ -17,8 +17,8 @@ def _compare_page(model_bytes_key: str) -> AppTest:
 
         from app_ui.controls import friendly_errors
         from app_ui.state import run_comparison
-        from shrinkray.compare import CompareSettings
-        from shrinkray.io import load
+        from shrinkray.io.files import load
+        from shrinkray.measure.results import CompareSettings
 
         with friendly_errors("Shrinking and measuring"):
             loaded = load(st.session_state["model_bytes"], name=st.session_state["model_name"])

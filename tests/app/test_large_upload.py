@@ -20,7 +20,7 @@ from streamlit.testing.v1 import AppTest
 from app_ui.large_models import load_uploaded, refusal
 from shrinkray import cli
 from shrinkray.errors import LimitExceededError
-from tests.test_large_models import outputs, tiny_external_model, zip_folder
+from tests.io.test_large_models import outputs, tiny_external_model, zip_folder
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -102,7 +102,7 @@ def test_a_run_of_a_model_kept_as_its_graph_is_refused_in_the_apps_words(big_zip
 
         from app_ui.controls import friendly_errors
         from app_ui.runs import start_run
-        from shrinkray.compare import CompareSettings
+        from shrinkray.measure.results import CompareSettings
 
         with friendly_errors("Starting the run"):
             start_run(st.session_state["model"], CompareSettings())
@@ -123,19 +123,19 @@ def test_a_model_kept_as_its_graph_leaves_no_files_once_another_replaces_it(big_
     the new model's own files stay."""
     import streamlit as st
 
-    from app_ui import runs, state
+    from app_ui import runs
 
     ws = tmp_path / "ws"
     first = load_uploaded(_upload(big_zip), ws)
     second = load_uploaded(_upload(big_zip), ws)
     assert first.is_lazy and second.is_lazy and len(list((ws / "uploads").iterdir())) == 2
     monkeypatch.setattr(st, "session_state", {})
-    monkeypatch.setattr(state, "workspace", lambda: ws)
+    monkeypatch.setattr(runs, "workspace", lambda: ws)  # set_model looks it up where it is imported
     monkeypatch.setattr(runs, "forget_run", lambda: None)
-    state.set_model(first, "Uploaded: model.zip")
-    state.set_model(first, "Uploaded: model.zip")  # the same model again: nothing removed
+    runs.set_model(first, "Uploaded: model.zip")
+    runs.set_model(first, "Uploaded: model.zip")  # the same model again: nothing removed
     assert Path(first.path).is_file()
-    state.set_model(second, "Uploaded: model.zip")
+    runs.set_model(second, "Uploaded: model.zip")
     assert not Path(first.path).parent.exists()
     kept = next(p for p in Path(second.path).parents if p.parent == ws / "uploads")  # its upload-* folder
     assert [p.name for p in (ws / "uploads").iterdir()] == [kept.name]
@@ -145,7 +145,7 @@ def test_a_model_kept_as_its_graph_leaves_no_files_once_another_replaces_it(big_
     elsewhere = tmp_path / "mine.zip"  # a zip that is not one of this workspace's uploads is never removed
     elsewhere.write_bytes(big_zip.read_bytes())
     second.path = elsewhere
-    state.set_model(first, "Uploaded: model.zip")
+    runs.set_model(first, "Uploaded: model.zip")
     assert elsewhere.is_file()
 
 

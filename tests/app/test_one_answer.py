@@ -31,15 +31,16 @@ def comparison():
     """The mlp with every default method: some pass, weights-int4 fails (and held-out judging applies)."""
     from helpers import cached_sample
 
-    from shrinkray.compare import CompareSettings, compare
+    from shrinkray.measure.results import CompareSettings
+    from shrinkray.pipeline.compare import compare
 
     return compare(cached_sample("mlp"), CompareSettings(latency=False, brotli_quality=1))
 
 
 def test_every_surface_shows_the_same_sentence(comparison, tmp_path):
-    from shrinkray import report
-    from shrinkray.advice import advise
+    from shrinkray.report import formats as report
     from shrinkray.verdict import verdict_of
+    from shrinkray.verdict.advice import advise
 
     sentences = {r.key: verdict_of(r).sentence for r in comparison.variants}
     statuses = {verdict_of(r).status for r in comparison.variants}

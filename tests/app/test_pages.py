@@ -8,8 +8,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import shrinkray
-from shrinkray.advice import recommended
-from shrinkray.compare import CompareSettings, compare
+from shrinkray.measure.results import CompareSettings
+from shrinkray.pipeline.compare import compare
+from shrinkray.verdict.advice import recommended
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
@@ -175,7 +176,7 @@ def test_each_method_alone_runs_in_the_page():
 
 
 def test_results_survive_moving_between_pages_without_recomputing(shrunk_app, monkeypatch):
-    import shrinkray.compare as compare_module
+    import shrinkray.pipeline.compare as compare_module
 
     calls = []
     monkeypatch.setattr(compare_module, "compare", lambda *a, **k: calls.append(1))

@@ -90,7 +90,8 @@ def test_bad_sizes_give_a_message_not_a_traceback():
 def test_uses_the_measured_variants_and_the_link_reproduces_them_elsewhere():
     import shrinkray
     from app_ui.state import settings_key
-    from shrinkray.compare import CompareSettings, compare
+    from shrinkray.measure.results import CompareSettings
+    from shrinkray.pipeline.compare import compare
 
     loaded = shrinkray.load(ROOT / "sample_models" / "mlp.onnx")
     methods = [("palettize", {"levels": 2}), ("float16", {})]
@@ -116,7 +117,7 @@ def test_uses_the_measured_variants_and_the_link_reproduces_them_elsewhere():
     # which gave float16 palettize's colour).
     import json
 
-    from shrinkray.charts import variant_colors
+    from shrinkray.report.charts import variant_colors
 
     chart = next(json.loads(c.proto.spec) for c in at.get("plotly_chart") if "egress cost" in c.proto.spec)
     drawn = {t["name"].split(" (")[0]: t["line"]["color"] for t in chart["data"] if t.get("mode") == "lines"}

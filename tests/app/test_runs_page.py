@@ -85,8 +85,8 @@ def test_a_cancel_the_server_cannot_record_is_one_sentence_and_the_run_goes_on(m
 
     from hostile.runtime_bombs import loop_bomb
 
-    from shrinkray.runqueue import _not_recorded
-    from shrinkray.runs import Runs
+    from shrinkray.runs.queue import _not_recorded
+    from shrinkray.runs.service import Runs
 
     def store_full(self, run_id):
         raise _not_recorded(OSError(errno.ENOSPC, "No space left on device"))
@@ -156,7 +156,7 @@ def test_kept_settings_never_draw_streamlits_default_value_warning(duplicate_val
     """Settings that persist across pages (and those a run link brings) are set without the widgets also being
     given a default: Streamlit warns about every such widget on every rerun of the Shrink page otherwise."""
     from app_ui.runs import runs_service
-    from shrinkray.compare import CompareSettings
+    from shrinkray.measure.results import CompareSettings
 
     loaded = shrinkray.load(ROOT / "sample_models" / "mlp.onnx")
     at = _shrink_page(loaded)
@@ -205,7 +205,8 @@ def test_a_running_runs_cards_show_what_is_known_and_measuring_for_the_rest():
     import copy
 
     from app_ui.runs import runs_service
-    from shrinkray.compare import CompareSettings, compare
+    from shrinkray.measure.results import CompareSettings
+    from shrinkray.pipeline.compare import compare
 
     loaded = shrinkray.load(ROOT / "sample_models" / "mlp.onnx")
     settings = CompareSettings(methods=[("weights-int8", {}), ("float16", {})], latency=False)

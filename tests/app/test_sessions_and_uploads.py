@@ -40,7 +40,8 @@ def _upload_page(data: bytes, name: str) -> AppTest:
         import streamlit as st
 
         from app_ui.controls import friendly_errors
-        from app_ui.state import load_upload, set_model, workspace
+        from app_ui.runs import set_model
+        from app_ui.state import load_upload, workspace
 
         with friendly_errors(f"Loading {st.session_state['upload_name']}"):
             loaded = load_upload(st.session_state["upload_name"], st.session_state["upload_data"])

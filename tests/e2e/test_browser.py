@@ -21,7 +21,7 @@ import pytest
 from helpers import press
 
 import shrinkray
-from shrinkray.validate import validate
+from shrinkray.graph.validate import validate
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = Path(__file__).resolve().parent / "screenshots"

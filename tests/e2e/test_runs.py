@@ -8,7 +8,7 @@ import re
 from helpers import press
 
 import shrinkray
-from shrinkray.validate import validate
+from shrinkray.graph.validate import validate
 from tests.e2e.test_browser import ROOT, SHOTS, _no_traceback, app_url  # noqa: F401
 
 SAMPLE = ROOT / "sample_models" / "cnn.onnx"

@@ -31,8 +31,9 @@ OVERFLOWING = """() => [...document.querySelectorAll('[data-testid=stMain] *')].
 @pytest.fixture(scope="module")
 def cards_url(chromium, tmp_path_factory):
     """A page showing the result cards of a comparison with long output names and decisions."""
-    from shrinkray.compare import CompareSettings, compare
-    from shrinkray.io import load
+    from shrinkray.io.files import load
+    from shrinkray.measure.results import CompareSettings
+    from shrinkray.pipeline.compare import compare
 
     settings = CompareSettings(methods=[("weights-int8", {}), ("float16", {})], latency=False, brotli_quality=5)
     c = compare(load(ROOT / "sample_models" / "mlp.onnx"), settings)

@@ -5,8 +5,8 @@ committed. :func:`build_corpus` returns a list of :class:`Case`; each names
 the upload, its bytes or path, the exact ShrinkRayError subclass it must
 raise and a fragment of the message. ``stage`` says where the error shows:
 
-* ``load``: ``shrinkray.io.load`` (kind ``onnx``) or ``shrinkray.archive.load_zip`` (kind ``zip``);
-* ``validate``: loading and inspecting work, ``shrinkray.validate.validate`` refuses
+* ``load``: ``shrinkray.io.files.load`` (kind ``onnx``) or ``shrinkray.io.archive.load_zip`` (kind ``zip``);
+* ``validate``: loading and inspecting work, ``shrinkray.graph.validate.validate`` refuses
   (ONNX Runtime or onnx.checker must judge these);
 * ``ok``: loading and inspecting work and the summary says what is special
   (``expect`` holds what to check), shrinking gives a clear error or a note.
@@ -42,7 +42,7 @@ from shrinkray.errors import (
     ShrinkRayError,
     UnsafeModelError,
 )
-from shrinkray.limits import Limits
+from shrinkray.io.limits import Limits
 
 F = TensorProto.FLOAT
 #: What the secret file beside an upload holds; it must never show up anywhere.

@@ -1,0 +1,442 @@
+"""The inputs a variant is judged on: synthesized or the user's, enough of them to decide, and a reserve.
+
+The original's outputs on them (its reference) are computed once; compare, auto's search and the
+methods that calibrate on inputs (weights-int4's activation-aware scales) read the same sets.
+"""
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field, replace
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from shrinkray.errors import LimitExceededError, RuntimeUnsupportedError, ShrinkRayError
+from shrinkray.graph.checks import explain_runtime_error
+from shrinkray.graph.sessions import open_session
+from shrinkray.measure import recurrent
+from shrinkray.measure.confidence import decisions_to_pass
+from shrinkray.measure.deadline import run_within
+from shrinkray.measure.inputs import (
+    InputOptions,
+    first_axis_dynamic,
+    input_roles,
+    load_inputs,
+    load_sample_files,
+    signature,
+    synthesize,
+)
+from shrinkray.measure.output_kinds import classify_outputs
+from shrinkray.measure.parity import RELATIVE_PROFILE, OutputKind, Parity, compare_outputs, float_measures
+from shrinkray.measure.results import CompareSettings
+
+
+@dataclass
+class ParityInputs:
+    """The samples parity runs on, the original's outputs on them, and how they were chosen."""
+
+    samples: list[dict[str, np.ndarray]]
+    reference: dict[str, np.ndarray]
+    kinds: dict[str, OutputKind]
+    note: str
+    tried: list[str] = field(default_factory=list)  # probes that the original rejected
+    options: InputOptions = field(default_factory=InputOptions)  # the dims that worked, for latency runs
+    user_data: bool = False  # the user's own inputs (a file or samples), not synthesized ones
+    per_run: int = 1  # synthesized samples in each run (a batch of them when the batch axis is free)
+    #: More synthesized sets and the original's outputs on them, for variants the samples above leave undecided
+    reserve: list[dict[str, np.ndarray]] = field(default_factory=list, repr=False)
+    reserve_reference: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+
+    def with_reserve(self) -> ParityInputs:
+        """The samples and the reserve as one set of parity inputs (no reserve left)."""
+        if not self.reserve:
+            return self
+        reference = {k: np.concatenate([as_sets(v, len(self.samples)), as_sets(self.reserve_reference[k], len(self.reserve))])
+                     for k, v in self.reference.items()}  # fmt: skip
+        return replace(self, samples=self.samples + self.reserve, reference=reference, reserve=[], reserve_reference={})
+
+    @property
+    def count(self) -> int:
+        """Input samples: the batch size when they run as one batch, else the runs times their batch."""
+        if len(self.samples) > 1:
+            return len(self.samples) * self.per_run
+        first = next(iter(self.samples[0].values()), None) if self.samples else None
+        return int(first.shape[0]) if first is not None and first.ndim else 1
+
+
+def as_sets(value: np.ndarray, sets: int) -> np.ndarray:
+    """Outputs of ``sets`` runs stacked on a new first axis, as :func:`_stacked` gives several runs'."""
+    value = np.asarray(value)
+    return value[None] if sets == 1 else value
+
+
+def session_outputs(session, samples: list[dict[str, np.ndarray]], model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    """Run every sample; several samples are stacked on a new first axis. A model with a recurrent state runs
+    them as one stream, each step fed the state it returned the step before (measure/recurrent.py)."""
+    names = [o.name for o in session.get_outputs()]
+    return _stacked(names, recurrent.run_samples(session, samples, partial(_run_feeds, session, model)))
+
+
+def _run_feeds(session, model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list:
+    try:
+        return run_within(session, feeds)
+    except ShrinkRayError:
+        raise  # past the deadline: the limit's own sentence
+    except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
+        raise explain_runtime_error(exc, model, running=True) from None
+
+
+def _stacked(names: list[str], runs: list[list]) -> dict[str, np.ndarray]:
+    if len(runs) == 1:
+        return dict(zip(names, runs[0], strict=True))
+    return {name: np.stack([np.asarray(r[i]) for r in runs]) for i, name in enumerate(names)}
+
+
+def _reference(session, samples: list[dict[str, np.ndarray]], model: onnx.ModelProto,
+               note: str) -> tuple[list[dict[str, np.ndarray]], dict[str, np.ndarray], str]:  # fmt: skip
+    """The original's outputs on the parity samples. A model with a recurrent state is run as a short stream
+    of them (recurrent.stream_reference): its steps become the samples every variant runs, and the note says so."""
+    stream = recurrent.stream_reference(session, samples, partial(_run_feeds, session, model))
+    if stream is None:
+        return samples, session_outputs(session, samples, model), note
+    names = [o.name for o in session.get_outputs()]
+    return stream.steps, _stacked(names, stream.runs), note + stream.note()
+
+
+def _run(model: onnx.ModelProto, samples: dict[str, np.ndarray] | list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Run once per sample; failures at run time become a RuntimeUnsupportedError like failures at load time."""
+    return session_outputs(open_session(model), samples if isinstance(samples, list) else [samples], model)
+
+
+def judge(reference: dict[str, np.ndarray], outputs: dict[str, np.ndarray], inputs: ParityInputs,
+            settings: CompareSettings) -> Parity:  # fmt: skip
+    return compare_outputs(reference, outputs, inputs.kinds, settings.verdict, samples=inputs.count)
+
+
+def _length_labels(model: onnx.ModelProto, guesses: dict[str, int]) -> tuple[set[str], set[str]]:
+    """Guessed dims split into lengths (last axis of a sequence or signal) and the rest (batch, states...)."""
+    lengths: set[str] = set()
+    for sig in signature(model):
+        for axis, dim in enumerate(sig.shape):
+            label = dim if isinstance(dim, str) else f"{sig.name}:{axis}"
+            named_length = isinstance(dim, str) and any(k in dim.lower() for k in ("seq", "len", "time", "sample"))
+            # the last axis of a sequence or signal; a rank-1 input's only axis is its length (a waveform)
+            if label in guesses and (axis == len(sig.shape) - 1 or named_length):
+                lengths.add(label)
+    return lengths, set(guesses) - lengths
+
+
+#: Lengths tried for free sequence/signal dimensions when the first guess is refused.
+PROBE_LENGTHS = (512, 64, 1024, 4096, 16000)
+
+
+def _probe_plans(model: onnx.ModelProto, settings: CompareSettings, batch: int | None) -> list[tuple[str, dict[str, int], int | None]]:
+    """Other free-dimension values to try, each as (description, dims, batch)."""
+    guesses = synthesize(model, settings.inputs).guesses  # every free dim, the batch axis too
+    lengths, others = _length_labels(model, guesses)
+    plans: list[tuple[str, dict[str, int], int | None]] = []
+    ones = {label: 1 for label in others}
+    if any(guesses[label] != 1 for label in others) or batch not in (None, 1):
+        plans.append(("batch 1 everywhere", ones, None))
+    for length in PROBE_LENGTHS:
+        if lengths:
+            dims = {label: length for label in lengths}
+            plans.append((f"length {length}", dims, batch))
+            if any(guesses[label] != 1 for label in others) or batch not in (None, 1):
+                plans.append((f"length {length}, batch 1 everywhere", {**dims, **ones}, None))
+    return plans
+
+
+def parity_inputs(model: onnx.ModelProto, settings: CompareSettings, session=None) -> ParityInputs:
+    """Samples the original accepts, its outputs on them and the kind of every output.
+
+    Synthesized inputs come as one batch of ``parity_batch`` samples when the
+    batch axis is free, else as that many runs with different seeds. When
+    the original rejects them, other free-dimension values are tried within
+    ``probe_budget_s`` and the note says what was tried.
+    """
+    session = session or open_session(model)
+    if settings.inputs_path:
+        feeds = load_inputs(settings.inputs_path, model)
+        samples, reference, note = _reference(session, [feeds], model,
+                                              f"Inputs loaded from {Path(settings.inputs_path).name}")  # fmt: skip
+        kinds = _classify(model, reference, len(samples), settings)
+        return ParityInputs(samples, reference, kinds, note, user_data=True)
+    if settings.sample_files:
+        samples = load_sample_files(settings.sample_files, model, settings.inputs, settings.image_range)
+        names = ", ".join(Path(p).name for p in settings.sample_files)
+        shapes = ", ".join(f"{k} {list(v.shape)}" for k, v in samples[0].items())
+        samples, reference, note = _reference(session, samples, model,
+                                              f"Real samples ({len(samples)}): {names}; {shapes}")  # fmt: skip
+        kinds = _classify(model, reference, len(samples), settings)
+        return ParityInputs(samples, reference, kinds, note, user_data=True)
+    batch = settings.parity_batch if first_axis_dynamic(model) else None
+    started = time.perf_counter()
+    tried: list[str] = []
+    plans = [("as guessed", {}, batch)]
+    first_error: ShrinkRayError | None = None
+    index = 0
+    while index < len(plans):
+        description, dims, plan_batch = plans[index]
+        index += 1
+        options = replace(settings.inputs, dims={**dims, **settings.inputs.dims})
+        attempt = time.perf_counter()
+        try:
+            samples, note = _samples(model, options, plan_batch, settings.parity_batch)
+            samples, reference, note = _reference(session, samples, model, note)
+        except LimitExceededError:
+            raise  # a run past its deadline: other sizes would spend the same time again
+        except ShrinkRayError as exc:
+            first_error = first_error or exc
+            tried.append(f"{description}: {exc.problem}")
+            if index == 1:
+                plans.extend(_probe_plans(model, settings, batch))
+            if time.perf_counter() - started > settings.probe_budget_s:
+                break
+            continue
+        if tried:
+            note += f" (found by trying other sizes: {description}; refused: " + "; ".join(t.split(":")[0] for t in tried) + ")"
+        kinds = _classify(model, reference, len(samples), settings)
+        found = ParityInputs(samples, reference, kinds, note, tried, options, per_run=plan_batch or 1)
+        return _enough_decisions(found, model, session, plan_batch, time.perf_counter() - attempt)
+    raise explain_rejection(first_error, tried)
+
+
+#: Decisions (classified positions, decoded lines) a scores output should give before its top-1 agreement is
+#: judged. A share is judged by its 95% bounds (measure.confidence): at the verdict's 0.97, 88 decisions are the
+#: fewest that can pass at all and 152 the fewest that allow one flip; 40 decided by luck (magika's 4-bit passed
+#: on one seed's samples and failed on another's, bench/results.md).
+MIN_DECISIONS = 160
+#: A set of samples the original takes longer than this on is not repeated (each variant would run every
+#: set too). Deliberately a coarse gate, not a budget to fill: how many samples are judged must not depend on
+#: how busy the machine is, or the same variant could pass on one run and fail on the next (magika on a
+#: shared machine: 6 to 10 batches under a 1 s budget, and 1 flip in 24 fails where 1 in 40 passes).
+SLOW_SET_S = 0.5
+#: At most this many sets of synthesized samples in all (the first included).
+MAX_SAMPLE_SETS = 40
+#: Outputs of all the sets together, at most: the original's and each variant's are held for the verdict.
+DECISIONS_MAX_BYTES = 64 << 20
+#: Reserve sets per parity set, run only for a variant whose verdict the parity sets leave undecided (a top-1
+#: agreement whose 95% bounds straddle the limit): up to 4x the decisions before it says "undecided".
+RESERVE_SETS = 3
+
+
+def decisions_given(reference: dict[str, np.ndarray], kinds: dict[str, OutputKind]) -> int | None:
+    """The fewest decisions any scores output gives on these outputs (decided positions, or decoded lines of
+    a CTC reader; an ArgMax's labels, each position), or None when no output is judged by its decisions."""
+    counts = []
+    for name, kind in kinds.items():
+        value = reference.get(name)
+        if kind.labels and value is not None:
+            counts.append(int(np.asarray(value).size))
+        if kind.kind != "scores" or value is None or np.asarray(value).dtype.kind != "f":
+            continue
+        measures = float_measures(np.asarray(value, np.float64), np.asarray(value, np.float64), kind)
+        if "sequences" in measures:
+            counts.append(int(measures["sequences"]))
+        elif "positions" in measures:
+            counts.append(int(measures["positions"] - measures["undecided_positions"]))
+    return min(counts) if counts else None
+
+
+def _synthesized(model: onnx.ModelProto, options: InputOptions, batch: int | None, seeds: range) -> list[dict]:
+    """Sets of synthesized samples, one per seed: batches of ``batch``, or single runs (``batch`` None)."""
+    return [synthesize(model, replace(options, seed=options.seed + k), batch=batch).feeds if batch is not None
+            else synthesize(model, replace(options, seed=options.seed + k)).feeds for k in seeds]  # fmt: skip
+
+
+def _enough_decisions(inputs: ParityInputs, model: onnx.ModelProto, session, batch: int | None,
+                      spent_s: float) -> ParityInputs:  # fmt: skip
+    """More synthesized samples when a scores output decides fewer than ``MIN_DECISIONS`` positions on them,
+    unless one set is slow (``SLOW_SET_S``), within ``DECISIONS_MAX_BYTES`` of outputs. Batch models
+    get more batches of the same size (seeds seed+1, ...), others more runs; a model with a recurrent state
+    keeps its stream (its steps are the decisions). Then a reserve (``RESERVE_SETS``) for variants whose
+    verdict those decisions leave undecided."""
+    given = decisions_given(inputs.reference, inputs.kinds)
+    if not given or recurrent.model_pairs(model):
+        return inputs
+    sets = len(inputs.samples) if batch is None else 1  # runs mode: every run is a set of one
+    per_set_s = spent_s / max(sets, 1)
+    out_bytes = sum(int(np.asarray(v).nbytes) for v in inputs.reference.values()) / max(sets, 1)
+    if per_set_s > SLOW_SET_S:
+        return _few(inputs, given, per_set_s)
+    fits = int(DECISIONS_MAX_BYTES // max(out_bytes, 1))
+    options = inputs.options
+    if given < MIN_DECISIONS:
+        wanted = -(-MIN_DECISIONS * sets // given)  # sets for MIN_DECISIONS at this rate
+        cap = MAX_SAMPLE_SETS if batch is not None else MAX_SAMPLE_SETS * inputs.per_run * max(sets, 1)
+        total = min(wanted, cap, fits)
+        if total <= sets:
+            return _few(inputs, given, per_set_s)
+        try:
+            samples = inputs.samples + _synthesized(model, options, batch, range(sets, total))
+            reference = session_outputs(session, samples, model)
+        except ShrinkRayError:
+            return inputs  # the first set stands: the original refused the others
+        more = decisions_given(reference, inputs.kinds) or 0
+        how = f"{total} batches of {batch}, seeds {options.seed}-{options.seed + total - 1}" if batch is not None else f"{total} runs, seeds {options.seed}-{options.seed + total - 1}"
+        note = (re.sub(r"\((one batch of \d+|\d+ runs), seed \d+\)", f"({how})", inputs.note, count=1)
+                + f"; {more} decisions, so that a top-1 verdict rests on enough of them to be sure")  # fmt: skip
+        inputs = replace(inputs, samples=samples, reference=reference, note=note)
+        sets = total
+    reserve = min(sets * RESERVE_SETS, max(fits - sets, 0))
+    if reserve < 1 or len(inputs.samples) != sets:
+        return inputs
+    try:
+        extra = _synthesized(model, options, batch, range(sets, sets + reserve))
+        return replace(inputs, reserve=extra, reserve_reference=session_outputs(session, extra, model))
+    except ShrinkRayError:
+        return inputs
+
+
+def _few(inputs: ParityInputs, given: int, per_set_s: float) -> ParityInputs:
+    """The inputs as they are, with a note when their decisions are too few for a top-1 verdict to pass."""
+    if given >= decisions_to_pass(RELATIVE_PROFILE["scores"]["min_top1_agreement"]):
+        return inputs
+    few = (f"; only {given} decisions (more samples would take the original {per_set_s:.1f} s a set), too few "
+           "for a top-1 verdict to pass with 95% confidence: give samples of your own for a firm one")  # fmt: skip
+    return replace(inputs, note=inputs.note + few)
+
+
+
+#: Synthesized calibration samples use seeds from here on, clear of the parity samples' (seed, seed+1, ...).
+CALIBRATION_SEED_OFFSET = 1000
+
+
+@dataclass
+class CalibrationSplit:
+    """What a method that learns from inputs (calibrates or searches) may see, and what its result is judged
+    on: never the same samples, or its verdict would be measured on what it was fitted to."""
+
+    calibration: ParityInputs
+    judged: ParityInputs
+    note: str  # how the samples were split, for the variant's notes
+
+
+def user_halves(samples: list[dict[str, np.ndarray]], model: onnx.ModelProto) -> tuple[list, list] | None:
+    """(judged, calibration) parts of the user's samples: every other run, or the two halves of one batch
+    (judged gets the larger); None when there is a single sample to split."""
+    if len(samples) >= 2:
+        return samples[0::2], samples[1::2]
+    feeds = samples[0] if samples else {}
+    firsts = {v.shape[0] for v in feeds.values() if v.ndim}
+    if not feeds or not first_axis_dynamic(model) or any(v.ndim == 0 for v in feeds.values()) or len(firsts) != 1:
+        return None
+    rows = firsts.pop()
+    if rows < 2:
+        return None
+    cut = (rows + 1) // 2
+    return [{k: v[:cut] for k, v in feeds.items()}], [{k: v[cut:] for k, v in feeds.items()}]
+
+
+#: Synthesized sets a method calibrates on at most (the judging side gets 160+ decisions and a reserve; AWQ
+#: scales and auto's search settle on far fewer, and each set is an inference per candidate).
+CALIBRATION_SETS = 10
+
+
+def _first_sets(inputs: ParityInputs, count: int) -> ParityInputs:
+    """The first ``count`` sets of ``inputs`` with the original's outputs on them, and no reserve."""
+    if len(inputs.samples) <= count:
+        return replace(inputs, reserve=[], reserve_reference={})
+    reference = {k: (v[:count] if count > 1 else v[0]) for k, v in inputs.reference.items()}
+    return replace(inputs, samples=inputs.samples[:count], reference=reference, reserve=[], reserve_reference={})
+
+
+def split_for_calibration(inputs: ParityInputs, model: onnx.ModelProto, settings: CompareSettings,
+                          session=None) -> CalibrationSplit:  # fmt: skip
+    """Hold out part of the run's samples from calibration.
+
+    The user's samples are split in two (every other sample, or the halves of one batch), each with the
+    original's outputs; a single sample is kept for judging and calibration gets synthesized inputs. With
+    synthesized parity inputs, calibration gets another synthesized set (other seeds, the dims that worked)."""
+    session = session or open_session(model)
+    halves = user_halves(inputs.samples, model) if inputs.user_data else None
+    if halves is not None:
+        judged_feeds, cal_feeds = halves
+        parts = []
+        for feeds, role in ((judged_feeds, "judged"), (cal_feeds, "calibration")):
+            reference = session_outputs(session, feeds, model)
+            parts.append(ParityInputs(feeds, reference, inputs.kinds, f"{inputs.note} ({role} part)",
+                                      options=inputs.options, user_data=True))  # fmt: skip
+        judged, calibration = parts
+        note = (f"Calibrated on {calibration.count} of your samples and judged on the other {judged.count}, "
+                "so its verdict is not measured on what it learned from")  # fmt: skip
+        return CalibrationSplit(calibration, judged, note)
+    options = replace(inputs.options, seed=inputs.options.seed + CALIBRATION_SEED_OFFSET)
+    synthetic = replace(settings, inputs_path=None, sample_files=[], inputs=options)
+    try:
+        calibration = _first_sets(parity_inputs(model, synthetic, session), CALIBRATION_SETS)
+    except ShrinkRayError as exc:
+        note = (f"Calibrated on the samples it is judged on, so its verdict may flatter it: other samples could "
+                f"not be made ({exc.problem})")  # fmt: skip
+        return CalibrationSplit(inputs, inputs, note)
+    if inputs.user_data:
+        note = ("Calibrated on synthesized inputs: your single sample is kept for judging it (give two or more "
+                "samples to calibrate on your own data)")  # fmt: skip
+    else:
+        note = "Calibrated on synthesized samples other than the ones it is judged on (other seeds)"
+    return CalibrationSplit(calibration, inputs, note)
+
+
+def _classify(model: onnx.ModelProto, reference: dict[str, np.ndarray], runs: int,
+              settings: CompareSettings) -> dict[str, OutputKind]:  # fmt: skip
+    """Kinds of the outputs, read from one run: several runs are stacked on a new axis 0, which would
+    shift a Softmax's axis and the [batch, classes] shape rules (class axes are kept counted from the end)."""
+    single = reference if runs <= 1 else {name: value[0] for name, value in reference.items()}
+    return classify_outputs(model, single, settings.verdict)
+
+
+def _samples(model: onnx.ModelProto, options: InputOptions, batch: int | None,
+             count: int) -> tuple[list[dict[str, np.ndarray]], str]:  # fmt: skip
+    """One batch of ``count`` samples, or ``count`` single runs with seeds seed, seed+1, ..."""
+    if batch is not None:
+        synth = synthesize(model, options, batch=batch)
+        samples = [synth.feeds]
+    else:
+        runs = [synthesize(model, replace(options, seed=options.seed + i)) for i in range(max(count, 1))]
+        synth, samples = runs[0], [r.feeds for r in runs]
+    shapes = ", ".join(f"{k} {list(v.shape)} {v.dtype}" for k, v in synth.feeds.items())
+    how = f"one batch of {batch}" if batch is not None else f"{len(samples)} runs"
+    note = f"Synthesized inputs ({how}, seed {options.seed}): {shapes}"
+    roles = [f"{k} as {_content_text(r)}" for k, r in input_roles(model).items() if r.kind not in ("float", "int")]
+    if roles:
+        note += "; content " + ", ".join(roles)
+    if synth.guesses:
+        note += "; guessed dims " + ", ".join(f"{k}={v}" for k, v in synth.guesses.items())
+    return samples, note
+
+
+def _content_text(role) -> str:
+    """How an input's synthesized content reads in the input note."""
+    if role.kind == "image":
+        value_range, how = role.detail.split("|", 1)
+        shape = "text lines" if role.text_line else "pages and scenes"
+        values = "normalized like ImageNet (mean/std)" if value_range == "imagenet" else f"in {value_range}"
+        how = how.removeprefix("guessed: mean/std normalized ").strip("()") if how.startswith("guessed") else how
+        return f"{shape}, values {values} ({'a guess: ' if value_range == 'imagenet' else 'from '}{how})"
+    return {"audio": "speech", "tokens": "token ids", "mask": "ones", "token_types": "zeros",
+            "state": "zeros (initial state)", "sample_rate": "16000"}.get(role.kind, role.kind)  # fmt: skip
+
+
+def batch_dim_fixed(source: onnx.ModelProto, settings: CompareSettings) -> bool:
+    """True when the user set the first (batch) dimension with --dim, so it must not vary."""
+    for sig in signature(source):
+        if sig.shape:
+            first = sig.shape[0]
+            label = first if isinstance(first, str) else f"{sig.name}:0"
+            if label in settings.inputs.dims or f"{sig.name}:0" in settings.inputs.dims:
+                return True
+    return False
+
+def explain_rejection(exc: ShrinkRayError | None, tried: list[str]) -> ShrinkRayError:
+    first = tried[0] if tried else str(exc)
+    others = len(tried) - 1
+    more = f" It also refused {others} other size{'s' if others > 1 else ''}." if others else ""
+    return RuntimeUnsupportedError(
+        f"The original model could not run on the synthesized inputs ({first}).{more}",
+        "Set its free dimensions and value ranges, or give real inputs (an .npz file, images or audio)",
+        setting="inputs",
+    )

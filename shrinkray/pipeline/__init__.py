@@ -1,0 +1,1 @@
+"""The order of steps: inspect a model, shrink it, compare the variants with the original."""

@@ -1,0 +1,774 @@
+"""Measure the original and every variant side by side: sizes, parity, latency, culprits.
+
+One function, :func:`compare`, serves the CLI (``shrinkray compare``), the app
+and the Python API. It reports progress through a callback and never raises
+for a method that fails: that variant carries its error and the others go on.
+
+Kept as one module (over 600 lines): it is the order of a comparison's steps (:class:`ComparePipeline`);
+the inputs, measures and verdicts it sequences live in measure and verdict.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from shrinkray.errors import OptionError, ShrinkRayError
+from shrinkray.graph.checks import check_file, explain_runtime_error
+from shrinkray.graph.prefold import MeasuringCopies
+from shrinkray.graph.sessions import open_file_session, open_session
+from shrinkray.io.files import (
+    LoadedModel,
+    needs_external_data,
+    save,
+    sweep_orphans,
+    tensor_payload_bytes,
+    write_model_pieces,
+    write_outputs,
+)
+from shrinkray.io.limits import WORKER_ENV, Limits, check_memory
+from shrinkray.measure.confidence import UNDECIDED
+from shrinkray.measure.inputs import (
+    InputOptions,
+    first_axis_dynamic,
+    load_inputs,
+    load_sample_files,
+    samples_digest,
+    synthesize,
+)
+from shrinkray.measure.latency import WARMUP_S, time_pairwise
+from shrinkray.measure.parity_inputs import (
+    CalibrationSplit,
+    ParityInputs,
+    as_sets,
+    batch_dim_fixed,
+    judge,
+    parity_inputs,
+    session_outputs,
+    split_for_calibration,
+)
+from shrinkray.measure.results import ORIGINAL, CompareSettings, Comparison, Culprit, VariantResult
+from shrinkray.measure.sizes import BackgroundSizes
+from shrinkray.memory import release_free_memory
+from shrinkray.methods import Variant, all_methods, get_method
+from shrinkray.methods.base import RunContext
+from shrinkray.pipeline.inspect import inspect_model
+from shrinkray.pipeline.shrink import shrink
+
+#: Share of the job's time cap kept free when latency starts (results, report): latency times what fits
+#: before the rest of the cap, so a slow model's compare still returns its sizes and parity.
+LATENCY_RESERVE = 0.15
+
+Progress = Callable[[str, float], None]
+
+
+def _label(method: str, options: dict[str, Any], taken: set[str]) -> str:
+    key = method if not options else method + " " + " ".join(f"{k}={_short(v)}" for k, v in options.items())
+    base, n = key, 2
+    while key in taken:
+        key, n = f"{base} #{n}", n + 1
+    taken.add(key)
+    return key
+
+
+def _short(value: Any) -> str:
+    return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+
+
+
+
+def find_culprits(
+    source: onnx.ModelProto,
+    method: str,
+    options: dict[str, Any],
+    changed: list[str],
+    inputs: ParityInputs,
+    settings: CompareSettings,
+    progress: Progress | None = None,
+    context: RunContext | None = None,
+) -> list[Culprit]:
+    """Rewrite one tensor at a time and rank tensors by how far they move the outputs on ``inputs``.
+
+    Tensors are tried largest weight error first; work stops when the budget
+    is spent, so the list may be partial on big graphs (it says so in notes).
+    ``context``: what a calibrating method learns from (compare's split), else ``inputs``.
+    """
+    context = context or RunContext(settings, inputs)
+    found: list[Culprit] = []
+    started = time.perf_counter()
+    for index, name in enumerate(changed):
+        if time.perf_counter() - started > settings.culprit_budget_s:
+            break
+        if progress:
+            progress(f"{method}: testing tensor {index + 1}/{len(changed)} alone", index / max(len(changed), 1))
+        opts = {k: v for k, v in options.items() if k not in ("include", "exclude")}
+        try:
+            variant = shrink(source, method, include=[name], keep_session=True, context=context, **opts)
+            outputs = session_outputs(variant.session, inputs.samples, variant.model)
+        except ShrinkRayError:
+            continue  # this tensor alone cannot be tested; the others still can
+        parity = judge(inputs.reference, outputs, inputs, settings)
+        found.append(
+            Culprit(
+                tensor=name,
+                max_abs_error=parity.max_abs_error,
+                mean_abs_error=parity.mean_abs_error,
+                worst_cosine=parity.worst_cosine,
+                passes_alone=parity.passed,
+                severity=parity.severity,
+            )
+        )
+    found.sort(key=lambda c: -c.severity)
+    return found
+
+
+def _measure_parity(result: VariantResult, inputs: ParityInputs, settings: CompareSettings, session=None,
+                    model: onnx.ModelProto | None = None) -> None:  # fmt: skip
+    model = model if model is not None else result.model
+    try:
+        session = session or open_session(model)
+        outputs = session_outputs(session, inputs.samples, model)
+        result.parity = judge(inputs.reference, outputs, inputs, settings)
+        if result.parity.status == UNDECIDED and inputs.reserve:
+            more = session_outputs(session, inputs.reserve, model)
+            whole = inputs.with_reserve()
+            outputs = {k: np.concatenate([as_sets(v, len(inputs.samples)), as_sets(more[k], len(inputs.reserve))])
+                       for k, v in outputs.items()}  # fmt: skip
+            result.parity = judge(whole.reference, outputs, whole, settings)
+    except ShrinkRayError as exc:
+        result.error = f"Could not run the variant: {exc}"
+
+
+def _auto_variant(
+    source: onnx.ModelProto,
+    result: VariantResult,
+    inputs: ParityInputs,
+    settings: CompareSettings,
+    taken: set[str],
+    context: RunContext | None = None,
+) -> tuple[VariantResult, onnx.ModelProto] | None:
+    """Exclude the worst tensors (1, 2, 4, ...) until parity on ``inputs`` passes; the result and its model."""
+    context = context or RunContext(settings, inputs)
+    ranked = [c.tensor for c in result.culprits]
+    changed = int(result.record.get("tensors_changed", 0))
+    counts = sorted({min(2**k, len(ranked)) for k in range(len(ranked).bit_length() + 1)}) if ranked else []
+    counts = [n for n in counts if n < changed]  # leaving every tensor in float is not a variant
+    for count in counts:
+        options = dict(result.options)
+        options["exclude"] = list(options.get("exclude", [])) + ranked[:count]
+        try:
+            variant = shrink(source, result.method, keep_session=True, context=context, **options)
+            outputs = session_outputs(variant.session, inputs.samples, variant.model)
+        except ShrinkRayError:
+            continue
+        parity = judge(inputs.reference, outputs, inputs, settings)
+        if parity.passed:
+            auto = VariantResult(
+                key=_label(result.method, {"auto-exclude": count}, taken),
+                method=result.method,
+                options=options,
+                parity=parity,
+                record=variant.summary(),
+                warnings=list(variant.warnings),
+                notes=list(variant.notes) + [f"Left in float: {', '.join(ranked[:count])} (found by the automatic fix)"],
+            )
+            return auto, variant.model
+    return None
+
+
+Snapshot = Callable[[Comparison], None]
+
+#: Private folders of running comparisons (the original's file, variants without ``variants_dir``).
+SCRATCH_PREFIX = "shrinkray-compare-"
+
+
+def compare(
+    loaded: LoadedModel | onnx.ModelProto,
+    settings: CompareSettings | None = None,
+    progress: Progress | None = None,
+    on_partial: Snapshot | None = None,
+) -> Comparison:
+    """Shrink with every requested method and measure everything against the original.
+
+    A short pipeline (:class:`ComparePipeline`): the original's inputs and outputs, then per
+    variant shrink, sizes (compressed in background threads) and parity, then culprits (on
+    request) and latency. ``on_partial(snapshot)`` receives the whole comparison so far, small
+    and picklable (no models), after the original is measured, when a variant is built (its card
+    can show what was rewritten), when its sizes are known, when its parity is judged (whichever of
+    the two lands first), and after latency.
+    """
+    with ComparePipeline(loaded, settings, progress, on_partial) as pipeline:
+        return pipeline.run()
+
+
+class ComparePipeline:
+    """The steps of one comparison, run in order by :func:`compare` (or one by one by a caller).
+
+    Memory: a variant's model is checked, written to a file (``settings.variants_dir``, else a
+    private temporary folder), measured for parity in the session its validation opened, and
+    with ``variants_dir`` dropped; sizes are read from the files in background threads and
+    latency opens two sessions at a time (original and one variant) from them. So a worker
+    holds the original and one variant, never every variant. ``owns_model``: the caller hands
+    the loaded model over (a worker that keeps no reference), and it is dropped once every
+    variant is built and sized: latency needs only the files.
+    """
+
+    def __init__(self, loaded: LoadedModel | onnx.ModelProto, settings: CompareSettings | None = None,
+                 progress: Progress | None = None, on_partial: Snapshot | None = None, *,
+                 owns_model: bool = False) -> None:  # fmt: skip
+        self.settings = settings = settings or CompareSettings()
+        if isinstance(loaded, onnx.ModelProto):
+            loaded = LoadedModel(model=loaded, name=loaded.graph.name or "model", file_bytes=loaded.ByteSize())
+        self.loaded = loaded
+        self.owns_model = owns_model
+        self._session = None  # the session _store opened on the variant it wrote
+        self.say = progress or (lambda _step, _fraction: None)
+        self.on_partial = on_partial
+        self.source = loaded.model
+        self.requested = settings.methods or [(spec.name, {}) for spec in all_methods() if spec.in_default_set]
+        for method, _ in self.requested:
+            get_method(method)  # unknown names fail before any work
+        # with variants_dir one variant is held at a time; otherwise the result keeps every model
+        check_memory(tensor_payload_bytes(self.source), variants=1 if settings.variants_dir else len(self.requested))
+        self.summary = inspect_model(loaded)
+        self.keep_models = settings.variants_dir is None
+        # an owned model with variants written to files is dropped once its own file exists (the first step)
+        self.reload_source = owns_model and not self.keep_models
+        self._reload_from: Path | None = None  # the original as header + data file (see _write_reloadable)
+        self.original = VariantResult(key=ORIGINAL, method=None, options={}, model=self.source if self.keep_models else None)
+        self.variants: list[VariantResult] = []
+        self.taken = {ORIGINAL}
+        self.timings: dict[str, float] = {}
+        self.input_note = ""
+        self.inputs_digest = ""
+        self.latency_note = ""
+        self.inputs: ParityInputs | None = None
+        self.split: CalibrationSplit | None = None  # for methods that learn from inputs (spec.uses_context)
+        self.files: dict[str, list[Path]] = {}  # key -> the files holding that model (sizes and latency read them)
+        base = Path(loaded.name).name or "model"  # a name is not a path: variants stay inside variants_dir
+        self._stem = Path(base).stem if base.lower().endswith(".onnx") else base
+        self._shown_sizes: set[str] = set()
+        self._shown_parity: set[str] = {ORIGINAL}
+        self._parity_spent = 0.0
+        self._started = time.perf_counter()  # a capped worker's time counts from about here
+        upper = self.loaded.file_bytes or tensor_payload_bytes(self.source)
+        self.sizes = BackgroundSizes.planned([upper] * (1 + len(self.requested)), settings.brotli_quality,
+                                             settings.zstd_level)  # fmt: skip
+        # last: nothing above can fail after it exists. The process id in its name lets the next run
+        # remove what a killed worker (memory or time cap) left behind.
+        sweep_orphans(tempfile.gettempdir(), SCRATCH_PREFIX)
+        self._scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
+        self.copies = MeasuringCopies(self._scratch / "measuring")  # what sessions open (decodes folded)
+
+    def __enter__(self) -> ComparePipeline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sizes.close()
+        shutil.rmtree(self._scratch, ignore_errors=True)
+        release_free_memory()  # serialized blobs, sessions and temporaries: the app process lives on
+
+    # ------------------------------------------------------------ steps
+
+    def run(self) -> Comparison:
+        """Every step in order; the finished comparison."""
+        self.measure_original()
+        # One variant at a time, in the requested order. A method that works in a child process (dynamic-int8)
+        # was built in a background thread meanwhile, but its side of the worker holds the original about
+        # three times over (ONNX Runtime's pre-processed copy, the quantized model, the values before), and
+        # stacked on another variant's session opening it set the worker's peak (bench/results.md "Compare
+        # peak memory"); the child itself still runs beside the original's size measurement.
+        for method, options in self.requested:
+            self.add_variant(method, options)
+        self.find_culprits()
+        self.wait_for_sizes()
+        self.measure_latency()
+        return self.result()
+
+    def measure_original(self) -> None:
+        """Inputs the original accepts and its outputs on them; its sizes start in the background."""
+        lap = time.perf_counter()
+        self.say("Running the original on its inputs", 0.02)
+        # the file first: every session opens from a file, and an owned model is not held while they do
+        self.files[ORIGINAL] = _write_model(self.source, self._scratch / "original.onnx", atomic=False)
+        self.sizes.submit(ORIGINAL, self.files[ORIGINAL])
+        lap = _lap(self.timings, "sizes", lap)
+        if self.reload_source:
+            skeleton = _skeleton(self.source)  # inputs and signature only; shrink reloads the original
+            self._reload_from = _write_reloadable(self.source, self._scratch / "reload" / "original.onnx")
+            self.source = skeleton
+            self.loaded.model = None
+            release_free_memory()
+        session = _open_file_session(self.files[ORIGINAL], 1, self.copies)
+        self.inputs = parity_inputs(self.source, self.settings, session)
+        if any(get_method(method).uses_context for method, _ in self.requested):
+            self.split = split_for_calibration(self.inputs, self.source, self.settings, session)
+        del session
+        self.input_note = self.inputs.note
+        self.inputs_digest = samples_digest(self.inputs.samples)
+        self.original.parity = judge(self.inputs.reference, self.inputs.reference, self.inputs, self.settings)
+        release_free_memory()  # the original's session and its temporaries, before the first variant
+        _lap(self.timings, "parity", lap)
+        self._emit()
+        self._flush()
+
+    def add_variant(self, method: str, options: dict[str, Any]) -> VariantResult:
+        """Shrink (checked, in one ONNX Runtime session), write, start its sizes, judge parity in that session."""
+        result = self._reserve(method, options)
+        lap = time.perf_counter()
+        return self._complete(result, self._shrink(method, options), lap)
+
+    def _reserve(self, method: str, options: dict[str, Any]) -> VariantResult:
+        """The variant's place in the results (requested order), before it is built."""
+        assert self.inputs is not None, "measure_original() first"
+        index, count = len(self.variants), max(len(self.requested), 1)
+        self.say(f"Shrinking: {method}", 0.05 + 0.4 * index / count)
+        result = VariantResult(key=_label(method, options, self.taken), method=method, options=dict(options))
+        self.variants.append(result)
+        return result
+
+    def _shrink(self, method: str, options: dict[str, Any]) -> Variant | ShrinkRayError:
+        """Build and check (onnx.checker); :meth:`_complete` opens its session from the written file."""
+        try:
+            # the run's verdict and its calibration samples: a method that calibrates or searches (auto,
+            # weights-int4) learns from samples its result is not judged on
+            context = self._judging(method)[0]
+            spec = get_method(method)
+            if spec.prepare is not None and self._reload_from is not None:  # before the weights are loaded
+                header = onnx.load(str(self._reload_from), load_external_data=False)
+                spec.prepare(header, spec.make_options(**options), context, self._reload_from.parent)
+                del header
+            if self.reload_source:  # the method rewrites a fresh load of the original, not a copy of a held one
+                self.sizes.settle_large(LARGE_SIZES_WAIT_S)  # a large brotli encoder beside it set the worker's peak
+                return shrink(self.full_source(), method, in_place=True, open_runtime=False, check=False,
+                              context=context, **options)  # fmt: skip
+            return shrink(self.loaded, method, open_runtime=False, check=False, context=context, **options)
+        except OptionError:
+            raise
+        except ShrinkRayError as exc:
+            return exc
+
+    def _complete(self, result: VariantResult, built: Variant | ShrinkRayError, lap: float) -> VariantResult:
+        """Store a built variant (or its error), then judge its parity in the session validation opened."""
+        variant = built
+        if isinstance(variant, ShrinkRayError):
+            result.error = str(variant)
+            _lap(self.timings, "shrink", lap)
+            self._emit()
+            return result
+        result.record = variant.summary()
+        result.warnings = list(variant.warnings)
+        result.notes = list(variant.notes)
+        if not self._store(result, variant):  # written, dropped, then checked and opened from the file
+            _lap(self.timings, "shrink", lap)
+            self._emit()
+            return result
+        variant.session, self._session = self._session, None
+        lap = _lap(self.timings, "shrink", lap)
+        self._emit()  # its card shows what was rewritten while sizes and parity are measured
+        self._flush()
+        # Parity right away, in the session validation opened: one session per variant, held briefly.
+        if self._parity_spent >= self.settings.parity_budget_s:
+            result.notes.append(
+                f"Parity not measured: the {self.settings.parity_budget_s:.0f} s budget for parity runs was spent "
+                "on the variants before it (raise it with SHRINKRAY_MAX_RUN_SECONDS)"
+            )
+        else:
+            index = self.variants.index(result)
+            self.say(f"Checking parity: {result.key}", 0.05 + 0.4 * (index + 0.5) / max(len(self.requested), 1))
+            context, judged = self._judging(result.method)
+            if context.calibration is not None:
+                result.notes.append(self.split.note)
+            _measure_parity(result, judged, self.settings, variant.session, result.model)
+        variant.session = None
+        variant.model = None
+        del variant, built
+        now = _lap(self.timings, "parity", lap)
+        self._parity_spent += now - lap
+        release_free_memory()
+        self._flush()
+        return result
+
+    def find_culprits(self) -> None:
+        """Only on request (``culprits`` or ``auto``): the tensors behind each failing variant."""
+        lap = time.perf_counter()
+        settings = self.settings
+        if not (settings.culprits or settings.auto):
+            return
+        assert self.inputs is not None
+        for result in self.variants:
+            if result.ok and result.parity and not result.parity.passed and get_method(result.method).traceable:
+                changed = [c["name"] for c in sorted(result.record.get("changes", []),
+                           key=lambda c: -(c.get("relative_rms_error") or 0))]  # fmt: skip
+                context, judged = self._judging(result.method)
+                result.culprits = find_culprits(
+                    self.full_source(), result.method, result.options, changed, judged, settings,
+                    lambda step, f: self.say(step, 0.55 + 0.1 * f), context,
+                )  # fmt: skip
+                if len(result.culprits) < len(changed):
+                    result.notes.append(
+                        f"Tested {len(result.culprits)} of {len(changed)} tensors alone within the "
+                        f"{settings.culprit_budget_s:.0f} s budget"
+                    )
+        if settings.auto:
+            for result in list(self.variants):
+                if result.culprits:
+                    context, judged = self._judging(result.method)
+                    found = _auto_variant(self.full_source(), result, judged, settings, self.taken, context)
+                    if found is not None:
+                        auto, model = found
+                        self.variants.append(auto)
+                        self._store(auto, HandedOver(model), validated=True)
+        _lap(self.timings, "culprits", lap)
+        self._flush()
+
+    def wait_for_sizes(self) -> None:
+        """Every size known (each published as it lands)."""
+        lap = time.perf_counter()
+        self.say("Measuring sizes (gzip -9, brotli; a server sends the smaller)", 0.6)
+        while self.sizes.pending():
+            self.sizes.wait_any(timeout=1.0)
+            self._flush()
+        self._flush()
+        _lap(self.timings, "sizes", lap)
+
+    def measure_latency(self) -> None:
+        """Each variant against the original, pairwise, from the files (the model itself is not needed)."""
+        lap = time.perf_counter()
+        if self.inputs is not None:  # parity and culprits are done: the original's outputs can go
+            self.inputs.reference, self.inputs.samples = {}, []
+        if self.settings.latency:
+            plan = _latency_plan(self.source, self.settings, self.inputs.options if self.inputs else None)
+            if self.owns_model:  # the files are all latency reads: give the original's memory back first
+                self.loaded.model = self.source = None
+                release_free_memory()
+            deadline = None
+            if os.environ.get(WORKER_ENV) == "1":  # a capped worker (the app, the CLI): its time cap is real
+                cap = Limits.from_env().max_job_seconds
+                deadline = (self._started + cap * (1 - LATENCY_RESERVE), cap)
+            self.latency_note = _measure_all_latency(plan, [self.original, *self.variants], self.files,
+                                                     self.settings, self.say, self.copies, deadline)  # fmt: skip
+        _lap(self.timings, "latency", lap)
+        self.say("Done", 1.0)
+        self._emit()
+
+    def result(self) -> Comparison:
+        return self._comparison(lambda result: result)
+
+    # ------------------------------------------------------------ helpers
+
+    def _store(self, result: VariantResult, held: Variant | HandedOver, *, validated: bool = False) -> bool:
+        """Write ``held.model`` (to ``variants_dir``: the user's copy), check the file (onnx.checker) and open
+        its session from it (``self._session``: its validation, where parity runs), start its sizes.
+        False (the result carries the error, the file is removed) when either refuses it.
+
+        The model is taken out of ``held`` and not held while the file is checked and its session opens
+        (unless the caller keeps models): those are the costliest moments of a variant (the checker's parsed
+        copy, constant folding). ``validated`` skips both (a session already proved it).
+        """
+        model, held.model = held.model, None
+        if self.settings.variants_dir is not None:
+            folder = Path(self.settings.variants_dir)
+            folder.mkdir(parents=True, exist_ok=True)
+            files = _write_model(model, folder / variant_file_name(self._stem, result.key), atomic=True)
+        else:
+            files = _write_model(model, self._scratch / f"variant-{len(self.files)}.onnx", atomic=False)
+        method = result.method
+        result.model = model if self.keep_models else None
+        del model
+        if not validated:
+            release_free_memory()
+            try:
+                check_file(files[0])  # onnx.checker on the file: the model and its bytes are no longer held
+                self._session = _open_file_session(files, 1, self.copies)
+            except ShrinkRayError as exc:
+                for path in files:  # nothing of a variant that failed validation is kept
+                    path.unlink(missing_ok=True)
+                result.model = None
+                result.error = (f"The {method} result failed validation, so it was not kept: {exc.problem}. "
+                                "Try other options or another method, and report the model if it runs in ONNX "
+                                "Runtime before shrinking")  # fmt: skip
+                return False
+        if self.settings.variants_dir is not None:
+            result.file = str(files[0])
+        self.files[result.key] = files
+        self.sizes.submit(result.key, files)
+        return True
+
+    def _judging(self, method: str) -> tuple[RunContext, ParityInputs]:
+        """The context ``method`` is built with and the samples its result is judged on: a method that learns
+        from inputs (its spec ``uses_context``) gets the split's calibration part and is judged on the other."""
+        assert self.inputs is not None, "measure_original() first"
+        if self.split is None or not get_method(method).uses_context:
+            return RunContext(self.settings, self.inputs), self.inputs
+        return RunContext(self.settings, self.inputs, self.split.calibration), self.split.judged
+
+    def full_source(self) -> onnx.ModelProto | LoadedModel:
+        """The original with its weights: the loaded model, or a fresh load of its file once it was dropped."""
+        if not self.reload_source:
+            return self.loaded
+        if self._reload_from is None:
+            return onnx.load(str(self.files[ORIGINAL][0]))
+        model = onnx.load(str(self._reload_from))
+        for tensor in model.graph.initializer:  # loading set DEFAULT explicitly: 2 bytes the original did not have
+            tensor.ClearField("data_location")
+        return model
+
+    def _flush(self) -> None:
+        """Publish what became known: sizes as they land, each variant's parity as soon as it is judged (parity
+        of a 100 MB model's first variant is known seconds before its compressed sizes: a card says so at once)."""
+        for key, sizes in self.sizes.finished().items():
+            self._get(key).sizes = sizes
+        for result in self.all:
+            if result.sizes is not None and result.key not in self._shown_sizes:
+                self._shown_sizes.add(result.key)
+                self._emit()
+        for result in self.variants:
+            ready = result.parity is not None or result.error is not None
+            if ready and result.key not in self._shown_parity:
+                self._shown_parity.add(result.key)
+                self._emit()
+
+    def _emit(self) -> None:
+        if self.on_partial is None:
+            return
+        self.on_partial(self._comparison(self._view))
+
+    def _view(self, result: VariantResult) -> VariantResult:
+        """A copy without the model, showing only what was published (a snapshot never runs ahead of its emit)."""
+        view = copy.deepcopy(replace(result, model=None))
+        if result.key not in self._shown_sizes:
+            view.sizes = None
+        if result.key not in self._shown_parity:
+            view.parity = None
+        return view
+
+    def _comparison(self, view: Callable[[VariantResult], VariantResult]) -> Comparison:
+        return Comparison(
+            name=self.loaded.name,
+            summary=self.summary,
+            settings=self.settings,
+            original=view(self.original),
+            variants=[view(r) for r in self.variants],
+            input_note=self.input_note,
+            latency_note=self.latency_note,
+            timings=dict(self.timings),
+            inputs_digest=self.inputs_digest,
+        )
+
+    @property
+    def all(self) -> list[VariantResult]:
+        return [self.original, *self.variants]
+
+    def _get(self, key: str) -> VariantResult:
+        return next(r for r in self.all if r.key == key)
+
+
+@dataclass
+class HandedOver:
+    """A model handed to :meth:`ComparePipeline._store`, which takes it out and drops it once written: a
+    plain argument would stay alive in the caller's frame while the file is checked and opened."""
+
+    model: onnx.ModelProto | None
+
+
+#: Seconds a shrink step waits for the large-window brotli encoders still running before it loads the original
+#: (50-120 MB each beside the step's own memory; they run at 30-45 MB/s, so this is seldom reached).
+LARGE_SIZES_WAIT_S = 10.0
+
+
+def variant_file_name(stem: str, key: str) -> str:
+    """``model.weights-int8.onnx``, ``model.palettize_levels-16.onnx``: safe on every file system."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", key.replace("=", "-")).strip("._") or "variant"
+    return f"{stem}.{slug}.onnx"
+
+
+def _write_model(model: onnx.ModelProto, path: Path, *, atomic: bool) -> list[Path]:
+    """Write a model (with a ``.data`` file when over 2 GB); returns the files written. One tensor's bytes
+    at a time (:func:`write_model_pieces`): a whole serialized copy beside the model was a shrink step's peak."""
+    if needs_external_data(model):
+        written = save(model, path, overwrite=True, external_data=True)
+        return [written, written.with_name(written.name + ".data")]
+    if not atomic:
+        write_model_pieces(model, path, exclusive=False)
+        return [path]
+    return write_outputs({path: lambda temporary: write_model_pieces(model, temporary)})
+
+
+def _lap(timings: dict[str, float], phase: str, since: float) -> float:
+    """Add the seconds since ``since`` to ``timings[phase]``; return now (the next phase's start)."""
+    now = time.perf_counter()
+    timings[phase] = timings.get(phase, 0.0) + now - since
+    return now
+
+
+def _open_file_session(files: list[Path], threads: int, copies: MeasuringCopies | None = None):
+    """An optimized CPU session on a model file (external data beside it); what opening freed is trimmed.
+    With ``copies``, on its measuring copy: the same graph once optimized, its decodes folded one weight at a
+    time beforehand (measure/prefold.py: ONNX Runtime's folding held them all while opening)."""
+    if copies is not None:
+        return copies.session(files, threads)
+    return open_file_session(files[0], optimized=True, threads=threads)
+
+
+#: Initializers of at most this many bytes keep their values in :func:`_skeleton` (shapes, small constants).
+SKELETON_KEEP_BYTES = 1 << 16
+
+
+def _write_reloadable(model: onnx.ModelProto, path: Path) -> Path | None:
+    """Empty an owned model's tensors into ``path`` + ``path.data`` (the model keeps names and shapes only).
+
+    Each shrink step rewrites a fresh load of the original. Loading the one-file original reads all its
+    bytes and parses them, both held at once (+2x the weights); loading this copy parses a small header
+    and reads the weights tensor by tensor (+1x): 100 MB less at every step on the 101 MB benchmark model.
+    None when the original is already in external-data form (its own file loads that way)."""
+    if needs_external_data(model):
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location=path.name + ".data", size_threshold=1024)  # fmt: skip
+    return path
+
+
+def _skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model without the values of its large initializers: what synthesizing inputs and reading the
+    signature need (names, types, shapes, small constants), without holding the weights."""
+    light = onnx.ModelProto(ir_version=model.ir_version, producer_name=model.producer_name)
+    light.opset_import.extend(model.opset_import)
+    light.metadata_props.extend(model.metadata_props)
+    light.functions.extend(model.functions)
+    graph = light.graph
+    graph.name = model.graph.name
+    graph.input.extend(model.graph.input)
+    graph.output.extend(model.graph.output)
+    graph.value_info.extend(model.graph.value_info)
+    graph.node.extend(model.graph.node)
+    for tensor in model.graph.initializer:
+        if tensor.ByteSize() <= SKELETON_KEEP_BYTES:
+            graph.initializer.append(tensor)
+        else:
+            empty = graph.initializer.add()
+            empty.name, empty.data_type = tensor.name, tensor.data_type
+            empty.dims.extend(tensor.dims)
+    return light
+
+
+def _latency_plan(source: onnx.ModelProto, settings: CompareSettings,
+                  options: InputOptions | None = None) -> list[tuple[int, dict[str, np.ndarray]]]:  # fmt: skip
+    """(batch, feeds) to time at: batch 1 (or the model's fixed batch) unless a sweep such as [1, 8, 32]
+    is asked for; 0 stands for "as given"."""
+    fixed_by_user = settings.inputs_path is not None or bool(settings.sample_files) or batch_dim_fixed(source, settings)
+    batches = [0] if fixed_by_user else settings.batches or ([1] if first_axis_dynamic(source) else [0])
+    plan = []
+    for batch in batches:
+        if settings.sample_files:
+            feeds = load_sample_files(settings.sample_files[:1], source, settings.inputs, settings.image_range)[0]
+        elif settings.inputs_path:
+            feeds = load_inputs(settings.inputs_path, source)
+        else:
+            feeds = synthesize(source, options or settings.inputs, batch=batch or None).feeds
+        plan.append((batch, feeds))
+    return plan
+
+
+def _measure_all_latency(
+    plan: list[tuple[int, dict[str, np.ndarray]]],
+    results: list[VariantResult],
+    files: dict[str, list[Path]],
+    settings: CompareSettings,
+    say: Progress,
+    copies: MeasuringCopies | None = None,
+    deadline: tuple[float, float] | None = None,
+) -> str:
+    """Time every runnable variant against the original per (threads, batch), adaptively and pairwise
+    (two sessions alive at a time); a batch the model refuses skips larger ones. ``deadline``: (a
+    ``time.perf_counter()`` value, the job's cap in s): what would start after it is not timed, so a slow
+    model's compare ends with its sizes and parity instead of being stopped at the cap."""
+    runnable = [r.key for r in results if r.ok and r.key in files and r.key != ORIGINAL]
+    notes: list[str] = []
+    noisy: list[str] = []
+    combos = [(t, b, feeds) for t in settings.threads for b, feeds in plan]
+    refused: dict[int, int] = {}  # threads -> smallest refused batch
+    by_key = {r.key: r for r in results}
+    untimed: list[str] = []
+    for index, (threads, batch, feeds) in enumerate(combos):
+        if threads in refused and batch >= refused[threads]:
+            continue
+        if deadline is not None and time.perf_counter() >= deadline[0]:
+            untimed.append(f"{threads} thread{'s' if threads > 1 else ''}, batch {batch or 'as given'}")
+            continue
+        say(f"Timing: {threads} thread(s), batch {batch or 'as given'}", 0.7 + 0.3 * index / len(combos))
+        try:
+            start = time.perf_counter()
+            original = _open_file_session(files[ORIGINAL], threads, copies)
+            opened_ms = (time.perf_counter() - start) * 1000
+            run_original = partial(original.run, None, feeds)
+            run_original()  # a batch the model refuses fails here, before any variant opens
+            openers = [(key, partial(_runner, files[key], threads, feeds, copies)) for key in runnable]
+            stats = time_pairwise(
+                ORIGINAL, run_original, openers, batch=_batch_of(feeds), threads=threads,
+                session_ms={ORIGINAL: opened_ms}, runs=settings.runs, warmup=settings.warmup,
+                budget_s=settings.latency_budget_s, target=settings.latency_target,
+                deadline=deadline[0] if deadline is not None else None,
+            )  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 - a batch size the model refuses is reported, not fatal
+            if batch <= 1:
+                raise explain_runtime_error(exc) from None
+            refused[threads] = batch
+            notes.append(f"batch {batch} could not run ({str(exc).splitlines()[0][:100]}); larger batches skipped")
+            continue
+        finally:
+            original = run_original = None
+        for key, stat in stats.items():
+            by_key[key].latency.append(stat)
+        if len(stats) < len(runnable) + 1:
+            missed = [key for key in runnable if key not in stats]
+            untimed.append(f"{threads} thread{'s' if threads > 1 else ''}, batch {batch or 'as given'}"
+                           + (f" ({', '.join(missed)})" if stats else ""))  # fmt: skip
+        noisy += [f"{key} ({threads} thread{'s' if threads > 1 else ''}, batch {s.batch})"
+                  for key, s in stats.items() if key != ORIGINAL and s.too_noisy]  # fmt: skip
+    if settings.runs is None:
+        budget = f"{settings.latency_budget_s:g} s" if settings.latency_budget_s is not None else "no time limit"
+        text = (
+            f"ONNX Runtime CPU, each variant timed against the original in interleaved rounds after up to "
+            f"{settings.warmup} warm-up runs (one for a model that runs {WARMUP_S:g} s or more), until its time "
+            f"ratio to the original is known within ±{settings.latency_target:.0%} "
+            f"(the 95% range a repeat of the measurement falls in; runs under 1 ms timed in short warm bursts) "
+            f"or the budget is spent "
+            f"({budget} per setting, shared by the variants); median and p90; threads {settings.threads}"
+        )
+    else:
+        text = (
+            f"ONNX Runtime CPU, median and p90 of up to {settings.runs} interleaved runs of each variant and the "
+            f"original after {settings.warmup} warm-up runs, threads {settings.threads}; ratios with 95% intervals"
+        )
+    if untimed and deadline is not None:
+        notes.insert(0, f"not timed, to finish within the run's {deadline[1]:g} s limit (the model runs slowly "
+                     f"here): {'; '.join(untimed)}")  # fmt: skip
+    if noisy:
+        notes.insert(0, "too noisy to tell (interval wider than "
+                     f"±{settings.latency_target:.0%} when the budget ended): " + ", ".join(noisy))  # fmt: skip
+    return text + ("; " + "; ".join(notes) if notes else "")
+
+
+def _runner(files: list[Path], threads: int, feeds: dict[str, np.ndarray],
+            copies: MeasuringCopies | None = None) -> Callable[[], Any]:  # fmt: skip
+    return partial(_open_file_session(files, threads, copies).run, None, feeds)
+
+
+def _batch_of(feeds: dict[str, np.ndarray]) -> int:
+    """The batch that really ran: the first axis of the first input (1 for scalars)."""
+    first = next(iter(feeds.values()), None)
+    return int(first.shape[0]) if first is not None and first.ndim else 1

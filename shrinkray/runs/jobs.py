@@ -1,0 +1,162 @@
+"""The work the command line and the app hand to a capped worker (:mod:`shrinkray.runs.sandbox`).
+
+Each job is a module-level function (a worker imports it by name) that loads
+the user's file itself, so the model's bytes never travel to the worker, and
+returns only what the caller shows (no models, unless asked).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import shutil
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from shrinkray.io.archive import load_any
+from shrinkray.io.files import LoadedModel, check_output_path, save, save_all, write_outputs
+from shrinkray.measure.results import CompareSettings
+from shrinkray.methods import Variant, get_method
+from shrinkray.methods.base import RunContext
+from shrinkray.pipeline.compare import ComparePipeline, variant_file_name
+from shrinkray.pipeline.shrink import shrink
+from shrinkray.pipeline.streaming import can_stream, shrink_to_files, zip_files
+
+
+def load_model_file(path: str | Path, scratch: str | Path | None = None, lazy_external: bool = False) -> LoadedModel:
+    """An .onnx file, or a .zip holding a model and its external data (unpacked safely, then removed).
+
+    ``scratch``: an empty folder to unpack into, owned by the caller, which removes it even when this
+    process is killed (the capped worker runs this; the parent holds the folder). ``lazy_external``:
+    leave external tensors in their files (an unpacked zip stays in ``scratch``) for a streaming method.
+    """
+    return load_any(Path(path), workdir=scratch, lazy_external=lazy_external)  # the same loader as the app's
+
+
+def protected_files(model_path: Path, loaded: LoadedModel) -> list[Path]:
+    """The input model and its external data files: never written."""
+    return [model_path] + [model_path.parent / f for f in loaded.external_data_files]
+
+
+def shrink_job(model_path: Path, output: Path, method: str, options: dict[str, Any], force: bool,
+               scratch: str, context: RunContext | None = None) -> tuple[Variant, Path, int, int]:  # fmt: skip
+    """Load, shrink, check and write, in the capped worker; returns the change record (without the
+    model), the file written, its bytes and the input's bytes. ``context``: the verdict and inputs a
+    method that judges or calibrates uses (auto, weights-int4). An ``output`` ending in ``.zip`` gets
+    the model (and its data file) packed into a stored zip, written chunk by chunk."""
+    loaded = load_model_file(model_path, scratch, lazy_external=get_method(method).stream is not None)
+    protected = protected_files(model_path, loaded)
+    check_output_path(output, protect=protected, overwrite=force)
+    if Path(output).suffix.lower() != ".zip":
+        return _shrink_into(loaded, output, method, options, force, protected, context)
+    folder = Path(scratch) / "zip-out"
+    folder.mkdir(parents=True, exist_ok=True)
+    inner = folder / (Path(output).name[: -len(".zip")].removesuffix(".onnx") + ".onnx")
+    variant, written, _, input_bytes = _shrink_into(loaded, inner, method, options, True, protected, context)
+    del loaded
+    data = written.with_name(written.name + ".data")
+    has_data = data.exists()
+    zipped, zipped_bytes = zip_files([written] + ([data] if has_data else []), output, protect=protected,
+                                     overwrite=force)  # fmt: skip
+    shutil.rmtree(folder, ignore_errors=True)
+    variant.notes = [n for n in variant.notes if "keep both files together" not in n]  # they travel together now
+    variant.notes.append(f"Packed into {zipped.name} (stored, not compressed): unzip it to get {inner.name}"
+                         + (f" and {data.name}, which belong together" if has_data else ""))  # fmt: skip
+    return variant, zipped, zipped_bytes, input_bytes
+
+
+def _shrink_into(loaded: LoadedModel, output: Path, method: str, options: dict[str, Any], force: bool,
+                 protected: list[Path], context: RunContext | None) -> tuple[Variant, Path, int, int]:  # fmt: skip
+    """Shrink ``loaded`` into ``output`` (tensor by tensor when its weights are still in their files)."""
+    if can_stream(loaded, method):  # weights in external files: one tensor at a time (shrinkray.pipeline.streaming)
+        variant, written, written_bytes = shrink_to_files(loaded, method, output, protect=protected,
+                                                          overwrite=force, **options)  # fmt: skip
+        variant.model = onnx.ModelProto()
+        return variant, written, written_bytes, loaded.file_bytes
+    variant = shrink(loaded, method, in_place=True, context=context, **options)  # this process owns this copy
+    written = save(
+        variant.model,
+        output,
+        protect=protected,
+        overwrite=force,
+        external_data=True if loaded.has_external_data else None,  # None: only when over 2 GB
+    )
+    written_bytes = written.stat().st_size + sum(
+        p.stat().st_size for p in [written.with_name(written.name + ".data")] if p.exists()
+    )
+    variant.model = onnx.ModelProto()  # written; not sent back
+    return variant, written, written_bytes, loaded.file_bytes
+
+
+def compare_job(model_path: Path, settings: CompareSettings, save_dir: Path | None, force: bool, scratch: str,
+                progress=None, on_partial=None):  # fmt: skip
+    """Load, compare and (with --save-dir) keep the variants, in the capped worker.
+
+    Each variant is written into the scratch folder as soon as it is checked and
+    dropped from memory (``CompareSettings.variants_dir``), so the worker holds the
+    original and one variant at a time; with ``save_dir`` the files are then moved
+    there all or none. The result carries no models.
+    """
+    loaded = load_model_file(model_path, scratch)
+    protected = protected_files(model_path, loaded)
+    work = Path(scratch) / "variants"
+    own_dir = settings.variants_dir is None
+    run_settings = dataclasses.replace(settings, variants_dir=str(work)) if own_dir else settings
+    pipeline = ComparePipeline(loaded, run_settings, progress, on_partial, owns_model=True)
+    del loaded  # the pipeline owns the model now and drops it before timing (latency reads the files)
+    with pipeline:
+        comparison = pipeline.run()
+    comparison.settings = settings
+    comparison.input_files = [str(p) for p in protected]  # reports never land on these
+    if save_dir is not None:
+        for path in publish_variants(comparison, save_dir, model_path.stem, protected, force):
+            if progress:
+                progress(f"Wrote {path}", 1.0)
+    elif own_dir:
+        for result in comparison.variants:
+            result.file = None  # the scratch copy goes with the scratch folder
+    for result in comparison.all:
+        result.model = None
+    return comparison
+
+
+def publish_variants(comparison, folder: Path, stem: str, protected: list[Path], overwrite: bool = False) -> list[Path]:
+    """Move the variants written during the comparison into ``folder`` (all or none); each result records its file."""
+    results = [r for r in comparison.variants if r.ok and r.file]
+    moves: dict[Path, Path] = {}
+    for result in results:
+        source = Path(result.file)
+        target = folder / variant_file_name(stem, result.key)
+        moves[source] = target
+        data = source.with_name(source.name + ".data")
+        if data.exists():  # the model names its data file: keep that name beside it
+            moves[data] = folder / data.name
+    for target in moves.values():
+        check_output_path(target, protect=protected, overwrite=overwrite)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_outputs({target: functools.partial(_copy, source) for source, target in moves.items()})
+    for result in results:
+        result.file = str(moves[Path(result.file)])
+    return [Path(r.file) for r in results]
+
+
+def _copy(source: Path, tmp: Path) -> None:
+    shutil.copyfile(source, tmp)
+
+
+def save_variants(comparison, folder: Path, stem: str, protected: list[Path], overwrite: bool = False) -> list[Path]:
+    """Write every usable variant held in memory into ``folder`` (checked models, atomically); each result
+    records its file. Every target is checked before the first is written, so a clash leaves nothing half done.
+    """
+    results = [r for r in comparison.variants if r.ok and r.model is not None]
+    targets = [folder / variant_file_name(stem, r.key) for r in results]
+    for target in targets:
+        check_output_path(target, protect=protected, overwrite=overwrite)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = save_all([(r.model, t) for r, t in zip(results, targets, strict=True)], protect=protected,
+                       overwrite=overwrite)  # all of them or none  # fmt: skip
+    for result, path in zip(results, written, strict=True):
+        result.file = str(path)
+    return written

@@ -1,0 +1,243 @@
+"""Runs: a comparison as a kept, addressable job (the run store and the job queue together).
+
+:meth:`Runs.start` keeps the model in a new run's folder and queues the
+work; the worker (:func:`compare_run`, in a capped child process) loads it
+from there, sends a snapshot after each measured step, writes each variant
+model into the run's folder and returns the comparison without models.
+:meth:`Runs.view` is what a page polls; :meth:`Runs.comparison` what it shows
+once the run is done, by whoever holds the id.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import inspect
+import shutil
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from shrinkray.errors import ShrinkRayError
+from shrinkray.io.files import LoadedModel, load, save, tensor_payload_bytes
+from shrinkray.measure.results import CompareSettings
+from shrinkray.pipeline.compare import compare
+from shrinkray.runs.hooks import run_hooks
+from shrinkray.runs.queue import DONE, FINISHED, JobStatus, RunQueue, estimate_job_memory
+from shrinkray.runs.queue_rq import queue_from_env
+from shrinkray.runs.store import RunNotFound, RunRecord, RunStore, safe_file_name
+
+#: Progress is written to the store at most this often (the queue's own status is live).
+
+
+def _compare_supports(name: str) -> bool:
+    return name in inspect.signature(compare).parameters
+
+
+def _settings_support(field_name: str) -> bool:
+    return any(f.name == field_name for f in dataclasses.fields(CompareSettings))
+
+
+def compare_run(model_path: str, name: str, settings: Any, run_folder: str, progress=None, on_partial=None):
+    """The work of one run, in the capped worker: compare, write each variant into the run's folder.
+
+    Returns the comparison with every model dropped and each variant's
+    ``file`` relative to the run's folder (``variants/NAME.onnx``).
+    """
+    folder = Path(run_folder)
+    variants = folder / "variants"
+    variants.mkdir(exist_ok=True)
+    loaded = load(model_path)
+    loaded.name = name
+    kwargs: dict[str, Any] = {"progress": progress}
+    if on_partial is not None and _compare_supports("on_partial"):
+        kwargs["on_partial"] = on_partial
+    if _settings_support("variants_dir"):
+        settings = dataclasses.replace(settings, variants_dir=str(variants))
+    comparison = compare(loaded, settings, **kwargs)
+    taken: set[str] = set()
+    for result in comparison.variants:
+        if result.model is not None:
+            stem = safe_file_name(result.key)
+            while stem in taken:
+                stem += "_"
+            taken.add(stem)
+            target = variants / f"{stem}.onnx"
+            save(result.model, target, overwrite=True)
+            result.file = str(target)
+        if result.file:
+            path = Path(result.file)
+            path = path if path.is_absolute() else variants / path
+            result.file = str(path.resolve().relative_to(folder.resolve()))
+        result.model = None
+    comparison.original.model = None
+    return comparison
+
+
+@dataclass(frozen=True)
+class RunView:
+    """What a page shows about one run: the record, and where it is in this server's queue."""
+
+    record: RunRecord
+    job: JobStatus | None
+
+    @property
+    def status(self) -> str:
+        if self.job is not None and not self.job.finished:
+            return self.job.state
+        return self.record.status
+
+    @property
+    def live(self) -> bool:
+        return self.status in ("queued", "running")
+
+    @property
+    def step(self) -> str:
+        return self.job.step if self.job is not None and not self.job.finished else self.record.step
+
+    @property
+    def fraction(self) -> float:
+        return self.job.fraction if self.job is not None and not self.job.finished else float(self.record.fraction)
+
+    @property
+    def position(self) -> int:
+        return self.job.position if self.job is not None and self.job.state == "queued" else 0
+
+
+class Runs:
+    """Start, follow, cancel and reopen runs."""
+
+    def __init__(self, store: RunStore | None = None, queue: RunQueue | None = None) -> None:
+        self.store = store or RunStore()
+        # the backend: LocalQueue, or with SHRINKRAY_QUEUE=redis://... the queue replicas share (runqueue_rq)
+
+        self.queue = queue if queue is not None else queue_from_env(self.store)
+
+    def recover(self) -> list[str]:
+        """At start-up: runs a stopped server left live are marked failed (a shared queue spares those it holds)."""
+        shared = getattr(self.queue, "recover", None)
+        return shared(self.store) if shared is not None else self.store.recover()
+
+    def start(self, loaded: LoadedModel, settings: Any, what: str = "Shrinking and measuring") -> str:
+        """Keep the model and the inputs in a new run, queue its work, and return the run's id at once."""
+        store = self.store
+        try:
+            run_id = store.create(model_name=loaded.name, model_sha256=loaded.sha256, model_bytes=loaded.file_bytes,
+                                  settings=None, kind=what)  # fmt: skip
+        except (OSError, sqlite3.Error) as exc:
+            raise _cannot_keep(exc) from exc
+        folder = store.folder(run_id)
+        try:
+            save(loaded.model, folder / "model.onnx", overwrite=True)
+            settings = self._keep_inputs(settings, folder)
+            store.set_settings(run_id, settings)
+            methods = len(getattr(settings, "methods", []) or []) or 4
+            memory = estimate_job_memory(tensor_payload_bytes(loaded.model), methods)
+            self.queue.submit(
+                compare_run, str(folder / "model.onnx"), loaded.name, settings, str(folder),
+                memory_bytes=memory, what=what, hooks=run_hooks(store, run_id), job_id=run_id,
+            )  # fmt: skip
+        except BaseException as exc:
+            # nobody holds this id yet: a run the queue refused (busy) or that could not be kept leaves nothing
+            # behind (a live record no job serves would hold its model copy until the server restarts)
+            with contextlib.suppress(OSError, sqlite3.Error):
+                store.discard(run_id, "it was not started")
+            if isinstance(exc, (OSError, sqlite3.Error)):
+                raise _cannot_keep(exc) from exc
+            raise
+        return run_id
+
+    def _keep_inputs(self, settings: Any, folder: Path) -> Any:
+        """Uploaded parity inputs copied into the run, so the run can be measured and shown again later."""
+        inputs_path = getattr(settings, "inputs_path", None)
+        sample_files = list(getattr(settings, "sample_files", []) or [])
+        if not inputs_path and not sample_files:
+            return settings
+        target = folder / "inputs"
+        target.mkdir(exist_ok=True)
+        changes: dict[str, Any] = {}
+        if inputs_path:
+            source = Path(inputs_path)
+            copy = target / safe_file_name(source.name)
+            shutil.copyfile(source, copy)
+            changes["inputs_path"] = str(copy)
+        kept = []
+        for index, path in enumerate(sample_files):
+            source = Path(path)
+            copy = target / f"{index:02d}" / safe_file_name(source.name)  # the user's file name, shown on the page
+            copy.parent.mkdir(exist_ok=True)
+            shutil.copyfile(source, copy)
+            kept.append(str(copy))
+        if sample_files:
+            changes["sample_files"] = kept
+        return dataclasses.replace(settings, **changes)
+
+
+    def view(self, run_id: str) -> RunView:
+        """The run's record and its live queue status; :class:`RunNotFound` (with a message) otherwise."""
+        job = self.queue.status(run_id)
+        record = self.store.get(run_id)
+        if job is not None and job.finished and record.live:
+            record = self.store.get(run_id)  # the outcome was being written: read it again
+            if record.live and job.state != DONE:
+                record = _outcome_not_kept(record, job)
+        return RunView(record, job)
+
+    def cancel(self, run_id: str) -> bool:
+        """Stop a queued or running run. A live record no queue knows (its process is gone) is marked cancelled."""
+        if self.queue.cancel(run_id):
+            return True
+        record = self.store.get(run_id)
+        if record.live and self.queue.status(run_id) is None:
+            self.store.fail(run_id, "cancelled", error="The run was cancelled", problem="The run was cancelled")
+            return True
+        return False
+
+    def keep_browser_runs(self, run_id: str, browser_runs: list) -> bool:
+        """Keep the visitor's ONNX Runtime Web measurements with the finished run (its link then shows them)."""
+
+        def attach(comparison):
+            comparison.browser = list(browser_runs)
+            return comparison
+
+        return self.store.amend_result(run_id, attach)
+
+    def comparison(self, run_id: str):
+        """The finished comparison, each variant's ``file`` the absolute path of its model in the run's folder."""
+        record = self.store.get(run_id)
+        if record.status != DONE:
+            raise RunNotFound("This run has not finished", "Wait for it, or start it again")
+        return absolute_files(record.result, record.folder)
+
+
+def _outcome_not_kept(record: RunRecord, job: JobStatus) -> RunRecord:
+    """A run that ended but whose store could not record it (full, read-only): the queue's outcome, not 'running'
+    for ever."""
+    problem = job.problem or job.error or "The run stopped"
+    return dataclasses.replace(record, status=job.state, step=job.step, error=job.error, setting=job.setting,
+                               problem=f"{problem}; the server could not record it in its run folder",
+                               hint=job.hint or "Start the run again; if it repeats, the server's run folder is full "
+                                                "or not writable")  # fmt: skip
+
+
+def _cannot_keep(exc: BaseException) -> ShrinkRayError:
+    """A full or read-only run store, in one sentence (the run was not started)."""
+    reason = getattr(exc, "strerror", None) or type(exc).__name__
+    return ShrinkRayError(f"The server could not keep this run ({reason}), so it was not started",
+                          "Try again later; if it repeats, the server's run folder is full or not writable")  # fmt: skip
+
+
+def absolute_files(comparison: Any, folder: Path) -> Any:
+    """A copy of ``comparison`` whose variants' files are absolute paths under ``folder`` (missing ones None)."""
+    if comparison is None:
+        return None
+    variants = []
+    for result in comparison.variants:
+        path = (folder / result.file).resolve() if result.file else None
+        inside = path is not None and folder.resolve() in path.parents and path.is_file()
+        variants.append(dataclasses.replace(result, file=str(path) if inside else None))
+    return dataclasses.replace(comparison, variants=variants)
+
+
+__all__ = ["FINISHED", "RunNotFound", "RunView", "Runs", "absolute_files", "compare_run"]

@@ -1,0 +1,469 @@
+"""Runs kept on disk: a record per run in SQLite, its files in a folder of its own.
+
+A run outlives the browser tab that started it: reloading the page, a new
+tab or a colleague's browser opens the same results by the run's id, while
+the run is kept. Ids are unguessable (128 random bits), and nothing lists
+runs: whoever has an id sees that run, nobody finds another.
+
+Layout under the root (``SHRINKRAY_RUNS_DIR``, default a folder in the
+user's cache)::
+
+    runs.sqlite3          one row per run: status, progress, settings, the latest snapshot, the result
+    runs/<id>/model.onnx  the model the run measured (so other pages work when the run is reopened)
+    runs/<id>/variants/   the variant models, written by the worker
+    runs/<id>/inputs/     uploaded parity inputs (images, WAV, .npz)
+
+Every file appears whole or not at all (written under a temporary name in
+the same folder, then renamed). A run that fails or is cancelled loses its
+variant files, so nothing half-made is ever offered. Limits on total bytes
+and age remove the oldest finished runs; a removed run's id is remembered so
+its link says "removed" rather than "unknown".
+
+Records hold pickles of the engine's own dataclasses (settings, comparison),
+written only by this server into a folder only its user can read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import re
+import secrets
+import shutil
+import sqlite3
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from shrinkray.errors import ShrinkRayError
+from shrinkray.io.limits import _parse_setting
+
+ROOT_ENV = "SHRINKRAY_RUNS_DIR"
+MAX_BYTES_ENV = "SHRINKRAY_RUNS_MAX_BYTES"
+MAX_AGE_ENV = "SHRINKRAY_RUNS_MAX_AGE_DAYS"
+DEFAULT_MAX_BYTES = 5 * 2**30
+DEFAULT_MAX_AGE_DAYS = 7.0
+
+STATUSES = ("queued", "running", "done", "failed", "cancelled")
+LIVE = ("queued", "running")
+
+_ID = re.compile(r"[A-Za-z0-9_-]{22}")
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+#: Folders without a record older than this are leftovers of a crash between mkdir and insert.
+ORPHAN_AGE_S = 3600
+
+
+class RunNotFound(ShrinkRayError):
+    """No run has this id here (never made, or removed), or the id is not one we make."""
+
+
+def new_run_id() -> str:
+    """22 URL-safe characters, 128 random bits: unguessable, fits in an address."""
+    return secrets.token_urlsafe(16)
+
+
+def is_run_id(text: object) -> bool:
+    return isinstance(text, str) and _ID.fullmatch(text) is not None
+
+
+def default_root() -> Path:
+    """``SHRINKRAY_RUNS_DIR``, else ``$XDG_CACHE_HOME/shrinkray/runs`` (``~/.cache``), else the temp folder."""
+    if os.environ.get(ROOT_ENV, "").strip():
+        return Path(os.environ[ROOT_ENV]).expanduser()
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    candidate = cache / "shrinkray" / "runs"
+    try:
+        candidate.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if os.access(candidate, os.W_OK):
+            return candidate
+    except OSError:
+        pass
+    return Path(tempfile.gettempdir()) / f"shrinkray-runs-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
+
+
+def safe_file_name(text: str, limit: int = 80) -> str:
+    """A file name from a variant key or upload name: letters, digits, ``._-`` only."""
+    name = _SAFE_NAME.sub("_", text).strip("._") or "file"
+    stem, dot, suffix = name.rpartition(".")
+    if len(name) > limit and dot and stem and len(suffix) < 16:  # the suffix says what the file is (.png, .npz)
+        return f"{stem[: limit - len(suffix) - 1]}.{suffix}"
+    return name[:limit]
+
+
+def atomic_write(path: Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` whole or not at all (temporary name in the same folder, fsync, rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def _check_private(root: Path) -> None:
+    """Refuse a store folder another user owns or may write (records hold pickles: whoever can write them can
+    run code in this server). The temp-folder fallback's name is predictable, so someone could make it first."""
+    if not hasattr(os, "getuid"):
+        return
+    info = root.stat()
+    if info.st_uid != os.getuid() or info.st_mode & 0o022:
+        raise ShrinkRayError(
+            f"The folder for kept runs ({root}) belongs to another user or others may write to it",
+            f"Set {ROOT_ENV} to a folder only the user running Shrink Ray Studio can write",
+        )
+
+
+def folder_bytes(folder: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(folder):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, name)).st_size
+    return total
+
+
+@dataclass
+class RunRecord:
+    """One run as the store holds it."""
+
+    id: str
+    created: float
+    updated: float
+    status: str
+    step: str
+    fraction: float
+    error: str
+    problem: str
+    hint: str
+    setting: str
+    model_name: str
+    model_sha256: str
+    model_bytes: int
+    kind: str  # what the run does, as messages name it ("Shrinking and measuring", "Re-measuring")
+    bytes: int
+    folder: Path
+    _settings: bytes | None
+    _snapshot: bytes | None
+    _result: bytes | None
+
+    @property
+    def live(self) -> bool:
+        return self.status in LIVE
+
+    @property
+    def settings(self) -> Any:
+        return _unpickle(self._settings)
+
+    @property
+    def snapshot(self) -> Any:
+        """The latest partial result (a Comparison without models), or None."""
+        return _unpickle(self._snapshot)
+
+    @property
+    def result(self) -> Any:
+        """The finished Comparison (variant models are files under ``folder``), or None."""
+        return _unpickle(self._result)
+
+    @property
+    def model_path(self) -> Path:
+        return self.folder / "model.onnx"
+
+
+def _unpickle(data: bytes | None) -> Any:
+    if data is None:
+        return None
+    try:
+        return pickle.loads(data)  # noqa: S301 - written by this server into its own private folder
+    except Exception as exc:  # noqa: BLE001 - a record from an incompatible version
+        raise RunNotFound(
+            "This run was made by another version of Shrink Ray Studio and cannot be shown",
+            "Run it again",
+        ) from exc
+
+
+_COLUMNS = ("id", "created", "updated", "status", "step", "fraction", "error", "problem", "hint", "setting",
+            "model_name", "model_sha256", "model_bytes", "kind", "bytes", "settings", "snapshot", "result")  # fmt: skip
+
+
+class RunStore:
+    """Run records and files under ``root``, with limits on total bytes and age."""
+
+    def __init__(self, root: str | os.PathLike | None = None, max_bytes: int | None = None,
+                 max_age_s: float | None = None) -> None:  # fmt: skip
+        self.root = Path(root) if root is not None else default_root()
+        env = os.environ
+        if max_bytes is None:
+            raw = env.get(MAX_BYTES_ENV, "").strip()
+            max_bytes = int(_parse_setting(MAX_BYTES_ENV, raw, integer=True)) if raw else DEFAULT_MAX_BYTES
+        if max_age_s is None:
+            raw = env.get(MAX_AGE_ENV, "").strip()
+            days = _parse_setting(MAX_AGE_ENV, raw, integer=False) if raw else DEFAULT_MAX_AGE_DAYS
+            max_age_s = days * 86400
+        self.max_bytes = int(max_bytes)
+        self.max_age_s = float(max_age_s)
+        self.runs_dir = self.root / "runs"
+        self.runs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with contextlib.suppress(OSError):
+            os.chmod(self.root, 0o700)
+        _check_private(self.root)
+        self.db_path = self.root / "runs.sqlite3"
+        with self._db() as db:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS runs (id TEXT PRIMARY KEY, created REAL, updated REAL, status TEXT, "
+                "step TEXT, fraction REAL, error TEXT, problem TEXT, hint TEXT, setting TEXT, model_name TEXT, "
+                "model_sha256 TEXT, model_bytes INTEGER, kind TEXT, bytes INTEGER, settings BLOB, snapshot BLOB, "
+                "result BLOB)"
+            )
+            db.execute("CREATE TABLE IF NOT EXISTS removed (id TEXT PRIMARY KEY, removed REAL, reason TEXT)")
+
+    @contextlib.contextmanager
+    def _db(self) -> Iterator[sqlite3.Connection]:
+        """A connection per call: safe from any thread (the queue's job threads) and process (replicas)."""
+        db = sqlite3.connect(self.db_path, timeout=30)
+        try:
+            with db:  # one transaction, committed or rolled back
+                yield db
+        finally:
+            db.close()
+
+    # ------------------------------------------------------------------ making and finding runs
+
+    def create(self, *, model_name: str, model_sha256: str = "", model_bytes: int = 0, settings: Any = None,
+               kind: str = "Shrinking and measuring") -> str:  # fmt: skip
+        """A new queued run with its own folder; returns its id. Cleans up old runs first."""
+        self.cleanup()
+        run_id = new_run_id()
+        folder = self.runs_dir / run_id
+        folder.mkdir(mode=0o700)
+        now = time.time()
+        with self._db() as db:
+            db.execute(
+                "INSERT INTO runs (id, created, updated, status, step, fraction, error, problem, hint, setting, "
+                "model_name, model_sha256, model_bytes, kind, bytes, settings) "
+                "VALUES (?, ?, ?, 'queued', '', 0, '', '', '', '', ?, ?, ?, ?, 0, ?)",
+                (run_id, now, now, model_name, model_sha256, int(model_bytes), kind,
+                 pickle.dumps(settings, protocol=pickle.HIGHEST_PROTOCOL)),
+            )  # fmt: skip
+        return run_id
+
+    def get(self, run_id: str) -> RunRecord:
+        """The run, or :class:`RunNotFound` with a message for a malformed, unknown, removed or expired id."""
+        if not is_run_id(run_id):
+            raise RunNotFound(
+                "This link's run id is not valid (it should be 22 letters, digits, - or _)",
+                "Check that the whole link was copied, or start a new run on the Shrink page",
+            )
+        with self._db() as db:
+            row = db.execute(f"SELECT {', '.join(_COLUMNS)} FROM runs WHERE id = ?", (run_id,)).fetchone()
+            gone = None if row else db.execute("SELECT removed, reason FROM removed WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            if gone is not None:
+                when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(gone[0]))
+                raise RunNotFound(f"This run was removed on {when} ({gone[1]})", "Start a new run on the Shrink page")
+            raise RunNotFound("No run with this id is kept here", "Check the link, or start a new run on the Shrink page")
+        record = RunRecord(*row[:15], folder=self.runs_dir / run_id, _settings=row[15], _snapshot=row[16],
+                           _result=row[17])  # fmt: skip
+        if not record.live and time.time() - record.created > self.max_age_s:
+            self._remove(run_id, f"runs are kept {self.max_age_s / 86400:g} days")
+            return self.get(run_id)
+        return record
+
+    def exists(self, run_id: str) -> bool:
+        try:
+            self.get(run_id)
+        except RunNotFound:
+            return False
+        return True
+
+    # ------------------------------------------------------------------ progress and outcome
+
+    def update(self, run_id: str, **fields: Any) -> None:
+        """Set status / step / fraction / error fields (from the job's thread)."""
+        allowed = {"status", "step", "fraction", "error", "problem", "hint", "setting"}
+        unknown = set(fields) - allowed
+        if unknown:
+            raise ValueError(f"unknown run fields {sorted(unknown)}")
+        if "status" in fields and fields["status"] not in STATUSES:
+            raise ValueError(f"unknown status {fields['status']!r}")
+        names = sorted(fields)
+        # a live status never replaces an end: a worker's late "running" after a cancel settled elsewhere
+        # (another replica) would leave the run 'running' with no job behind it
+        only_live = " AND status IN ('queued', 'running')" if fields.get("status") in LIVE else ""
+        with self._db() as db:
+            db.execute(
+                f"UPDATE runs SET {', '.join(f'{n} = ?' for n in names)}, updated = ? WHERE id = ?{only_live}",
+                (*[fields[n] for n in names], time.time(), run_id),
+            )
+
+    def set_settings(self, run_id: str, settings: Any) -> None:
+        data = pickle.dumps(settings, protocol=pickle.HIGHEST_PROTOCOL)
+        with self._db() as db:
+            db.execute("UPDATE runs SET settings = ?, updated = ? WHERE id = ?", (data, time.time(), run_id))
+
+    def set_snapshot(self, run_id: str, snapshot: Any) -> None:
+        """Keep the latest partial result (only while the run is live: a late snapshot never overwrites an end)."""
+        data = pickle.dumps(snapshot, protocol=pickle.HIGHEST_PROTOCOL)
+        with self._db() as db:
+            db.execute("UPDATE runs SET snapshot = ?, updated = ? WHERE id = ? AND status IN ('queued', 'running')",
+                       (data, time.time(), run_id))  # fmt: skip
+
+    def finish(self, run_id: str, result: Any) -> None:
+        """The run is done: keep its result, count its bytes, then apply the limits."""
+        data = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+        self._remove_scratch(self.runs_dir / run_id)
+        size = folder_bytes(self.runs_dir / run_id) + len(data)
+        with self._db() as db:
+            db.execute(
+                "UPDATE runs SET status = 'done', step = 'Done', fraction = 1, result = ?, snapshot = NULL, "
+                "bytes = ?, updated = ? WHERE id = ?",
+                (data, size, time.time(), run_id),
+            )
+        self.cleanup(keep=run_id)
+
+    def amend_result(self, run_id: str, change: Callable[[Any], Any]) -> bool:
+        """Apply ``change`` to a finished run's result and keep it (measurements made after the run, such as
+        the visitor's browser timings, travel with the run's link). False when the run is not done."""
+        with self._db() as db:
+            db.execute("BEGIN IMMEDIATE")  # read, change and write as one step (two pages may amend at once)
+            row = db.execute("SELECT result FROM runs WHERE id = ? AND status = 'done'", (run_id,)).fetchone()
+            if row is None or row[0] is None:
+                return False
+            data = pickle.dumps(change(_unpickle(row[0])), protocol=pickle.HIGHEST_PROTOCOL)
+            db.execute("UPDATE runs SET result = ?, updated = ? WHERE id = ? AND status = 'done'",
+                       (data, time.time(), run_id))  # fmt: skip
+        return True
+
+    def fail(self, run_id: str, status: str = "failed", error: str = "", problem: str = "", hint: str = "",
+             setting: str = "") -> None:  # fmt: skip
+        """The run failed or was cancelled: its variant files (maybe incomplete) go, the message stays."""
+        if status not in ("failed", "cancelled"):
+            raise ValueError(status)
+        folder = self.runs_dir / run_id
+        shutil.rmtree(folder / "variants", ignore_errors=True)
+        self._remove_scratch(folder)
+        with self._db() as db:
+            db.execute(
+                "UPDATE runs SET status = ?, error = ?, problem = ?, hint = ?, setting = ?, bytes = ?, updated = ? "
+                "WHERE id = ?",
+                (status, error, problem, hint, setting, folder_bytes(folder), time.time(), run_id),
+            )
+
+    def recover(self, reason: str = "the server restarted while it was running") -> list[str]:
+        """Runs left queued or running by a process that is gone: marked failed, their partial files removed.
+
+        Call once at start-up, before this process queues anything (with
+        replicas sharing a store, only the queue's owner may call it).
+        """
+        with self._db() as db:
+            ids = [r[0] for r in db.execute("SELECT id FROM runs WHERE status IN ('queued', 'running')")]
+        for run_id in ids:
+            self.fail(run_id, "failed", error=f"This run stopped: {reason}. Start it again.",
+                      problem=f"This run stopped: {reason}", hint="Start it again")  # fmt: skip
+        return ids
+
+    # ------------------------------------------------------------------ files
+
+    def folder(self, run_id: str) -> Path:
+        if not is_run_id(run_id):
+            raise RunNotFound("This run id is not valid", "Start a new run")
+        return self.runs_dir / run_id
+
+    def write_file(self, run_id: str, relative: str, data: bytes) -> Path:
+        """Write one file of the run atomically; ``relative`` stays inside the run's folder."""
+        return atomic_write(self.file_path(run_id, relative, must_exist=False), data)
+
+    def file_path(self, run_id: str, relative: str, must_exist: bool = True) -> Path:
+        """The path of one of the run's files, refused if it would leave the folder."""
+        folder = self.folder(run_id).resolve()
+        path = (folder / relative).resolve()
+        if folder not in path.parents:
+            raise RunNotFound(f"{relative!r} is not a file of this run", "Use the run's own downloads")
+        if must_exist and not path.is_file():
+            raise RunNotFound("This file of the run is no longer kept", "Start the run again")
+        return path
+
+    # ------------------------------------------------------------------ limits
+
+    def total_bytes(self) -> int:
+        with self._db() as db:
+            return int(db.execute("SELECT COALESCE(SUM(bytes), 0) FROM runs").fetchone()[0])
+
+    def cleanup(self, keep: str | None = None, now: float | None = None) -> list[str]:
+        """Remove finished runs past the age limit, then the oldest finished ones until the total fits.
+
+        Live runs are never removed; ``keep`` (the run just finished) is
+        removed only when it alone exceeds the size limit. Returns the removed ids.
+        """
+        now = time.time() if now is None else now
+        removed: list[str] = []
+        with self._db() as db:
+            rows = db.execute("SELECT id, created, status, bytes FROM runs ORDER BY created").fetchall()
+        # live runs are counted from their folders (their size is written when they end)
+        rows = [(i, c, s, folder_bytes(self.runs_dir / i) if s in LIVE else b) for i, c, s, b in rows]
+        total = sum(r[3] or 0 for r in rows)
+        for run_id, created, status, size in rows:
+            if status not in LIVE and now - created > self.max_age_s:
+                self._remove(run_id, f"runs are kept {self.max_age_s / 86400:g} days")
+                removed.append(run_id)
+                total -= size or 0
+        for run_id, _created, status, size in rows:
+            if total <= self.max_bytes:
+                break
+            if run_id in removed or status in LIVE or run_id == keep:
+                continue
+            self._remove(run_id, "the space for kept runs was needed for newer ones")
+            removed.append(run_id)
+            total -= size or 0
+        kept_size = next((size or 0 for run_id, _c, _s, size in rows if run_id == keep), 0)
+        if keep is not None and kept_size > self.max_bytes and keep not in removed:  # alone (live runs may fill it)
+            self._remove(keep, "its files are larger than the space for kept runs")
+            removed.append(keep)
+        self._remove_orphans(now)
+        return removed
+
+    def discard(self, run_id: str, reason: str) -> None:
+        """Remove a run that never started (its id was never handed out): its folder and its record."""
+        self._remove(run_id, reason)
+
+    def _remove(self, run_id: str, reason: str) -> None:
+        shutil.rmtree(self.runs_dir / run_id, ignore_errors=True)
+        with self._db() as db:
+            db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+            db.execute("INSERT OR REPLACE INTO removed (id, removed, reason) VALUES (?, ?, ?)",
+                       (run_id, time.time(), reason))  # fmt: skip
+
+    def _remove_orphans(self, now: float) -> None:
+        with self._db() as db:
+            known = {r[0] for r in db.execute("SELECT id FROM runs")}
+        for folder in self.runs_dir.iterdir():
+            if folder.name in known:
+                continue
+            with contextlib.suppress(OSError):
+                if now - folder.stat().st_mtime > ORPHAN_AGE_S:
+                    shutil.rmtree(folder, ignore_errors=True)
+
+    @staticmethod
+    def _remove_scratch(folder: Path) -> None:
+        """Temporary files and staging folders a killed writer left (never a finished file)."""
+        for root, dirs, files in os.walk(folder):
+            for name in list(dirs):
+                if name.startswith((".shrinkray-", ".tmp-")):
+                    shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+                    dirs.remove(name)
+            for name in files:
+                if name.startswith(".tmp-"):
+                    with contextlib.suppress(OSError):
+                        os.unlink(os.path.join(root, name))

@@ -1,0 +1,197 @@
+"""Measuring copies (measure/prefold.py): the same graph once ONNX Runtime has optimized it, the same outputs bit
+for bit, with the decodes folded by us one weight at a time instead of all at once by its optimizer."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from helpers import SAMPLE_NAMES, cached_sample, make_feeds, shrunk
+from onnx import TensorProto, helper, numpy_helper
+
+from shrinkray.graph import prefold
+from shrinkray.graph.sessions import session_options
+
+#: (method, options) whose results are folded by ONNX Runtime at load: every decode form of both weight methods.
+FORMS = [
+    ("weights-int8", ()),
+    ("weights-int8", (("form", "dequantize-linear"),)),
+    ("weights-int4", ()),
+    ("weights-int4", (("form", "standard"),)),
+    ("weights-int4", (("form", "contrib"),)),
+    ("weights-int4", (("form", "dequantize-linear"),)),
+    ("float16", ()),
+    ("palettize", ()),
+]
+
+
+def _optimized(path, tmp_path, tag: str) -> tuple[ort.InferenceSession, Counter]:
+    """An optimized 1-thread session on ``path`` and the op types of the graph ONNX Runtime made of it."""
+    options = session_options(optimized=True, threads=1)
+    options.optimized_model_filepath = str(tmp_path / f"optimized-{tag}.onnx")
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    graph = onnx.load(options.optimized_model_filepath, load_external_data=False).graph
+    return session, Counter((n.domain, n.op_type) for n in graph.node)
+
+
+def _same_as_file(model: onnx.ModelProto, tmp_path) -> bool:
+    """Write ``model``, make its measuring copy; assert the copy optimizes to the same ops and gives the
+    same outputs bit for bit. True when something was folded."""
+    real = tmp_path / "model.onnx"
+    real.write_bytes(model.SerializeToString())
+    copy = tmp_path / "copy.onnx"
+    prefold.prefold_file(real, copy)
+    folded = bool(prefold.plan(model))
+    expected, expected_ops = _optimized(real, tmp_path, "file")
+    measured, measured_ops = _optimized(copy, tmp_path, "copy")
+    assert measured_ops == expected_ops
+    for seed in (0, 1):
+        feeds = make_feeds(expected, seed)
+        for want, got in zip(expected.run(None, feeds), measured.run(None, feeds), strict=True):
+            want, got = np.asarray(want), np.asarray(got)
+            assert want.dtype == got.dtype and want.shape == got.shape
+            assert want.tobytes() == got.tobytes()  # bitwise, NaN and signed zeros included
+    return folded
+
+
+@pytest.mark.parametrize("name", [n for n in SAMPLE_NAMES if n != "tree"])
+@pytest.mark.parametrize(("method", "options"), FORMS, ids=lambda v: "-".join(map(str, v)) if isinstance(v, tuple) else v)
+def test_measuring_copy_runs_what_the_file_runs(method, options, name, tmp_path):
+    try:
+        variant = shrunk(method, name, options)
+    except Exception as exc:  # noqa: BLE001 - a method that refuses this sample has nothing to measure
+        pytest.skip(f"{method} refuses {name}: {exc}")
+    folded = _same_as_file(variant.model, tmp_path)
+    plain_ops = (method, options) in (("weights-int8", ()), ("weights-int4", (("form", "standard"),)))
+    if plain_ops and variant.summary().get("tensors_changed"):  # a decode made of plain ops: the copy folded it
+        assert folded
+
+
+def test_dequantize_linear_int4_at_opset_21(tmp_path):
+    """weights-int4's opset-21 form (4-bit DequantizeLinear with block_size, which ONNX Runtime fuses)."""
+    import shrinkray
+
+    model = onnx.version_converter.convert_version(cached_sample("mlp"), 21)
+    model.ir_version = 10
+    variant = shrinkray.shrink(model, "weights-int4", form="dequantize-linear")
+    assert "DequantizeLinear" in {n.op_type for n in variant.model.graph.node}
+    _same_as_file(variant.model, tmp_path)
+
+
+@pytest.mark.parametrize("name", SAMPLE_NAMES)
+def test_originals_copy_runs_what_the_file_runs(name, tmp_path):
+    _same_as_file(cached_sample(name), tmp_path)
+
+
+def test_decodes_are_folded_and_dequantize_linear_is_left_to_onnx_runtime(tmp_path):
+    """The Cast/Mul decode folds; DequantizeLinear stays (ONNX Runtime fuses it with its MatMul)."""
+    cast_mul = shrunk("weights-int8", "mlp", ())
+    fold = prefold.plan(cast_mul.model)
+    ops = {cast_mul.model.graph.node[i].op_type for i in fold.folded}
+    assert fold and {"Cast", "Mul"} <= ops
+    linear = shrunk("weights-int8", "mlp", (("form", "dequantize-linear"),))
+    assert "DequantizeLinear" in {n.op_type for n in linear.model.graph.node}
+    kept = {linear.model.graph.node[i].op_type for i in prefold.plan(linear.model).folded}
+    assert "DequantizeLinear" not in kept
+    copy = tmp_path / "copy.onnx"
+    prefold.prefold(linear.model, copy)
+    assert "DequantizeLinear" in {n.op_type for n in onnx.load(str(copy), load_external_data=False).graph.node}
+
+
+def _chain_model(*, to_output: bool = False) -> onnx.ModelProto:
+    """y = x @ (Cast(w8) * scale); with ``to_output`` the decoded weight is also a graph output."""
+    w8 = numpy_helper.from_array(np.arange(-32, 32, dtype=np.int8).reshape(8, 8), "w8")
+    scale = numpy_helper.from_array(np.array(0.25, dtype=np.float32), "scale")
+    nodes = [
+        helper.make_node("Cast", ["w8"], ["wf"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["wf", "scale"], ["w"]),
+        helper.make_node("MatMul", ["x", "w"], ["y"]),
+    ]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])]
+    if to_output:
+        outputs.append(helper.make_tensor_value_info("w", TensorProto.FLOAT, [8, 8]))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])], outputs,
+                              [w8, scale])  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    return model
+
+
+def test_only_constant_chains_fold_and_graph_outputs_stay():
+    fold = prefold.plan(_chain_model())
+    assert fold.frontier == ["w"] and len(fold.folded) == 2
+    exposed = prefold.plan(_chain_model(to_output=True))  # ONNX Runtime 1.x left such nodes alone
+    assert exposed.frontier == ["wf"] and len(exposed.folded) == 1
+    model = _chain_model()
+    model.graph.input.append(helper.make_tensor_value_info("scale", TensorProto.FLOAT, []))  # overridable
+    overridable = prefold.plan(model)
+    assert overridable.frontier == ["wf"] and len(overridable.folded) == 1  # the Mul waits for the feed
+
+
+def test_weights_go_to_an_aligned_data_file_and_small_tensors_stay(tmp_path):
+    model = _chain_model()
+    big = numpy_helper.from_array(np.ones((256, 256), np.float32), "unused_big")
+    model.graph.initializer.append(big)  # read by nothing: not copied
+    model.graph.node.append(helper.make_node("Add", ["y", "bias"], ["z"]))
+    model.graph.initializer.append(numpy_helper.from_array(np.full(512, 3.0, np.float32)[:8], "bias"))
+    model.graph.output[0].name = "z"
+    copy = tmp_path / "copy.onnx"
+    prefold.prefold(model, copy)
+    written = onnx.load(str(copy), load_external_data=False)
+    by_name = {t.name: t for t in written.graph.initializer}
+    assert set(by_name) == {"w", "bias"}
+    assert by_name["bias"].data_location == TensorProto.DEFAULT  # 32 bytes: stays inline
+    assert by_name["w"].data_location == TensorProto.DEFAULT  # 256 bytes: under EXTERNAL_MIN_BYTES
+    large = helper.make_model(helper.make_graph(
+        [helper.make_node("Cast", ["w8"], ["wf"], to=TensorProto.FLOAT), helper.make_node("MatMul", ["x", "wf"], ["y"])],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 256])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 256])],
+        [numpy_helper.from_array(np.ones((256, 256), np.int8), "w8")]), opset_imports=[helper.make_opsetid("", 17)])  # fmt: skip
+    large.ir_version = 9
+    prefold.prefold(large, copy)
+    (tensor,) = onnx.load(str(copy), load_external_data=False).graph.initializer
+    entries = {e.key: e.value for e in tensor.external_data}
+    assert tensor.data_location == TensorProto.EXTERNAL and entries["location"] == "copy.onnx.data"
+    assert int(entries["offset"]) % prefold.ALIGN == 0 and int(entries["length"]) == 256 * 256 * 4
+
+
+def test_a_copy_that_cannot_be_made_opens_the_file_itself(tmp_path, monkeypatch):
+    real = tmp_path / "model.onnx"
+    real.write_bytes(_chain_model().SerializeToString())
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("no kernel")
+
+    monkeypatch.setattr(prefold, "_evaluate", broken)
+    copies = prefold.MeasuringCopies(tmp_path / "measuring")
+    session = copies.session([real], 1)
+    assert copies.copy_of(real) is None
+    assert not list((tmp_path / "measuring").glob("*.onnx*"))  # nothing half-written is left
+    out = session.run(None, {"x": np.ones((2, 8), np.float32)})[0]
+    assert out.shape == (2, 8)
+
+
+def test_copies_are_made_once_per_file(tmp_path, monkeypatch):
+    real = tmp_path / "model.onnx"
+    real.write_bytes(_chain_model().SerializeToString())
+    made = []
+    original = prefold.prefold_file
+    monkeypatch.setattr(prefold, "prefold_file", lambda s, t: made.append(s) or original(s, t))
+    copies = prefold.MeasuringCopies(tmp_path / "measuring")
+    for threads in (1, 2):
+        copies.session([real], threads)
+    assert made == [real] and copies.copy_of(real).exists()
+
+
+def test_no_copy_when_a_folded_value_is_larger_than_onnx_runtime_folds(tmp_path, monkeypatch):
+    """ONNX Runtime leaves a chain whose output passes its folding limit: the copy must not fold it either."""
+    real = tmp_path / "model.onnx"
+    real.write_bytes(_chain_model().SerializeToString())
+    monkeypatch.setattr(prefold, "FOLD_LIMIT_BYTES", 8 * 8 * 4 - 1)  # the decoded weight is 256 bytes
+    copies = prefold.MeasuringCopies(tmp_path / "measuring")
+    session = copies.session([real], 1)
+    assert copies.copy_of(real) is None
+    assert session.run(None, {"x": np.ones((2, 8), np.float32)})[0].shape == (2, 8)

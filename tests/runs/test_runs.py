@@ -1,0 +1,92 @@
+"""Runs end to end through the capped worker: snapshots cross the process boundary, a finished run keeps its
+variant files and reopens by id, a cancelled one leaves no variant files and says so."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from helpers import sample_path
+from hostile.runtime_bombs import loop_bomb
+
+import shrinkray
+from shrinkray.measure.results import CompareSettings
+from shrinkray.runs import sandbox
+from shrinkray.runs.queue import LocalQueue
+from shrinkray.runs.service import Runs, _compare_supports
+from shrinkray.runs.store import RunStore
+
+pytestmark = pytest.mark.slow
+
+TESTS = Path(__file__).resolve().parents[1]
+QUICK = CompareSettings(methods=[("weights-int8", {}), ("float16", {})], latency=False, brotli_quality=1)
+WAIT = 240
+
+
+def test_the_worker_sends_snapshots_and_progress_to_the_caller(monkeypatch):
+    import runfakes
+
+    monkeypatch.setenv("PYTHONPATH", str(TESTS))  # the worker imports the job by name
+    seen, steps = [], []
+    result = sandbox.run_capped(runfakes.snapshots, 3, progress=lambda s, f: steps.append(s), partial=seen.append)
+    assert result == 3
+    assert seen == [{"variants": 1}, {"variants": 2}, {"variants": 3}]
+    assert steps == ["step 0", "step 1", "step 2"]
+
+
+class CountingStore(RunStore):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.snapshots: list = []
+        self.running = threading.Event()
+
+    def set_snapshot(self, run_id, snapshot) -> None:
+        self.snapshots.append(snapshot)
+        super().set_snapshot(run_id, snapshot)
+
+    def update(self, run_id, **fields) -> None:
+        super().update(run_id, **fields)
+        if fields.get("status") == "running":
+            self.running.set()
+
+
+def test_a_run_keeps_its_files_and_reopens_by_id(tmp_path):
+    store = CountingStore(tmp_path)
+    runs = Runs(store, LocalQueue(workers=1))
+    loaded = shrinkray.load(sample_path("cnn"))
+    run_id = runs.start(loaded, QUICK)
+    assert runs.view(run_id).status in ("queued", "running")
+    assert runs.queue.wait_idle(WAIT)
+    view = runs.view(run_id)
+    assert view.status == "done", view.record.error
+    record = view.record
+    assert record.model_path.is_file() and record.model_sha256 == loaded.sha256 and record.snapshot is None
+    comparison = runs.comparison(run_id)
+    assert [r.key for r in comparison.variants] == ["weights-int8", "float16"]
+    for result in comparison.variants:
+        assert result.model is None and Path(result.file).is_file()
+        assert Path(result.file).parent == record.folder / "variants"
+        validate_file = shrinkray.load(result.file)
+        assert validate_file.file_bytes < loaded.file_bytes
+    assert comparison.variants[0].sizes.raw < comparison.original.sizes.raw
+    if _compare_supports("on_partial"):  # the engine's hook (issue 12): a snapshot after each measured step
+        assert len(store.snapshots) >= 3
+        assert all(r.model is None for s in store.snapshots for r in s.all)
+        assert store.snapshots[-1].variants[0].sizes is not None
+
+
+def test_a_cancelled_run_leaves_no_variant_files_and_says_so(tmp_path):
+    store = CountingStore(tmp_path)
+    runs = Runs(store, LocalQueue(workers=1))
+    loaded = shrinkray.load(loop_bomb().SerializeToString(), name="loop")
+    settings = CompareSettings(methods=[("float16", {})], latency=False, brotli_quality=1)
+    run_id = runs.start(loaded, settings)
+    assert store.running.wait(WAIT)
+    assert runs.cancel(run_id)
+    assert runs.queue.wait_idle(WAIT)
+    record = runs.view(run_id).record
+    assert record.status == "cancelled" and "cancelled" in record.error
+    assert not (record.folder / "variants").exists()
+    assert [p.name for p in record.folder.iterdir()] == ["model.onnx"]
+    assert not runs.cancel(run_id)  # already over

@@ -1,0 +1,286 @@
+"""The run store: records and files by unguessable id, atomic files, limits and cleanup, clear messages."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from shrinkray.runs.hooks import run_hooks
+from shrinkray.runs.store import RunNotFound, RunStore, atomic_write, is_run_id, new_run_id, safe_file_name
+
+
+@pytest.fixture
+def store(tmp_path):
+    return RunStore(tmp_path / "runs", max_bytes=10_000, max_age_s=3600)
+
+
+def _done(store: RunStore, payload: bytes = b"x" * 3000, name: str = "m") -> str:
+    run_id = store.create(model_name=name, model_sha256="ab", model_bytes=len(payload), settings={"levels": 16})
+    store.write_file(run_id, "variants/a.onnx", payload)
+    store.finish(run_id, {"result": name})
+    return run_id
+
+
+def test_ids_are_unguessable_and_checked_before_any_lookup(store):
+    ids = {new_run_id() for _ in range(200)}
+    assert len(ids) == 200 and all(is_run_id(i) and len(i) == 22 for i in ids)
+    for bad in ["", "x", "../../etc/passwd", "a" * 23, "a" * 21 + "/", None, 5]:
+        assert not is_run_id(bad)
+    with pytest.raises(RunNotFound, match="not valid"):
+        store.get("../../etc/passwd")
+    with pytest.raises(RunNotFound, match="No run with this id"):
+        store.get(new_run_id())
+
+
+def test_a_run_keeps_its_settings_status_snapshot_and_result(store):
+    run_id = store.create(model_name="mlp", model_sha256="cafe", model_bytes=123, settings={"levels": 16})
+    record = store.get(run_id)
+    assert (record.status, record.model_name, record.model_sha256, record.settings) == ("queued", "mlp", "cafe",
+                                                                                        {"levels": 16})  # fmt: skip
+    assert record.live and record.folder.is_dir() and record.result is None
+    store.update(run_id, status="running", step="Checking parity", fraction=0.4)
+    store.set_snapshot(run_id, {"variants": 1})
+    record = store.get(run_id)
+    assert (record.status, record.step, record.fraction, record.snapshot) == ("running", "Checking parity", 0.4,
+                                                                              {"variants": 1})  # fmt: skip
+    store.finish(run_id, {"variants": 4})
+    store.set_snapshot(run_id, {"variants": 2})  # a late snapshot never overwrites the end
+    record = store.get(run_id)
+    assert (record.status, record.result, record.snapshot, record.fraction) == ("done", {"variants": 4}, None, 1.0)
+    with pytest.raises(ValueError):
+        store.update(run_id, status="exploded")
+    with pytest.raises(ValueError):
+        store.update(run_id, bytes=0)
+
+
+def test_a_finished_result_can_be_amended_but_a_live_one_cannot(store):
+    live = store.create(model_name="m")
+    assert store.amend_result(live, lambda r: {"changed": True}) is False
+    assert store.get(live).result is None
+    done = _done(store)
+    assert store.amend_result(done, lambda r: {**r, "browser": ["chromium"]}) is True
+    assert store.get(done).result == {"result": "m", "browser": ["chromium"]}
+
+
+def test_browser_runs_travel_with_the_runs_link(tmp_path):
+    from shrinkray.measure.results import Comparison
+    from shrinkray.runs.service import Runs
+
+    class _NoQueue:
+        def status(self, run_id):
+            return None
+
+    runs = Runs(store=RunStore(tmp_path / "runs"), queue=_NoQueue())
+    run_id = runs.store.create(model_name="m")
+    comparison = Comparison.__new__(Comparison)  # only the fields a finished run's result needs here
+    comparison.variants, comparison.original, comparison.browser = [], None, []
+    runs.store.finish(run_id, comparison)
+    assert runs.keep_browser_runs(run_id, ["run-in-chromium"])
+    assert runs.store.get(run_id).result.browser == ["run-in-chromium"]
+
+
+def test_files_are_written_whole_or_not_at_all(store, monkeypatch):
+    run_id = store.create(model_name="m")
+    path = store.write_file(run_id, "variants/a.onnx", b"complete")
+    assert path.read_bytes() == b"complete"
+
+    def broken_replace(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(OSError):
+        store.write_file(run_id, "variants/b.onnx", b"half")
+    monkeypatch.undo()
+    names = sorted(p.name for p in (store.folder(run_id) / "variants").iterdir())
+    assert names == ["a.onnx"]  # no b.onnx, no temporary file
+    with pytest.raises(RunNotFound):
+        store.file_path(run_id, "../../runs.sqlite3")
+    with pytest.raises(RunNotFound, match="no longer kept"):
+        store.file_path(run_id, "variants/b.onnx")
+
+
+def test_a_failed_or_killed_run_leaves_no_partial_files_and_says_so(store):
+    run_id = store.create(model_name="m")
+    folder = store.folder(run_id)
+    atomic_write(folder / "model.onnx", b"model")
+    (folder / "variants" / ".shrinkray-stage-1").mkdir(parents=True)  # a writer killed with SIGKILL
+    (folder / "variants" / ".shrinkray-stage-1" / "v.onnx").write_bytes(b"half")
+    (folder / "variants" / "done.onnx").write_bytes(b"whole but the run did not finish")
+    (folder / ".tmp-abc").write_bytes(b"half")
+    store.fail(run_id, "cancelled", error="Shrinking and measuring was cancelled", problem="cancelled")
+    record = store.get(run_id)
+    assert record.status == "cancelled" and record.error == "Shrinking and measuring was cancelled"
+    assert sorted(p.name for p in folder.iterdir()) == ["model.onnx"]
+
+
+def test_recover_marks_runs_of_a_gone_process_failed(store):
+    live = store.create(model_name="m")
+    store.update(live, status="running")
+    queued = store.create(model_name="m")
+    finished = _done(store)
+    assert sorted(store.recover()) == sorted([live, queued])
+    for run_id in (live, queued):
+        record = store.get(run_id)
+        assert record.status == "failed" and "server restarted" in record.error
+    assert store.get(finished).status == "done"
+
+
+def test_old_runs_expire_with_a_message(store):
+    old = _done(store)
+    assert store.cleanup(now=time.time() + 3599) == []
+    assert store.cleanup(now=time.time() + 3601) == [old]
+    assert not store.folder(old).exists()
+    with pytest.raises(RunNotFound, match=r"removed on .* \(runs are kept 0.0416667 days\)"):
+        store.get(old)
+
+
+def test_the_size_limit_removes_the_oldest_finished_runs_never_live_ones(store):
+    live = store.create(model_name="live")
+    store.write_file(live, "model.onnx", b"y" * 4000)
+    first = _done(store, b"x" * 2500, name="first")
+    second = _done(store, b"x" * 2500, name="second")
+    third = _done(store, b"x" * 2500, name="third")  # 4,000 live + 3 x 2,500+ > 10,000: the oldest finished goes
+    assert not store.exists(first) and store.exists(second) and store.exists(third) and store.exists(live)
+    assert store.total_bytes() <= store.max_bytes
+    with pytest.raises(RunNotFound, match="space for kept runs"):
+        store.get(first)
+    huge = store.create(model_name="huge")
+    store.write_file(huge, "variants/a.onnx", b"z" * 20_000)
+    store.finish(huge, {})
+    with pytest.raises(RunNotFound, match="larger than the space"):
+        store.get(huge)
+
+
+def test_an_expired_run_is_removed_when_asked_for(tmp_path):
+    store = RunStore(tmp_path, max_bytes=10**9, max_age_s=0.001)
+    run_id = _done(store)
+    time.sleep(0.01)  # past the age limit (the assertion is about the message, not the time)
+    with pytest.raises(RunNotFound, match="removed"):
+        store.get(run_id)
+
+
+def test_the_root_comes_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("SHRINKRAY_RUNS_DIR", str(tmp_path / "elsewhere"))
+    monkeypatch.setenv("SHRINKRAY_RUNS_MAX_BYTES", "2GiB")
+    monkeypatch.setenv("SHRINKRAY_RUNS_MAX_AGE_DAYS", "1.5")
+    store = RunStore()
+    assert store.root == tmp_path / "elsewhere" and (tmp_path / "elsewhere" / "runs.sqlite3").is_file()
+    assert (store.max_bytes, store.max_age_s) == (2 * 2**30, 1.5 * 86400)
+    assert oct(store.runs_dir.stat().st_mode & 0o777) == "0o700"
+
+
+def test_a_store_that_cannot_keep_a_run_is_one_sentence_and_nothing_starts(tmp_path, monkeypatch):
+    import shrinkray
+    from shrinkray.errors import ShrinkRayError
+    from shrinkray.runs.queue import LocalQueue
+    from shrinkray.runs.service import Runs
+
+    store = RunStore(tmp_path / "runs")
+    queue = LocalQueue(workers=1, runner=lambda *a, **k: None)
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(store, "create", full)
+    loaded = shrinkray.load(Path(__file__).resolve().parents[2] / "sample_models" / "mlp.onnx")
+    with pytest.raises(ShrinkRayError, match=r"could not keep this run \(No space left on device\)"):
+        Runs(store, queue).start(loaded, None)
+    assert queue.counts() == (0, 0)
+
+
+def test_a_run_the_queue_refuses_leaves_no_record_or_model_copy(tmp_path):
+    """'The server is busy' (a full queue): the run's id was never handed out, so nothing of it may stay (a live
+    record no job serves would keep its model copy, and count against the space, until the server restarts)."""
+    import shrinkray
+    from shrinkray.errors import ShrinkRayError
+    from shrinkray.runs.queue import LocalQueue
+    from shrinkray.runs.service import Runs
+
+    store = RunStore(tmp_path / "runs")
+    queue = LocalQueue(workers=1, runner=lambda *a, **k: None, max_waiting=0)  # refuses every job
+    loaded = shrinkray.load(Path(__file__).resolve().parents[2] / "sample_models" / "mlp.onnx")
+    runs = Runs(store, queue)
+    with pytest.raises(ShrinkRayError, match="The server is busy"):
+        runs.start(loaded, None)
+    assert list(store.runs_dir.iterdir()) == []
+    with store._db() as db:
+        assert db.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX owners")
+def test_a_store_folder_another_user_owns_is_refused_with_a_message(tmp_path, monkeypatch):
+    """Records hold pickles: a folder someone else made first (the temp fallback's name is predictable) would let
+    them run code in the server. The store says so instead of opening it."""
+    from shrinkray.errors import ShrinkRayError
+
+    RunStore(tmp_path / "mine")  # our own folder is fine
+    monkeypatch.setattr(os, "getuid", lambda: os.stat(tmp_path).st_uid + 1)
+    with pytest.raises(ShrinkRayError, match="belongs to another user") as caught:
+        RunStore(tmp_path / "mine")
+    assert "SHRINKRAY_RUNS_DIR" in caught.value.hint
+
+
+def test_a_snapshot_or_progress_the_store_cannot_write_does_not_fail_the_run(tmp_path, monkeypatch):
+    """A store busy past its timeout (replicas) while a snapshot is written: the run goes on and finishes (the
+    worker's callbacks raising would have failed it as 'an unexpected OperationalError')."""
+    import sqlite3
+
+    from shrinkray.runs.queue import LocalQueue
+    from shrinkray.runs.service import Runs
+
+    store = RunStore(tmp_path / "runs")
+
+    def locked(*args, **kwargs):
+        raise sqlite3.OperationalError("database is locked")
+
+    def in_place(fn, *args, what, limits, progress, partial, cancel, **kwargs):
+        progress("step", 0.5)
+        partial({"variants": 1})
+        return fn(*args, **kwargs)
+
+    runs = Runs(store, LocalQueue(workers=1, runner=in_place))
+    run_id = store.create(model_name="m")
+    monkeypatch.setattr(store, "set_snapshot", locked)
+    started = store.update
+    monkeypatch.setattr(store, "update", lambda rid, **f: started(rid, **f) if "status" in f else locked())
+    runs.queue.submit(lambda: {"result": 1}, hooks=run_hooks(runs.store, run_id), job_id=run_id)
+    assert runs.queue.wait_idle(30)
+    assert runs.queue.status(run_id).state == "done"
+    assert store.get(run_id).status == "done" and store.get(run_id).result == {"result": 1}
+
+
+def test_a_late_running_never_replaces_an_end(store):
+    """A replica settled a cancel while a worker was starting the job: the worker's 'running' comes after."""
+    run_id = store.create(model_name="m")
+    store.update(run_id, status="running", step="Starting")
+    assert store.get(run_id).status == "running"
+    store.fail(run_id, "cancelled", error="The run was cancelled")
+    store.update(run_id, status="running", step="Starting", fraction=0.0)
+    assert store.get(run_id).status == "cancelled"
+
+
+def test_a_long_upload_name_keeps_its_suffix_in_the_run():
+    """Kept inputs are read by their suffix (image, WAV, .npy vs .npz): truncating a long name must not drop it."""
+    long = "a photo of my cat on the sofa taken with a phone in the evening light, uncropped and unedited.JPEG"
+    kept = safe_file_name(long)
+    assert len(kept) <= 80 and kept.endswith(".JPEG") and kept.startswith("a_photo_of_my_cat")
+    assert safe_file_name("x" * 100 + ".npy").endswith(".npy")
+    assert safe_file_name("../../etc/passwd") == "etc_passwd" and safe_file_name("short.wav") == "short.wav"
+
+
+def test_a_finished_run_that_fits_alone_is_kept_while_live_runs_fill_the_space(store):
+    """The limit is 10,000 bytes: another user's live run holds 8,000, this run 3,000. Removing the run its user
+    is waiting for ("its files are larger than the space for kept runs") would be wrong: it fits alone."""
+    live = store.create(model_name="live")
+    store.write_file(live, "model.onnx", b"x" * 8000)
+    run_id = _done(store)
+    assert store.get(run_id).status == "done"
+    assert store.get(live).status == "queued"
+    too_big = store.create(model_name="big")
+    store.write_file(too_big, "variants/a.onnx", b"x" * 12_000)
+    store.finish(too_big, {"result": "big"})
+    with pytest.raises(RunNotFound, match="larger than the space"):
+        store.get(too_big)

@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from app_ui.controls import APP_ADVICE, advice_text, app_words
+from app_ui.headline import headline_card, pricing_choice
 from shrinkray.io.files import serialize
 from shrinkray.measure.results import Comparison, VariantResult
 from shrinkray.measure.sizes import BUDGET_S
@@ -200,6 +201,7 @@ def show_results(c: Comparison, partial: bool = False) -> None:
         for result in c.variants:
             variant_card(c, result, [], partial=True)
         return
+    headline_card(c)
     advice_items = advise(c)
     headline = advice_items[0] if advice_items else None
     if headline is not None and headline.level == "good":
@@ -219,11 +221,12 @@ def show_results(c: Comparison, partial: bool = False) -> None:
         variant_card(c, result, advice_items)
     st.markdown("#### Reports")
     c = _without_server_paths(c)
+    choice = pricing_choice()  # the headline card's pricing: reports say what the card says
     row = st.container(horizontal=True)  # side by side, each as wide as its label; wraps on a narrow page
-    row.download_button("JSON", report.to_json_text(c), f"{c.name}.report.json", "application/json",
+    row.download_button("JSON", report.to_json_text(c, choice.delivery, choice), f"{c.name}.report.json", "application/json",
                         icon=":material/data_object:")  # fmt: skip
-    row.download_button("Markdown", report.to_markdown(c), f"{c.name}.report.md", "text/markdown",
+    row.download_button("Markdown", report.to_markdown(c, choice.delivery, choice), f"{c.name}.report.md", "text/markdown",
                         icon=":material/description:")  # fmt: skip
-    row.download_button("CSV", report.to_csv(c), f"{c.name}.report.csv", "text/csv", icon=":material/table:")
-    row.download_button("HTML with charts", report.to_html(c), f"{c.name}.report.html", "text/html",
+    row.download_button("CSV", report.to_csv(c, choice), f"{c.name}.report.csv", "text/csv", icon=":material/table:")
+    row.download_button("HTML with charts", report.to_html(c, choice.delivery, choice), f"{c.name}.report.html", "text/html",
                         icon=":material/monitoring:", help="One file, opens offline")  # fmt: skip

@@ -36,6 +36,7 @@ from shrinkray.pricing.numbers import (
     UNIT,
     UNIT_NOTE,
     format_amount,
+    format_count,
     format_growth,
     format_money,
     format_size,
@@ -68,6 +69,7 @@ from shrinkray.pricing.quotes import (
 )
 
 __all__ = [
+    "format_count",
     "CUSTOM",
     "CostEstimate",
     "DELIVERIES",

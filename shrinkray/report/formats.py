@@ -38,6 +38,7 @@ from shrinkray.text_safety import csv_cell, markdown_code, markdown_text
 from shrinkray.units import format_bytes, text_table
 from shrinkray.verdict import ERROR, UNMEASURED, browser, verdict_of
 from shrinkray.verdict.advice import Advice, advise, latency_ratio, pareto, recommended
+from shrinkray.verdict.headline import Headline, default_pricing, headline_of
 from shrinkray.verdict.speed import NOISY, speed_of, stats_call
 
 SCHEMA_VERSION = 1
@@ -140,6 +141,11 @@ def _model_json(c: Comparison) -> dict[str, Any]:
     }
 
 
+def _headline(c: Comparison, delivery: str, pricing: _pricing.PricingChoice | None) -> Headline:
+    """The run's headline, priced with the report's pricing (the defaults without one)."""
+    return headline_of(c, pricing or default_pricing(delivery))
+
+
 def to_json(c: Comparison, delivery: str = DELIVERY, pricing: _pricing.PricingChoice | None = None) -> dict[str, Any]:
     """Everything measured, as a strict-JSON-ready dict (no samples, no models).
 
@@ -164,6 +170,7 @@ def to_json(c: Comparison, delivery: str = DELIVERY, pricing: _pricing.PricingCh
         "advice": [a.as_dict() for a in advise(c, delivery)],
         "pareto": [dataclasses.asdict(p) for p in pareto(c, delivery)],
         "recommended": best.key if best is not None else None,
+        "headline": _headline(c, delivery, pricing).as_dict(),
     }
     if pricing is not None:
         data["cost"] = _pricing.cost_json(pricing, _pricing.comparison_costs(c, pricing))
@@ -363,6 +370,8 @@ def to_markdown(c: Comparison, delivery: str = DELIVERY, pricing: _pricing.Prici
     lines = [
         f"# Shrink Ray report: {_md(c.name)}",
         "",
+        f"**{_md(_headline(c, delivery, pricing).text())}**",
+        "",
         (
             f"Model: {format_bytes(s.file_bytes)} ({s.file_bytes:,} bytes), {s.node_count:,} nodes, "
             f"weights {format_bytes(s.weight_bytes)} ({s.weight_share:.1%} of the file)."
@@ -470,7 +479,7 @@ def to_text(c: Comparison, delivery: str = DELIVERY, pricing: _pricing.PricingCh
     setting = _base_latency(c)
     header = [*header[:4], "Saving", "Parity", "Cosine", "Max err",
               f"ms (t{setting[0]}, b{setting[1]})" if setting else "ms", "vs orig"]  # fmt: skip
-    lines = [f"{c.name}: {c.input_note}"]
+    lines = [_headline(c, delivery, pricing).text(), "", f"{c.name}: {c.input_note}"]
     if c.latency_note:
         lines.append(f"Latency: {c.latency_note}")
     lines += [_tolerances(c), "", *text_table([header, *rows]), "", *verdict_lines(c), ""]
@@ -611,6 +620,7 @@ def to_csv(c: Comparison, pricing: _pricing.PricingChoice | None = None) -> str:
 # ---------------------------------------------------------------- HTML
 
 _CSS = """
+.headline { font-size: 1.15rem; font-weight: 600; padding: .8rem 1rem; border: 1px solid var(--line); border-radius: 8px; }
 :root { --fg:#1f2328; --muted:#57606a; --line:#d0d7de; --good:#1a7f37; --info:#0969da; --warn:#9a6700;
         --bad:#cf222e; }
 * { box-sizing: border-box; }
@@ -735,7 +745,7 @@ def _html_browser(c: Comparison) -> list[str]:
     return ["<h2>In your browser</h2>", _html_table(header, rows, wrap_last=True), f"<ul>{notes}</ul>"]
 
 
-def to_html(c: Comparison, delivery: str = DELIVERY) -> str:
+def to_html(c: Comparison, delivery: str = DELIVERY, pricing: _pricing.PricingChoice | None = None) -> str:
     """One self-contained page (plotly.js inlined once, no network access) with the table, advice and charts."""
     from plotly.offline import get_plotlyjs
 
@@ -763,6 +773,7 @@ def to_html(c: Comparison, delivery: str = DELIVERY) -> str:
         f'<script type="text/javascript">{get_plotlyjs()}</script>',
         "</head><body>",
         f"<h1>Shrink Ray report: {_h(c.name)}</h1>",
+        f'<p class="headline">{_h(_headline(c, delivery, pricing).text())}</p>',
         (
             f'<p class="meta">Model: {_h(format_bytes(s.file_bytes))} ({s.file_bytes:,} bytes), {s.node_count:,} nodes, '
             f"weights {_h(format_bytes(s.weight_bytes))} ({s.weight_share:.1%} of the file).</p>"

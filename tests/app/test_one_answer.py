@@ -71,3 +71,23 @@ def test_every_surface_shows_the_same_sentence(comparison, tmp_path):
         assert md(sentence) in page, (key, sentence)
     labels = [m.value for m in at.metric if m.label == "Verdict"]
     assert sorted(labels) == sorted(verdict_of(r).label for r in comparison.variants)
+
+
+def test_the_headline_card_shows_the_four_parts_and_the_line_to_copy(comparison, tmp_path):
+    from shrinkray.verdict.headline import headline_of
+
+    path = tmp_path / "comparison.pkl"
+    path.write_bytes(pickle.dumps(comparison))
+    at = AppTest.from_function(_show, args=(str(path),), default_timeout=120).run()
+    assert not at.exception, at.exception
+    h = headline_of(comparison)  # nothing set on the Pricing page: its defaults
+    metrics = {m.label: m for m in at.metric}
+    from shrinkray.units import format_bytes
+
+    assert metrics["Size as served (brotli)"].value == format_bytes(h.variant_bytes)
+    assert metrics["Download on 4G"].delta.endswith("faster than " + h.wait.sentence().split("instead of ")[1].split(" (")[0])
+    assert metrics["Saved a year"].value.replace(",", "") == f"${h.saving_per_year:.2f}"
+    assert metrics["Its verdict"].value == h.verdict_label
+    assert [c.value for c in at.code] == [h.text()]
+    at.radio(key="headline:connection").set_value("3g").run()
+    assert "Download on 3G" in {m.label for m in at.metric} and "on 3G (1.6 Mbps, 300 ms)" in at.code[0].value

@@ -35,7 +35,7 @@ FAST = {"runs": 5, "latency_budget_s": 2, "culprit_budget_s": 5, "brotli_quality
 BROKEN = "dynamic-int8"
 SCHEMA_KEYS = {
     "schema_version", "generator", "name", "model", "settings", "input_note", "latency_note", "delivery",
-    "variants", "advice", "pareto", "recommended", "timings",
+    "variants", "advice", "pareto", "recommended", "timings", "headline",
 }  # fmt: skip
 VARIANT_KEYS = {
     "key", "is_original", "method", "options", "resolved_options", "ok", "error", "file", "sizes", "saving_vs_original",

@@ -6,12 +6,13 @@ import pandas as pd
 import streamlit as st
 
 from app_ui.controls import APP_ADVICE, advice_text, app_words
-from app_ui.headline import headline_card, pricing_choice
+from app_ui.headline import CONNECTION_KEY, headline_card, pricing_choice
 from shrinkray.io.files import serialize
 from shrinkray.measure.results import Comparison, VariantResult
 from shrinkray.measure.sizes import BUDGET_S
 from shrinkray.report import charts
 from shrinkray.report import formats as report
+from shrinkray.report.one_page import to_one_page
 from shrinkray.text_safety import streamlit_markdown as md
 from shrinkray.units import format_bytes
 from shrinkray.verdict import verdict_of
@@ -228,5 +229,8 @@ def show_results(c: Comparison, partial: bool = False) -> None:
     row.download_button("Markdown", report.to_markdown(c, choice.delivery, choice), f"{c.name}.report.md", "text/markdown",
                         icon=":material/description:")  # fmt: skip
     row.download_button("CSV", report.to_csv(c, choice), f"{c.name}.report.csv", "text/csv", icon=":material/table:")
+    row.download_button("One page to send", to_one_page(c, choice, st.session_state.get(CONNECTION_KEY)),
+                        f"{c.name}.one-page.html", "text/html", icon=":material/summarize:",
+                        help="Headline, size, wait and cost per file: opens offline, prints to one page")  # fmt: skip
     row.download_button("HTML with charts", report.to_html(c, choice.delivery, choice), f"{c.name}.report.html", "text/html",
                         icon=":material/monitoring:", help="One file, opens offline")  # fmt: skip

@@ -61,6 +61,27 @@ def test_compare_with_method_options_and_reports(tmp_path, capsys):
     assert html.read_text().count("palettize levels=16") >= 1
 
 
+def test_compare_writes_the_one_page_with_the_headline_it_prints(tmp_path, capsys):
+    page = tmp_path / "send.html"
+    code = cli.main(["compare", str(sample_path("cnn")), *FAST, "--no-latency", "--methods", "weights-int8,float16",
+                     "--downloads", "250000", "--provider", "s3", "--one-page", str(page)])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0
+    headline = out.splitlines()[0]
+    assert "250,000 downloads a month" in headline and headline.startswith("cnn with ")
+    text = page.read_text()
+    assert "<script" not in text and "250,000 downloads a month" in text
+    assert headline.split(". ", 1)[1] in text  # the verdict sentence
+
+
+def test_compare_refuses_a_one_page_path_that_is_the_model(tmp_path, capsys):
+    model = tmp_path / "m.onnx"
+    model.write_bytes(sample_path("mlp").read_bytes())
+    code = cli.main(["compare", str(model), "--one-page", str(model)])
+    assert code == 1 and "Refusing to write a report" in capsys.readouterr().err
+    assert model.read_bytes() == sample_path("mlp").read_bytes()
+
+
 def test_compare_refuses_a_report_path_that_is_a_model(tmp_path, capsys):
     code = cli.main(["compare", str(sample_path("mlp")), "--json", str(tmp_path / "x.onnx")])
     assert code == 1

@@ -34,6 +34,7 @@ from shrinkray.measure.browser import BrowserRun
 from shrinkray.measure.confidence import FAIL, PASS, UNDECIDED
 from shrinkray.measure.parity import PROFILES, Criterion, VerdictSettings
 from shrinkray.measure.results import ORIGINAL, Comparison, VariantResult
+from shrinkray.report.one_page import to_one_page
 from shrinkray.text_safety import csv_cell, markdown_code, markdown_text
 from shrinkray.units import format_bytes, text_table
 from shrinkray.verdict import ERROR, UNMEASURED, browser, verdict_of
@@ -830,10 +831,12 @@ def write_reports(
     html_path: str | os.PathLike | None = None,
     pricing: _pricing.PricingChoice | None = None,
     protect: list[str | os.PathLike] | None = None,
+    one_page_path: str | os.PathLike | None = None,
 ) -> list[Path]:
     """Write the reports that have a path and return the paths written: all of them, or none.
 
-    ``pricing`` adds the download cost to the JSON, Markdown and CSV reports (not the HTML page).
+    ``pricing`` adds the download cost to the JSON, Markdown and CSV reports and prices the headline of
+    every report; ``one_page_path``: the one page to send (:mod:`shrinkray.report.one_page`).
 
     Existing report files are replaced (the user named them); a path that is
     a model file (``.onnx``, also through a symlink, or its external data), one
@@ -846,7 +849,8 @@ def write_reports(
         (json_path, partial(to_json_text, pricing=pricing)),
         (markdown_path, partial(to_markdown, pricing=pricing)),
         (csv_path, partial(to_csv, pricing=pricing)),
-        (html_path, to_html),
+        (html_path, partial(to_html, pricing=pricing)),
+        (one_page_path, partial(to_one_page, pricing=pricing)),
     ]
     chosen = [(Path(p), build) for p, build in builders if p is not None and str(p) != ""]
     check_report_paths([path for path, _ in chosen], protect=protect)

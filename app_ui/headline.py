@@ -60,6 +60,8 @@ def headline_card(c: Comparison) -> Headline:
                          "until you change them)")  # fmt: skip
         verdict.metric("Its verdict", h.verdict_label if h.variant else "Keep the original")
         st.markdown(md(h.verdict_sentence if h.variant else h.reason))
+        if h.ready_text():
+            st.markdown(md(h.ready_text()[0].upper() + h.ready_text()[1:] + "."))
         st.radio("Connection", ids, key=CONNECTION_KEY, horizontal=True,
                  format_func=lambda cid: get_connection(cid).describe())  # fmt: skip
         with st.expander("Copy as text"):

@@ -63,8 +63,9 @@ def _card(h: Headline) -> str:
         amount = _pricing.format_money(abs(h.saving_per_year), h.currency)
         parts.append(f'<div class="part"><b>{_h(amount)} a year {"less" if h.saving_per_year >= 0 else "more"}</b>'
                      f"<span>at {_h(h.pricing_text)}</span></div>")  # fmt: skip
+    ready = f'<p class="verdict">{_h(h.ready_text().capitalize())}.</p>' if h.ready_text() else ""
     return (f'<div class="card"><p class="big">{_h(h.model)} → {_h(h.variant)}</p>'
-            f'<div class="parts">{"".join(parts)}</div><p class="verdict">{_h(h.verdict_sentence)}</p></div>')  # fmt: skip
+            f'<div class="parts">{"".join(parts)}</div><p class="verdict">{_h(h.verdict_sentence)}</p>{ready}</div>')  # fmt: skip
 
 
 def _rows(c: Comparison, delivery: str) -> list[VariantResult]:

@@ -67,6 +67,10 @@ class Headline:
     verdict_label: str = ""  # 'Passes', 'Undecided'...
     verdict_sentence: str = ""
     reason: str = ""  # why the original is kept (no variant)
+    #: download on the quoted connection + load + first inference in the visitor's browser (ONNX Runtime Web),
+    #: when the browser panel ran both files; None otherwise
+    original_ready_s: float | None = None
+    variant_ready_s: float | None = None
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -99,6 +103,13 @@ class Headline:
         more_or_less = "less" if self.saving_per_year >= 0 else "more"
         return f"{amount} a year {more_or_less} at {self.pricing_text}"
 
+    def ready_text(self) -> str:
+        """'ready in 1.2 s instead of 3.0 s on 4G (download, load and first run in the browser)'."""
+        if self.original_ready_s is None or self.variant_ready_s is None or self.wait is None:
+            return ""
+        return (f"ready in {format_seconds(self.variant_ready_s)} instead of {format_seconds(self.original_ready_s)} "
+                f"on {self.wait.connection.name} (download, load and first run in the browser)")  # fmt: skip
+
     def text(self) -> str:
         """The whole headline in one line, to paste into a message."""
         if self.variant is None:
@@ -109,6 +120,8 @@ class Headline:
         parts = [f"{self.model} with {self.variant}: {self.size_text()}"]
         if self.wait is not None:
             parts.append(self.wait.sentence())
+        if self.ready_text():
+            parts.append(self.ready_text())
         if self.money_text():
             parts.append(self.money_text())
         return "; ".join(parts) + f". {self.verdict_sentence}"
@@ -121,12 +134,21 @@ class Headline:
             "saving_per_year": None if self.saving_per_year is None else float(self.saving_per_year),
             "currency": self.currency, "pricing": self.pricing_text, "verdict_status": self.verdict_status,
             "verdict": self.verdict_sentence, "reason": self.reason, "text": self.text(),
+            "original_ready_s": self.original_ready_s, "variant_ready_s": self.variant_ready_s,
         }  # fmt: skip
 
 
 def default_pricing(delivery: str = "brotli") -> pricing.PricingChoice:
     """The default provider at :data:`DEFAULT_DOWNLOADS` downloads a month, as the Pricing page opens."""
     return pricing.PricingChoice(pricing.get_provider(), DEFAULT_DOWNLOADS, delivery)
+
+
+def _start_s(comparison: Comparison, key: str) -> float | None:
+    """Seconds the visitor's browser took to load ``key`` and run it once (None unless it ran there)."""
+    run = next((r for r in getattr(comparison, "browser", None) or [] if r.key == key and r.ok), None)
+    if run is None or run.session_ms is None or run.first_run_ms is None:
+        return None
+    return (run.session_ms + run.first_run_ms) / 1000
 
 
 def _served(result, delivery: str) -> int | None:
@@ -159,6 +181,11 @@ def headline_of(comparison: Comparison, choice: pricing.PricingChoice | None = N
     saving = costs[best.key].saving if best.key in costs else None
     verdict = verdict_of(best)
     where = f"{pricing.format_count(choice.downloads_per_month)} downloads a month on {choice.provider.name}"
-    return Headline(**common, variant=best.key, variant_bytes=best_bytes,
+    ready = {}
+    quoted_wait = next((w for w in waits if w.connection.id == quoted), None)
+    starts = (_start_s(comparison, comparison.original.key), _start_s(comparison, best.key))
+    if quoted_wait is not None and quoted_wait.variant_s is not None and None not in starts:
+        ready = {"original_ready_s": quoted_wait.original_s + starts[0], "variant_ready_s": quoted_wait.variant_s + starts[1]}
+    return Headline(**common, **ready, variant=best.key, variant_bytes=best_bytes,
                     saving_per_year=None if saving is None else saving.per_year, pricing_text=where,
                     verdict_status=verdict.status, verdict_label=verdict.label, verdict_sentence=verdict.sentence)  # fmt: skip

@@ -70,3 +70,19 @@ def test_every_report_carries_the_same_headline(cnn):
     assert line in report.to_markdown(cnn).replace("\\", "")
     html = report.to_html(cnn)
     assert '<p class="headline">' in html and headline_of(cnn).verdict_sentence.split(":")[0] in html
+
+
+def test_with_browser_runs_the_headline_says_when_the_model_is_ready(cnn):
+    from shrinkray.measure.browser import BrowserRun
+
+    with_runs = copy.deepcopy(cnn)
+    best = recommended(with_runs, "brotli")
+    with_runs.browser = [BrowserRun("original", session_ms=900.0, first_run_ms=300.0),
+                         BrowserRun(best.key, session_ms=400.0, first_run_ms=200.0)]  # fmt: skip
+    h = headline_of(with_runs)
+    assert h.original_ready_s == pytest.approx(h.wait.original_s + 1.2)
+    assert h.variant_ready_s == pytest.approx(h.wait.variant_s + 0.6)
+    assert h.ready_text() in h.text() and "on 4G (download, load and first run in the browser)" in h.ready_text()
+    assert headline_of(cnn).ready_text() == ""  # no browser runs: no claim
+    with_runs.browser[1].error = "did not load"
+    assert headline_of(with_runs).variant_ready_s is None

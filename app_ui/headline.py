@@ -41,24 +41,26 @@ def headline_card(c: Comparison) -> Headline:
             st.markdown(f"#### Keep the original: {md(c.name)}")
         else:
             st.markdown(f"#### {md(c.name)} → {md(h.variant)}")
-        size, wait, money, verdict = st.columns(4)
+        row = st.container(horizontal=True, gap="large")  # wraps on a narrow page instead of clipping values
+        flat = {"width": "content", "delta_color": "off", "delta_arrow": "off"}
         if h.variant_bytes is not None and h.original_bytes:
-            size.metric(f"Size as served ({h.delivery})", format_bytes(h.variant_bytes),
-                        f"−{h.reduction:.0%} from {format_bytes(h.original_bytes)}", delta_color="off",
-                        help="Bytes a visitor downloads, compressed as the server sends them (MiB = 2^20 bytes)")  # fmt: skip
+            row.metric(f"Size as served ({h.delivery})", format_bytes(h.variant_bytes),
+                       f"−{h.reduction:.0%} from {format_bytes(h.original_bytes)}", **flat,
+                       help="Bytes a visitor downloads, compressed as the server sends them (MiB = 2^20 bytes)")  # fmt: skip
         elif h.original_bytes is not None:
-            size.metric(f"Size as served ({h.delivery})", format_bytes(h.original_bytes))
+            row.metric(f"Size as served ({h.delivery})", format_bytes(h.original_bytes), **flat)
         w = h.wait
         if w is not None:
-            wait.metric(f"Download on {w.connection.name}", format_seconds(w.variant_s or w.original_s),
-                        None if w.variant_s is None else f"{w.speedup:.1f}x faster than {format_seconds(w.original_s)}",
-                        delta_color="off", help=f"{w.connection.describe()}: size ÷ bandwidth + one round trip. "
-                        f"Source: {w.connection.source}")  # fmt: skip
+            faster = None if w.variant_s is None else f"{w.speedup:.1f}x faster than {format_seconds(w.original_s)}"
+            row.metric(f"Download on {w.connection.name}", format_seconds(w.variant_s or w.original_s), faster, **flat,
+                       help=f"{w.connection.describe()}: size ÷ bandwidth + one round trip. Source: {w.connection.source}")  # fmt: skip
         if h.saving_per_year is not None:
-            money.metric("Saved a year", pricing.format_money(h.saving_per_year, h.currency), h.pricing_text,
-                         delta_color="off", help="From the Pricing page's provider and downloads (its defaults "
-                         "until you change them)")  # fmt: skip
-        verdict.metric("Its verdict", h.verdict_label if h.variant else "Keep the original")
+            row.metric("Saved a year", pricing.format_money(h.saving_per_year, h.currency), **flat,
+                       help=f"At {h.pricing_text}: the Pricing page's provider and downloads (its defaults until "
+                       "you change them)")  # fmt: skip
+        row.metric("Its verdict", h.verdict_label if h.variant else "Keep the original", **flat)
+        if h.pricing_text:
+            st.caption(md(f"Money at {h.pricing_text} (set on the Pricing page)."))
         st.markdown(md(h.verdict_sentence if h.variant else h.reason))
         if h.ready_text():
             st.markdown(md(h.ready_text()[0].upper() + h.ready_text()[1:] + "."))

@@ -47,9 +47,9 @@ if loaded is None or comparison is None:
 
 with friendly_errors("Drawing the charts"):
     st.plotly_chart(charts.pareto_chart(comparison), width="stretch")
-    left, right = st.columns(2)
-    left.plotly_chart(charts.size_chart(comparison), width="stretch")
-    right.plotly_chart(charts.latency_chart(comparison), width="stretch")
+    # one chart per row: side by side, a narrow page cut their subtitles off (plotly never wraps a title)
+    st.plotly_chart(charts.size_chart(comparison), width="stretch")
+    st.plotly_chart(charts.latency_chart(comparison), width="stretch")
     if len({s.batch for s in comparison.original.latency}) > 1:
         st.plotly_chart(charts.throughput_chart(comparison), width="stretch")
     outputs = [o.name for o in comparison.original.parity.outputs] if comparison.original.parity else []
@@ -59,9 +59,8 @@ with friendly_errors("Drawing the charts"):
         c1, c2 = st.columns(2)
         output = c1.selectbox("Output", outputs)
         variant = c2.selectbox("Variant for the scatter plot", ok_variants)
-        left, right = st.columns(2)
-        left.plotly_chart(charts.parity_error_chart(comparison, output=output), width="stretch")
-        right.plotly_chart(charts.parity_scatter_chart(comparison, variant, output=output), width="stretch")
+        st.plotly_chart(charts.parity_error_chart(comparison, output=output), width="stretch")
+        st.plotly_chart(charts.parity_scatter_chart(comparison, variant, output=output), width="stretch")
 
 # In your browser (app_ui/browser_panel.py): the models run in this browser with ONNX Runtime Web.
 with friendly_errors("Running in your browser"):

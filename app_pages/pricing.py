@@ -254,12 +254,14 @@ with friendly_errors("Setting the prices"):
                                 colors={curve_label[k]: palette[k] for k in sizes if k in palette}),
         width="stretch", theme="streamlit",
     )  # fmt: skip
+    # money first: on a narrow page the grid scrolls sideways, and what a year costs and saves stays in view
     frame = pd.DataFrame(
-        [{"variant": csv_cell(k), "standing": notes.get(k, "reference" if k == reference else ""),
+        [{"variant": csv_cell(k), f"cost per year ({currency})": round(float(e.yearly), 2),
+          f"saving per year ({currency})": round(float(estimates[reference].yearly - e.yearly), 2),
+          f"cost per month ({currency})": round(float(e.monthly), 2),
           f"bytes served ({delivery})": sizes[k], "GiB per month": float(e.gib_per_month),
-          f"cost per month ({currency})": round(float(e.monthly), 2), f"cost per year ({currency})": round(float(e.yearly), 2),
           f"per 1M downloads ({currency})": None if e.per_million_downloads is None else round(float(e.per_million_downloads), 2),
-          f"saving per year ({currency})": round(float(estimates[reference].yearly - e.yearly), 2)}
+          "standing": notes.get(k, "reference" if k == reference else "")}
          for k, e in estimates.items()]
     )  # fmt: skip
     # Short headers (the full ones in their help and in the CSV): the full ones made the table wider than a

@@ -25,7 +25,7 @@ import streamlit as st
 from app_ui.controls import app_message, friendly_errors, method_controls
 from app_ui.state import workspace
 from shrinkray.errors import ShrinkRayError
-from shrinkray.io.files import LoadedModel
+from shrinkray.io.files import LoadedModel, check_free_space
 from shrinkray.io.size_check import ModelSize, check_fits, model_size
 from shrinkray.text_safety import streamlit_markdown as md
 
@@ -43,6 +43,7 @@ def save_upload(uploaded: Any, folder: Path) -> Path:
     name = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(uploaded.name).name).strip("._")[:100] or "upload"
     if not name.lower().endswith(suffix):
         name += suffix
+    check_free_space(folder, int(getattr(uploaded, "size", 0) or 0), "the upload")  # before a byte is copied
     target = Path(tempfile.mkdtemp(prefix="upload-", dir=folder)) / name
     uploaded.seek(0)
     with open(target, "wb") as out:

@@ -61,6 +61,7 @@ from shrinkray.io.limits import (
     short,
     tensor_nbytes,
 )
+from shrinkray.units import format_bytes
 
 #: Protobuf messages cannot exceed 2 GiB; stay well below it.
 PROTOBUF_LIMIT = 2**31 - 2**24
@@ -583,6 +584,12 @@ def save_all(
     resolved = [t.resolve() for t in targets]
     if len(set(resolved)) < len(resolved):
         raise OutputExistsError("Two outputs would be written to the same file", "Give every output its own name")
+    needed: dict[Path, int] = {}
+    for model, path, _, _ in plans:
+        folder = path.parent if str(path.parent) else Path(".")
+        needed[folder] = needed.get(folder, 0) + tensor_payload_bytes(model) + model.graph.ByteSize()
+    for folder, size in needed.items():
+        check_free_space(folder, size, "the model files")
     with staged_outputs(targets) as temps:
         staged = dict(zip(targets, temps, strict=True))
         for model, path, data_name, use_external in plans:
@@ -734,9 +741,39 @@ def staged_outputs(targets: list[str | os.PathLike]) -> Iterator[list[Path]]:
                 shutil.rmtree(stage, ignore_errors=True)
 
 
+def check_free_space(folder: str | os.PathLike, needed: int, what: str = "these files",
+                     limits: Limits | None = None) -> None:  # fmt: skip
+    """Refuse a write of about ``needed`` bytes into ``folder`` that would leave less than the limit
+    ``min_free_disk_bytes`` free on its disk (before anything is written)."""
+    limits = limits or Limits.from_env()
+    place = Path(folder)
+    while not place.exists() and place != place.parent:
+        place = place.parent
+    try:
+        usage = shutil.disk_usage(place)
+    except OSError:
+        return  # no answer from the file system: the write itself reports a full disk
+    if usage.total == 0:
+        return  # a pseudo file system (/proc, some FUSE mounts) reports no sizes: the write itself says what is wrong
+    free = usage.free
+    if free - needed < limits.min_free_disk_bytes:
+        raise WriteError(
+            f"There is not enough free disk space for {what}: about {format_bytes(needed)} are needed and "
+            f"{format_bytes(free)} are free in {place} (keeping {format_bytes(limits.min_free_disk_bytes)} spare)",
+            "Free some disk space, then try again",
+        )
+
+
 def write_outputs(outputs: Mapping[str | os.PathLike, bytes | Callable[[Path], None]]) -> list[Path]:
     """Write every output or none: bytes, or a function that writes the given temporary path."""
     targets = [Path(p) for p in outputs]
+    sizes: dict[Path, int] = {}
+    for target, content in zip(targets, outputs.values(), strict=True):
+        if not callable(content):
+            folder = target.parent if str(target.parent) else Path(".")
+            sizes[folder] = sizes.get(folder, 0) + len(content)
+    for folder, needed in sizes.items():
+        check_free_space(folder, needed, "the files to write")
     with staged_outputs(targets) as temps:
         for tmp, content in zip(temps, outputs.values(), strict=True):
             if callable(content):

@@ -56,9 +56,11 @@ GiB = 2**30
 #: Environment variable for each limit.
 ENV_PREFIX = "SHRINKRAY_"
 
-_BYTE_FIELDS = {"max_file_bytes", "max_tensor_bytes", "max_unpacked_bytes", "max_memory_bytes", "max_job_memory_bytes"}
+_BYTE_FIELDS = {"max_file_bytes", "max_tensor_bytes", "max_unpacked_bytes", "max_memory_bytes", "max_job_memory_bytes",
+                "min_free_disk_bytes"}
 
 _WHAT = {
+    "min_free_disk_bytes": "the disk space every write leaves free",
     "max_file_bytes": "the size of one file",
     "max_tensor_bytes": "the bytes of all tensors together",
     "max_nodes": "the number of nodes",
@@ -135,6 +137,9 @@ class Limits:
     max_job_seconds: float = 600.0
     # One inference (a never-ending Loop is stopped here, not at the job's limit: measure/deadline.py).
     max_inference_seconds: float = 60.0
+    # Every write (an upload, a run's copy, variants, reports) leaves at least this much free on its disk, so
+    # one visitor's files cannot fill the disk the server, its store and other visitors share (io/files.py).
+    min_free_disk_bytes: int = GiB // 4
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

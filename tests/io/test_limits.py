@@ -57,7 +57,7 @@ def test_defaults():
 def test_every_limit_has_an_environment_variable():
     names = {f.name: Limits.env_name(f.name) for f in dataclasses.fields(Limits)}
     assert names["max_nodes"] == "SHRINKRAY_MAX_NODES"
-    assert all(env.startswith("SHRINKRAY_MAX_") for env in names.values())
+    assert all(env.startswith(("SHRINKRAY_MAX_", "SHRINKRAY_MIN_")) for env in names.values())
     env = {v: "7" for v in names.values()}
     limits = Limits.from_env(env)
     assert all(getattr(limits, f) == 7 for f in names)

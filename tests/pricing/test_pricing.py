@@ -569,7 +569,9 @@ def test_json_report_with_pricing(mlp, choice):
     assert rows["float16"]["saving_per_month"] == pytest.approx(
         rows["original"]["cost_per_month"] - rows["float16"]["cost_per_month"]
     )
-    assert {k: v for k, v in data.items() if k != "cost"} == report.to_json(mlp)
+    assert {k: v for k, v in data.items() if k not in ("cost", "headline")} == {
+        k: v for k, v in report.to_json(mlp).items() if k != "headline"}
+    assert data["headline"]["pricing"].startswith("1,000,000 downloads a month")  # the headline is priced alike
 
 
 def test_markdown_text_and_csv_reports_with_pricing(mlp, choice):

@@ -35,7 +35,7 @@ with upload_col:
         "removed once the model is in memory; it is never written next to anything else. A model too large to "
         "measure here is kept there as its graph alone, and the Shrink page shrinks it with weights-int8, "
         "tensor by tensor. The limit is server.maxUploadSize in .streamlit/config.toml; model limits are "
-        "SHRINKRAY_MAX_* (see the README).",
+        "SHRINKRAY_MAX_* (see docs/security.md).",
     )
     if uploaded is not None and st.session_state.get("upload_id") != uploaded.file_id:
         st.session_state["upload_id"] = uploaded.file_id

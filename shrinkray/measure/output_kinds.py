@@ -1,6 +1,6 @@
 """What each model output is, so that parity can judge it in its own terms.
 
-The rules, in order (the first that applies wins; the README lists them and
+The rules, in order (the first that applies wins; docs/verdicts.md lists them and
 every report says which one decided):
 
 1. the user's choice for that output (``--output-kind NAME=KIND``, the app's

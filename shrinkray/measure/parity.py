@@ -48,7 +48,7 @@ FLOAT_KINDS = ("scores", "continuous", "embedding", "map", "detections")
 DECISION_KINDS = ("map", "detections")
 KINDS = (*FLOAT_KINDS, "exact")
 
-#: Thresholds chosen by measuring real models against task checks (bench/verdicts.py, README "Parity").
+#: Thresholds chosen by measuring real models against task checks (bench/verdicts.py, docs/verdicts.md "Parity").
 RELATIVE_PROFILE: dict[str, dict[str, float]] = {
     "scores": {"min_top1_agreement": 0.97},
     "continuous": {"max_relative_rms_error": 0.02, "min_cosine": 0.99},
@@ -68,7 +68,7 @@ ABSOLUTE_PROFILE: dict[str, dict[str, float]] = {
 PROFILES = {"relative": RELATIVE_PROFILE, "absolute": ABSOLUTE_PROFILE}
 DEFAULT_PROFILE = "relative"
 
-#: Every measure a criterion can name, and what it means (CLI help, README, app tooltips).
+#: Every measure a criterion can name, and what it means (CLI help, docs/verdicts.md, app tooltips).
 MEASURES: dict[str, str] = {
     "top1_agreement": "share of decided positions whose top-1 class is unchanged (ties in the original skipped); "
                       "for a CTC sequence ([batch, steps, classes] where the blank, class 0 or the last, is the "

@@ -78,7 +78,7 @@ from shrinkray.methods.weights_int8 import _decode_nodes, best_codes
 
 FORMS = ["auto", "standard", "contrib", "dequantize-linear"]
 MS_DOMAIN = "com.microsoft"
-#: Consumer ops that form ``auto`` gives a com.microsoft op (bench/int4_forms.py, README "weights-int4"):
+#: Consumer ops that form ``auto`` gives a com.microsoft op (bench/int4_forms.py, docs/methods.md "weights-int4"):
 #: GatherBlockQuantized ran 0.98x the float Gather and opens sessions 50x faster than the folded standard
 #: form (which rebuilds the whole table in float at load). Not MatMul/Gemm: re-measured with bursts at 1
 #: thread (ONNX Runtime 1.31.1, `--sweep`), MatMulNBits ran 1.24-2.18x the float MatMul at 1-16 input rows

@@ -13,7 +13,7 @@ polls :meth:`RunQueue.status` (queue position, step and fraction) and may
 
 :class:`RunQueue` is the interface; :class:`LocalQueue` keeps everything in
 this process. Several app replicas would share a queue on an existing engine
-(Redis with RQ, Celery): see the README's "Runs, jobs and replicas".
+(Redis with RQ, Celery): see docs/deployment.md.
 """
 
 from __future__ import annotations

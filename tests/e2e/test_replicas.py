@@ -1,4 +1,4 @@
-"""Two app replicas on one Redis queue and one run store (README "Several replicas"): a run started in a
+"""Two app replicas on one Redis queue and one run store (docs/deployment.md "Several replicas"): a run started in a
 browser on one replica opens by its address on the other with the same cards, and is followed there while
 it runs; the work happens in an RQ worker process."""
 

@@ -272,3 +272,17 @@ def press(page, name: str, timeout_ms: int = 60_000) -> None:
     button = page.get_by_role("button", name=name)
     expect(button).to_have_count(1, timeout=timeout_ms)
     button.click()
+
+
+def run_sample_in_app(page, sample: Path, remove: tuple[str, ...] = ("Dynamic INT8 (ONNX Runtime)", "N-value palettization"),
+                      timeout_ms: int = 240_000) -> None:  # fmt: skip
+    """In the app at ``page``: upload ``sample``, open Shrink, drop the ``remove`` methods, run, wait for the results."""
+    page.locator("input[type=file]").set_input_files(str(sample))
+    page.wait_for_selector("text=Weight tensors", timeout=60_000)
+    page.get_by_role("link", name="Shrink").click()
+    page.wait_for_selector("text=Shrink and measure", timeout=30_000)
+    for name in remove:
+        page.get_by_role("button", name=f"Remove {name}").click()
+        page.wait_for_timeout(500)
+    press(page, "Shrink and measure")
+    page.wait_for_selector("text=Reports", timeout=timeout_ms)

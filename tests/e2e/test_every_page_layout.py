@@ -8,7 +8,7 @@ each visits the Model, Shrink, Compare and Pricing pages. Screenshots: tests/e2e
 from __future__ import annotations
 
 import pytest
-from helpers import press
+from helpers import run_sample_in_app
 
 from tests.e2e.test_browser import ROOT, SHOTS, _no_traceback, app_url  # noqa: F401 - app_url is a fixture
 
@@ -34,15 +34,8 @@ PAGES = ("Model", "Shrink", "Compare", "Pricing")
 def run_link(app_url, module_pages):  # noqa: F811
     """The address of a finished run of the cnn sample (weights-int8 and float16)."""
     page = module_pages.open(app_url, width=1440, height=1600)
-    page.locator("input[type=file]").set_input_files(str(ROOT / "sample_models" / "cnn.onnx"))
-    page.wait_for_selector("text=Weight tensors", timeout=60_000)
-    page.get_by_role("link", name="Shrink").click()
-    page.wait_for_selector("text=Shrink and measure", timeout=30_000)
-    for name in ("Dynamic INT8 (ONNX Runtime)", "N-value palettization", "Weights-only 4-bit"):
-        page.get_by_role("button", name=f"Remove {name}").click()
-        page.wait_for_timeout(500)
-    press(page, "Shrink and measure")
-    page.wait_for_selector("text=Reports", timeout=240_000)
+    run_sample_in_app(page, ROOT / "sample_models" / "cnn.onnx",
+                      remove=("Dynamic INT8 (ONNX Runtime)", "N-value palettization", "Weights-only 4-bit"))
     assert "run=" in page.url
     yield page.url
     page.context.close()

@@ -4,7 +4,7 @@ page to send, at 1440 and 800 px, light and dark (screenshots in tests/e2e/scree
 from __future__ import annotations
 
 import pytest
-from helpers import press
+from helpers import run_sample_in_app
 
 from tests.e2e.test_browser import ROOT, SHOTS, _no_traceback, app_url  # noqa: F401 - app_url is a fixture
 
@@ -12,15 +12,7 @@ from tests.e2e.test_browser import ROOT, SHOTS, _no_traceback, app_url  # noqa: 
 @pytest.mark.parametrize(("width", "scheme"), [(1440, "light"), (800, "dark")])
 def test_the_headline_card_after_a_run(app_url, pages, width, scheme, tmp_path):  # noqa: F811
     page = pages.open(app_url, width=width, height=1800, color_scheme=scheme, accept_downloads=True)
-    page.locator("input[type=file]").set_input_files(str(ROOT / "sample_models" / "cnn.onnx"))
-    page.wait_for_selector("text=Weight tensors", timeout=60_000)
-    page.get_by_role("link", name="Shrink").click()
-    page.wait_for_selector("text=Shrink and measure", timeout=30_000)
-    for name in ("Dynamic INT8 (ONNX Runtime)", "N-value palettization"):
-        page.get_by_role("button", name=f"Remove {name}").click()
-        page.wait_for_timeout(500)
-    press(page, "Shrink and measure")
-    page.wait_for_selector("text=Reports", timeout=240_000)
+    run_sample_in_app(page, ROOT / "sample_models" / "cnn.onnx")
     body = page.inner_text("body")
     for part in ("Size as served (brotli)", "Download on 4G", "Saved a year", "Its verdict"):
         assert part in body, part

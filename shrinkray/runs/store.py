@@ -19,15 +19,15 @@ variant files, so nothing half-made is ever offered. Limits on total bytes
 and age remove the oldest finished runs; a removed run's id is remembered so
 its link says "removed" rather than "unknown".
 
-Records hold pickles of the engine's own dataclasses (settings, comparison),
-written only by this server into a folder only its user can read.
+Records hold data, never code: the settings and the comparison are JSON with a schema version
+(:mod:`shrinkray.measure.results_json`), read back by the dataclasses' type hints. A record an older
+version kept as a pickle is never unpickled: it reads as "kept by an older version; start it again".
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import pickle
 import re
 import secrets
 import shutil
@@ -41,6 +41,8 @@ from typing import Any
 
 from shrinkray.errors import ShrinkRayError
 from shrinkray.io.limits import _parse_setting
+from shrinkray.measure.results_json import StoredFormatError, results_codec
+from shrinkray.pipeline.inspect import ModelSummary
 
 ROOT_ENV = "SHRINKRAY_RUNS_DIR"
 MAX_BYTES_ENV = "SHRINKRAY_RUNS_MAX_BYTES"
@@ -59,7 +61,11 @@ ORPHAN_AGE_S = 3600
 
 
 class RunNotFound(ShrinkRayError):
-    """No run has this id here (never made, or removed), or the id is not one we make."""
+    """No run has this id here (never made, or removed), or the id is not one we make, or it cannot be shown."""
+
+
+#: Settings and results to JSON and back (the comparison's summary type lives in the pipeline layer).
+CODEC = results_codec({"ModelSummary": ModelSummary})
 
 
 def new_run_id() -> str:
@@ -113,8 +119,8 @@ def atomic_write(path: Path, data: bytes) -> Path:
 
 
 def _check_private(root: Path) -> None:
-    """Refuse a store folder another user owns or may write (records hold pickles: whoever can write them can
-    run code in this server). The temp-folder fallback's name is predictable, so someone could make it first."""
+    """Refuse a store folder another user owns or may write (whoever can write its records and files can
+    feed this server what they like). The temp-folder fallback's name is predictable, so someone could make it first."""
     if not hasattr(os, "getuid"):
         return
     info = root.stat()
@@ -154,9 +160,9 @@ class RunRecord:
     kind: str  # what the run does, as messages name it ("Shrinking and measuring", "Re-measuring")
     bytes: int
     folder: Path
-    _settings: bytes | None
-    _snapshot: bytes | None
-    _result: bytes | None
+    _settings: str | bytes | None
+    _snapshot: str | bytes | None
+    _result: str | bytes | None
 
     @property
     def live(self) -> bool:
@@ -164,33 +170,40 @@ class RunRecord:
 
     @property
     def settings(self) -> Any:
-        return _unpickle(self._settings)
+        return _read(self._settings)
 
     @property
     def snapshot(self) -> Any:
         """The latest partial result (a Comparison without models), or None."""
-        return _unpickle(self._snapshot)
+        return _read(self._snapshot)
 
     @property
     def result(self) -> Any:
         """The finished Comparison (variant models are files under ``folder``), or None."""
-        return _unpickle(self._result)
+        return _read(self._result)
 
     @property
     def model_path(self) -> Path:
         return self.folder / "model.onnx"
 
 
-def _unpickle(data: bytes | None) -> Any:
+def _write(value: Any) -> str:
+    """``value`` (settings, a snapshot, a comparison without models) as the JSON text a record holds."""
+    return CODEC.dumps(value)
+
+
+def _read(data: str | bytes | None) -> Any:
+    """A record's JSON text as the value it holds. A pickle an older version wrote (a BLOB) is never loaded."""
     if data is None:
         return None
+    if not isinstance(data, str):
+        raise RunNotFound("This run was kept by an older version of Shrink Ray Studio and cannot be shown",
+                          "Start it again")  # fmt: skip
     try:
-        return pickle.loads(data)  # noqa: S301 - written by this server into its own private folder
-    except Exception as exc:  # noqa: BLE001 - a record from an incompatible version
-        raise RunNotFound(
-            "This run was made by another version of Shrink Ray Studio and cannot be shown",
-            "Run it again",
-        ) from exc
+        return CODEC.loads(data)
+    except StoredFormatError as exc:
+        raise RunNotFound("This run was kept by another version of Shrink Ray Studio and cannot be shown",
+                          "Start it again") from exc  # fmt: skip
 
 
 _COLUMNS = ("id", "created", "updated", "status", "step", "fraction", "error", "problem", "hint", "setting",
@@ -254,8 +267,7 @@ class RunStore:
                 "INSERT INTO runs (id, created, updated, status, step, fraction, error, problem, hint, setting, "
                 "model_name, model_sha256, model_bytes, kind, bytes, settings) "
                 "VALUES (?, ?, ?, 'queued', '', 0, '', '', '', '', ?, ?, ?, ?, 0, ?)",
-                (run_id, now, now, model_name, model_sha256, int(model_bytes), kind,
-                 pickle.dumps(settings, protocol=pickle.HIGHEST_PROTOCOL)),
+                (run_id, now, now, model_name, model_sha256, int(model_bytes), kind, _write(settings)),
             )  # fmt: skip
         return run_id
 
@@ -309,22 +321,22 @@ class RunStore:
             )
 
     def set_settings(self, run_id: str, settings: Any) -> None:
-        data = pickle.dumps(settings, protocol=pickle.HIGHEST_PROTOCOL)
+        data = _write(settings)
         with self._db() as db:
             db.execute("UPDATE runs SET settings = ?, updated = ? WHERE id = ?", (data, time.time(), run_id))
 
     def set_snapshot(self, run_id: str, snapshot: Any) -> None:
         """Keep the latest partial result (only while the run is live: a late snapshot never overwrites an end)."""
-        data = pickle.dumps(snapshot, protocol=pickle.HIGHEST_PROTOCOL)
+        data = _write(snapshot)
         with self._db() as db:
             db.execute("UPDATE runs SET snapshot = ?, updated = ? WHERE id = ? AND status IN ('queued', 'running')",
                        (data, time.time(), run_id))  # fmt: skip
 
     def finish(self, run_id: str, result: Any) -> None:
         """The run is done: keep its result, count its bytes, then apply the limits."""
-        data = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+        data = _write(result)
         self._remove_scratch(self.runs_dir / run_id)
-        size = folder_bytes(self.runs_dir / run_id) + len(data)
+        size = folder_bytes(self.runs_dir / run_id) + len(data.encode())
         with self._db() as db:
             db.execute(
                 "UPDATE runs SET status = 'done', step = 'Done', fraction = 1, result = ?, snapshot = NULL, "
@@ -341,7 +353,7 @@ class RunStore:
             row = db.execute("SELECT result FROM runs WHERE id = ? AND status = 'done'", (run_id,)).fetchone()
             if row is None or row[0] is None:
                 return False
-            data = pickle.dumps(change(_unpickle(row[0])), protocol=pickle.HIGHEST_PROTOCOL)
+            data = _write(change(_read(row[0])))
             db.execute("UPDATE runs SET result = ?, updated = ? WHERE id = ? AND status = 'done'",
                        (data, time.time(), run_id))  # fmt: skip
         return True

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import os
+import pickle
 import time
 from pathlib import Path
 
 import pytest
 
 from shrinkray.runs.hooks import run_hooks
-from shrinkray.runs.store import RunNotFound, RunStore, atomic_write, is_run_id, new_run_id, safe_file_name
+from shrinkray.runs.store import (
+    RunNotFound,
+    RunStore,
+    atomic_write,
+    is_run_id,
+    new_run_id,
+    safe_file_name,
+)
 
 
 @pytest.fixture
@@ -63,23 +72,6 @@ def test_a_finished_result_can_be_amended_but_a_live_one_cannot(store):
     done = _done(store)
     assert store.amend_result(done, lambda r: {**r, "browser": ["chromium"]}) is True
     assert store.get(done).result == {"result": "m", "browser": ["chromium"]}
-
-
-def test_browser_runs_travel_with_the_runs_link(tmp_path):
-    from shrinkray.measure.results import Comparison
-    from shrinkray.runs.service import Runs
-
-    class _NoQueue:
-        def status(self, run_id):
-            return None
-
-    runs = Runs(store=RunStore(tmp_path / "runs"), queue=_NoQueue())
-    run_id = runs.store.create(model_name="m")
-    comparison = Comparison.__new__(Comparison)  # only the fields a finished run's result needs here
-    comparison.variants, comparison.original, comparison.browser = [], None, []
-    runs.store.finish(run_id, comparison)
-    assert runs.keep_browser_runs(run_id, ["run-in-chromium"])
-    assert runs.store.get(run_id).result.browser == ["run-in-chromium"]
 
 
 def test_files_are_written_whole_or_not_at_all(store, monkeypatch):
@@ -212,8 +204,8 @@ def test_a_run_the_queue_refuses_leaves_no_record_or_model_copy(tmp_path):
 
 @pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX owners")
 def test_a_store_folder_another_user_owns_is_refused_with_a_message(tmp_path, monkeypatch):
-    """Records hold pickles: a folder someone else made first (the temp fallback's name is predictable) would let
-    them run code in the server. The store says so instead of opening it."""
+    """A folder someone else made first (the temp fallback's name is predictable) would let them feed the server
+    records and files. The store says so instead of opening it."""
     from shrinkray.errors import ShrinkRayError
 
     RunStore(tmp_path / "mine")  # our own folder is fine
@@ -284,3 +276,74 @@ def test_a_finished_run_that_fits_alone_is_kept_while_live_runs_fill_the_space(s
     store.finish(too_big, {"result": "big"})
     with pytest.raises(RunNotFound, match="larger than the space"):
         store.get(too_big)
+
+
+# ---------------------------------------------------------------------------------------------- no code in the store
+
+
+class _Planted:
+    """Unpickling this creates ``marker``: what a planted record could do, done harmlessly."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def _plant_pickles(store: RunStore, marker: Path, status: str = "done") -> str:
+    """A run whose record holds pickles, as an older version (or someone who could write the database) left it."""
+    run_id = store.create(model_name="planted")
+    store.write_file(run_id, "model.onnx", b"not read")
+    blob = pickle.dumps(_Planted(marker))
+    with store._db() as db:
+        db.execute("UPDATE runs SET status = ?, settings = ?, snapshot = ?, result = ? WHERE id = ?",
+                   (status, blob, blob, blob, run_id))  # fmt: skip
+    return run_id
+
+
+def test_the_plant_would_run_code_if_it_were_unpickled(tmp_path):
+    """The check behind the tests below: loading the planted pickle does create its marker."""
+    marker = tmp_path / "ran"
+    pickle.loads(pickle.dumps(_Planted(marker))).close()  # noqa: S301 - the test's own plant
+    assert marker.exists()
+
+
+def test_records_are_json_text_and_an_older_versions_pickles_are_never_loaded(store, tmp_path):
+    from shrinkray.runs.service import Runs
+
+    run_id = _done(store)
+    with store._db() as db:
+        settings, result = db.execute("SELECT settings, result FROM runs WHERE id = ?", (run_id,)).fetchone()
+    assert isinstance(settings, str) and json.loads(settings)["data"] == {"levels": 16}
+    assert json.loads(result)["schema"] == 1
+
+    marker = tmp_path / "ran"
+    old = _plant_pickles(store, marker)
+    record = store.get(old)  # the record's plain columns are read: status, names, sizes
+    assert record.status == "done" and record.model_name == "planted"
+    for part in ("settings", "snapshot", "result"):
+        with pytest.raises(RunNotFound) as caught:
+            getattr(record, part)
+        assert str(caught.value) == ("This run was kept by an older version of Shrink Ray Studio and cannot be "
+                                     "shown. Start it again.")  # fmt: skip
+    with pytest.raises(RunNotFound, match="older version"):
+        Runs(store, queue=_NoQueue()).comparison(old)
+    with pytest.raises(RunNotFound, match="older version"):
+        store.amend_result(old, lambda r: r)
+    assert not marker.exists()
+
+
+def test_a_record_that_does_not_fit_its_types_reads_as_another_version(store):
+    run_id = _done(store)
+    with store._db() as db:
+        db.execute("UPDATE runs SET settings = ? WHERE id = ?",
+                   ('{"format": "shrinkray-data", "schema": 1, "type": "CompareSettings", "data": {"runs": "x"}}',
+                    run_id))  # fmt: skip
+    with pytest.raises(RunNotFound, match="kept by another version of Shrink Ray Studio and cannot be shown"):
+        _ = store.get(run_id).settings
+
+
+class _NoQueue:
+    def status(self, run_id):
+        return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import stat
 import time
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from shrinkray.runs.hooks import run_hooks
 from shrinkray.runs.store import (
     RunNotFound,
     RunStore,
+    StoreNotPrivate,
     atomic_write,
     is_run_id,
     new_run_id,
@@ -347,3 +349,131 @@ def test_a_record_that_does_not_fit_its_types_reads_as_another_version(store):
 class _NoQueue:
     def status(self, run_id):
         return None
+
+
+def _state(root: Path) -> dict[str, tuple[int, bytes | None]]:
+    """Every path under ``root`` with its mode and (files) bytes: refusing must change none of it."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        info = os.lstat(path)
+        out[str(path.relative_to(root))] = (info.st_mode, path.read_bytes() if path.is_file() else None)
+    return out
+
+
+@pytest.fixture
+def planted(tmp_path):
+    """A store with a run whose record holds pickles; returns (root, run id, marker)."""
+    root = tmp_path / "store"
+    marker = tmp_path / "ran"
+    run_id = _plant_pickles(RunStore(root), marker)
+    return root, run_id, marker
+
+
+posix = pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX owners and modes")
+
+
+@posix
+@pytest.mark.parametrize("part, mode, words", [
+    ("", 0o777, "The run store folder {path} is writable by other users. Make it private (chmod 700 {path}) or set "
+                "SHRINKRAY_RUNS_DIR to a folder of your own."),
+    ("", 0o720, "The run store folder {path} is writable by other users"),
+    ("runs", 0o757, "The run store's folder of runs {path} is writable by other users. Make it private (chmod 700"),
+    ("runs.sqlite3", 0o666, "The run store's database {path} is writable by other users. Make it private (chmod 600 "
+                            "{path})"),
+])  # fmt: skip
+def test_a_store_others_may_write_is_refused_before_its_mode_changes_or_anything_is_read(planted, part, mode, words):
+    root, _run_id, marker = planted
+    path = root / part if part else root
+    os.chmod(path, mode)
+    before = _state(root)
+    with pytest.raises(StoreNotPrivate) as caught:
+        RunStore(root)
+    assert str(caught.value).startswith(words.format(path=path)), str(caught.value)
+    assert stat.S_IMODE(os.lstat(path).st_mode) == mode  # no chmod before the check
+    assert _state(root) == before and not marker.exists()  # nothing opened, replayed or unpickled
+
+
+@posix
+def test_a_write_ahead_log_others_may_write_is_refused(planted):
+    """SQLite replays a -wal file into the database when it opens it: a planted one is a planted record."""
+    root, _run_id, marker = planted
+    wal = root / "runs.sqlite3-wal"
+    wal.write_bytes(b"planted")
+    os.chmod(wal, 0o666)
+    with pytest.raises(StoreNotPrivate, match="database .*-wal is writable by other users"):
+        RunStore(root)
+    assert wal.read_bytes() == b"planted" and not marker.exists()
+
+
+@posix
+def test_a_store_folder_or_database_that_is_a_link_is_refused(planted, tmp_path):
+    root, _run_id, marker = planted
+    link = tmp_path / "link"
+    link.symlink_to(root)
+    with pytest.raises(StoreNotPrivate, match=f"The run store folder {link} is a symbolic link. Remove the link, or "
+                                              "set SHRINKRAY_RUNS_DIR"):  # fmt: skip
+        RunStore(link)
+    (root / "runs.sqlite3").rename(tmp_path / "elsewhere.sqlite3")
+    (root / "runs.sqlite3").symlink_to(tmp_path / "elsewhere.sqlite3")
+    with pytest.raises(StoreNotPrivate, match="database .* is a symbolic link"):
+        RunStore(root)
+    assert not marker.exists()
+
+
+@posix
+@pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0, reason="chown to another user needs root")
+@pytest.mark.parametrize("part", ["", "runs", "runs.sqlite3"])
+def test_a_store_another_user_owns_is_refused(planted, part):
+    """Another owner for real (the tests run as root: chown to nobody); the getuid test above covers other users."""
+    root, _run_id, marker = planted
+    path = root / part if part else root
+    os.chown(path, 65534, 65534)
+    before = _state(root)
+    with pytest.raises(StoreNotPrivate, match=f"{path} belongs to another user. Set SHRINKRAY_RUNS_DIR to a folder"):
+        RunStore(root)
+    assert _state(root) == before and not marker.exists()
+
+
+@posix
+def test_a_run_folder_that_is_a_link_or_not_private_is_refused_before_it_is_read(tmp_path):
+    from shrinkray.runs.service import Runs
+
+    store = RunStore(tmp_path / "store")
+    marker = tmp_path / "ran"
+    linked, open_to_all, foreign = (_plant_pickles(store, marker) for _ in range(3))
+    elsewhere = tmp_path / "elsewhere"
+    (store.runs_dir / linked).rename(elsewhere)
+    (store.runs_dir / linked).symlink_to(elsewhere)
+    os.chmod(store.runs_dir / open_to_all, 0o777)
+    cases = [(linked, "is a symbolic link"), (open_to_all, "is writable by other users")]
+    if os.getuid() == 0:
+        os.chown(store.runs_dir / foreign, 65534, 65534)
+        cases.append((foreign, "belongs to another user"))
+    runs = Runs(store, queue=_NoQueue())
+    for run_id, words in cases:
+        folder = store.runs_dir / run_id
+        expected = f"This run's folder {folder} {words}. Start a new run on the Shrink page."
+        for read in (store.get, store.folder, runs.view, runs.comparison, lambda i: store.file_path(i, "model.onnx")):
+            with pytest.raises(RunNotFound) as caught:
+                read(run_id)
+            assert str(caught.value) == expected
+    assert not marker.exists()
+    store.discard(linked, "test")  # removing the run removes the link, never what it points at
+    assert not (store.runs_dir / linked).is_symlink() and (elsewhere / "model.onnx").read_bytes() == b"not read"
+
+
+@posix
+def test_a_new_store_is_private_whatever_the_umask(tmp_path):
+    old = os.umask(0)
+    try:
+        store = RunStore(tmp_path / "new" / "store")
+        run_id = store.create(model_name="m")
+        store.finish(run_id, {"result": 1})
+        RunStore(store.root)  # opened again: its own files pass the checks
+    finally:
+        os.umask(old)
+    for path, mode in ((store.root, 0o700), (store.runs_dir, 0o700), (store.runs_dir / run_id, 0o700),
+                       (store.db_path, 0o600)):  # fmt: skip
+        assert stat.S_IMODE(os.lstat(path).st_mode) == mode, path
+    for extra in store.root.glob("runs.sqlite3-*"):
+        assert not stat.S_IMODE(os.lstat(extra).st_mode) & 0o077, extra

@@ -139,6 +139,9 @@ def open_run_from_address() -> None:
         return
     try:
         record = runs_service().view(wanted).record
+        settings = record.settings  # a run another version kept cannot be read: one sentence, before anything
+        if record.status == "done":
+            comparison_of(wanted)  # its results too (cached for the page)
         if not record.model_path.is_file():
             raise RunNotFound("This run's model is no longer kept", "Start a new run on the Shrink page")
         current = st.session_state.get("model")
@@ -154,7 +157,7 @@ def open_run_from_address() -> None:
         return
     st.session_state["run_id"] = wanted
     st.session_state.setdefault("my_runs", []).append(wanted)
-    _seed_settings(record.settings)
+    _seed_settings(settings)
 
 
 def _seed_settings(settings) -> None:
@@ -247,7 +250,10 @@ def _live_panel(rid: str, cards: bool) -> None:
             left.error(md(problems[rid]), icon=":material/error:")
         left.caption("This run keeps going if you leave or reload the page: its address opens it again.")
     if cards:
-        snapshot = v.record.snapshot
+        try:
+            snapshot = v.record.snapshot
+        except RunNotFound:  # kept by another version (a replica not yet upgraded): the progress above says enough
+            snapshot = None
         if snapshot is not None:
             with st.container():
                 show_results(snapshot, partial=True)

@@ -34,6 +34,13 @@ redis://host:6379/0``; ``pip install shrinkray-studio[redis]``):
 ``rq`` and ``redis`` are imported only when this backend is used; the default
 install needs neither.
 
+*Pickles*: RQ pickles each job (the call and its arguments, settings included), and
+this module pickles the snapshot and result it leaves in Redis for the replicas. That is
+transport inside the operator's own Redis, read only by this queue's processes (whoever
+can write that Redis can run code in the workers: keep it private, README "Trust"). What
+is kept goes through the hooks into the run store, which holds JSON only
+(:mod:`shrinkray.runs.store`), never these pickles.
+
 Kept as one module (over 600 lines): both sides of one Redis protocol (the replica that submits and the
 worker that runs) share its keys and meta fields, so they cannot drift apart.
 """

@@ -19,19 +19,24 @@ variant files, so nothing half-made is ever offered. Limits on total bytes
 and age remove the oldest finished runs; a removed run's id is remembered so
 its link says "removed" rather than "unknown".
 
-Records hold pickles of the engine's own dataclasses (settings, comparison),
-written only by this server into a folder only its user can read.
+Records hold data, never code: the settings and the comparison are JSON with a schema version
+(:mod:`shrinkray.measure.results_json`), read back by the dataclasses' type hints. A record an older
+version kept as a pickle is never unpickled: it reads as "kept by an older version; start it again".
+
+The store refuses a root folder, its folder of runs, its database or a run's folder that is a symbolic
+link, belongs to another user or that group or others may write, checked (``os.lstat``) before any
+change of mode and before anything in it is read.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import pickle
 import re
 import secrets
 import shutil
 import sqlite3
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -41,6 +46,8 @@ from typing import Any
 
 from shrinkray.errors import ShrinkRayError
 from shrinkray.io.limits import _parse_setting
+from shrinkray.measure.results_json import StoredFormatError, results_codec
+from shrinkray.pipeline.inspect import ModelSummary
 
 ROOT_ENV = "SHRINKRAY_RUNS_DIR"
 MAX_BYTES_ENV = "SHRINKRAY_RUNS_MAX_BYTES"
@@ -59,7 +66,15 @@ ORPHAN_AGE_S = 3600
 
 
 class RunNotFound(ShrinkRayError):
-    """No run has this id here (never made, or removed), or the id is not one we make."""
+    """No run has this id here (never made, or removed), or the id is not one we make, or it cannot be shown."""
+
+
+class StoreNotPrivate(ShrinkRayError):
+    """The store's folder or database is a link, another user's, or writable by others: refused before use."""
+
+
+#: Settings and results to JSON and back (the comparison's summary type lives in the pipeline layer).
+CODEC = results_codec({"ModelSummary": ModelSummary})
 
 
 def new_run_id() -> str:
@@ -112,17 +127,52 @@ def atomic_write(path: Path, data: bytes) -> Path:
     return path
 
 
-def _check_private(root: Path) -> None:
-    """Refuse a store folder another user owns or may write (records hold pickles: whoever can write them can
-    run code in this server). The temp-folder fallback's name is predictable, so someone could make it first."""
-    if not hasattr(os, "getuid"):
-        return
-    info = root.stat()
-    if info.st_uid != os.getuid() or info.st_mode & 0o022:
-        raise ShrinkRayError(
-            f"The folder for kept runs ({root}) belongs to another user or others may write to it",
-            f"Set {ROOT_ENV} to a folder only the user running Shrink Ray Studio can write",
-        )
+def _not_private(path: Path, what: str, folder: bool) -> tuple[str, str] | None:
+    """What is wrong with ``path`` as a part of the store (problem, hint), or None when it is this user's own,
+    no one else may write it, and it is not a symbolic link. Looks with ``os.lstat``: nothing is followed."""
+    info = os.lstat(path)
+    own = f"set {ROOT_ENV} to a folder of your own"
+    if stat.S_ISLNK(info.st_mode):
+        return f"{what} {path} is a symbolic link", f"Remove the link, or {own}"
+    if folder and not stat.S_ISDIR(info.st_mode):
+        return f"{what} {path} is not a folder", f"Remove it, or {own}"
+    if not folder and not stat.S_ISREG(info.st_mode):
+        return f"{what} {path} is not a file", f"Remove it, or {own}"
+    if not hasattr(os, "getuid"):  # no POSIX owners or modes to judge by (Windows)
+        return None
+    if info.st_uid != os.getuid():
+        return f"{what} {path} belongs to another user", own[0].upper() + own[1:]
+    if info.st_mode & 0o022:
+        return (f"{what} {path} is writable by other users",
+                f"Make it private (chmod {'700' if folder else '600'} {path}) or {own}")  # fmt: skip
+    return None
+
+
+def _private_folder(path: Path, what: str) -> None:
+    """Make ``path`` (mode 0700) when it is missing; refuse it when it is not private, before changing its mode."""
+    if not os.path.lexists(path):
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    wrong = _not_private(path, what, folder=True)
+    if wrong:
+        raise StoreNotPrivate(*wrong)
+    with contextlib.suppress(OSError):
+        os.chmod(path, 0o700)  # ours and no one else writes it: no one else reads it either (run ids are secrets)
+
+
+def _private_database(path: Path) -> None:
+    """Refuse a database (or its write-ahead log, which SQLite would replay into it) that is not private;
+    a new one is made with mode 0600 before SQLite opens it."""
+    for part in (path, *(path.with_name(path.name + s) for s in ("-wal", "-shm", "-journal"))):
+        if os.path.lexists(part):
+            wrong = _not_private(part, "The run store's database", folder=False)
+            if wrong:
+                raise StoreNotPrivate(*wrong)
+    if not os.path.lexists(path):
+        with contextlib.suppress(FileExistsError):  # another process made it just now: checked below
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600))
+        wrong = _not_private(path, "The run store's database", folder=False)
+        if wrong:
+            raise StoreNotPrivate(*wrong)
 
 
 def folder_bytes(folder: Path) -> int:
@@ -154,9 +204,9 @@ class RunRecord:
     kind: str  # what the run does, as messages name it ("Shrinking and measuring", "Re-measuring")
     bytes: int
     folder: Path
-    _settings: bytes | None
-    _snapshot: bytes | None
-    _result: bytes | None
+    _settings: str | bytes | None
+    _snapshot: str | bytes | None
+    _result: str | bytes | None
 
     @property
     def live(self) -> bool:
@@ -164,33 +214,40 @@ class RunRecord:
 
     @property
     def settings(self) -> Any:
-        return _unpickle(self._settings)
+        return _read(self._settings)
 
     @property
     def snapshot(self) -> Any:
         """The latest partial result (a Comparison without models), or None."""
-        return _unpickle(self._snapshot)
+        return _read(self._snapshot)
 
     @property
     def result(self) -> Any:
         """The finished Comparison (variant models are files under ``folder``), or None."""
-        return _unpickle(self._result)
+        return _read(self._result)
 
     @property
     def model_path(self) -> Path:
         return self.folder / "model.onnx"
 
 
-def _unpickle(data: bytes | None) -> Any:
+def _write(value: Any) -> str:
+    """``value`` (settings, a snapshot, a comparison without models) as the JSON text a record holds."""
+    return CODEC.dumps(value)
+
+
+def _read(data: str | bytes | None) -> Any:
+    """A record's JSON text as the value it holds. A pickle an older version wrote (a BLOB) is never loaded."""
     if data is None:
         return None
+    if not isinstance(data, str):
+        raise RunNotFound("This run was kept by an older version of Shrink Ray Studio and cannot be shown",
+                          "Start it again")  # fmt: skip
     try:
-        return pickle.loads(data)  # noqa: S301 - written by this server into its own private folder
-    except Exception as exc:  # noqa: BLE001 - a record from an incompatible version
-        raise RunNotFound(
-            "This run was made by another version of Shrink Ray Studio and cannot be shown",
-            "Run it again",
-        ) from exc
+        return CODEC.loads(data)
+    except StoredFormatError as exc:
+        raise RunNotFound("This run was kept by another version of Shrink Ray Studio and cannot be shown",
+                          "Start it again") from exc  # fmt: skip
 
 
 _COLUMNS = ("id", "created", "updated", "status", "step", "fraction", "error", "problem", "hint", "setting",
@@ -213,12 +270,13 @@ class RunStore:
             max_age_s = days * 86400
         self.max_bytes = int(max_bytes)
         self.max_age_s = float(max_age_s)
+        # each part is checked before its mode is changed or anything in it is read (a planted database or a
+        # folder someone else may write could feed this server records and files)
+        _private_folder(self.root, "The run store folder")
         self.runs_dir = self.root / "runs"
-        self.runs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with contextlib.suppress(OSError):
-            os.chmod(self.root, 0o700)
-        _check_private(self.root)
+        _private_folder(self.runs_dir, "The run store's folder of runs")
         self.db_path = self.root / "runs.sqlite3"
+        _private_database(self.db_path)
         with self._db() as db:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute(
@@ -254,8 +312,7 @@ class RunStore:
                 "INSERT INTO runs (id, created, updated, status, step, fraction, error, problem, hint, setting, "
                 "model_name, model_sha256, model_bytes, kind, bytes, settings) "
                 "VALUES (?, ?, ?, 'queued', '', 0, '', '', '', '', ?, ?, ?, ?, 0, ?)",
-                (run_id, now, now, model_name, model_sha256, int(model_bytes), kind,
-                 pickle.dumps(settings, protocol=pickle.HIGHEST_PROTOCOL)),
+                (run_id, now, now, model_name, model_sha256, int(model_bytes), kind, _write(settings)),
             )  # fmt: skip
         return run_id
 
@@ -266,6 +323,7 @@ class RunStore:
                 "This link's run id is not valid (it should be 22 letters, digits, - or _)",
                 "Check that the whole link was copied, or start a new run on the Shrink page",
             )
+        self.folder(run_id)  # a run folder that is not private is refused before its record is read
         with self._db() as db:
             row = db.execute(f"SELECT {', '.join(_COLUMNS)} FROM runs WHERE id = ?", (run_id,)).fetchone()
             gone = None if row else db.execute("SELECT removed, reason FROM removed WHERE id = ?", (run_id,)).fetchone()
@@ -309,22 +367,22 @@ class RunStore:
             )
 
     def set_settings(self, run_id: str, settings: Any) -> None:
-        data = pickle.dumps(settings, protocol=pickle.HIGHEST_PROTOCOL)
+        data = _write(settings)
         with self._db() as db:
             db.execute("UPDATE runs SET settings = ?, updated = ? WHERE id = ?", (data, time.time(), run_id))
 
     def set_snapshot(self, run_id: str, snapshot: Any) -> None:
         """Keep the latest partial result (only while the run is live: a late snapshot never overwrites an end)."""
-        data = pickle.dumps(snapshot, protocol=pickle.HIGHEST_PROTOCOL)
+        data = _write(snapshot)
         with self._db() as db:
             db.execute("UPDATE runs SET snapshot = ?, updated = ? WHERE id = ? AND status IN ('queued', 'running')",
                        (data, time.time(), run_id))  # fmt: skip
 
     def finish(self, run_id: str, result: Any) -> None:
         """The run is done: keep its result, count its bytes, then apply the limits."""
-        data = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+        data = _write(result)
         self._remove_scratch(self.runs_dir / run_id)
-        size = folder_bytes(self.runs_dir / run_id) + len(data)
+        size = folder_bytes(self.runs_dir / run_id) + len(data.encode())
         with self._db() as db:
             db.execute(
                 "UPDATE runs SET status = 'done', step = 'Done', fraction = 1, result = ?, snapshot = NULL, "
@@ -341,7 +399,7 @@ class RunStore:
             row = db.execute("SELECT result FROM runs WHERE id = ? AND status = 'done'", (run_id,)).fetchone()
             if row is None or row[0] is None:
                 return False
-            data = pickle.dumps(change(_unpickle(row[0])), protocol=pickle.HIGHEST_PROTOCOL)
+            data = _write(change(_read(row[0])))
             db.execute("UPDATE runs SET result = ?, updated = ? WHERE id = ? AND status = 'done'",
                        (data, time.time(), run_id))  # fmt: skip
         return True
@@ -377,9 +435,16 @@ class RunStore:
     # ------------------------------------------------------------------ files
 
     def folder(self, run_id: str) -> Path:
+        """The run's folder; refused when it is a link, another user's or writable by others (checked with
+        ``os.lstat`` before anything in it is read)."""
         if not is_run_id(run_id):
             raise RunNotFound("This run id is not valid", "Start a new run")
-        return self.runs_dir / run_id
+        folder = self.runs_dir / run_id
+        if os.path.lexists(folder):
+            wrong = _not_private(folder, "This run's folder", folder=True)
+            if wrong:
+                raise RunNotFound(wrong[0], "Start a new run on the Shrink page")
+        return folder
 
     def write_file(self, run_id: str, relative: str, data: bytes) -> Path:
         """Write one file of the run atomically; ``relative`` stays inside the run's folder."""
@@ -439,7 +504,11 @@ class RunStore:
         self._remove(run_id, reason)
 
     def _remove(self, run_id: str, reason: str) -> None:
-        shutil.rmtree(self.runs_dir / run_id, ignore_errors=True)
+        folder = self.runs_dir / run_id
+        if folder.is_symlink():
+            with contextlib.suppress(OSError):
+                folder.unlink()  # the link goes, never what it points at
+        shutil.rmtree(folder, ignore_errors=True)
         with self._db() as db:
             db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
             db.execute("INSERT OR REPLACE INTO removed (id, removed, reason) VALUES (?, ?, ?)",
@@ -452,7 +521,9 @@ class RunStore:
             if folder.name in known:
                 continue
             with contextlib.suppress(OSError):
-                if now - folder.stat().st_mtime > ORPHAN_AGE_S:
+                if now - folder.lstat().st_mtime > ORPHAN_AGE_S:
+                    if folder.is_symlink():
+                        folder.unlink()  # a planted link: it goes, never what it points at
                     shutil.rmtree(folder, ignore_errors=True)
 
     @staticmethod

@@ -237,3 +237,91 @@ def test_a_running_runs_cards_show_what_is_known_and_measuring_for_the_rest():
     assert metrics.count(("Raw", "…")) == 1
     assert "Cancel" in [b.label for b in at.button]
     service.cancel(rid)
+
+
+def _kept_run(service, name: str, settings) -> tuple[str, object]:
+    """A finished run as a worker leaves it (compare_run into the run's folder), kept in the app's store."""
+    import shutil
+
+    from shrinkray.runs.service import compare_run
+
+    loaded = shrinkray.load(ROOT / "sample_models" / f"{name}.onnx")
+    rid = service.store.create(model_name=name, model_sha256=loaded.sha256, settings=settings)
+    folder = service.store.folder(rid)
+    shutil.copyfile(ROOT / "sample_models" / f"{name}.onnx", folder / "model.onnx")
+    comparison = compare_run(str(folder / "model.onnx"), name, settings, str(folder))
+    service.store.finish(rid, comparison)
+    return rid, comparison
+
+
+def test_every_page_renders_a_run_read_back_from_the_store():
+    """The run store keeps JSON: a run read back (with the visitor's browser runs attached) draws every page, as
+    the comparison the worker made did."""
+    from app_ui.runs import runs_service
+    from shrinkray.measure.browser import BrowserRun
+    from shrinkray.measure.results import CompareSettings
+    from shrinkray.verdict.headline import headline_of
+
+    service = runs_service()
+    settings = CompareSettings(methods=[("weights-int8", {}), ("float16", {})], latency=False, brotli_quality=1)
+    rid, comparison = _kept_run(service, "mlp", settings)
+    best = headline_of(comparison).variant
+    assert best is not None
+    browser = [BrowserRun("original", threads=1, session_ms=900.0, first_run_ms=300.0, median_ms=0.4, runs=30),
+               BrowserRun(best, threads=1, session_ms=400.0, first_run_ms=200.0, median_ms=0.5, runs=30,
+                          parity=comparison.get(best).parity)]  # fmt: skip
+    assert service.keep_browser_runs(rid, browser)
+    kept = service.comparison(rid)
+    assert kept.browser == browser and [v.key for v in kept.variants] == ["weights-int8", "float16"]
+    ready = headline_of(kept).ready_text()
+    assert "first run in the browser" in ready  # the re-read browser runs feed the headline
+
+    for page in ("model", "shrink", "compare", "pricing"):
+        at = AppTest.from_file(APP, default_timeout=240)
+        at.query_params["run"] = rid
+        at.switch_page(f"app_pages/{page}.py").run()
+        assert not at.exception, (page, at.exception)
+        assert not at.error, (page, [e.value for e in at.error])
+        assert at.session_state["run_id"] == rid
+        text = "\n".join(str(m.value) for m in at.markdown)
+        if page == "shrink":
+            assert [m.value for m in at.markdown if m.value.startswith("### ")] == ["### weights-int8", "### float16"]
+            labels = [m.value for m in at.metric if m.label == "Verdict"]
+            assert sorted(labels) == sorted(verdict_of(v).label for v in kept.variants)
+            assert "first run in the browser" in text, text  # the headline, from the browser runs kept with the run
+        if page == "compare":
+            assert "#### Parity per output" in text
+            assert next(s for s in at.selectbox if s.label == "Variant for the scatter plot").options == [
+                "weights-int8", "float16"]
+
+
+def test_a_run_an_older_version_kept_as_pickles_reads_as_one_sentence(tmp_path):
+    """Records an older version wrote are pickles: never loaded, the link says so in one sentence."""
+    import pickle
+
+    from app_ui.runs import runs_service
+
+    marker = tmp_path / "ran"
+
+    class Planted:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    service = runs_service()
+    loaded = shrinkray.load(ROOT / "sample_models" / "mlp.onnx")
+    rid = service.store.create(model_name="mlp", model_sha256=loaded.sha256)
+    shrinkray.save(loaded.model, service.store.folder(rid) / "model.onnx", overwrite=True)
+    blob = pickle.dumps(Planted())
+    with service.store._db() as db:
+        db.execute("UPDATE runs SET status = 'done', settings = ?, result = ? WHERE id = ?", (blob, blob, rid))
+    for page in ("model", "shrink"):
+        at = AppTest.from_file(APP, default_timeout=120)
+        at.query_params["run"] = rid
+        at.switch_page(f"app_pages/{page}.py").run()
+        assert not at.exception, at.exception
+        assert [e.value for e in at.error] == [
+            "This run link cannot be opened: This run was kept by an older version of Shrink Ray Studio and cannot "
+            "be shown. Start it again."
+        ]
+        assert "run_id" not in at.session_state
+    assert not marker.exists()

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import json
 import os
+import pickle
+import stat
 import time
 from pathlib import Path
 
 import pytest
 
 from shrinkray.runs.hooks import run_hooks
-from shrinkray.runs.store import RunNotFound, RunStore, atomic_write, is_run_id, new_run_id, safe_file_name
+from shrinkray.runs.store import (
+    RunNotFound,
+    RunStore,
+    StoreNotPrivate,
+    atomic_write,
+    is_run_id,
+    new_run_id,
+    safe_file_name,
+)
 
 
 @pytest.fixture
@@ -63,23 +74,6 @@ def test_a_finished_result_can_be_amended_but_a_live_one_cannot(store):
     done = _done(store)
     assert store.amend_result(done, lambda r: {**r, "browser": ["chromium"]}) is True
     assert store.get(done).result == {"result": "m", "browser": ["chromium"]}
-
-
-def test_browser_runs_travel_with_the_runs_link(tmp_path):
-    from shrinkray.measure.results import Comparison
-    from shrinkray.runs.service import Runs
-
-    class _NoQueue:
-        def status(self, run_id):
-            return None
-
-    runs = Runs(store=RunStore(tmp_path / "runs"), queue=_NoQueue())
-    run_id = runs.store.create(model_name="m")
-    comparison = Comparison.__new__(Comparison)  # only the fields a finished run's result needs here
-    comparison.variants, comparison.original, comparison.browser = [], None, []
-    runs.store.finish(run_id, comparison)
-    assert runs.keep_browser_runs(run_id, ["run-in-chromium"])
-    assert runs.store.get(run_id).result.browser == ["run-in-chromium"]
 
 
 def test_files_are_written_whole_or_not_at_all(store, monkeypatch):
@@ -212,8 +206,8 @@ def test_a_run_the_queue_refuses_leaves_no_record_or_model_copy(tmp_path):
 
 @pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX owners")
 def test_a_store_folder_another_user_owns_is_refused_with_a_message(tmp_path, monkeypatch):
-    """Records hold pickles: a folder someone else made first (the temp fallback's name is predictable) would let
-    them run code in the server. The store says so instead of opening it."""
+    """A folder someone else made first (the temp fallback's name is predictable) would let them feed the server
+    records and files. The store says so instead of opening it."""
     from shrinkray.errors import ShrinkRayError
 
     RunStore(tmp_path / "mine")  # our own folder is fine
@@ -284,3 +278,202 @@ def test_a_finished_run_that_fits_alone_is_kept_while_live_runs_fill_the_space(s
     store.finish(too_big, {"result": "big"})
     with pytest.raises(RunNotFound, match="larger than the space"):
         store.get(too_big)
+
+
+# ---------------------------------------------------------------------------------------------- no code in the store
+
+
+class _Planted:
+    """Unpickling this creates ``marker``: what a planted record could do, done harmlessly."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def _plant_pickles(store: RunStore, marker: Path, status: str = "done") -> str:
+    """A run whose record holds pickles, as an older version (or someone who could write the database) left it."""
+    run_id = store.create(model_name="planted")
+    store.write_file(run_id, "model.onnx", b"not read")
+    blob = pickle.dumps(_Planted(marker))
+    with store._db() as db:
+        db.execute("UPDATE runs SET status = ?, settings = ?, snapshot = ?, result = ? WHERE id = ?",
+                   (status, blob, blob, blob, run_id))  # fmt: skip
+    return run_id
+
+
+def test_the_plant_would_run_code_if_it_were_unpickled(tmp_path):
+    """The check behind the tests below: loading the planted pickle does create its marker."""
+    marker = tmp_path / "ran"
+    pickle.loads(pickle.dumps(_Planted(marker))).close()  # noqa: S301 - the test's own plant
+    assert marker.exists()
+
+
+def test_records_are_json_text_and_an_older_versions_pickles_are_never_loaded(store, tmp_path):
+    from shrinkray.runs.service import Runs
+
+    run_id = _done(store)
+    with store._db() as db:
+        settings, result = db.execute("SELECT settings, result FROM runs WHERE id = ?", (run_id,)).fetchone()
+    assert isinstance(settings, str) and json.loads(settings)["data"] == {"levels": 16}
+    assert json.loads(result)["schema"] == 1
+
+    marker = tmp_path / "ran"
+    old = _plant_pickles(store, marker)
+    record = store.get(old)  # the record's plain columns are read: status, names, sizes
+    assert record.status == "done" and record.model_name == "planted"
+    for part in ("settings", "snapshot", "result"):
+        with pytest.raises(RunNotFound) as caught:
+            getattr(record, part)
+        assert str(caught.value) == ("This run was kept by an older version of Shrink Ray Studio and cannot be "
+                                     "shown. Start it again.")  # fmt: skip
+    with pytest.raises(RunNotFound, match="older version"):
+        Runs(store, queue=_NoQueue()).comparison(old)
+    with pytest.raises(RunNotFound, match="older version"):
+        store.amend_result(old, lambda r: r)
+    assert not marker.exists()
+
+
+def test_a_record_that_does_not_fit_its_types_reads_as_another_version(store):
+    run_id = _done(store)
+    with store._db() as db:
+        db.execute("UPDATE runs SET settings = ? WHERE id = ?",
+                   ('{"format": "shrinkray-data", "schema": 1, "type": "CompareSettings", "data": {"runs": "x"}}',
+                    run_id))  # fmt: skip
+    with pytest.raises(RunNotFound, match="kept by another version of Shrink Ray Studio and cannot be shown"):
+        _ = store.get(run_id).settings
+
+
+class _NoQueue:
+    def status(self, run_id):
+        return None
+
+
+def _state(root: Path) -> dict[str, tuple[int, bytes | None]]:
+    """Every path under ``root`` with its mode and (files) bytes: refusing must change none of it."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        info = os.lstat(path)
+        out[str(path.relative_to(root))] = (info.st_mode, path.read_bytes() if path.is_file() else None)
+    return out
+
+
+@pytest.fixture
+def planted(tmp_path):
+    """A store with a run whose record holds pickles; returns (root, run id, marker)."""
+    root = tmp_path / "store"
+    marker = tmp_path / "ran"
+    run_id = _plant_pickles(RunStore(root), marker)
+    return root, run_id, marker
+
+
+posix = pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX owners and modes")
+
+
+@posix
+@pytest.mark.parametrize("part, mode, words", [
+    ("", 0o777, "The run store folder {path} is writable by other users. Make it private (chmod 700 {path}) or set "
+                "SHRINKRAY_RUNS_DIR to a folder of your own."),
+    ("", 0o720, "The run store folder {path} is writable by other users"),
+    ("runs", 0o757, "The run store's folder of runs {path} is writable by other users. Make it private (chmod 700"),
+    ("runs.sqlite3", 0o666, "The run store's database {path} is writable by other users. Make it private (chmod 600 "
+                            "{path})"),
+])  # fmt: skip
+def test_a_store_others_may_write_is_refused_before_its_mode_changes_or_anything_is_read(planted, part, mode, words):
+    root, _run_id, marker = planted
+    path = root / part if part else root
+    os.chmod(path, mode)
+    before = _state(root)
+    with pytest.raises(StoreNotPrivate) as caught:
+        RunStore(root)
+    assert str(caught.value).startswith(words.format(path=path)), str(caught.value)
+    assert stat.S_IMODE(os.lstat(path).st_mode) == mode  # no chmod before the check
+    assert _state(root) == before and not marker.exists()  # nothing opened, replayed or unpickled
+
+
+@posix
+def test_a_write_ahead_log_others_may_write_is_refused(planted):
+    """SQLite replays a -wal file into the database when it opens it: a planted one is a planted record."""
+    root, _run_id, marker = planted
+    wal = root / "runs.sqlite3-wal"
+    wal.write_bytes(b"planted")
+    os.chmod(wal, 0o666)
+    with pytest.raises(StoreNotPrivate, match="database .*-wal is writable by other users"):
+        RunStore(root)
+    assert wal.read_bytes() == b"planted" and not marker.exists()
+
+
+@posix
+def test_a_store_folder_or_database_that_is_a_link_is_refused(planted, tmp_path):
+    root, _run_id, marker = planted
+    link = tmp_path / "link"
+    link.symlink_to(root)
+    with pytest.raises(StoreNotPrivate, match=f"The run store folder {link} is a symbolic link. Remove the link, or "
+                                              "set SHRINKRAY_RUNS_DIR"):  # fmt: skip
+        RunStore(link)
+    (root / "runs.sqlite3").rename(tmp_path / "elsewhere.sqlite3")
+    (root / "runs.sqlite3").symlink_to(tmp_path / "elsewhere.sqlite3")
+    with pytest.raises(StoreNotPrivate, match="database .* is a symbolic link"):
+        RunStore(root)
+    assert not marker.exists()
+
+
+@posix
+@pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0, reason="chown to another user needs root")
+@pytest.mark.parametrize("part", ["", "runs", "runs.sqlite3"])
+def test_a_store_another_user_owns_is_refused(planted, part):
+    """Another owner for real (the tests run as root: chown to nobody); the getuid test above covers other users."""
+    root, _run_id, marker = planted
+    path = root / part if part else root
+    os.chown(path, 65534, 65534)
+    before = _state(root)
+    with pytest.raises(StoreNotPrivate, match=f"{path} belongs to another user. Set SHRINKRAY_RUNS_DIR to a folder"):
+        RunStore(root)
+    assert _state(root) == before and not marker.exists()
+
+
+@posix
+def test_a_run_folder_that_is_a_link_or_not_private_is_refused_before_it_is_read(tmp_path):
+    from shrinkray.runs.service import Runs
+
+    store = RunStore(tmp_path / "store")
+    marker = tmp_path / "ran"
+    linked, open_to_all, foreign = (_plant_pickles(store, marker) for _ in range(3))
+    elsewhere = tmp_path / "elsewhere"
+    (store.runs_dir / linked).rename(elsewhere)
+    (store.runs_dir / linked).symlink_to(elsewhere)
+    os.chmod(store.runs_dir / open_to_all, 0o777)
+    cases = [(linked, "is a symbolic link"), (open_to_all, "is writable by other users")]
+    if os.getuid() == 0:
+        os.chown(store.runs_dir / foreign, 65534, 65534)
+        cases.append((foreign, "belongs to another user"))
+    runs = Runs(store, queue=_NoQueue())
+    for run_id, words in cases:
+        folder = store.runs_dir / run_id
+        expected = f"This run's folder {folder} {words}. Start a new run on the Shrink page."
+        for read in (store.get, store.folder, runs.view, runs.comparison, lambda i: store.file_path(i, "model.onnx")):
+            with pytest.raises(RunNotFound) as caught:
+                read(run_id)
+            assert str(caught.value) == expected
+    assert not marker.exists()
+    store.discard(linked, "test")  # removing the run removes the link, never what it points at
+    assert not (store.runs_dir / linked).is_symlink() and (elsewhere / "model.onnx").read_bytes() == b"not read"
+
+
+@posix
+def test_a_new_store_is_private_whatever_the_umask(tmp_path):
+    old = os.umask(0)
+    try:
+        store = RunStore(tmp_path / "new" / "store")
+        run_id = store.create(model_name="m")
+        store.finish(run_id, {"result": 1})
+        RunStore(store.root)  # opened again: its own files pass the checks
+    finally:
+        os.umask(old)
+    for path, mode in ((store.root, 0o700), (store.runs_dir, 0o700), (store.runs_dir / run_id, 0o700),
+                       (store.db_path, 0o600)):  # fmt: skip
+        assert stat.S_IMODE(os.lstat(path).st_mode) == mode, path
+    for extra in store.root.glob("runs.sqlite3-*"):
+        assert not stat.S_IMODE(os.lstat(extra).st_mode) & 0o077, extra

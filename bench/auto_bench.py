@@ -1,7 +1,7 @@
 """Issue 13 targets for the ``auto`` method (per-tensor precision search).
 
 Per model (the generated ~100 MB transformer from bench/run.py, and real models from
-bench/real_models.py):
+bench/common/real_models.py):
 
 * a plain ``compare`` without auto (weights-int8, weights-int4, float16, palettize; no latency): wall time;
 * the same ``compare`` with ``auto`` added: wall time, auto's own shrink time (from the progress
@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import run as bench_run  # noqa: E402  (the generator: bench/run.py)
+from common import synthetic  # noqa: E402  (the generated transformer)
 
 import shrinkray  # noqa: E402
 from shrinkray.pipeline import compare as cmp  # noqa: E402
@@ -77,9 +77,9 @@ def bench_model(key: str) -> dict:
     row: dict = {"model": key}
     case = None
     if key == "transformer":
-        path = bench_run.generated_model()
+        path = synthetic.generated_model()
     else:
-        import real_models as rm
+        from common import real_models as rm
 
         case = rm.Case(key)
         path = case.path
@@ -168,9 +168,9 @@ def speed_rounds(key: str, rounds: int) -> dict:
     """Interleaved: plain compare, then auto alone inside compare (its shrink time from the progress marks)."""
     import statistics
 
-    import real_models as rm
+    from common import real_models as rm
 
-    path = bench_run.generated_model() if key == "transformer" else rm.Case(key).path
+    path = synthetic.generated_model() if key == "transformer" else rm.Case(key).path
     loaded = shrinkray.load(str(path))
     plain, auto, loads, ratios = [], [], [], []
     for i in range(rounds):

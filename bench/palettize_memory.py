@@ -1,6 +1,6 @@
 """Peak memory and wall time that ``palettize`` adds on the generated ~100 MB transformer (issue 12).
 
-Each run is a fresh subprocess: it loads the model (bench/run.py's ``generated_model()``, cached in
+Each run is a fresh subprocess: it loads the model (bench/common/synthetic.py's ``generated_model()``, cached in
 bench/out/), resets the kernel's peak-RSS mark (``/proc/self/clear_refs``, so the loading peak does not
 count), then runs ``shrinkray.pipeline.shrink.shrink(model, "palettize", in_place=True, open_runtime=False)`` and
 reports VmHWM (peak RSS) minus the RSS of the loaded model, and the wall time of the shrink. It also
@@ -28,11 +28,11 @@ HERE = Path(__file__).resolve().parent
 CHILD = r"""
 import json, sys, time
 sys.path.insert(0, {src!r})
-import shrinkray  # the chosen checkout's, before bench/run.py puts this checkout on sys.path
+import shrinkray  # the chosen checkout's, before bench/ goes on sys.path
 from shrinkray.pipeline.shrink import shrink
 sys.path.insert(0, {bench!r})
 import onnx
-import run as bench_run
+from common import synthetic
 
 
 def status(key):
@@ -55,7 +55,7 @@ def timed_validate(*args, **kwargs):
 
 
 shrink_module.validate = timed_validate
-model = onnx.load(str(bench_run.generated_model()))
+model = onnx.load(str(synthetic.generated_model()))
 loaded = status("VmRSS")
 with open("/proc/self/clear_refs", "w") as f:
     f.write("5")  # reset VmHWM to the current RSS
@@ -84,7 +84,7 @@ def run_once(src: str, levels: int, include: list[str]) -> dict:
     return record
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--src", action="append", help="checkout whose shrinkray/ is measured (repeatable)")
     parser.add_argument("--levels", type=int, nargs="+", default=[256])
@@ -93,7 +93,7 @@ def main() -> None:
         "--include", nargs="*", default=[], help="only these tensors (globs), e.g. embed_tokens.weight: one in flight"
     )
     parser.add_argument("--json", type=Path, help="write every run's figures here")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     sources = args.src or [str(HERE.parent)]
     records = []
     for levels in args.levels:

@@ -55,14 +55,14 @@ def _tree_rss(pid: int) -> int:
     return total
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sessions", type=int, default=4)
     parser.add_argument("--sample", default="cnn")
     parser.add_argument("--max-peak-gib", type=float, default=4.0)
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--shots", type=Path, default=None, help="save screenshots of each session here")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
     env = {**os.environ, "SHRINKRAY_RUNS_DIR": tempfile.mkdtemp(prefix="shrinkray-load-runs-")}

@@ -1,6 +1,6 @@
 """How cost grows with model size (issue 12): `shrink -m weights-int8` and `compare`, time and peak memory.
 
-Generated transformers (bench/run.py's generator) of about 10 MB, 100 MB and 1 GB (one .onnx file each),
+Generated transformers (bench/common/synthetic.py's generator) of about 10 MB, 100 MB and 1 GB (one .onnx file each),
 and a 2.5 GB one kept in external data (a folder ``scaling_2_5gb/model.onnx`` + ``model.onnx.data``, and
 the same folder zipped, stored), built on the fly in a child process into a scratch folder (default: a
 temporary folder under /tmp, removed at the end; never committed). Each command runs as
@@ -90,22 +90,22 @@ class _ToDataFile:
 def _build_here(size: str, folder: Path) -> None:
     """In the child: generate and write (an in-memory model holds all of it, ~2x its size while built)."""
     import onnx
-    import run as bench_run
+    from common import synthetic
 
     stem = f"scaling_{size.replace('.', '_').replace('-', '_')}"
     if size not in EXTERNAL:
-        (folder / f"{stem}.onnx").write_bytes(bench_run.build_transformer(**SPECS[size]).SerializeToString())
+        (folder / f"{stem}.onnx").write_bytes(synthetic.build_transformer(**SPECS[size]).SerializeToString())
         return
     target = folder / stem
     target.mkdir()
     writer = _ToDataFile(target / "model.onnx.data")
-    bench_run.numpy_helper = writer
-    check = bench_run.onnx.checker.check_model
-    bench_run.onnx.checker.check_model = lambda model: None  # checked below, from the file
+    synthetic.numpy_helper = writer
+    check = synthetic.onnx.checker.check_model
+    synthetic.onnx.checker.check_model = lambda model: None  # checked below, from the file
     try:
-        model = bench_run.build_transformer(**SPECS[size])
+        model = synthetic.build_transformer(**SPECS[size])
     finally:
-        bench_run.onnx.checker.check_model = check
+        synthetic.onnx.checker.check_model = check
         writer._fh.close()
     (target / "model.onnx").write_bytes(model.SerializeToString())
     onnx.checker.check_model(str(target / "model.onnx"))

@@ -26,10 +26,10 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH), str(BENCH.parent)]
 
-import run as bench_run  # noqa: E402 - importable once bench/ is on the path
+from common import synthetic  # noqa: E402  (the generated transformer)
 
 #: ~50 MB: 6144 x 512 tied embedding + 3 layers of 3.15 M weights = 12.6 M floats.
-SPEC_50MB = dict(bench_run.LARGE_SPEC, vocab=6144, layers=3)
+SPEC_50MB = dict(synthetic.LARGE_SPEC, vocab=6144, layers=3)
 TARGET_S = 30.0
 ALT_QUALITIES = (5, 6, 9)  # the one "auto" already uses is skipped
 VARIANTS = [("dynamic-int8", {}), ("weights-int8", {}), ("palettize", {}), ("float16", {})]
@@ -38,7 +38,7 @@ VARIANTS = [("dynamic-int8", {}), ("weights-int8", {}), ("palettize", {}), ("flo
 def make_blobs() -> dict[str, bytes]:
     import shrinkray
 
-    path = bench_run.generated_model(SPEC_50MB, name="sizes_speed_transformer")
+    path = synthetic.generated_model(SPEC_50MB, name="sizes_speed_transformer")
     loaded = shrinkray.load(path)
     blobs = {"original": path.read_bytes()}
     for method, options in VARIANTS:
@@ -129,10 +129,10 @@ def run(quiet: bool = False) -> dict:
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="Also print the figures as JSON")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     result = run()
     if args.json:
         print(json.dumps(result, indent=1))

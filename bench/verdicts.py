@@ -1,6 +1,6 @@
 """Does the parity verdict agree with the truth on real models? (issue 11)
 
-For every real model of ``bench/real_models.py`` and every method, four answers to "is this variant
+For every real model of ``bench/common/real_models.py`` and every method, four answers to "is this variant
 still good?":
 
 * **task**: the truth. The package's own post-processing on REALISTIC inputs, original vs variant
@@ -51,7 +51,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-import real_models as rm  # noqa: E402
+from common import real_models as rm  # noqa: E402
 
 import shrinkray  # noqa: E402
 from shrinkray.pipeline.compare import CompareSettings, compare  # noqa: E402
@@ -392,8 +392,8 @@ def write_markdown(
         ),
         f"- Command: `{command}` ({elapsed / 60:.1f} min{load})",
         (
-            "- Models: PyPI wheels pinned in `bench/real_models.py` (what each input/output is: "
-            "`bench/real_models_notes.md`)."
+            "- Models: PyPI wheels pinned in `bench/common/real_models.py` (what each input/output is: "
+            "`docs/benchmarks.md`)."
         ),
         "",
         (

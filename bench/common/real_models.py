@@ -14,7 +14,7 @@ the model's own application would notice. For each model here:
   decoded text, same boxes, same top-1 class, same speech/no-speech frames, same embedding).
 * ``describe(key)`` says what each input and output is.
 
-``python bench/real_models.py [--models a,b]`` fetches the models and prints, per model, its
+``python -m bench real-models [--models a,b]`` fetches the models and prints, per model, its
 signature and what the original's task check decides on the realistic inputs (a sanity check that
 the inputs are realistic: the OCR models must read the rendered text).
 """

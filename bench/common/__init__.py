@@ -1,0 +1,1 @@
+"""Helpers several benchmarks share: the real models of PyPI wheels, the generated transformer."""

@@ -37,11 +37,10 @@ import shrinkray
 import shrinkray.methods  # fills the method registry
 from shrinkray.methods.base import all_methods
 samples, pairs, scratch = Path(sys.argv[1]), json.loads(sys.argv[2]), Path(sys.argv[3])
-if not pairs:  # list the jobs: every method but auto on every sample, auto on the named ones
-    names = [m.name for m in all_methods()]
-    print(json.dumps(names))
+if not pairs:  # the registered method names
+    print(json.dumps({"engine": shrinkray.__file__, "methods": [m.name for m in all_methods()]}))
     raise SystemExit(0)
-out = {}
+out = {"engine": shrinkray.__file__}
 for sample, method in pairs:
     key = f"{sample}/{method}"
     folder = scratch / key.replace("/", "__")
@@ -59,7 +58,7 @@ print(json.dumps(out))
 """
 
 
-def run_side(tree: Path, pairs: list[list[str]], scratch: Path) -> tuple[dict[str, str] | list[str], float]:
+def run_side(tree: Path, pairs: list[list[str]], scratch: Path) -> tuple[dict, float]:
     """Run CHILD with ``tree`` as the only source of shrinkray; return its JSON answer and the wall time."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(tree)
@@ -70,7 +69,10 @@ def run_side(tree: Path, pairs: list[list[str]], scratch: Path) -> tuple[dict[st
     )  # fmt: skip
     if proc.returncode != 0:
         raise SystemExit(f"the child for {tree} failed:\n{proc.stderr[-4000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1]), time.perf_counter() - start
+    answer = json.loads(proc.stdout.strip().splitlines()[-1])
+    if not Path(answer.pop("engine")).resolve().is_relative_to(tree.resolve()):
+        raise SystemExit(f"the child for {tree} imported shrinkray from elsewhere")
+    return answer, time.perf_counter() - start
 
 
 def jobs(methods: list[str], samples: list[str]) -> list[list[str]]:
@@ -85,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--base", default="main", help="git revision to compare with (default: main)")
     ap.add_argument("--samples", default="", help="comma-separated sample names (default: every sample_models/*.onnx)")
     ap.add_argument("--methods", default="", help="comma-separated method names (default: every registered one)")
-    ap.add_argument("--json", default="", help="also write the digests and the verdict as JSON here")
+    ap.add_argument("--json", default=str(ROOT / "bench" / "out" / "variants_identical.json"),
+                    help="where to write the digests and the verdict as JSON ('' for nowhere)")
     args = ap.parse_args(argv)
 
     samples = [x for x in args.samples.split(",") if x] or sorted(p.stem for p in SAMPLES.glob("*.onnx"))
@@ -97,8 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             methods = [x for x in args.methods.split(",") if x]
             if not methods:
-                now_methods, _ = run_side(ROOT, [], Path(tmp))
-                base_methods, _ = run_side(base_tree, [], Path(tmp))
+                now_methods = run_side(ROOT, [], Path(tmp))[0]["methods"]
+                base_methods = run_side(base_tree, [], Path(tmp))[0]["methods"]
                 if now_methods != base_methods:
                     print(f"registered methods differ: base {base_methods}, now {now_methods}")
                 methods = list(dict.fromkeys([*base_methods, *now_methods]))

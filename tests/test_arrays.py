@@ -145,10 +145,10 @@ SCANNED = ["shrinkray", "tests", "bench", "app_pages", "app_ui", "sample_models"
 PENDING = {
     ("shrinkray/measure/parity.py", "np.argpartition(-r2, k - 1, axis=1)"): "owner to widen with arrays.sortable",
     ("shrinkray/measure/parity.py", "np.argpartition(-v2, k - 1, axis=1)"): "owner to widen with arrays.sortable",
-    # bench/real_models.py as committed in 05f2c4e; its owner's working copy already widens or marks them
-    ("bench/real_models.py", 'np.argsort(-scores, kind="stable")'): "owner to widen with arrays.sortable",
-    ("bench/real_models.py", "np.argsort(-m, axis=None)"): "owner to mark (float64 IoU)",
-    ("bench/real_models.py", "out.sort()"): "owner to mark (a list of tuples)",
+    # bench/common/real_models.py (bench/real_models.py as committed in 05f2c4e); its owner's working copy already widens or marks them
+    ("bench/common/real_models.py", 'np.argsort(-scores, kind="stable")'): "owner to widen with arrays.sortable",
+    ("bench/common/real_models.py", "np.argsort(-m, axis=None)"): "owner to mark (float64 IoU)",
+    ("bench/common/real_models.py", "out.sort()"): "owner to mark (a list of tuples)",
 }
 
 

@@ -28,7 +28,7 @@ child process: load file -> convert -> save file is timed; peak RSS is the child
 raw / gzip -9 / brotli sizes (shrinkray.measure.sizes, brotli quality "auto"), output parity
 on the same synthesized inputs (cosine, max abs error) and latency relative to the original
 (interleaved, 1 thread). Per-tensor weight error is computed from what each variant actually
-feeds the consuming nodes. Prints tables and writes bench/results.md.
+feeds the consuming nodes. Prints tables and writes bench/out/reference_tools.md.
 
     python bench/run.py                       # default: samples + generated 100 MB model
     python bench/run.py --models /path/to/dir # add your own models
@@ -1034,7 +1034,7 @@ def main(argv: list[str] | None = None) -> None:
                         "NAME=LOW:HIGH (as shrinkray compare --range); repeatable")  # fmt: skip
     parser.add_argument("--no-profile", action="store_true", help="Skip profiling our conversion of the large model")
     parser.add_argument("--no-sizes-speed", action="store_true", help="Skip the bench/sizes_speed.py check")
-    parser.add_argument("--out", default=str(BENCH / "results.md"), help="Markdown report path")
+    parser.add_argument("--out", default=str(OUT / "reference_tools.md"), help="Markdown report path (default bench/out/reference_tools.md; copy the figures into bench/RESULTS.md)")
     parser.add_argument("--json", default=str(OUT / "results.json"), help="Raw results path")
     parser.add_argument("--keep", action="store_true", help="Keep converted files in bench/out/variants/")
     parser.add_argument("--from-json", help="Only rewrite the report from a results.json of an earlier run")
@@ -1375,6 +1375,7 @@ def write_report(records, profiles, sizes_speed, large_name, elapsed, out: Path,
                 t = (big["tools"].get(key, {}).get("tensors") or {}).get(name)
                 cells.append("-" if t is None else f"{t['rel_rms']:.4f}")
             lines.append(f"| {name} | {k:.1f} | " + " | ".join(cells) + " |")
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines) + "\n")
 
 

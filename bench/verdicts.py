@@ -20,7 +20,7 @@ not be computed ("error: ...") counts as a disagreement.
 
     python bench/verdicts.py                                   # all models, all methods (~10 min, 2 cores)
     python bench/verdicts.py --models ppocr-rec,magika --methods weights-int8,palettize:levels=16
-    python bench/verdicts.py --out /tmp/v.md                   # default: bench/verdicts.md
+    python bench/verdicts.py --out /tmp/v.md                   # default: bench/out/verdicts.md
 
 Models are cached outside the repository (``$SHRINKRAY_BENCH_CACHE``, default
 ``~/.cache/shrinkray-bench``); the realistic inputs go to ``bench/out/inputs/KEY.npz`` and the raw
@@ -514,7 +514,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default=",".join(rm.default_keys()), help="keys: " + ", ".join(rm.SPECS))
     ap.add_argument("--methods", default=DEFAULT_METHODS, help=f"comma-separated; default {DEFAULT_METHODS}")
-    ap.add_argument("--out", default=str(HERE / "verdicts.md"), help="Markdown report (default bench/verdicts.md)")
+    ap.add_argument("--out", default=str(HERE / "out" / "verdicts.md"), help="Markdown report (default bench/out/verdicts.md; copy the figures into bench/RESULTS.md)")
     ap.add_argument(
         "--baseline",
         default=BASELINE_COMMIT,

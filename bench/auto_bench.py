@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import synthetic  # noqa: E402  (the generated transformer)
+from common import procs, synthetic  # noqa: E402  (load waiting, the generated transformer)
 
 import shrinkray  # noqa: E402
 from shrinkray.pipeline import compare as cmp  # noqa: E402
@@ -49,12 +49,8 @@ LOAD_LIMIT, PATIENCE = 2.5, 300.0
 
 
 def wait_load(limit: float | None = None, patience: float | None = None) -> float:
-    limit = LOAD_LIMIT if limit is None else limit
-    patience = PATIENCE if patience is None else patience
-    start = time.time()
-    while os.getloadavg()[0] >= limit and time.time() - start < patience:
-        time.sleep(5)
-    return round(os.getloadavg()[0], 2)
+    """common.procs.wait_load with this run's --max-load / --patience."""
+    return procs.wait_load(LOAD_LIMIT if limit is None else limit, PATIENCE if patience is None else patience)
 
 
 def timed_compare(loaded, methods):

@@ -50,6 +50,7 @@ from onnx import TensorProto, helper, numpy_helper
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import synthetic  # noqa: E402  (the generated transformer)
+from common.procs import wait_load  # noqa: E402, F401  (scaling.py uses it from here)
 
 OUT = Path(__file__).resolve().parent / "out"
 
@@ -98,13 +99,6 @@ def cnn_path() -> Path:
         OUT.mkdir(parents=True, exist_ok=True)
         path.write_bytes(build_cnn().SerializeToString())
     return path
-
-
-def wait_load(limit: float = 2.5, patience: float = 300.0) -> float:
-    start = time.time()
-    while os.getloadavg()[0] >= limit and time.time() - start < patience:
-        time.sleep(5)
-    return round(os.getloadavg()[0], 2)
 
 
 def _tree_rss(root: int, hwm: dict[str, int] | None = None) -> int:

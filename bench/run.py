@@ -67,6 +67,8 @@ if str(ROOT) not in sys.path:
 MIN_ELEMENTS = 16384  # both tools' default threshold
 MB = 1e6
 
+from common.procs import proc_status as _proc_status  # noqa: E402
+from common.procs import reset_peak as _reset_peak  # noqa: E402
 from common.synthetic import LARGE_SPEC, build_transformer, generated_model  # noqa: E402, F401  (re-exported)
 
 # --------------------------------------------------------------------------- tools
@@ -116,22 +118,6 @@ def slug(text: str) -> str:
 
 
 # --------------------------------------------------------------------------- child process side
-
-
-def _proc_status(field_name: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field_name + ":"):
-            return int(line.split()[1]) * 1024
-    return 0
-
-
-def _reset_peak() -> bool:
-    """Reset VmHWM to the current RSS (Linux >= 4.0); False if not allowed."""
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-        return True
-    except OSError:
-        return False
 
 
 def worker(spec_path: str) -> None:
@@ -1062,7 +1048,7 @@ def main(argv: list[str] | None = None) -> None:
     if not args.no_samples:
         paths += sorted((ROOT / "sample_models").glob("*.onnx"))
     for extra in args.models:
-        p = Path(extra)
+        p = Path(extra).resolve()  # the conversions run in a scratch folder
         paths += sorted(p.glob("*.onnx")) if p.is_dir() else [p]
     large_name = None
     if not args.no_large:

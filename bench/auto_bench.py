@@ -14,9 +14,9 @@ bench/common/real_models.py):
 Before each timed step it waits (up to 5 minutes) until the 1-minute load average is < 2.5 and records
 the load average beside the timing. Results go to bench/out/auto_bench.json, one model at a time.
 
-    python bench/auto_bench.py                       # transformer + default real models
-    python bench/auto_bench.py --models transformer,minilm,ppocr-det
-    python bench/auto_bench.py --speed-rounds 3 --models ppocr-det,ppocr-rec   # speed only, interleaved
+    python -m bench auto-bench                       # transformer + default real models
+    python -m bench auto-bench --models transformer,minilm,ppocr-det
+    python -m bench auto-bench --speed-rounds 3 --models ppocr-det,ppocr-rec   # speed only, interleaved
 
 ``--speed-rounds N`` times only the speed target, in N interleaved rounds (a plain compare, then a
 compare of auto alone, again and again, so load changes hit both alike); medians, per-round ratios

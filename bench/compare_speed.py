@@ -14,12 +14,12 @@ Before each run it waits (up to 5 minutes) until the 1-minute load average is < 
 load average at the start and end. The phase breakdown (shrink, sizes, parity, culprits, latency)
 comes from ``--timings`` (also in the JSON report). Results: bench/out/compare_speed.json.
 
-    python bench/compare_speed.py                 # both models, once each
-    python bench/compare_speed.py --repeat 2 --models cnn
-    python bench/compare_speed.py --before /tmp/old-tree   # also time another checkout (same run, alternating)
-    python bench/compare_speed.py --agreement     # pairwise adaptive latency vs the old fixed 50-run ratios
-    python bench/compare_speed.py --session-memory   # what each variant's ONNX Runtime session holds
-    python bench/compare_speed.py --trace         # in-process: peak resident memory per compare step
+    python -m bench compare-speed                 # both models, once each
+    python -m bench compare-speed --repeat 2 --models cnn
+    python -m bench compare-speed --before /tmp/old-tree   # also time another checkout (same run, alternating)
+    python -m bench compare-speed --agreement     # pairwise adaptive latency vs the old fixed 50-run ratios
+    python -m bench compare-speed --session-memory   # what each variant's ONNX Runtime session holds
+    python -m bench compare-speed --trace         # in-process: peak resident memory per compare step
 
 ``--before PATH`` runs the same command with ``PYTHONPATH=PATH`` (a checkout of an older commit, e.g.
 ``git archive <commit> | tar -x -C PATH``) right before each run of this tree, so before/after share the

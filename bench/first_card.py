@@ -4,7 +4,7 @@ Goes through the app's own Runs service (queue -> capped worker -> run store sna
 0.2 s as the page would (the page polls every 1 s, so add up to 1 s), default methods and settings.
 Prints when a snapshot first shows a built variant, its parity and its sizes, and the whole run.
 
-    python bench/first_card.py
+    python -m bench first-card
 """
 
 from __future__ import annotations

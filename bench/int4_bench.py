@@ -14,7 +14,7 @@ optimizations) relative to the original; shrink time.
 The cosines are held out: the calibrated variants learn from ``calibration_feeds`` (other sentences, other
 token ids) and are tested on the case's own inputs; :func:`assert_held_out` refuses a run where they overlap.
 
-Run: python bench/int4_bench.py [--models synthetic,minilm] [--runs 30] [--json out.json] [--brotli 9]
+Run: python -m bench int4-bench [--models synthetic,minilm] [--runs 30] [--json out.json] [--brotli 9]
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ Experiments (``--exp``):
 * ``variants``: every tensor at once with several encodings (rounding, blocks, outliers, activation-
   aware scales, int8 for chosen tensors) -> raw size and cosine.
 
-Run: python bench/int4_quality.py --models synthetic,minilm --exp alone,variants
+Run: python -m bench int4-quality --models synthetic,minilm --exp alone,variants
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Two studies (issue 12, third pass), each printing the load average beside every measurement:
 
-**Agreement** (default; also ``python bench/compare_speed.py --agreement``). For every sample, three
+**Agreement** (default; also ``python -m bench compare-speed --agreement``). For every sample, three
 times in a row: the default variants timed as compare times them (pairwise against the original, fresh
 sessions, 5 warm-up runs, adaptive, 5 s shared by the pairs: :func:`time_pairwise`), then the old way
 (every model's fresh session in rotation, one run each, 50 rounds, ratio of medians), then the old 50
@@ -19,9 +19,9 @@ alternating one run each (A B, B A, ...), in bursts (~5 ms of runs each, first d
 of ~50 ms: one warm model at a time, as deployed, still interleaved so that load hits both alike), and the
 old rotation of every model; which setup's ratio matches the model running alone?
 
-    python bench/latency_agreement.py --samples mlp,cnn,transformer,rnn,shared_weight,cnn3mb
-    python bench/latency_agreement.py --setups --samples mlp,transformer,rnn --seconds 0.7 --reps 2
-    python bench/latency_agreement.py --calibrate bench/out/latency_setups.json   # repeats vs intervals, by tau
+    python -m bench latency-agreement --samples mlp,cnn,transformer,rnn,shared_weight,cnn3mb
+    python -m bench latency-agreement --setups --samples mlp,transformer,rnn --seconds 0.7 --reps 2
+    python -m bench latency-agreement --calibrate bench/out/latency_setups.json   # repeats vs intervals, by tau
 """
 
 from __future__ import annotations

@@ -8,10 +8,10 @@ reports the same two figures up to the moment ``shrink`` hands the palettized mo
 (``method``: palettize's own work and the graph edits), since validation (onnx.checker on the
 serialized model) has a peak of its own that palettize does not change.
 
-    python bench/palettize_memory.py                          # this checkout, levels 256, 3 runs
+    python -m bench palettize-memory                          # this checkout, levels 256, 3 runs
     git worktree add --detach /tmp/before <commit>            # then, runs of both interleaved:
-    python bench/palettize_memory.py --src /tmp/before --src . --levels 256 16 --runs 3 --json out.json
-    python bench/palettize_memory.py --src /tmp/before --src . --include embed_tokens.weight  # one 25 MB tensor
+    python -m bench palettize-memory --src /tmp/before --src . --levels 256 16 --runs 3 --json out.json
+    python -m bench palettize-memory --src /tmp/before --src . --include embed_tokens.weight  # one 25 MB tensor
 """
 
 from __future__ import annotations

@@ -30,9 +30,9 @@ on the same synthesized inputs (cosine, max abs error) and latency relative to t
 (interleaved, 1 thread). Per-tensor weight error is computed from what each variant actually
 feeds the consuming nodes. Prints tables and writes bench/out/reference_tools.md.
 
-    python bench/run.py                       # default: samples + generated 100 MB model
-    python bench/run.py --models /path/to/dir # add your own models
-    python bench/run.py --no-large --no-profile --no-sizes-speed   # quick run on the samples
+    python -m bench reference-tools                       # default: samples + generated 100 MB model
+    python -m bench reference-tools --models /path/to/dir # add your own models
+    python -m bench reference-tools --no-large --no-profile --no-sizes-speed   # quick run on the samples
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ samples the resident memory of the server and all its worker processes (summed o
 Checks: every session finishes, each sees only its own run (distinct ids, its own sample's name), queue
 positions were shown, peak memory stays under the bound given.
 
-    python bench/runs_load.py --sessions 4 --sample cnn          # on this 2-core machine: 2 slots
+    python -m bench runs-load --sessions 4 --sample cnn          # on this 2-core machine: 2 slots
 """
 
 from __future__ import annotations

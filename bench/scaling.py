@@ -13,10 +13,10 @@ CLI does the work in a capped worker). Steps:
 * ``compare``: ``compare MODEL --timings`` plus ``--compare-args`` (default ``--methods weights-int8``,
   the method whose cost is followed here; the default four methods are in the earlier rows).
 
-    python bench/scaling.py                               # 10mb,100mb,1gb,2.5gb; shrink,shrink-zip,compare
-    python bench/scaling.py --sizes 10mb,100mb --steps shrink,compare
-    python bench/scaling.py --sizes 2.5gb --steps shrink,shrink-zip
-    python bench/scaling.py --plot-only                   # redraw bench/out/scaling.svg from the JSON
+    python -m bench scaling                               # 10mb,100mb,1gb,2.5gb; shrink,shrink-zip,compare
+    python -m bench scaling --sizes 10mb,100mb --steps shrink,compare
+    python -m bench scaling --sizes 2.5gb --steps shrink,shrink-zip
+    python -m bench scaling --plot-only                   # redraw bench/out/scaling.svg from the JSON
 
 Results: bench/out/scaling.json (appended; each row has its load average at start and end), a table and
 a linear fit of wall and CPU time against size per series printed at the end, and bench/out/scaling.svg (log-log: CPU

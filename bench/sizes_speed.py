@@ -10,8 +10,8 @@ same process, timing each compression on its own. Finally it times brotli at qua
 6 and 9 on the blobs above 4 MiB (those that "auto" does not already use) and prints the
 time and the size change against what "auto" chose.
 
-    python bench/sizes_speed.py            # prints the figures and the verdict
-    python bench/sizes_speed.py --json     # also prints them as JSON
+    python -m bench sizes-speed            # prints the figures and the verdict
+    python -m bench sizes-speed --json     # also prints them as JSON
 """
 
 from __future__ import annotations

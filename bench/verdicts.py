@@ -18,9 +18,9 @@ how an output is judged.
 A verdict agrees when it passes exactly the variants whose task check passes. A verdict that could
 not be computed ("error: ...") counts as a disagreement.
 
-    python bench/verdicts.py                                   # all models, all methods (~10 min, 2 cores)
-    python bench/verdicts.py --models ppocr-rec,magika --methods weights-int8,palettize:levels=16
-    python bench/verdicts.py --out /tmp/v.md                   # default: bench/out/verdicts.md
+    python -m bench verdicts                                   # all models, all methods (~10 min, 2 cores)
+    python -m bench verdicts --models ppocr-rec,magika --methods weights-int8,palettize:levels=16
+    python -m bench verdicts --out /tmp/v.md                   # default: bench/out/verdicts.md
 
 Models are cached outside the repository (``$SHRINKRAY_BENCH_CACHE``, default
 ``~/.cache/shrinkray-bench``); the realistic inputs go to ``bench/out/inputs/KEY.npz`` and the raw
@@ -563,7 +563,7 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
             records.append({"model": key, "rows": [], "error": f"{type(exc).__name__}: {_one_line(exc)}"})
     elapsed = time.perf_counter() - started
-    command = "python bench/verdicts.py" + "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:]))
+    command = "python -m bench verdicts" + "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:]))
     loadavg = (load_start, os.getloadavg()[0]) if load_start is not None else None
     text = write_markdown(records, Path(args.out), command, elapsed, args.baseline, loadavg)
     out_json = HERE / "out" / "verdicts.json"

@@ -142,8 +142,8 @@ def _role(pid: int, root: int) -> str:
         return "other"
     if "ort_quantize_worker" in cmdline:
         return "quantizer"
-    if "shrinkray.runs.sandbox" in cmdline or "shrinkray.runs.jobs" in cmdline:
-        return "worker"
+    if any(f"shrinkray.{m}" in cmdline for m in ("runs.sandbox", "runs.jobs", "sandbox", "jobs")):
+        return "worker"  # shrinkray.sandbox / shrinkray.jobs before the engine moved into subpackages (--before)
     if "compare" in cmdline and "/usr/bin/time" not in cmdline and pid != root:
         return "cli"
     return "other"

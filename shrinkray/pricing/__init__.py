@@ -51,6 +51,7 @@ from shrinkray.pricing.numbers import (
     parse_sizes,
 )
 from shrinkray.pricing.providers import (
+    MAX_TIERS,
     Provider,
     Tier,
     custom_provider,
@@ -78,6 +79,7 @@ __all__ = [
     "MAX_FREE_GIB",
     "MAX_GROWTH",
     "MAX_SIZE_BYTES",
+    "MAX_TIERS",
     "MIN_GROWTH",
     "PriceQuote",
     "PricingChoice",

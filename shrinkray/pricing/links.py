@@ -101,6 +101,37 @@ def _escape_label(label: str) -> str:
 
 #: Files priced at once, at most: a link with 3,000 sizes cost 10 s of server CPU and a minute to draw.
 MAX_SIZES = 64
+#: Characters of one file's label (a variant's name); a link is written with longer ones cut to this.
+MAX_LABEL_CHARS = 200
+#: Characters each parameter of a link may hold (after the address's percent-decoding): several times what the
+#: page writes (a label's ``%`` and ``,`` are written as three characters each), so every link it writes is read.
+MAX_PARAM_CHARS = {
+    "v": 8, "provider": 64, "downloads": 64, "delivery": 16, "growth": 64, "currency": 32, "price": 64,
+    "free": 64, "run": 128, "tiers": pricing.MAX_TIERS * 64,
+    "sizes": MAX_SIZES * (3 * MAX_LABEL_CHARS + 64),  # + RAW/GZIP/BROTLI of up to 16 digits each
+    "marks": MAX_SIZES * (3 * MAX_LABEL_CHARS + 128),  # + words such as "recommended+12.34x slower"
+}  # fmt: skip
+
+
+def _check_length(name: str, raw: str, what: str = "It") -> None:
+    """An OptionError when a link's ``name`` holds more than its ``MAX_PARAM_CHARS`` (read before anything else)."""
+    limit = MAX_PARAM_CHARS[name]
+    if len(raw) > limit:
+        raise OptionError(f"{what} holds {len(raw):,} characters, more than the {limit:,} a link's {name} may have")
+
+
+def _label(text: str, fallback: str) -> str:
+    """A label read from sizes or marks (percent-escapes undone), at most ``MAX_LABEL_CHARS`` characters."""
+    name = unquote(text.strip()) if text.strip() else fallback
+    if len(name) > MAX_LABEL_CHARS:
+        raise OptionError(f"A label of {len(name):,} characters: at most {MAX_LABEL_CHARS} are read",
+                          "Give shorter names")  # fmt: skip
+    return name
+
+
+def _cut_label(label: str) -> str:
+    """A label as a link is written with it: cut to ``MAX_LABEL_CHARS`` so that the link reads back."""
+    return label if len(label) <= MAX_LABEL_CHARS else label[: MAX_LABEL_CHARS - 1] + "…"
 
 
 def _size_items(text: str) -> list[str]:
@@ -118,7 +149,7 @@ def parse_sizes_text(text: str) -> dict[str, int]:
     sizes: dict[str, int] = {}
     for item in _size_items(text):
         label, sep, size = item.rpartition("=")
-        name = unquote(label.strip()) if sep and label.strip() else f"file {len(sizes) + 1}"
+        name = _label(label if sep else "", f"file {len(sizes) + 1}")
         try:
             sizes[name] = pricing.parse_size(size if sep else item)
         except OptionError as exc:
@@ -130,7 +161,7 @@ def _parse_sizes_param(text: str) -> Sizes:
     sizes: Sizes = {}
     for item in _size_items(text):
         label, sep, value = item.rpartition("=")
-        name = unquote(label.strip()) if sep and label.strip() else f"file {len(sizes) + 1}"
+        name = _label(label if sep else "", f"file {len(sizes) + 1}")
         parts = (value if sep else item).split("/")
         if len(parts) not in (1, len(pricing.DELIVERIES)):
             raise OptionError(f"{name}: '{_short(value)}' is not a size", "Give one size, or raw/gzip/brotli sizes")
@@ -152,7 +183,7 @@ def encode_sizes(sizes: Sizes) -> str:
     for label, per in sizes.items():
         values = [int(per[d]) for d in pricing.DELIVERIES]
         text = size_text(values[0]) if len(set(values)) == 1 else "/".join(map(str, values))
-        items.append(f"{_escape_label(label)}={text}")
+        items.append(f"{_escape_label(_cut_label(label))}={text}")
     return ",".join(items)
 
 
@@ -166,7 +197,7 @@ def size_text(size: int) -> str:
 
 def sizes_text(sizes: Mapping[str, int]) -> str:
     """Typed sizes as the Pricing page's text field shows them (what :func:`parse_sizes_text` reads back)."""
-    return ",".join(f"{_escape_label(label)}={size_text(size)}" for label, size in sizes.items())
+    return ",".join(f"{_escape_label(_cut_label(label))}={size_text(size)}" for label, size in sizes.items())
 
 
 def is_typed(sizes: Sizes) -> bool:
@@ -180,17 +211,22 @@ def standing_marks(standing: Mapping[str, Any]) -> dict[str, str]:
 
 
 def _encode_marks(marks: Mapping[str, str]) -> str:
-    return ",".join(f"{_escape_label(k).replace('~', '%7E')}~{v.replace(', ', '+')}" for k, v in marks.items())
+    return ",".join(f"{_escape_label(_cut_label(k)).replace('~', '%7E')}~{v.replace(', ', '+')}"
+                    for k, v in marks.items())  # fmt: skip
 
 
 def _parse_marks(text: str) -> dict[str, str]:
     marks: dict[str, str] = {}
-    for item in (part for part in str(text).split(",") if part.strip()):
+    items = [part for part in str(text).split(",") if part.strip()]
+    if len(items) > MAX_SIZES:
+        raise OptionError(f"{len(items):,} standings: at most {MAX_SIZES} files are priced at once",
+                          "Open the link exactly as it was shared")  # fmt: skip
+    for item in items:
         label, sep, value = item.rpartition("~")
         words = value.replace("+", ", ").split(", ")
         if not sep or not label or not all(_MARK.fullmatch(w) for w in words):
             raise OptionError(f"'{_short(item)}' is not a variant's standing", "Open the link exactly as it was shared")
-        marks[unquote(label)] = ", ".join(words)
+        marks[_label(label, label)] = ", ".join(words)
     return marks
 
 
@@ -267,6 +303,7 @@ def decode_pricing(
         if raw is None or raw.strip() == "":
             return None
         try:
+            _check_length(name, raw)
             return parse(raw)
         except ShrinkRayError as exc:
             problems.append(LinkProblem(name, raw, _message(exc), fallback_text))
@@ -275,7 +312,9 @@ def decode_pricing(
         return None
 
     version = _first(params, "v")
-    if version is not None and version != LINK_VERSION:
+    if version is not None and len(version) > MAX_PARAM_CHARS["v"]:
+        take("v", str, "what could be read")  # its length, in the same words as every other value's
+    elif version is not None and version != LINK_VERSION:
         problems.append(LinkProblem("v", version, "This link was made by another version of Shrink Ray Studio; "
                                     "its values were read as version 1.", "what could be read"))  # fmt: skip
 
@@ -307,6 +346,7 @@ def decode_pricing(
         free_raw = _first(params, "free") or "0"
 
         def tiers(raw: str) -> list[tuple[str | None, str]]:
+            _check_length("free", free_raw, "Its free allowance (free)")
             decoded = pricing.decode_tiers(raw)
             pricing.with_prices(base, decoded, pricing.parse_free_gib(free_raw))  # bounds and order, as the page
             return decoded
@@ -355,6 +395,9 @@ def edited_tiers(base: pricing.Provider, edited: pricing.Provider) -> tuple[list
 __all__ = [
     "EXAMPLE_SIZES_TEXT",
     "LINK_VERSION",
+    "MAX_LABEL_CHARS",
+    "MAX_PARAM_CHARS",
+    "MAX_SIZES",
     "LinkProblem",
     "PricingLink",
     "Sizes",

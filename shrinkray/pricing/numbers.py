@@ -49,10 +49,11 @@ def _exact(fn: Callable) -> Callable:
 # ---------------------------------------------------------------- numbers in, checked
 
 
-def _number(value: Any, what: str) -> Decimal:
-    """A finite Decimal from an int, float, Decimal or numeric string (``_`` allowed as a separator)."""
+def _number(value: Any, what: str, example: str = "100000") -> Decimal:
+    """A finite Decimal from an int, float, Decimal or numeric string (``_`` allowed as a separator); an error's
+    hint gives ``example``, a value of this field (a price's is 0.12, not a count of downloads)."""
     if isinstance(value, bool) or value is None:
-        raise OptionError(f"{what} must be a number, not {value!r}", "e.g. 100000")
+        raise OptionError(f"{what} must be a number, not {_shown(repr(value))}", f"e.g. {example}")
     try:
         if isinstance(value, Decimal):
             number = value
@@ -65,9 +66,9 @@ def _number(value: Any, what: str) -> Decimal:
         else:
             raise InvalidOperation
     except (InvalidOperation, ValueError):
-        raise OptionError(f"{what} must be a number, not {value!r}", "e.g. 100000") from None
+        raise OptionError(f"{what} must be a number, not {_shown(repr(value))}", f"e.g. {example}") from None
     if not number.is_finite():
-        raise OptionError(f"{what} must be a finite number, not {value!r}", "e.g. 100000")
+        raise OptionError(f"{what} must be a finite number, not {_shown(repr(value))}", f"e.g. {example}")
     return number
 
 
@@ -112,7 +113,7 @@ def _bounded(number: Decimal, what: str, high: Decimal | int, example: str, *, r
 
 
 def _non_negative(value: Any, what: str, example: str = "100000") -> Decimal:
-    number = _number(value, what)
+    number = _number(value, what, example)
     if number < 0:
         raise OptionError(f"{what} cannot be negative ({_shown(value)})", f"Give 0 or more, e.g. {example}")
     return number
@@ -142,7 +143,7 @@ def _money(value: Any, what: str = "Target saving per month") -> Decimal:
 
 
 def _positive_bytes(value: Any, what: str = "Size") -> int:
-    number = _number(value, what)
+    number = _number(value, what, "52428800 or 50MiB")
     if number <= 0:
         raise OptionError(
             f"{what} must be more than 0 bytes, not {_shown(value)}", "Give the file size, e.g. 52428800 or 50MiB"
@@ -158,7 +159,7 @@ def _positive_bytes(value: Any, what: str = "Size") -> int:
 
 
 def _growth(value: Any, raw: Any = None) -> Decimal:
-    growth = _number(value, "Monthly growth")
+    growth = _number(value, "Monthly growth", "0.05 (5% more downloads a month)")
     if growth <= -1:
         raise OptionError(
             f"Monthly growth must be more than -100%, not {growth * 100:g}%", "e.g. 0.05 (5% more downloads a month)"

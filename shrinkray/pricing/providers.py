@@ -25,6 +25,7 @@ from shrinkray.pricing.numbers import (
     _free_gib,
     _non_negative,
     _price,
+    _shown,
     _tier_end,
     format_gib,
     format_price,
@@ -272,8 +273,18 @@ def resolve_provider(
     return get_provider(name, path)
 
 
+#: Price tiers one price list may have when edited (the app's table, a link): the presets have at most 7.
+MAX_TIERS = 32
+
+
+def _count_tiers(count: int) -> None:
+    if count > MAX_TIERS:
+        raise OptionError(f"{count:,} price tiers: at most {MAX_TIERS} are priced", "Merge some tiers")
+
+
 def with_prices(base: Provider, tiers: Sequence[tuple[Any, Any]], free_gib: Any = 0) -> Provider:
     """A copy of ``base`` with edited prices: ``tiers`` as (up_to_gib or None for the last, price_per_gib)."""
+    _count_tiers(len(tiers))
     parsed = [
         Tier(
             None if up in (None, "", "None") or (isinstance(up, float) and math.isnan(up)) else _tier_end(up),
@@ -296,11 +307,13 @@ def encode_tiers(provider: Provider) -> str:
 
 
 def decode_tiers(text: str) -> list[tuple[str | None, str]]:
-    """The inverse of :func:`encode_tiers`; raises OptionError on malformed text."""
+    """The inverse of :func:`encode_tiers`; raises OptionError on malformed text or more than MAX_TIERS tiers."""
     tiers: list[tuple[str | None, str]] = []
-    for part in str(text).split(";"):
+    parts = str(text).split(";")
+    _count_tiers(len(parts))
+    for part in parts:
         up, sep, price = part.partition(":")
         if not sep or not price.strip():
-            raise OptionError(f"'{part}' is not a price tier", "Write tiers as UP_TO_GIB:PRICE;...;:LAST_PRICE")
+            raise OptionError(f"'{_shown(part)}' is not a price tier", "Write tiers as UP_TO_GIB:PRICE;...;:LAST_PRICE")
         tiers.append((up.strip() or None, price.strip()))
     return tiers

@@ -26,7 +26,7 @@ from shrinkray.pipeline.compare import compare
 from shrinkray.runs.hooks import run_hooks
 from shrinkray.runs.queue import DONE, FINISHED, JobStatus, RunQueue, estimate_job_memory
 from shrinkray.runs.queue_rq import queue_from_env
-from shrinkray.runs.store import RunNotFound, RunRecord, RunStore, safe_file_name
+from shrinkray.runs.store import RunNotFound, RunRecord, RunStore, is_run_id, safe_file_name
 
 #: Progress is written to the store at most this often (the queue's own status is live).
 
@@ -176,6 +176,8 @@ class Runs:
 
     def view(self, run_id: str) -> RunView:
         """The run's record and its live queue status; :class:`RunNotFound` (with a message) otherwise."""
+        if not is_run_id(run_id):  # a link's run= of any length or shape: refused before any queue is asked
+            self.store.get(run_id)
         job = self.queue.status(run_id)
         record = self.store.get(run_id)
         if job is not None and job.finished and record.live:

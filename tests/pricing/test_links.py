@@ -175,3 +175,102 @@ def test_a_link_with_thousands_of_sizes_is_refused_in_one_sentence():
     with pytest.raises(OptionError, match="3,000 sizes: at most 64 files are priced at once"):
         parse_sizes_text(many)
     assert len(parse_sizes_text(",".join(f"f{i}=1MiB" for i in range(MAX_SIZES)))) == MAX_SIZES
+
+
+# ---------------------------------------------------------------- every parameter bounded (issue 27)
+
+
+@pytest.mark.parametrize("param", sorted(links.MAX_PARAM_CHARS))
+def test_every_parameter_longer_than_its_bound_is_refused_in_one_sentence(param):
+    """A value past its length bound is not parsed at all: one sentence naming the parameter, the default shown."""
+    limit = links.MAX_PARAM_CHARS[param]
+    params = {"provider": "gcs", "downloads": "1000", "sizes": "a=1MiB", param: "1" * (limit + 1)}
+    if param == "free":
+        params["tiers"] = "1024:0.2;:0.1"  # free travels with edited tiers, which are then not used
+    if param == "price":
+        params["provider"] = pricing.CUSTOM
+    link, problems = decode_pricing(params, PROVIDERS)
+    assert len(problems) == 1, problems
+    problem = problems[0]
+    assert f"{limit + 1:,} characters, more than the {limit:,} a link's {param} may have" in problem.problem
+    assert problem.sentence().count(". ") <= 1  # the refusal, then what is shown instead
+    assert len(problem.sentence()) < 300  # the value is cut when shown
+
+
+def test_every_parameter_at_its_bound_is_still_read_as_a_value():
+    """The bound is on length alone: a value of exactly that many characters is parsed (and may fail as a value)."""
+    downloads = "0" * (links.MAX_PARAM_CHARS["downloads"] - 1) + "5"
+    link, problems = decode_pricing({"downloads": downloads}, PROVIDERS)
+    assert problems == [] and link.downloads == 5
+
+
+def test_tiers_are_bounded_in_count():
+    many = ";".join(f"{gib}:0.1" for gib in range(1, pricing.MAX_TIERS + 1)) + ";:0.05"
+    _, problems = decode_pricing({"provider": "gcs", "tiers": many}, PROVIDERS)
+    assert [p.param for p in problems] == ["tiers"]
+    assert f"{pricing.MAX_TIERS + 1} price tiers: at most {pricing.MAX_TIERS} are priced" in problems[0].problem
+    enough = ";".join(f"{gib}:0.1" for gib in range(1, pricing.MAX_TIERS)) + ";:0.05"
+    link, problems = decode_pricing({"provider": "gcs", "tiers": enough}, PROVIDERS)
+    assert problems == [] and len(link.tiers) == pricing.MAX_TIERS
+    with pytest.raises(OptionError, match="at most 32 are priced"):  # the page's table, the same bound
+        pricing.with_prices(PROVIDERS["gcs"], [(str(g), "0.1") for g in range(1, 40)] + [(None, "0.05")])
+
+
+def test_marks_are_bounded_in_count():
+    marks = ",".join(f"v{i}~recommended" for i in range(links.MAX_SIZES + 1))
+    _, problems = decode_pricing({"sizes": "a=1MiB", "marks": marks}, PROVIDERS)
+    assert [p.param for p in problems] == ["marks"]
+    assert f"{links.MAX_SIZES + 1} standings: at most {links.MAX_SIZES}" in problems[0].problem
+
+
+def test_labels_are_bounded_in_length_and_a_written_link_always_reads_back():
+    label = "x" * (links.MAX_LABEL_CHARS + 1)
+    _, problems = decode_pricing({"sizes": f"{label}=1MiB"}, PROVIDERS)
+    assert [p.param for p in problems] == ["sizes"]
+    assert f"A label of {links.MAX_LABEL_CHARS + 1} characters: at most {links.MAX_LABEL_CHARS}" in problems[0].problem
+    with pytest.raises(OptionError, match="A label of"):
+        links.parse_sizes_text(f"{label}=1MiB")
+    # A variant whose name is longer (many excluded tensors) is written cut, so the page's own link is read back.
+    long_key = "weights-int8 exclude=" + ",".join(f"/model/layer.{i}/attention/Wq" for i in range(20))
+    link = PricingLink(sizes={"original": {"raw": 10, "gzip": 9, "brotli": 8}, long_key: {"raw": 5, "gzip": 4, "brotli": 3}},
+                       marks={long_key: "recommended"})  # fmt: skip
+    back, problems = _read(encode_pricing(link))
+    assert problems == []
+    cut = next(k for k in back.sizes if k != "original")
+    assert len(cut) == links.MAX_LABEL_CHARS and long_key.startswith(cut[:-1]) and back.marks == {cut: "recommended"}
+    assert links.parse_sizes_text(links.sizes_text({long_key: 1024}))  # the page's sizes field too
+
+
+def test_a_written_link_of_every_file_at_its_longest_is_within_the_bounds():
+    """The bounds are far above what the page writes: 64 files with labels of the longest kept length, commas
+    and percent signs (written as three characters each) included."""
+    label = ("%," * links.MAX_LABEL_CHARS)[: links.MAX_LABEL_CHARS]
+    sizes = {f"{i:02d}{label}"[: links.MAX_LABEL_CHARS]: {"raw": 2**50, "gzip": 2**50 - 1, "brotli": 2**50 - 2}
+             for i in range(links.MAX_SIZES)}  # fmt: skip
+    marks = dict.fromkeys(sizes, "recommended, fails parity, 999999.99x slower")
+    back, problems = _read(encode_pricing(PricingLink(sizes=sizes, marks=marks)))
+    assert problems == [] and back.sizes == sizes and back.marks == marks
+
+
+@pytest.mark.parametrize(
+    ("parse", "value", "example"),
+    [
+        (pricing.parse_price, "abc", "e.g. 0.12"),
+        (pricing.parse_price, "5000", "e.g. 0.12"),
+        (pricing.parse_price, "-1", "e.g. 0.12"),
+        (pricing.parse_free_gib, "lots", "e.g. 100"),
+        (pricing.parse_downloads, "lots", "e.g. 100000"),
+    ],
+)
+def test_each_error_gives_an_example_of_its_own_field(parse, value, example):
+    """A price refused with the downloads example (e.g. 100000) would read as 'try 100,000 a GiB'."""
+    with pytest.raises(OptionError) as caught:
+        parse(value)
+    assert example in caught.value.hint, caught.value.hint
+    if parse is not pricing.parse_downloads:
+        assert "100000" not in str(caught.value)
+
+
+def test_the_price_problem_in_a_link_shows_a_price_example():
+    _, problems = decode_pricing({"provider": pricing.CUSTOM, "price": "abc"}, PROVIDERS)
+    assert "For example 0.12." in problems[0].problem and "100000" not in problems[0].sentence()

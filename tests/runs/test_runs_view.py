@@ -47,3 +47,18 @@ def test_a_live_job_still_shows_the_queue_state(tmp_path):
     job = JobStatus(id=run_id, state="running", step="Timing", fraction=0.5)
     view = Runs(store, OneJobQueue(job)).view(run_id)
     assert view.live and view.step == "Timing" and view.fraction == 0.5
+
+
+def test_a_link_whose_run_id_is_not_one_we_make_is_refused_before_the_queue_is_asked(tmp_path):
+    """A link's run= may hold anything (megabytes of it): refused in one sentence, never looked up in a queue."""
+    import pytest
+
+    from shrinkray.runs.store import RunNotFound
+
+    class NoQueue:
+        def status(self, run_id: str) -> JobStatus | None:
+            raise AssertionError("the queue was asked about a malformed id")
+
+    for junk in ["x" * 1_000_000, "../../etc/passwd", ""]:
+        with pytest.raises(RunNotFound, match="not valid"):
+            Runs(RunStore(tmp_path), NoQueue()).view(junk)

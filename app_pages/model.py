@@ -5,7 +5,7 @@ import streamlit as st
 
 from app_ui.controls import friendly_errors, sample_descriptions, size_limit_text
 from app_ui.large_models import large_model_notice, load_uploaded, release_upload
-from app_ui.results import metric_row
+from app_ui.results import metric_row, text_columns
 from app_ui.runs import set_model
 from app_ui.state import (
     UPLOAD_LIMIT_MB,
@@ -77,7 +77,9 @@ with friendly_errors("Inspecting the model"):
     cols[0].metric("File size", format_bytes(s.file_bytes), help=f"{s.file_bytes:,} bytes")
     cols[1].metric("Weights", format_percent(s.weight_share), help=f"{format_bytes(s.weight_bytes)} in {len(s.weights)} tensors")
     cols[2].metric("Nodes", f"{s.node_count:,}", help=f"including {s.subgraph_count} subgraphs")
-    cols[3].metric("Opset", ", ".join(f"{d} {v}" for d, v in s.opsets.items()), help=md(f"IR version {s.ir_version}; {s.producer}"))
+    # a metric's value renders Markdown too: an op domain is the model's text
+    cols[3].metric("Opset", md(", ".join(f"{d} {v}" for d, v in s.opsets.items())),
+                   help=md(f"IR version {s.ir_version}; {s.producer}"))  # fmt: skip
     if loaded.is_lazy:  # its weights stay in their files: nothing here reads them
         st.info(md(large_model_notice(loaded)), icon=":material/info:")
         st.page_link("app_pages/shrink.py", label="Shrink it tensor by tensor", icon=":material/compress:")
@@ -111,7 +113,8 @@ with friendly_errors("Inspecting the model"):
     )  # fmt: skip
     st.dataframe(
         weights, hide_index=True, width="stretch",
-        column_config={"share of file": st.column_config.ProgressColumn(format="percent", min_value=0, max_value=1),
+        column_config={**text_columns("name", "where"),  # names as data, never links
+                       "share of file": st.column_config.ProgressColumn(format="percent", min_value=0, max_value=1),
                        "elements": st.column_config.NumberColumn(format="localized"),
                        "bytes": st.column_config.NumberColumn(format="localized")},
     )  # fmt: skip

@@ -277,6 +277,7 @@ with friendly_errors("Setting the prices"):
     columns = {c: st.column_config.NumberColumn(label, help=md(why), format="%.2f" if c in money else "localized")
                for c, (label, why) in short.items()}  # labels are plain text  # fmt: skip
     columns["standing"] = st.column_config.TextColumn("standing", width="medium")
+    columns["variant"] = st.column_config.TextColumn("variant")  # a name from a link or a model: data, never a link
     st.dataframe(frame, hide_index=True, width="stretch", column_config=columns)
     st.download_button("Download the table (CSV)", frame.to_csv(index=False), "egress-costs.csv", "text/csv",
                        icon=":material/table:")  # fmt: skip

@@ -187,7 +187,8 @@ def render(loaded: LoadedModel, comparison: Comparison) -> None:
         autoStart=True, done=bool(runs), key="in_browser_panel", default=None,
     )  # fmt: skip
     if armed["skipped"]:
-        st.caption("Not run in the browser (over the 200 MB a static file may have here): " + ", ".join(armed["skipped"]))
+        st.caption("Not run in the browser (over the 200 MB a static file may have here): "
+                   + md(", ".join(armed["skipped"])))  # variant names may hold the model's tensor names
     if isinstance(value, dict) and value.get("runId") == armed["runId"] and value.get("at") != armed.get("judged"):
         armed["judged"] = value.get("at")
         armed["fatal"] = value.get("fatal")

@@ -84,19 +84,38 @@ def _escape_line_start(match: re.Match[str]) -> str:
     return f"{space}{digits}\\{mark}"
 
 
+#: Streamlit (1.67) turns bare URLs and e-mail addresses into links *after* reading escapes: in Chromium,
+#: ``https\\:\\/\\/evil.example``, ``www\\.evil.example``, ``a\\@evil.example`` and ``https&#58;//`` all became
+#: links, in ``st.markdown``, captions, alerts, expander and metric labels, metric values, radio options and
+#: ``st.table`` cells alike. A WORD JOINER (U+2060: no width, nothing shown, kept in the rendered text) between
+#: the scheme and ``://``, between ``www`` and its dot, and before ``@`` is what stops it.
+WORD_JOINER = "\u2060"
+_ST_AUTOLINK = re.compile(r"(?i)://|www\.|\\@")
+
+
+def _break_autolink(match: re.Match[str]) -> str:
+    found = match.group(0)
+    if found == "://":
+        return WORD_JOINER + ":\\/\\/"
+    if found == "\\@":
+        return WORD_JOINER + found
+    return found[:3] + WORD_JOINER + "\\."  # www. / WWW.
+
+
 def streamlit_markdown(text: object) -> str:
     """Text that ``st.markdown`` (and every Streamlit element that renders Markdown) shows literally.
 
     One line; each character that could form a link, image, HTML, emphasis,
     code, formula, colour directive, icon or heading backslash-escaped, and
-    ``://`` / ``www.`` broken so no bare URL is autolinked. Letters, digits,
+    ``://``, ``www.`` and ``@`` broken by an invisible :data:`WORD_JOINER` so no bare URL or address is
+    autolinked (escapes alone do not stop Streamlit's autolinking). Letters, digits,
     spaces, ``.``, ``,``, ``(``, ``)``, ``'``, ``=`` and ``:`` before a space
     stay as they are.
     """
     escaped = _ST_SPECIAL.sub(lambda m: "\\" + m.group(0), one_line(text))
     escaped = _ST_COLON.sub(r"\\:", escaped)
     escaped = _ST_LINE_START.sub(_escape_line_start, escaped)
-    return _AUTOLINK.sub(lambda m: m.group(1).replace("/", "\\/").replace(".", "\\."), escaped)
+    return _ST_AUTOLINK.sub(_break_autolink, escaped)
 
 
 # ---------------------------------------------------------------- plotly

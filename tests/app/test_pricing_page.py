@@ -178,7 +178,7 @@ def test_a_size_beyond_the_bound_is_a_message():
 def test_names_in_the_link_render_inert():
     at = _pricing({"sizes": "![x](https://evil.example/t.png)=1MiB,=HYPERLINK(1)=2MiB", "downloads": "1000"})
     labels = _cards(at)
-    assert labels[0].startswith("!\\[x\\](https:\\/\\/evil"), labels
+    assert labels[0].startswith("!\\[x\\](https\u2060:\\/\\/evil"), labels  # no link, even once escapes are read
     table = at.dataframe[-1].value
     assert list(table["variant"])[1] == "'=HYPERLINK(1)"  # the CSV download is never a formula
 

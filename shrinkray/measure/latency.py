@@ -28,6 +28,13 @@ interval is still wider at the budget is *too noisy to tell*
 (``LatencyStats.settled`` is False). With ``runs=N`` exactly N rounds run
 (the old fixed measurement), still within the budget, and the interval is reported too.
 
+**The budget is kept before each run, not after each round**: a timed run starts only when the running
+median of that model's runs (its warm-up's before it has any) says it ends within the budget, and a round
+cut short is dropped whole (rounds stay paired). So timing never passes its budget by more than one run's
+misprediction (under one inference); a model too slow for even one round within its budget is not timed at
+all (absent from the result: the caller says so), where checking after each round had run a 3 s model for
+50 s on a 5 s budget (issue 27).
+
 **Pairwise** (:func:`time_pairwise`, what compare uses): each variant is timed
 against the original in its own rounds, so only two sessions are alive (memory:
 a worker never holds every variant's session). One budget per setting is shared
@@ -68,12 +75,6 @@ MIN_ROUNDS = 10
 #: Seconds of timing before the stopping rule is first checked, so load that comes and goes over about
 #: a second is seen before a tiny model's first 10 rounds (a few ms) are taken as the answer.
 MIN_SECONDS = 1.0
-#: Rounds that always run, even when the budget is already spent, so every model gets a median; a pair
-#: whose rounds are so slow that these would take over twice its budget stops at the round that crosses it
-#: (one round when nothing was left: a 40 MB detector at 1.9 s per run spent minutes on them).
-BUDGET_MIN_ROUNDS = 3
-#: ... unless they have already taken this long (and twice the budget): cheap rounds always reach three.
-MIN_ROUNDS_S = 1.0
 #: A model's warm-up ends once it has run at least once and warming it took this long: a model that runs
 #: for seconds is warm after its first run (five of them per model and pair were most of that detector's
 #: latency step, bench/verdicts_more.md).
@@ -225,13 +226,16 @@ def time_models(
     """Time callables in interleaved rounds (see the module docstring).
 
     ``timing`` (or its fields as keywords) says how; ``reference`` (default: the first key) is what
-    ratios are taken against. At least 3 rounds run even with a spent budget.
+    ratios are taken against. Warm-up runs come before the budget; timed runs stay within it (see the module
+    docstring): when not one round fits, nothing is timed and the result is empty.
     """
     t = _timing(timing, options)
     keys = list(runners)
     reference = reference if reference is not None else keys[0]
     others = [k for k in keys if k != reference]
     times, stopped_by, burst = _rounds(runners, reference, others, t, on_round=on_round)
+    if not times[reference]:
+        return {}
     return _stats(times, reference, others, replace(t, burst=burst), session_ms or {}, stopped_by)
 
 
@@ -244,23 +248,29 @@ def _rounds(
     on_round: Callable[[int, int], None] | None = None,
     give_up: bool = False,
     warmed: dict[str, float | None] | None = None,
+    budget_warmup: bool = False,
 ) -> tuple[dict[str, list[float]], str, int]:
     """The interleaved rounds themselves: milliseconds per model, why they stopped, and the burst length.
 
     Each round runs every model once, or (runs under :data:`SHORT_RUN_MS`) in a short burst whose first
-    run is dropped (:func:`_burst_ms`), in a rotating order.
+    run is dropped (:func:`_burst_ms`), in a rotating order. Before each run, :func:`_fits` checks that it
+    ends within the budget; a round it cuts short is dropped whole.
 
     ``give_up``: stop early ("noise") when an interval is so wide that even the whole budget would not
     bring it within the target (see :func:`_hopeless`); the variant is then too noisy to tell, as it
     would have been at the budget's end, and the rest of the budget goes to the next pair.
     ``warmed``: models already warm (a pair's reference after the first pair), with their typical run (ms).
+    ``budget_warmup``: the warm-up runs count in the budget (a pair of :func:`time_pairwise`: its share is all
+    the time it may take).
     """
     keys = list(runners)
     timer = t.timer
     warmed = dict(warmed or {})
+    started = timer()
     for key, runner in runners.items():
         if key not in warmed:
-            warmed[key] = warm_up(runner, t)
+            left = t.budget_s - (timer() - started) if budget_warmup and t.budget_s is not None else None
+            warmed[key] = warm_up(runner, t, left)
     typical = [ms for ms in warmed.values() if ms is not None]
     burst = t.burst if t.burst is not None else burst_for(max(typical) if typical else None)
     times: dict[str, list[float]] = {k: [] for k in keys}
@@ -269,11 +279,20 @@ def _rounds(
     stopped_by = "runs" if t.runs is not None else "cap"
     budget_s = t.budget_s
     first = min(t.min_s, budget_s if budget_s is not None else t.min_s)  # when the stopping rule is first checked
-    started = timer()
+    if not budget_warmup:
+        started = timer()
     done = 0
+    expected = _Expected(times, warmed, burst)
     while done < limit:
         shift = done % len(keys)
-        for key in keys[shift:] + keys[:shift]:
+        order = keys[shift:] + keys[:shift]
+        if not _fits([expected(k) for k in order], timer() - started, budget_s):
+            return times, _budget_end(times, reference, others, t, done), burst  # the round would end past it
+        for key in order:
+            if not _fits([expected(key)], timer() - started, budget_s):
+                for ran in order[: order.index(key)]:  # a run overran: the round is cut short and dropped whole
+                    times[ran].pop()
+                return times, _budget_end(times, reference, others, t, done), burst
             times[key].append(_burst_ms(runners[key], burst, timer))
         done += 1
         if on_round is not None:
@@ -288,20 +307,55 @@ def _rounds(
             if give_up and budget_s and _hopeless(times, reference, others, t.target, elapsed / budget_s):
                 stopped_by = "noise"
                 break
-        spent = timer() - started
-        slow = spent > max(2 * budget_s, MIN_ROUNDS_S) if budget_s is not None else False
-        if budget_s is not None and done < limit and spent > budget_s and (done >= BUDGET_MIN_ROUNDS or slow):
-            stopped_by = "budget"
-            break
     return times, stopped_by, burst
 
 
-def warm_up(runner: Callable[[], Any], t: Timing) -> float | None:
-    """Up to ``t.warmup`` runs, fewer once :data:`WARMUP_S` has passed (at least one); the median run after
-    the first in ms (a preempted first run is no guide), None without warm-up."""
+def _budget_end(times: dict[str, list[float]], reference: str, others: list[str], t: Timing, done: int) -> str:
+    """Why timing ended at the budget: "precision" when every interval was already within the target (a budget
+    shorter than :data:`MIN_SECONDS` is when the rule is first checked), else "budget"."""
+    if t.runs is None and done >= max(t.min_rounds, 1) and _all_settled(times, reference, others, t.target):
+        return "precision"
+    return "budget"
+
+
+class _Expected:
+    """Seconds a model's next run (a burst of ``burst``) should take: the running median of its runs, else its
+    warm-up's typical run; None with neither (no warm-up, first round). The median is taken again once the runs
+    grow by a tenth (a fresh median before every run made a 20 s budget of 2 ms runs quadratic)."""
+
+    def __init__(self, times: dict[str, list[float]], warmed: dict[str, float | None], burst: int) -> None:
+        self.times, self.warmed, self.burst = times, warmed, burst
+        self.cached: dict[str, tuple[int, float]] = {}  # key -> (runs when taken, median ms)
+
+    def __call__(self, key: str) -> float | None:
+        runs = self.times[key]
+        if not runs:
+            typical = self.warmed.get(key)
+        else:
+            count, typical = self.cached.get(key, (0, 0.0))
+            if len(runs) < count or len(runs) >= count * 1.1 or len(runs) < 20:
+                typical = statistics.median(runs)
+                self.cached[key] = (len(runs), typical)
+        return None if typical is None else typical * self.burst / 1000.0
+
+
+def _fits(expected: list[float | None], elapsed_s: float, budget_s: float | None) -> bool:
+    """Whether runs expected to take these seconds end within the budget; a run of unknown length starts
+    only while budget is left (it runs once to learn it)."""
+    if budget_s is None:
+        return True
+    return elapsed_s + sum(e for e in expected if e is not None) <= budget_s and elapsed_s < budget_s
+
+
+def warm_up(runner: Callable[[], Any], t: Timing, budget_s: float | None = None) -> float | None:
+    """Up to ``t.warmup`` runs, fewer once :data:`WARMUP_S` has passed or (``budget_s``) the next run would end
+    past that budget (at least one); the median run after the first in ms (a preempted first run is no guide),
+    None without warm-up."""
     warm: list[float] = []
     started = t.timer()
     for _ in range(t.warmup):
+        if warm and budget_s is not None and t.timer() - started + warm[-1] / 1000.0 > budget_s:
+            break
         t0 = t.timer()
         runner()
         warm.append((t.timer() - t0) * 1000.0)
@@ -342,18 +396,22 @@ def time_pairwise(
     session_ms: dict[str, float] | None = None,
     give_up: bool = True,
     deadline: float | None = None,
+    reference_ms: float | None = None,
     **options: Any,
 ) -> dict[str, LatencyStats]:
     """Time each variant against the reference, one pair at a time, so only two sessions are alive.
 
     ``openers`` give each variant's runner when called (its session opens then, and
     is dropped after its pair is timed). ``timing`` (or its fields as keywords) as in
-    :func:`time_models`; its ``budget_s`` is shared by all pairs: each
-    pair gets what is left divided by the pairs left, so a pair that settles early
-    leaves its time to the next, and so does a pair given up as too noisy (``give_up``, see
-    :func:`_rounds`). The reference's figures pool its runs from every pair; it is warmed up once.
-    ``deadline`` (on ``timing.timer``'s clock): variants whose pair would start after it are not timed
-    (absent from the result).
+    :func:`time_models`; its ``budget_s`` is shared by all pairs and covers all their runs, warm-ups
+    included (session opens are not part of it): each pair gets what is left divided by the pairs left,
+    so a pair that settles early leaves its time to the next, and so does a pair given up as too noisy
+    (``give_up``, see :func:`_rounds`). A pair that cannot fit its variant's warm-up and one round (the
+    variant taken as fast as the reference) in its share takes what is left when that fits, else it is not
+    timed and its session never opens. The reference's figures pool its runs from every pair; it is warmed
+    up once, or not at all when the caller just ran it (``reference_ms``: that run's milliseconds, counted in
+    the budget). ``deadline`` (on ``timing.timer``'s clock): variants whose pair would start after it are
+    not timed. Variants not timed are absent from the result.
     """
     t = _timing(timing, options)
     timer = t.timer
@@ -362,31 +420,44 @@ def time_pairwise(
     pooled: list[float] = []
     reasons: list[str] = []
     bursts: list[int] = []
-    spent = 0.0  # seconds of timing (session opens are not part of the budget)
-    warmed: dict[str, float | None] = {}
+    spent = (reference_ms or 0.0) / 1000.0  # seconds of running models (session opens are not part of the budget)
+    warmed: dict[str, float | None] = {} if reference_ms is None else {reference: reference_ms}
     for index, (key, opener) in enumerate(openers):
         if deadline is not None and timer() >= deadline:
             break
         if not warmed:
-            warmed[reference] = warm_up(reference_runner, t)
+            t0 = timer()
+            warmed[reference] = warm_up(reference_runner, t, None if t.budget_s is None else t.budget_s - spent)
+            spent += timer() - t0
+        left = None if t.budget_s is None else max(0.0, t.budget_s - spent)
+        share = None if left is None else left / (len(openers) - index)
+        typical = statistics.median(pooled) if pooled else warmed.get(reference)
+        if share is not None and typical is not None:
+            need = 3 * typical / 1000.0  # the variant's warm-up and one round of both
+            if need > left:
+                continue  # not one round of this pair fits: not timed, its session not opened
+            share = max(share, need)
         t0 = timer()
         runner = opener()
         session_ms[key] = (timer() - t0) * 1000.0
-        share = None if t.budget_s is None else max(0.0, t.budget_s - spent) / (len(openers) - index)
         pair = replace(t, budget_s=share, min_s=min(t.min_s, share) if share is not None else t.min_s)
         t0 = timer()
         times, stopped_by, burst = _rounds({reference: reference_runner, key: runner}, reference, [key], pair,
-                                           give_up=give_up, warmed=warmed)  # fmt: skip
+                                           give_up=give_up, warmed=warmed, budget_warmup=True)  # fmt: skip
         spent += timer() - t0
         del runner  # its session closes before the next one opens
+        if not times[key]:
+            continue  # its warm-up left no time for one round (slower than the reference)
         out[key] = _stats(times, reference, [key], replace(t, burst=burst), session_ms, stopped_by)[key]
         pooled += times[reference]
         reasons.append(stopped_by)
         bursts.append(burst)
     if not openers:
-        times, stopped_by, burst = _rounds({reference: reference_runner}, reference, [], t)
+        times, stopped_by, burst = _rounds({reference: reference_runner}, reference, [], t, warmed=warmed)
+        if not times[reference]:
+            return {}
         return _stats(times, reference, [], replace(t, burst=burst), session_ms, stopped_by)
-    if not pooled:  # the deadline came before the first pair
+    if not pooled:  # the deadline came before the first pair, or not one pair fitted the budget
         return {}
     stopped = next((r for r in reasons if r != "precision"), "precision")
     original = _stats({reference: pooled}, reference, [], replace(t, burst=max(bursts)), session_ms, stopped)[reference]

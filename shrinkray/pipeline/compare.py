@@ -702,26 +702,40 @@ def _measure_all_latency(
     combos = [(t, b, feeds) for t in settings.threads for b, feeds in plan]
     refused: dict[int, int] = {}  # threads -> smallest refused batch
     by_key = {r.key: r for r in results}
-    untimed: list[str] = []
+    untimed: list[str] = []  # past the job's deadline
+    over_budget: list[str] = []  # not one round fitted the latency budget
+    too_slow: dict[int, tuple[int, float]] = {}  # batch -> (threads, first run ms) of a setting nothing fitted
+    slowest_ms = 0.0
     for index, (threads, batch, feeds) in enumerate(combos):
         if threads in refused and batch >= refused[threads]:
             continue
+        label = f"{threads} thread{'s' if threads > 1 else ''}, batch {batch or 'as given'}"
         if deadline is not None and time.perf_counter() >= deadline[0]:
-            untimed.append(f"{threads} thread{'s' if threads > 1 else ''}, batch {batch or 'as given'}")
+            untimed.append(label)
             continue
+        if batch in too_slow and settings.latency_budget_s is not None:
+            fewer, ms = too_slow[batch]  # even running `threads / fewer` times faster, no pair would fit
+            if LEAST_PAIR_RUNS * ms * fewer / threads > settings.latency_budget_s * 1000:
+                over_budget.append(label)
+                continue
         say(f"Timing: {threads} thread(s), batch {batch or 'as given'}", 0.7 + 0.3 * index / len(combos))
         try:
             start = time.perf_counter()
             original = _open_file_session(files[ORIGINAL], threads, copies)
             opened_ms = (time.perf_counter() - start) * 1000
             run_original = partial(original.run, None, feeds)
+            start = time.perf_counter()
             run_original()  # a batch the model refuses fails here, before any variant opens
+            first_ms = (time.perf_counter() - start) * 1000
+            slowest_ms = max(slowest_ms, first_ms)
             openers = [(key, partial(_runner, files[key], threads, feeds, copies)) for key in runnable]
             stats = time_pairwise(
                 ORIGINAL, run_original, openers, batch=_batch_of(feeds), threads=threads,
                 session_ms={ORIGINAL: opened_ms}, runs=settings.runs, warmup=settings.warmup,
                 budget_s=settings.latency_budget_s, target=settings.latency_target,
                 deadline=deadline[0] if deadline is not None else None,
+                # a run of a second or more warms a model (latency.WARMUP_S): that one is its warm-up, in the budget
+                reference_ms=first_ms if first_ms >= WARMUP_S * 1000 else None,
             )  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - a batch size the model refuses is reported, not fatal
             if batch <= 1:
@@ -735,8 +749,10 @@ def _measure_all_latency(
             by_key[key].latency.append(stat)
         if len(stats) < len(runnable) + 1:
             missed = [key for key in runnable if key not in stats]
-            untimed.append(f"{threads} thread{'s' if threads > 1 else ''}, batch {batch or 'as given'}"
-                           + (f" ({', '.join(missed)})" if stats else ""))  # fmt: skip
+            late = deadline is not None and time.perf_counter() >= deadline[0]
+            (untimed if late else over_budget).append(label + (f" ({', '.join(missed)})" if stats else ""))
+            if not stats and not late:
+                too_slow[batch] = (threads, first_ms)
         noisy += [f"{key} ({threads} thread{'s' if threads > 1 else ''}, batch {s.batch})"
                   for key, s in stats.items() if key != ORIGINAL and s.too_noisy]  # fmt: skip
     if settings.runs is None:
@@ -757,10 +773,20 @@ def _measure_all_latency(
     if untimed and deadline is not None:
         notes.insert(0, f"not timed, to finish within the run's {deadline[1]:g} s limit (the model runs slowly "
                      f"here): {'; '.join(untimed)}")  # fmt: skip
+    if over_budget:
+        budget = f"{settings.latency_budget_s:g} s" if settings.latency_budget_s is not None else "time"
+        notes.insert(0, f"not timed within the {budget} budget per setting (one run of the original takes "
+                     f"{slowest_ms / 1000:.1f} s here, and a variant needs a warm-up run and a round of both within "
+                     f"its share; a larger latency budget would time it): {'; '.join(over_budget)}")  # fmt: skip
     if noisy:
         notes.insert(0, "too noisy to tell (interval wider than "
                      f"±{settings.latency_target:.0%} when the budget ended): " + ", ".join(noisy))  # fmt: skip
     return text + ("; " + "; ".join(notes) if notes else "")
+
+
+#: Runs of a model the least timing of one variant takes: the original's first run (its warm-up when it runs
+#: for a second or more), the variant's warm-up and one round of both (measure.latency.time_pairwise).
+LEAST_PAIR_RUNS = 4
 
 
 def _runner(files: list[Path], threads: int, feeds: dict[str, np.ndarray],

@@ -16,6 +16,7 @@ import streamlit as st
 
 from app_ui.state import SAMPLES_DIR, current_model, session_setting
 from shrinkray.errors import ShrinkRayError
+from shrinkray.measure.budget import BUDGET_SETTING
 from shrinkray.methods import MethodSpec
 from shrinkray.text_safety import streamlit_markdown as md
 from shrinkray.units import format_bytes
@@ -30,6 +31,9 @@ APP_HINTS = {
     "page then shrinks it with weights-int8, tensor by tensor",
     "inputs": "On the Compare page, set the free dimensions and value ranges under \"Inputs used for parity\", "
     "or upload real inputs (an .npz file, images or WAV files)",
+    # measure/budget.py: the work ahead, from the original's first run, passes the job's time cap
+    BUDGET_SETTING: "Choose fewer methods under \"Methods to compare\" on the Shrink page, or set smaller free "
+    "dimensions (or upload fewer samples) under \"Inputs used for parity\" on the Compare page",
 }
 
 

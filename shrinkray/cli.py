@@ -28,6 +28,7 @@ from shrinkray.errors import MissingModelError, OptionError, ShrinkRayError
 from shrinkray.io.archive import scratch_folder
 from shrinkray.io.files import Terminated, check_output_path, raise_terminated
 from shrinkray.io.size_check import EXTERNAL_SETTING, STREAM_SETTING, check_fits, model_size
+from shrinkray.measure.budget import BUDGET_SETTING
 from shrinkray.measure.content import IMAGE_RANGES
 from shrinkray.measure.inputs import InputOptions, is_sample_file, parse_dims, parse_ranges
 from shrinkray.measure.parity import DEFAULT_PROFILE, KINDS, MEASURES, PROFILES, build_verdict
@@ -612,6 +613,10 @@ CLI_HINTS = {
     "save_as_external_data=True)), then `shrinkray shrink -m weights-int8` converts it tensor by tensor",
     "inputs": "Set free dimensions with --dim NAME=VALUE (unnamed ones as INPUT:AXIS=VALUE), value ranges with "
     "--range NAME=LOW:HIGH, or give real inputs with --inputs (an .npz file, or images / WAV files)",
+    # measure/budget.py: the work ahead, from the original's first run, passes the job's time cap
+    BUDGET_SETTING: "Compare fewer methods (e.g. --methods weights-int8), give smaller inputs (--dim NAME=VALUE for "
+    "a free dimension) or fewer of your own (--inputs), or, on a machine of your own, raise "
+    "SHRINKRAY_MAX_JOB_SECONDS",
 }
 
 

@@ -852,3 +852,6 @@ def tensor_nbytes(tensor: onnx.TensorProto) -> int:
 
 #: Set to "1" in the environment of a capped worker process (runs/sandbox.py): its time cap is real there.
 WORKER_ENV = "SHRINKRAY_WORKER"
+#: ``time.monotonic()`` when that worker's clock started (runs/sandbox.py): its time cap counts from there, not
+#: from when the engine inside it got going (measure/budget.py plans the work to fit what is left).
+JOB_STARTED_ENV = "SHRINKRAY_JOB_STARTED"

@@ -18,6 +18,7 @@ from shrinkray.errors import LimitExceededError, RuntimeUnsupportedError, Shrink
 from shrinkray.graph.checks import explain_runtime_error
 from shrinkray.graph.sessions import open_session
 from shrinkray.measure import recurrent
+from shrinkray.measure.budget import CALIBRATION_SETS, Asked, Budget, FirstRun
 from shrinkray.measure.confidence import decisions_to_pass
 from shrinkray.measure.deadline import run_within
 from shrinkray.measure.inputs import (
@@ -150,29 +151,38 @@ def _probe_plans(model: onnx.ModelProto, settings: CompareSettings, batch: int |
     return plans
 
 
-def parity_inputs(model: onnx.ModelProto, settings: CompareSettings, session=None) -> ParityInputs:
+def parity_inputs(model: onnx.ModelProto, settings: CompareSettings, session=None, *, budget: Budget | None = None,
+                  sets_at_most: int | None = None) -> ParityInputs:  # fmt: skip
     """Samples the original accepts, its outputs on them and the kind of every output.
 
     Synthesized inputs come as one batch of ``parity_batch`` samples when the
     batch axis is free, else as that many runs with different seeds. When
     the original rejects them, other free-dimension values are tried within
     ``probe_budget_s`` and the note says what was tried.
+
+    ``budget`` (a comparison's, measure/budget.py): the original's first inference is timed and told to it, and
+    how many sets are run (and whether a reserve is) follows its plan; it may refuse the run at once.
+    ``sets_at_most``: no more sets than this and no reserve (a calibration part is cut to that anyway).
     """
     session = session or open_session(model)
+    if budget is not None and budget.first_s is None:
+        session = FirstRun(session, budget)
     if settings.inputs_path:
         feeds = load_inputs(settings.inputs_path, model)
+        _first_group(budget, [feeds], None)
         samples, reference, note = _reference(session, [feeds], model,
                                               f"Inputs loaded from {Path(settings.inputs_path).name}")  # fmt: skip
         kinds = _classify(model, reference, len(samples), settings)
-        return ParityInputs(samples, reference, kinds, note, user_data=True)
+        return _user_plan(ParityInputs(samples, reference, kinds, note, user_data=True), budget)
     if settings.sample_files:
         samples = load_sample_files(settings.sample_files, model, settings.inputs, settings.image_range)
         names = ", ".join(Path(p).name for p in settings.sample_files)
         shapes = ", ".join(f"{k} {list(v.shape)}" for k, v in samples[0].items())
+        _first_group(budget, samples, None)
         samples, reference, note = _reference(session, samples, model,
                                               f"Real samples ({len(samples)}): {names}; {shapes}")  # fmt: skip
         kinds = _classify(model, reference, len(samples), settings)
-        return ParityInputs(samples, reference, kinds, note, user_data=True)
+        return _user_plan(ParityInputs(samples, reference, kinds, note, user_data=True), budget)
     batch = settings.parity_batch if first_axis_dynamic(model) else None
     started = time.perf_counter()
     tried: list[str] = []
@@ -186,6 +196,7 @@ def parity_inputs(model: onnx.ModelProto, settings: CompareSettings, session=Non
         attempt = time.perf_counter()
         try:
             samples, note = _samples(model, options, plan_batch, settings.parity_batch)
+            _first_group(budget, samples, plan_batch)
             samples, reference, note = _reference(session, samples, model, note)
         except LimitExceededError:
             raise  # a run past its deadline: other sizes would spend the same time again
@@ -201,8 +212,29 @@ def parity_inputs(model: onnx.ModelProto, settings: CompareSettings, session=Non
             note += f" (found by trying other sizes: {description}; refused: " + "; ".join(t.split(":")[0] for t in tried) + ")"
         kinds = _classify(model, reference, len(samples), settings)
         found = ParityInputs(samples, reference, kinds, note, tried, options, per_run=plan_batch or 1)
-        return _enough_decisions(found, model, session, plan_batch, time.perf_counter() - attempt)
+        return _enough_decisions(found, model, session, plan_batch, time.perf_counter() - attempt, budget,
+                                 sets_at_most)  # fmt: skip
     raise explain_rejection(first_error, tried)
+
+
+def _first_group(budget: Budget | None, samples: list[dict[str, np.ndarray]], batch: int | None) -> None:
+    """Tell the budget how many inferences (and samples) the first group takes, before its first one runs."""
+    if budget is not None and budget.first_s is None:
+        budget.first_group = len(samples)
+        first = next(iter(samples[0].values()), None) if samples else None
+        per = batch or (int(first.shape[0]) if batch is None and len(samples) == 1 and first is not None
+                        and first.ndim else 1)  # fmt: skip
+        budget.first_samples = len(samples) * per
+
+
+def _user_plan(inputs: ParityInputs, budget: Budget | None) -> ParityInputs:
+    """The user's samples are all judged: the budget may only drop latency, or refuse."""
+    if budget is None:
+        return inputs
+    sets = len(inputs.samples)
+    plan = budget.plan(Asked(have=sets, wanted=sets, minimum=sets, reserve=0,
+                             samples_per_set=max(inputs.count // max(sets, 1), 1), user_data=True))  # fmt: skip
+    return replace(inputs, note=inputs.note + plan.input_note) if plan.input_note else inputs
 
 
 #: Decisions (classified positions, decoded lines) a scores output should give before its top-1 agreement is
@@ -249,28 +281,42 @@ def _synthesized(model: onnx.ModelProto, options: InputOptions, batch: int | Non
 
 
 def _enough_decisions(inputs: ParityInputs, model: onnx.ModelProto, session, batch: int | None,
-                      spent_s: float) -> ParityInputs:  # fmt: skip
+                      spent_s: float, budget: Budget | None = None, sets_at_most: int | None = None) -> ParityInputs:  # fmt: skip
     """More synthesized samples when a scores output decides fewer than ``MIN_DECISIONS`` positions on them,
     unless one set is slow (``SLOW_SET_S``), within ``DECISIONS_MAX_BYTES`` of outputs. Batch models
     get more batches of the same size (seeds seed+1, ...), others more runs; a model with a recurrent state
     keeps its stream (its steps are the decisions). Then a reserve (``RESERVE_SETS``) for variants whose
-    verdict those decisions leave undecided."""
+    verdict those decisions leave undecided. ``budget``: its plan may cut the sets (down to the fewest that
+    can decide a top-1 verdict) and the reserve, or refuse; ``sets_at_most``: a cap, without reserve."""
     given = decisions_given(inputs.reference, inputs.kinds)
-    if not given or recurrent.model_pairs(model):
-        return inputs
     sets = len(inputs.samples) if batch is None else 1  # runs mode: every run is a set of one
+    per_set = inputs.per_run
+
+    def asked(wanted: int, minimum: int, reserve: int) -> Asked:
+        return Asked(have=sets, wanted=wanted, minimum=minimum, reserve=reserve, samples_per_set=per_set)
+
+    if not given or recurrent.model_pairs(model):
+        return _planned(inputs, budget, asked(sets, sets, 0))
     per_set_s = spent_s / max(sets, 1)
     out_bytes = sum(int(np.asarray(v).nbytes) for v in inputs.reference.values()) / max(sets, 1)
     if per_set_s > SLOW_SET_S:
-        return _few(inputs, given, per_set_s)
+        return _planned(_few(inputs, given, per_set_s), budget, asked(sets, sets, 0))
     fits = int(DECISIONS_MAX_BYTES // max(out_bytes, 1))
     options = inputs.options
+    total = sets
     if given < MIN_DECISIONS:
         wanted = -(-MIN_DECISIONS * sets // given)  # sets for MIN_DECISIONS at this rate
         cap = MAX_SAMPLE_SETS if batch is not None else MAX_SAMPLE_SETS * inputs.per_run * max(sets, 1)
-        total = min(wanted, cap, fits)
+        total = min(wanted, cap, fits, sets_at_most or cap)
         if total <= sets:
-            return _few(inputs, given, per_set_s)
+            return _planned(_few(inputs, given, per_set_s), budget, asked(sets, sets, 0))
+    reserve = 0 if sets_at_most is not None else min(total * RESERVE_SETS, max(fits - total, 0))
+    deciding = -(-decisions_to_pass(RELATIVE_PROFILE["scores"]["min_top1_agreement"]) * sets // given)
+    plan_note = ""
+    if budget is not None:
+        plan = budget.plan(asked(total, min(max(deciding, sets), total), reserve))
+        total, reserve, plan_note = plan.sets, plan.reserve, plan.input_note
+    if total > sets:
         try:
             samples = inputs.samples + _synthesized(model, options, batch, range(sets, total))
             reference = session_outputs(session, samples, model)
@@ -282,7 +328,8 @@ def _enough_decisions(inputs: ParityInputs, model: onnx.ModelProto, session, bat
                 + f"; {more} decisions, so that a top-1 verdict rests on enough of them to be sure")  # fmt: skip
         inputs = replace(inputs, samples=samples, reference=reference, note=note)
         sets = total
-    reserve = min(sets * RESERVE_SETS, max(fits - sets, 0))
+    if plan_note:
+        inputs = replace(inputs, note=inputs.note + plan_note)
     if reserve < 1 or len(inputs.samples) != sets:
         return inputs
     try:
@@ -290,6 +337,14 @@ def _enough_decisions(inputs: ParityInputs, model: onnx.ModelProto, session, bat
         return replace(inputs, reserve=extra, reserve_reference=session_outputs(session, extra, model))
     except ShrinkRayError:
         return inputs
+
+
+def _planned(inputs: ParityInputs, budget: Budget | None, asked: Asked) -> ParityInputs:
+    """``inputs`` as they are, once the budget's plan allows them (it may only drop latency, or refuse)."""
+    if budget is None:
+        return inputs
+    plan = budget.plan(asked)
+    return replace(inputs, note=inputs.note + plan.input_note) if plan.input_note else inputs
 
 
 def _few(inputs: ParityInputs, given: int, per_set_s: float) -> ParityInputs:
@@ -332,9 +387,9 @@ def user_halves(samples: list[dict[str, np.ndarray]], model: onnx.ModelProto) ->
     return [{k: v[:cut] for k, v in feeds.items()}], [{k: v[cut:] for k, v in feeds.items()}]
 
 
-#: Synthesized sets a method calibrates on at most (the judging side gets 160+ decisions and a reserve; AWQ
-#: scales and auto's search settle on far fewer, and each set is an inference per candidate).
-CALIBRATION_SETS = 10
+#: Synthesized sets a method calibrates on at most, ``CALIBRATION_SETS`` (measure/budget.py: the judging side gets
+#: 160+ decisions and a reserve; AWQ scales and auto's search settle on far fewer, and each set is an inference
+#: per candidate). The calibration part is made with no more sets than that and no reserve.
 
 
 def _first_sets(inputs: ParityInputs, count: int) -> ParityInputs:
@@ -368,7 +423,8 @@ def split_for_calibration(inputs: ParityInputs, model: onnx.ModelProto, settings
     options = replace(inputs.options, seed=inputs.options.seed + CALIBRATION_SEED_OFFSET)
     synthetic = replace(settings, inputs_path=None, sample_files=[], inputs=options)
     try:
-        calibration = _first_sets(parity_inputs(model, synthetic, session), CALIBRATION_SETS)
+        calibration = _first_sets(parity_inputs(model, synthetic, session, sets_at_most=CALIBRATION_SETS),
+                                  CALIBRATION_SETS)  # fmt: skip
     except ShrinkRayError as exc:
         note = (f"Calibrated on the samples it is judged on, so its verdict may flatter it: other samples could "
                 f"not be made ({exc.problem})")  # fmt: skip

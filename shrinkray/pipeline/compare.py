@@ -38,7 +38,8 @@ from shrinkray.io.files import (
     write_model_pieces,
     write_outputs,
 )
-from shrinkray.io.limits import WORKER_ENV, Limits, check_memory
+from shrinkray.io.limits import check_memory
+from shrinkray.measure.budget import PLAN_MARGIN, Budget, job_clock
 from shrinkray.measure.confidence import UNDECIDED
 from shrinkray.measure.inputs import (
     InputOptions,
@@ -68,8 +69,9 @@ from shrinkray.pipeline.inspect import inspect_model
 from shrinkray.pipeline.shrink import shrink
 
 #: Share of the job's time cap kept free when latency starts (results, report): latency times what fits
-#: before the rest of the cap, so a slow model's compare still returns its sizes and parity.
-LATENCY_RESERVE = 0.15
+#: before the rest of the cap, so a slow model's compare still returns its sizes and parity. The budget's plan
+#: keeps the same share free (measure/budget.py).
+LATENCY_RESERVE = PLAN_MARGIN
 
 Progress = Callable[[str, float], None]
 
@@ -262,7 +264,10 @@ class ComparePipeline:
         self._shown_sizes: set[str] = set()
         self._shown_parity: set[str] = {ORIGINAL}
         self._parity_spent = 0.0
-        self._started = time.perf_counter()  # a capped worker's time counts from about here
+        self._started = time.perf_counter()
+        clock = job_clock()  # a capped worker's time counts from its start (None: no cap, a direct call)
+        self._job = (min(clock[0], self._started), clock[1]) if clock is not None else None
+        self.budget: Budget | None = None  # made from the original's first run (measure_original)
         upper = self.loaded.file_bytes or tensor_payload_bytes(self.source)
         self.sizes = BackgroundSizes.planned([upper] * (1 + len(self.requested)), settings.brotli_quality,
                                              settings.zstd_level)  # fmt: skip
@@ -304,6 +309,7 @@ class ComparePipeline:
         # the file first: every session opens from a file, and an owned model is not held while they do
         self.files[ORIGINAL] = _write_model(self.source, self._scratch / "original.onnx", atomic=False)
         self.sizes.submit(ORIGINAL, self.files[ORIGINAL])
+        write_s = time.perf_counter() - lap
         lap = _lap(self.timings, "sizes", lap)
         if self.reload_source:
             skeleton = _skeleton(self.source)  # inputs and signature only; shrink reloads the original
@@ -311,8 +317,11 @@ class ComparePipeline:
             self.source = skeleton
             self.loaded.model = None
             release_free_memory()
+        opened = time.perf_counter()
         session = _open_file_session(self.files[ORIGINAL], 1, self.copies)
-        self.inputs = parity_inputs(self.source, self.settings, session)
+        # the original's first run sets the budget of the rest: a plan that fits the job's cap, or a refusal now
+        self.budget = self._budget(per_variant_s=2 * write_s + time.perf_counter() - opened)
+        self.inputs = parity_inputs(self.source, self.settings, session, budget=self.budget)
         if any(get_method(method).uses_context for method, _ in self.requested):
             self.split = split_for_calibration(self.inputs, self.source, self.settings, session)
         del session
@@ -323,6 +332,30 @@ class ComparePipeline:
         _lap(self.timings, "parity", lap)
         self._emit()
         self._flush()
+
+    def _budget(self, per_variant_s: float) -> Budget:
+        """What this comparison is asked to run and the time its worker has left (measure/budget.py); each
+        variant costs besides its inferences about what writing the original twice and opening it took."""
+        settings = self.settings
+        time_left = None
+        if self._job is not None:
+            deadline = self._job[0] + self._job[1] * (1 - PLAN_MARGIN)
+            time_left = lambda: deadline - time.perf_counter()  # noqa: E731 - read at each check
+        batches = len(settings.batches or [1]) if not batch_dim_fixed(self.source, settings) else 1
+        methods = len(self.requested)
+        return Budget(
+            methods=methods, calibrating=sum(get_method(m).uses_context for m, _ in self.requested),
+            latency=settings.latency, latency_settings=len(settings.threads) * batches,
+            latency_budget_s=settings.latency_budget_s, latency_runs=settings.runs, overhead_s=per_variant_s,
+            culprits_s=settings.culprit_budget_s * methods if settings.culprits or settings.auto else 0.0,
+            time_left=time_left or (lambda: None), cap_s=self._job[1] if self._job is not None else None,
+        )  # fmt: skip
+
+    @property
+    def latency_planned(self) -> bool:
+        """Whether the budget's plan keeps latency (no plan: as the settings say)."""
+        plan = self.budget.made if self.budget is not None else None
+        return plan is None or plan.latency
 
     def add_variant(self, method: str, options: dict[str, Any]) -> VariantResult:
         """Shrink (checked, in one ONNX Runtime session), write, start its sizes, judge parity in that session."""
@@ -449,15 +482,17 @@ class ComparePipeline:
         lap = time.perf_counter()
         if self.inputs is not None:  # parity and culprits are done: the original's outputs can go
             self.inputs.reference, self.inputs.samples = {}, []
-        if self.settings.latency:
+        if self.settings.latency and not self.latency_planned:  # the budget's plan left it out, and says why
+            self.latency_note = self.budget.made.latency_note
+        elif self.settings.latency:
             plan = _latency_plan(self.source, self.settings, self.inputs.options if self.inputs else None)
             if self.owns_model:  # the files are all latency reads: give the original's memory back first
                 self.loaded.model = self.source = None
                 release_free_memory()
             deadline = None
-            if os.environ.get(WORKER_ENV) == "1":  # a capped worker (the app, the CLI): its time cap is real
-                cap = Limits.from_env().max_job_seconds
-                deadline = (self._started + cap * (1 - LATENCY_RESERVE), cap)
+            if self._job is not None:  # a capped worker (the app, the CLI): its time cap is real
+                start, cap = self._job
+                deadline = (start + cap * (1 - LATENCY_RESERVE), cap)
             self.latency_note = _measure_all_latency(plan, [self.original, *self.variants], self.files,
                                                      self.settings, self.say, self.copies, deadline)  # fmt: skip
         _lap(self.timings, "latency", lap)

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from shrinkray.errors import LimitExceededError, ShrinkRayError
-from shrinkray.io.limits import WORKER_ENV, Limits
+from shrinkray.io.limits import JOB_STARTED_ENV, WORKER_ENV, Limits
 from shrinkray.memory import limit_malloc_arenas
 from shrinkray.units import format_bytes
 
@@ -182,7 +182,7 @@ def run_capped(
             extra["on_partial"] = partial
         return fn(*args, **kwargs, **extra)
     limits = limits or Limits.from_env()
-    env = {**os.environ, WORKER_ENV: "1", "MALLOC_ARENA_MAX": "2"}
+    env = {**os.environ, WORKER_ENV: "1", JOB_STARTED_ENV: repr(time.monotonic()), "MALLOC_ARENA_MAX": "2"}
     process = subprocess.Popen(
         [sys.executable, "-m", "shrinkray.runs.sandbox"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,  # stderr shared: status lines, tracebacks

@@ -55,3 +55,62 @@ def loop_bomb(trips: int = 10**12) -> onnx.ModelProto:
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])],
         initializers,
     )
+
+
+def slow_loop(trips: int, side: int = 384) -> onnx.ModelProto:
+    """x [batch, side] -> y [batch, side], slow on purpose: a Loop of ``trips`` side x side MatMul + Tanh steps
+    (about 1.3 ms each at 384 on one core here), whatever the batch. Its weights are ordinary initializers, so
+    every method shrinks it."""
+    rng = np.random.default_rng(0)
+
+    def weight(name: str) -> onnx.TensorProto:
+        return numpy_helper.from_array((rng.standard_normal((side, side)) / np.sqrt(side)).astype(np.float32), name)
+
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("MatMul", ["s_in", "wb"], ["m"]),
+         helper.make_node("Tanh", ["m"], ["s_out"])],
+        "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("s_in", TensorProto.FLOAT, [side, side])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("s_out", TensorProto.FLOAT, [side, side])],
+        [weight("wb")],
+    )  # fmt: skip
+    nodes = [
+        helper.make_node("Loop", ["trips", "cond", "s0"], ["s"], body=body),
+        helper.make_node("MatMul", ["x", "w"], ["xw"]),
+        helper.make_node("MatMul", ["xw", "s"], ["y"]),
+    ]
+    initializers = [numpy_helper.from_array(np.array(trips, np.int64), "trips"),
+                    numpy_helper.from_array(np.array(True), "cond"), weight("s0"), weight("w")]  # fmt: skip
+    return _model(
+        nodes,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", side])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", side])],
+        initializers,
+    )
+
+
+def first_run_seconds(model: onnx.ModelProto, batch: int = 4) -> float:
+    """Seconds of a fresh one-thread session's first run of ``model`` on zeros of ``batch`` rows (as compare's
+    first run of the original)."""
+    import time
+
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    shape = [batch, *[d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim[1:]]]
+    started = time.perf_counter()
+    session.run(None, {model.graph.input[0].name: np.zeros(shape, np.float32)})
+    return time.perf_counter() - started
+
+
+def slow_loop_for(seconds: float) -> tuple[onnx.ModelProto, float]:
+    """A :func:`slow_loop` whose first run takes about ``seconds`` on this machine, and what its first run took."""
+    probe = first_run_seconds(slow_loop(100))
+    model = slow_loop(max(int(100 * seconds / max(probe, 1e-3)), 1))
+    return model, first_run_seconds(model)

@@ -4,6 +4,9 @@ Real models declare symbolic (``batch``), unnamed (``?``) and ``-1``
 dimensions, integer token ids, masks and scalars. Synthesis picks values a
 model is likely to accept, lets the user override every guess (``--dim``,
 ``--range``), and records the guesses so that a rejection can name them.
+
+Kept as one module (over 600 lines): the signature reading, the role of each input and its synthesis
+decide together what a model is fed; the content itself (images, audio) lives in content.py.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from onnx import helper, numpy_helper
 
 from shrinkray.errors import OptionError
 from shrinkray.graph.weights import find_weights
-from shrinkray.measure import content
+from shrinkray.measure import audio_features, content
 
 
 def samples_digest(samples: list[dict[str, np.ndarray]]) -> str:
@@ -150,11 +150,12 @@ def _vocab_sizes(model: onnx.ModelProto) -> dict[str, int]:
 class InputRole:
     """What an input carries, so synthesis can give it realistic content."""
 
-    kind: str  # image, audio, tokens, mask, token_types, sample_rate, state, float, int, bool
+    kind: str  # image, audio, features, tokens, mask, token_types, sample_rate, state, float, int, bool
     detail: str = ""  # image: value range; image layout "nchw"/"nhwc"; tokens: vocabulary size
     channels_first: bool = True
     vocab: int = 0
     text_line: bool = False  # an image read as one line of text (the model outputs characters per position)
+    axes: tuple[int, int] = (-1, -1)  # features: (mel axis, time axis)
 
 
 _AUDIO_WORDS = re.compile(r"audio|wav|pcm|signal|speech|waveform|input_values|samples", re.IGNORECASE)
@@ -249,8 +250,25 @@ def reads_text_lines(model: onnx.ModelProto) -> bool:
     return False
 
 
+def listens(model: onnx.ModelProto) -> bool:
+    """True when a model's outputs, name or metadata say it is a speech or speaker model."""
+    words = [o.name for o in model.graph.output] + [model.graph.name, model.doc_string, model.producer_name]
+    words += [f"{p.key} {p.value}" for p in model.metadata_props]
+    return any(audio_features.SPEECH_MODEL_WORDS.search(w or "") for w in words)
+
+
+def _feature_axes(model: onnx.ModelProto, sig: InputSignature) -> tuple[int, int] | None:
+    """(mel axis, time axis) of an input of log-mel features: bins beside a time axis, and a name
+    (feats, fbank, mel, speech, audio_signal...) or a speech model saying so; states excluded."""
+    if sig.dtype.kind != "f" or _STATE_WORDS.search(sig.name):
+        return None
+    axes = audio_features.feature_axes(sig.shape)
+    named = audio_features.FEATURE_WORDS.search(sig.name) or _AUDIO_WORDS.search(sig.name)
+    return axes if axes and (named or listens(model)) and not reads_text_lines(model) else None
+
+
 def input_roles(model: onnx.ModelProto) -> dict[str, InputRole]:
-    """What each input carries: images, audio, token ids, masks, states, sample rates or plain values."""
+    """What each input carries: images, audio, features, token ids, masks, states, sample rates or plain values."""
     sigs = signature(model)
     vocab = _vocab_sizes(model)
     has_rate = any(_RATE_WORDS.search(s.name) for s in sigs)
@@ -273,7 +291,9 @@ def input_roles(model: onnx.ModelProto) -> dict[str, InputRole]:
                 roles[sig.name] = InputRole("int")
         elif sig.dtype.kind == "f":
             image, first = _is_image(sig)
-            if image:
+            if axes := _feature_axes(model, sig):  # before images: [batch, 1, 80, frames] is not a picture
+                roles[sig.name] = InputRole("features", str(sig.shape[axes[0]]), axes=axes)
+            elif image:
                 value_range, how = image_value_range(model, sig.name)
                 roles[sig.name] = InputRole("image", f"{value_range}|{how}", channels_first=first,
                                             text_line=reads_text_lines(model))  # fmt: skip
@@ -294,6 +314,8 @@ def _guess(sig: InputSignature, axis: int, rank: int, role: InputRole | None = N
     name = str(sig.shape[axis] or "").lower()
     if role is not None and role.kind == "audio" and axis == rank - 1:
         return int(DEFAULT_SAMPLE_RATE * DEFAULT_AUDIO_SECONDS)
+    if role is not None and role.kind == "features" and axis == role.axes[1]:
+        return audio_features.DEFAULT_FRAMES
     if role is not None and role.kind == "state" and axis < rank - 1:
         return DEFAULT_BATCH  # [layers, batch, width] recurrent states: batch 1 matches the other inputs
     if role is not None and role.kind == "image":
@@ -372,7 +394,8 @@ def synthesize(
     """Inputs that look like what the model sees, matching its signature (deterministic for a seed).
 
     By role (:func:`input_roles`): images get pages, text lines or scenes in
-    the value range the graph implies; audio gets voiced speech at 16 kHz;
+    the value range the graph implies; audio gets voiced speech at 16 kHz, and
+    inputs of features its normalised log-mel features (measure/audio_features.py);
     token ids are drawn from the embedding table's rows; masks are ones,
     token types zeros, recurrent states zeros, sample rates 16000. Other
     floats are standard normal, other integers in [0, 10], booleans True.
@@ -398,6 +421,9 @@ def synthesize(
                 values = _image_values(sig, role, shape, options)
             elif role.kind == "audio":
                 values = _audio_values(sig, shape, options, rate)
+            elif role.kind == "features":
+                values = audio_features.synthesize_features(shape, *role.axes, seed=options.seed)
+                values = _rescale((values - values.min()) / max(np.ptp(values), 1e-9), low_high) if low_high else values
             elif role.kind == "state" and not low_high:
                 values = np.zeros(shape)
             elif role.kind == "sample_rate" and not low_high:
@@ -578,6 +604,16 @@ def read_wav(path: Path, rate: int) -> np.ndarray:
     return mono
 
 
+def _features_feed(clip: np.ndarray, sig: InputSignature, role: InputRole,
+                   frames: int | None) -> tuple[np.ndarray, int]:  # fmt: skip
+    """A WAV clip as one row of the features input, as many frames as the model fixes (or the first clip had)."""
+    mel, time = role.axes
+    feats = audio_features.features_of_clip(clip, int(sig.shape[mel]), _fixed_or_none(sig.shape[time]) or frames)
+    shape = [1] * len(sig.shape)
+    shape[mel], shape[time] = feats.shape[1], feats.shape[0]
+    return audio_features.lay_out(feats[None], shape, mel, time), feats.shape[0]
+
+
 def load_sample_files(
     paths: list[str | os.PathLike], model: onnx.ModelProto, options: InputOptions | None = None,
     image_range: str = "auto",
@@ -591,7 +627,7 @@ def load_sample_files(
     if image_range != "auto" and image_range not in content.IMAGE_RANGES:
         raise OptionError(f"Unknown image range '{image_range}'", "Use auto or one of " + ", ".join(content.IMAGE_RANGES))
     images = [n for n, r in roles.items() if r.kind == "image"]
-    audio = [n for n, r in roles.items() if r.kind == "audio"]
+    audio = [n for n, r in roles.items() if r.kind == "audio"] or [n for n, r in roles.items() if r.kind == "features"]
     rate_input = next((n for n, r in roles.items() if r.kind == "sample_rate"), None)
     rate = int(options.ranges[rate_input][0]) if rate_input and rate_input in options.ranges else DEFAULT_SAMPLE_RATE
     samples = []
@@ -620,14 +656,17 @@ def load_sample_files(
                     "Give an .npz file with one array per input name",
                 )
             name = audio[0]
-            clip = read_wav(path, rate)
-            rank = len(sigs[name].shape)
-            fixed = _fixed_or_none(sigs[name].shape[-1]) if rank else None
-            fixed = fixed or length  # every clip as long as the first, so their outputs line up
-            if fixed:
-                clip = np.pad(clip[:fixed], (0, max(0, fixed - clip.size)))
-            length = clip.size
-            feed = clip.reshape((1,) * (rank - 1) + (clip.size,)) if rank else clip
+            if roles[name].kind == "features":  # the clip's log-mel features, at 16 kHz as front ends take it
+                feed, length = _features_feed(read_wav(path, audio_features.FEATURE_RATE), sigs[name], roles[name], length)
+            else:
+                clip = read_wav(path, rate)
+                rank = len(sigs[name].shape)
+                fixed = _fixed_or_none(sigs[name].shape[-1]) if rank else None
+                fixed = fixed or length  # every clip as long as the first, so their outputs line up
+                if fixed:
+                    clip = np.pad(clip[:fixed], (0, max(0, fixed - clip.size)))
+                length = clip.size
+                feed = clip.reshape((1,) * (rank - 1) + (clip.size,)) if rank else clip
         else:
             raise OptionError(f"{path.name} is not an image or a WAV file", "Give PNG/JPEG images or WAV audio")
         dims = {f"{name}:{axis}": int(size) for axis, size in enumerate(feed.shape)}

@@ -17,7 +17,7 @@ import onnx
 from shrinkray.errors import LimitExceededError, RuntimeUnsupportedError, ShrinkRayError
 from shrinkray.graph.checks import explain_runtime_error
 from shrinkray.graph.sessions import open_session
-from shrinkray.measure import recurrent
+from shrinkray.measure import audio_features, recurrent
 from shrinkray.measure.budget import CALIBRATION_SETS, Asked, Budget, FirstRun
 from shrinkray.measure.confidence import decisions_to_pass
 from shrinkray.measure.deadline import run_within
@@ -457,7 +457,8 @@ def _samples(model: onnx.ModelProto, options: InputOptions, batch: int | None,
     shapes = ", ".join(f"{k} {list(v.shape)} {v.dtype}" for k, v in synth.feeds.items())
     how = f"one batch of {batch}" if batch is not None else f"{len(samples)} runs"
     note = f"Synthesized inputs ({how}, seed {options.seed}): {shapes}"
-    roles = [f"{k} as {_content_text(r)}" for k, r in input_roles(model).items() if r.kind not in ("float", "int")]
+    roles = [f"{k} as {_content_text(r, synth.feeds.get(k))}" for k, r in input_roles(model).items()
+             if r.kind not in ("float", "int")]  # fmt: skip
     if roles:
         note += "; content " + ", ".join(roles)
     if synth.guesses:
@@ -465,8 +466,11 @@ def _samples(model: onnx.ModelProto, options: InputOptions, batch: int | None,
     return samples, note
 
 
-def _content_text(role) -> str:
+def _content_text(role, value: np.ndarray | None = None) -> str:
     """How an input's synthesized content reads in the input note."""
+    if role.kind == "features":
+        frames = value.shape[role.axes[1]] if value is not None and value.ndim > role.axes[1] else None
+        return audio_features.describe(int(role.detail), frames)
     if role.kind == "image":
         value_range, how = role.detail.split("|", 1)
         shape = "text lines" if role.text_line else "pages and scenes"

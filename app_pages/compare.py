@@ -13,7 +13,8 @@ from app_ui.runs import follow_run, latest_comparison, start_run
 from app_ui.state import current_model, workspace
 from shrinkray.errors import OptionError
 from shrinkray.measure.content import IMAGE_RANGES
-from shrinkray.measure.inputs import InputOptions, is_sample_file, parse_dims, parse_ranges
+from shrinkray.measure.inputs import InputOptions, parse_dims, parse_ranges
+from shrinkray.measure.sample_files import is_sample_file
 from shrinkray.report import charts
 from shrinkray.text_safety import streamlit_markdown as md
 

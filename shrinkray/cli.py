@@ -30,9 +30,10 @@ from shrinkray.io.files import Terminated, check_output_path, raise_terminated
 from shrinkray.io.size_check import EXTERNAL_SETTING, STREAM_SETTING, check_fits, model_size
 from shrinkray.measure.budget import BUDGET_SETTING
 from shrinkray.measure.content import IMAGE_RANGES
-from shrinkray.measure.inputs import InputOptions, is_sample_file, parse_dims, parse_ranges
+from shrinkray.measure.inputs import InputOptions, parse_dims, parse_ranges
 from shrinkray.measure.parity import DEFAULT_PROFILE, KINDS, MEASURES, PROFILES, build_verdict
 from shrinkray.measure.results import CompareSettings
+from shrinkray.measure.sample_files import is_sample_file
 from shrinkray.measure.sizes import check_zstd_level
 from shrinkray.methods import Variant, all_methods, get_method
 from shrinkray.methods.base import RunContext

@@ -9,8 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from shrinkray.measure.browser import MAX_RESERVE_BYTES, BrowserInputs
-from shrinkray.measure.inputs import first_axis_dynamic, load_inputs, load_sample_files, samples_digest, synthesize
+from shrinkray.measure.inputs import first_axis_dynamic, load_inputs, samples_digest, synthesize
 from shrinkray.measure.parity_inputs import batch_dim_fixed, parity_inputs
+from shrinkray.measure.sample_files import load_sample_files
 
 
 def prepare(model, settings) -> BrowserInputs:

@@ -5,8 +5,9 @@ dimensions, integer token ids, masks and scalars. Synthesis picks values a
 model is likely to accept, lets the user override every guess (``--dim``,
 ``--range``), and records the guesses so that a rejection can name them.
 
-Kept as one module (over 600 lines): the signature reading, the role of each input and its synthesis
-decide together what a model is fed; the content itself (images, audio) lives in content.py.
+The signature reading, the role of each input and its synthesis decide together what a model is fed;
+the content itself lives in content.py (images, voiced audio) and audio_features.py (log-mel features),
+the user's own image and WAV files are read in sample_files.py.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -156,6 +157,7 @@ class InputRole:
     vocab: int = 0
     text_line: bool = False  # an image read as one line of text (the model outputs characters per position)
     axes: tuple[int, int] = (-1, -1)  # features: (mel axis, time axis)
+    size: tuple[int, int] = (0, 0)  # image: (H, W) its family takes when the model leaves them free
 
 
 _AUDIO_WORDS = re.compile(r"audio|wav|pcm|signal|speech|waveform|input_values|samples", re.IGNORECASE)
@@ -267,6 +269,52 @@ def _feature_axes(model: onnx.ModelProto, sig: InputSignature) -> tuple[int, int
     return axes if axes and (named or listens(model)) and not reads_text_lines(model) else None
 
 
+#: A page as text detectors take it (DBNet/PaddleOCR resize a page's long side to 960, each side a multiple
+#: of 32): 960 x 736 is portrait, near A4/Letter's aspect. 4 of them are 8.5M values, within MAX_INPUT_ELEMENTS.
+PAGE_SIZE = (960, 736)
+#: Object detectors (YOLO, SSD, DETR exports) are trained and run at 640 x 640.
+OBJECTS_SIZE = (640, 640)
+_MAP_WORDS = re.compile(r"map|heat|prob|sigmoid|seg|mask", re.IGNORECASE)
+_DETECTOR_WORDS = re.compile(r"det|box|anchor|yolo|nms", re.IGNORECASE)
+_PAGE_WORDS = re.compile(r"page|doc|(^|_)det", re.IGNORECASE)
+
+
+def _free(dim: onnx.TensorShapeProto.Dimension) -> bool:
+    return not (dim.HasField("dim_value") and dim.dim_value > 0)
+
+
+def _spatial(sides) -> bool:
+    """Two axes of a map: free, or one of them fixed at a size an image side could be."""
+    return any(map(_free, sides)) and all(_free(d) or d.dim_value >= 16 for d in sides)
+
+
+def image_size(model: onnx.ModelProto, name: str) -> tuple[int, int]:
+    """(H, W) for an image input's free sides, the size its family uses: a page (:data:`PAGE_SIZE`) when an
+    output is a map that follows the image ([b, C, h, w] with a free side, [b, h, w] with free h, w: a text detector or a
+    segmenter's) or the input is named like a page; a text line (48 x 320) for a recognizer;
+    :data:`OBJECTS_SIZE` for an object detector (outputs named box, det, ...); else 256 x 256."""
+    if reads_text_lines(model):
+        return TEXT_LINE_HEIGHT, TEXT_LINE_WIDTH
+    for out in model.graph.output:
+        dims = list(out.type.tensor_type.shape.dim) if out.type.HasField("tensor_type") else []
+        shaped = out.type.HasField("tensor_type") and out.type.tensor_type.HasField("shape")
+        maps = (len(dims) == 4 and (_spatial(dims[2:]) or _spatial(dims[1:3]))) or (
+            len(dims) == 3 and all(map(_free, dims[1:])))  # fmt: skip
+        if maps or (not shaped and _MAP_WORDS.search(out.name)):
+            return PAGE_SIZE
+    if _PAGE_WORDS.search(name):
+        return PAGE_SIZE
+    if any(_DETECTOR_WORDS.search(o.name) for o in model.graph.output):
+        return OBJECTS_SIZE
+    return DEFAULT_IMAGE_SIDE, DEFAULT_IMAGE_SIDE
+
+
+def line_width(height: int) -> int:
+    """A text line's width for a recognizer of a fixed ``height`` with a free width: PaddleOCR's 320 at 32 to 48 px,
+    wider for taller lines (20/3 of the height), in multiples of 32."""
+    return max(TEXT_LINE_WIDTH, 32 * -(-height * 20 // (3 * 32)))
+
+
 def input_roles(model: onnx.ModelProto) -> dict[str, InputRole]:
     """What each input carries: images, audio, features, token ids, masks, states, sample rates or plain values."""
     sigs = signature(model)
@@ -296,7 +344,7 @@ def input_roles(model: onnx.ModelProto) -> dict[str, InputRole]:
             elif image:
                 value_range, how = image_value_range(model, sig.name)
                 roles[sig.name] = InputRole("image", f"{value_range}|{how}", channels_first=first,
-                                            text_line=reads_text_lines(model))  # fmt: skip
+                                            text_line=reads_text_lines(model), size=image_size(model, sig.name))  # fmt: skip
             elif _STATE_WORDS.search(sig.name):
                 roles[sig.name] = InputRole("state")
             elif _RATE_WORDS.search(sig.name) and rank <= 1:  # before audio: a float [1] sr is not a clip
@@ -323,10 +371,9 @@ def _guess(sig: InputSignature, axis: int, rank: int, role: InputRole | None = N
         if axis in spatial:
             other = sig.shape[spatial[0] if axis == spatial[1] else spatial[1]]
             if axis == spatial[1] and isinstance(other, int) and other <= 64:
-                return 4 * other  # a fixed short height and a free width: a text line
-            if role.text_line:  # a recognizer with free sizes: a line of text as OCR crops it
-                return TEXT_LINE_HEIGHT if axis == spatial[0] else TEXT_LINE_WIDTH
-            return DEFAULT_IMAGE_SIDE
+                return line_width(other)  # a fixed short height and a free width: a text line
+            size = role.size if role.size[0] else (DEFAULT_IMAGE_SIDE, DEFAULT_IMAGE_SIDE)
+            return size[0] if axis == spatial[0] else size[1]
     named_length = any(k in name for k in ("seq", "len", "time", "token", "step", "frame"))
     if axis == 0 and rank >= 2 and not named_length:
         return DEFAULT_BATCH
@@ -344,7 +391,8 @@ def resolve_shape(
     guesses: dict[str, int],
     role: InputRole | None = None,
 ) -> list[int]:
-    shape = []
+    shape: list[int] = []
+    guessed: dict[int, str] = {}
     for axis, dim in enumerate(sig.shape):
         if isinstance(dim, int):
             shape.append(dim)
@@ -359,8 +407,24 @@ def resolve_shape(
         else:
             value = guesses.get(label) or _guess(sig, axis, len(sig.shape), role)
             guesses[label] = value
+            guessed[axis] = label
             shape.append(value)
+    if role is not None and role.kind == "image":
+        _fit_guessed_sides(shape, guessed, role, guesses)
     return shape
+
+
+def _fit_guessed_sides(shape: list[int], guessed: dict[int, str], role: InputRole, guesses: dict[str, int]) -> None:
+    """Guessed image sides made smaller (keeping the aspect, in multiples of 32) when the batch of images would
+    exceed :data:`MAX_INPUT_ELEMENTS`: a page at the size the memory allows rather than a refusal."""
+    sides = [a for a in ((2, 3) if role.channels_first else (1, 2)) if a in guessed]
+    elements = int(np.prod(shape, dtype=np.int64))
+    if not sides or elements <= MAX_INPUT_ELEMENTS:
+        return
+    scale = (MAX_INPUT_ELEMENTS / elements) ** (1 / len(sides))
+    for axis in sides:
+        shape[axis] = max(32, int(shape[axis] * scale) // 32 * 32)
+        guesses[guessed[axis]] = shape[axis]
 
 
 def _rescale(values01: np.ndarray, low_high: tuple[float, float]) -> np.ndarray:
@@ -532,152 +596,3 @@ def first_axis_dynamic(model: onnx.ModelProto) -> bool:
         and not any(k in str(s.shape[0] or "").lower() for k in _NOT_BATCH)
         for s in sigs
     )
-
-
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".gif", ".tif", ".tiff")
-AUDIO_SUFFIXES = (".wav",)
-#: Longest side an image is resized to when the model leaves its size free.
-MAX_FREE_IMAGE_SIDE = 640
-
-
-def is_sample_file(path: str | os.PathLike) -> bool:
-    """An image or WAV file the user gives as a real input sample (as opposed to an .npz/.npy array file)."""
-    return Path(path).suffix.lower() in IMAGE_SUFFIXES + AUDIO_SUFFIXES
-
-
-def _fixed_or_none(dim: int | str | None) -> int | None:
-    return dim if isinstance(dim, int) else None
-
-
-def _image_feed(
-    path: Path, sig: InputSignature, role: InputRole, value_range: str, size: tuple[int, int] | None = None
-) -> np.ndarray:
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with Image.open(path) as img:
-            img.load()
-            rgb = img.convert("RGB")
-    except (UnidentifiedImageError, OSError) as exc:
-        raise OptionError(f"Cannot read {path.name} as an image ({exc})", "Give a PNG or JPEG file") from None
-    if role.channels_first:
-        height, width, channels = _fixed_or_none(sig.shape[2]), _fixed_or_none(sig.shape[3]), sig.shape[1]
-    else:
-        height, width, channels = _fixed_or_none(sig.shape[1]), _fixed_or_none(sig.shape[2]), sig.shape[3]
-    w0, h0 = rgb.size
-    if size is not None:  # every sample at the first one's size, so their outputs line up
-        height, width = size
-    elif height is None and width is None:  # free size: the image's own, at most 640 px, in steps of 32
-        scale = min(1.0, MAX_FREE_IMAGE_SIDE / max(w0, h0))
-        width, height = max(32, round(w0 * scale / 32) * 32), max(32, round(h0 * scale / 32) * 32)
-    elif height is None:  # one side fixed: keep the aspect ratio (text-line recognizers fix the height)
-        height = max(32, round(h0 * width / w0 / 32) * 32)
-    elif width is None:
-        width = max(32, round(w0 * height / h0 / 32) * 32)
-    resized = np.asarray(rgb.resize((int(width), int(height)), Image.BILINEAR), dtype=np.float64)[None] / 255.0
-    values = content.to_model_range(resized, value_range)
-    return content.layout_channels(values, channels if isinstance(channels, int) else 3, role.channels_first)
-
-
-def read_wav(path: Path, rate: int) -> np.ndarray:
-    """Mono float samples in [-1, 1] at ``rate`` Hz from a PCM WAV file (linear resampling)."""
-    import wave
-
-    try:
-        with wave.open(str(path), "rb") as wav:
-            channels, width, source_rate = wav.getnchannels(), wav.getsampwidth(), wav.getframerate()
-            frames = wav.getnframes()
-            if frames > source_rate * 600:
-                raise OptionError(f"{path.name} is longer than 10 minutes", "Give a shorter clip")
-            data = wav.readframes(frames)
-    except (wave.Error, EOFError) as exc:
-        raise OptionError(f"Cannot read {path.name} as a PCM WAV file ({exc})", "Save it as 16-bit PCM WAV") from None
-    kinds = {1: np.uint8, 2: np.int16, 4: np.int32}
-    if width not in kinds:
-        raise OptionError(f"{path.name} has {8 * width}-bit samples", "Save it as 16-bit PCM WAV")
-    samples = np.frombuffer(data, dtype=kinds[width]).astype(np.float64)
-    samples = (samples - 128) / 128 if width == 1 else samples / float(2 ** (8 * width - 1))
-    mono = samples.reshape(-1, channels).mean(axis=1)
-    if source_rate != rate and mono.size > 1:
-        target = int(round(mono.size * rate / source_rate))
-        mono = np.interp(np.linspace(0, mono.size - 1, max(target, 1)), np.arange(mono.size), mono)
-    return mono
-
-
-def _features_feed(clip: np.ndarray, sig: InputSignature, role: InputRole,
-                   frames: int | None) -> tuple[np.ndarray, int]:  # fmt: skip
-    """A WAV clip as one row of the features input, as many frames as the model fixes (or the first clip had)."""
-    mel, time = role.axes
-    feats = audio_features.features_of_clip(clip, int(sig.shape[mel]), _fixed_or_none(sig.shape[time]) or frames)
-    shape = [1] * len(sig.shape)
-    shape[mel], shape[time] = feats.shape[1], feats.shape[0]
-    return audio_features.lay_out(feats[None], shape, mel, time), feats.shape[0]
-
-
-def load_sample_files(
-    paths: list[str | os.PathLike], model: onnx.ModelProto, options: InputOptions | None = None,
-    image_range: str = "auto",
-) -> list[dict[str, np.ndarray]]:  # fmt: skip
-    """One sample per image or WAV file: the file feeds the model's image or audio input, the other
-    inputs are synthesized as usual (masks, states, sample rate). ``image_range`` is ``auto`` (read
-    from the graph, :func:`image_value_range`) or one of :data:`content.IMAGE_RANGES`."""
-    options = options or InputOptions()
-    roles = input_roles(model)
-    sigs = {s.name: s for s in signature(model)}
-    if image_range != "auto" and image_range not in content.IMAGE_RANGES:
-        raise OptionError(f"Unknown image range '{image_range}'", "Use auto or one of " + ", ".join(content.IMAGE_RANGES))
-    images = [n for n, r in roles.items() if r.kind == "image"]
-    audio = [n for n, r in roles.items() if r.kind == "audio"] or [n for n, r in roles.items() if r.kind == "features"]
-    rate_input = next((n for n, r in roles.items() if r.kind == "sample_rate"), None)
-    rate = int(options.ranges[rate_input][0]) if rate_input and rate_input in options.ranges else DEFAULT_SAMPLE_RATE
-    samples = []
-    size: tuple[int, int] | None = None
-    length: int | None = None
-    for raw in paths:
-        path = Path(raw)
-        if not path.is_file():
-            raise OptionError(f"Input file {path.name} does not exist", "Give the path of an image or WAV file")
-        suffix = path.suffix.lower()
-        if suffix in IMAGE_SUFFIXES:
-            if len(images) != 1:
-                raise OptionError(
-                    f"{path.name} is an image, but the model has {len(images) or 'no'} image inputs "
-                    f"({', '.join(images) or 'its inputs: ' + ', '.join(sigs)})",
-                    "Give an .npz file with one array per input name",
-                )
-            name, role = images[0], roles[images[0]]
-            value_range = image_value_range(model, name)[0] if image_range == "auto" else image_range
-            feed = _image_feed(path, sigs[name], role, value_range, size)
-            size = feed.shape[2:4] if role.channels_first else feed.shape[1:3]
-        elif suffix in AUDIO_SUFFIXES:
-            if len(audio) != 1:
-                raise OptionError(
-                    f"{path.name} is audio, but the model has {len(audio) or 'no'} audio inputs",
-                    "Give an .npz file with one array per input name",
-                )
-            name = audio[0]
-            if roles[name].kind == "features":  # the clip's log-mel features, at 16 kHz as front ends take it
-                feed, length = _features_feed(read_wav(path, audio_features.FEATURE_RATE), sigs[name], roles[name], length)
-            else:
-                clip = read_wav(path, rate)
-                rank = len(sigs[name].shape)
-                fixed = _fixed_or_none(sigs[name].shape[-1]) if rank else None
-                fixed = fixed or length  # every clip as long as the first, so their outputs line up
-                if fixed:
-                    clip = np.pad(clip[:fixed], (0, max(0, fixed - clip.size)))
-                length = clip.size
-                feed = clip.reshape((1,) * (rank - 1) + (clip.size,)) if rank else clip
-        else:
-            raise OptionError(f"{path.name} is not an image or a WAV file", "Give PNG/JPEG images or WAV audio")
-        dims = {f"{name}:{axis}": int(size) for axis, size in enumerate(feed.shape)}
-        sig_dims = sigs[name].shape
-        for axis, dim in enumerate(sig_dims):
-            if isinstance(dim, str):
-                dims[dim] = int(feed.shape[axis])
-        synth = synthesize(model, replace(options, dims={**dims, **options.dims}))
-        feeds = dict(synth.feeds)
-        feeds[name] = feed.astype(sigs[name].dtype)
-        samples.append(feeds)
-    if not samples:
-        raise OptionError("No input files given", "Give images or WAV files")
-    return samples

@@ -26,13 +26,13 @@ from shrinkray.measure.inputs import (
     first_axis_dynamic,
     input_roles,
     load_inputs,
-    load_sample_files,
     signature,
     synthesize,
 )
 from shrinkray.measure.output_kinds import classify_outputs
 from shrinkray.measure.parity import RELATIVE_PROFILE, OutputKind, Parity, compare_outputs, float_measures
 from shrinkray.measure.results import CompareSettings
+from shrinkray.measure.sample_files import load_sample_files
 
 
 @dataclass

@@ -45,7 +45,6 @@ from shrinkray.measure.inputs import (
     InputOptions,
     first_axis_dynamic,
     load_inputs,
-    load_sample_files,
     samples_digest,
     synthesize,
 )
@@ -61,6 +60,7 @@ from shrinkray.measure.parity_inputs import (
     split_for_calibration,
 )
 from shrinkray.measure.results import ORIGINAL, CompareSettings, Comparison, Culprit, VariantResult
+from shrinkray.measure.sample_files import load_sample_files
 from shrinkray.measure.sizes import BackgroundSizes
 from shrinkray.memory import release_free_memory
 from shrinkray.methods import Variant, all_methods, get_method

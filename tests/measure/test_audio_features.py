@@ -11,8 +11,9 @@ from onnx import TensorProto, helper
 
 from shrinkray.graph.sessions import open_session
 from shrinkray.measure import audio_features, content
-from shrinkray.measure.inputs import InputOptions, input_roles, load_sample_files, synthesize
+from shrinkray.measure.inputs import InputOptions, input_roles, synthesize
 from shrinkray.measure.parity_inputs import _samples
+from shrinkray.measure.sample_files import load_sample_files
 
 
 def features_model(name: str, shape: list, outputs: tuple[str, ...] = ("out",), graph_name: str = "g") -> onnx.ModelProto:

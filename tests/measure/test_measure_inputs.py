@@ -6,7 +6,7 @@ import numpy as np
 import onnx
 import pytest
 from helpers import SAMPLE_NAMES, cached_sample
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from shrinkray.errors import OptionError
 from shrinkray.graph.sessions import open_session
@@ -15,6 +15,9 @@ from shrinkray.measure.inputs import (
     DEFAULT_IMAGE_SIDE,
     DEFAULT_INT_RANGE,
     DEFAULT_SAMPLE_RATE,
+    MAX_INPUT_ELEMENTS,
+    OBJECTS_SIZE,
+    PAGE_SIZE,
     InputOptions,
     first_axis_dynamic,
     image_value_range,
@@ -545,14 +548,16 @@ def test_channels_last_and_free_image_sides():
     run(model, synth.feeds)
 
 
-def test_a_short_fixed_height_with_a_free_width_is_a_text_line():
+@pytest.mark.parametrize(("height", "width"), [(32, 320), (48, 320), (64, 448)])
+def test_a_short_fixed_height_with_a_free_width_is_a_text_line(height, width):
     model = role_model(
-        {"x": (TensorProto.FLOAT, ["batch", 3, 32, "width"])},
+        {"x": (TensorProto.FLOAT, ["batch", 3, height, "width"])},
         [helper.make_node("ReduceMean", ["x"], ["out"], keepdims=0)],
         {"out": []},
     )
     image = synthesize(model).feeds["x"]
-    assert image.shape == (1, 3, 32, 128)  # 4x the height
+    assert image.shape == (1, 3, height, width)  # a line as CTC recognizers read it (PaddleOCR: 48 x 320)
+    assert width % 32 == 0
     luma = image[0].mean(axis=0)
     assert np.median(luma) > np.percentile(luma, 2) + 1.0  # light paper, dark strokes (imagenet units)
 
@@ -681,3 +686,77 @@ def test_every_sample_has_a_role_for_every_input(name):
     roles = input_roles(model)
     assert set(roles) == {s.name for s in signature(model)}
     assert all(r.kind in ROLE_KINDS for r in roles.values())
+
+
+# ------------------------------------------------------------------ image sizes by family
+
+
+def detector_model(shape: list, out_shape: list | None, out_name: str = "maps", name: str = "x") -> onnx.ModelProto:
+    """x -> mean over channels -> Sigmoid: a probability map as large as the image (a DBNet-like text detector)."""
+    nodes = [helper.make_node("ReduceMean", [name], ["m"], axes=[1], keepdims=1), helper.make_node("Sigmoid", ["m"], [out_name])]
+    graph = helper.make_graph(nodes, "det", [helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info(out_name, TensorProto.FLOAT, out_shape)])  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def test_a_text_detector_gets_a_page_in_multiples_of_32():
+    model = detector_model(["batch", 3, "h", "w"], ["batch", 1, "h", "w"], out_name="sigmoid_0.tmp_0")
+    assert input_roles(model)["x"].size == PAGE_SIZE == (960, 736)
+    synth = synthesize(model, batch=4)
+    page = synth.feeds["x"]
+    assert page.shape == (4, 3, 960, 736) and all(side % 32 == 0 for side in page.shape[2:])
+    assert page.shape[2] > page.shape[3]  # portrait, like a page
+    assert synth.guesses == {"h": 960, "w": 736}
+    run(model, synth.feeds)
+
+
+@pytest.mark.parametrize(
+    ("shape", "out_shape", "out_name", "name", "expected"),
+    [
+        ([None, 3, None, None], [None, 1, None, None], "out", "x", PAGE_SIZE),  # unnamed axes, a map
+        ([None, None, None, 3], [None, None, None, 1], "out", "x", PAGE_SIZE),  # channels last (EAST-like)
+        (["b", 3, "h", "w"], None, "prob_map", "x", PAGE_SIZE),  # no output shape: its name says map
+        (["b", 3, "h", "w"], [], "score", "page_image", PAGE_SIZE),  # the input is a page
+        (["b", 3, "h", "w"], ["b", "n", 4], "boxes", "images", OBJECTS_SIZE),  # an object detector
+        (["b", 3, "h", "w"], ["b", 1000], "logits", "pixel_values", (256, 256)),  # a classifier: as before
+    ],
+)
+def test_free_image_sides_follow_the_family(shape, out_shape, out_name, name, expected):
+    model = detector_model(shape, out_shape, out_name, name)
+    assert input_roles(model)[name].size == expected
+    image = synthesize(model).feeds[name]
+    sides = image.shape[2:] if shape[1] == 3 else image.shape[1:3]
+    assert tuple(sides) == expected
+
+
+def test_declared_image_sides_are_kept():
+    model = detector_model([1, 3, 640, 640], [1, 1, 640, 640])
+    assert synthesize(model).feeds["x"].shape == (1, 3, 640, 640)
+    one_free = detector_model(["b", 3, 512, "w"], ["b", 1, 512, "w"])
+    assert synthesize(one_free).feeds["x"].shape == (1, 3, 512, 736)
+
+
+def test_a_page_is_made_smaller_when_the_batch_would_not_fit():
+    model = detector_model(["batch", 3, "h", "w"], ["batch", 1, "h", "w"])
+    synth = synthesize(model, batch=40)  # 40 pages of 960 x 736 would be 85M values
+    _, _, h, w = synth.feeds["x"].shape
+    assert 40 * 3 * h * w <= MAX_INPUT_ELEMENTS
+    assert h % 32 == 0 and w % 32 == 0 and h > w and h >= 800
+    assert synth.guesses == {"h": h, "w": w}
+    # a size the user sets is theirs: refused as before when too large
+    with pytest.raises(OptionError, match="more than"):
+        synthesize(model, InputOptions(dims={"h": 2048, "w": 2048}), batch=8)
+
+
+def test_a_recognizer_with_free_sides_gets_text_lines():
+    nodes = [helper.make_node("ReduceMean", ["x"], ["m"], axes=[1, 2], keepdims=0),
+             helper.make_node("Unsqueeze", ["m", "axes"], ["u"]),
+             helper.make_node("Expand", ["u", "shape"], ["logits"])]  # fmt: skip
+    model = role_model({"x": (TensorProto.FLOAT, ["b", 3, "h", "w"])}, nodes, {"logits": ["b", "w", 6625]},
+                       [numpy_helper.from_array(np.array([2], np.int64), "axes"),
+                        numpy_helper.from_array(np.array([1, 1, 6625], np.int64), "shape")])  # fmt: skip
+    role = input_roles(model)["x"]
+    assert role.text_line and role.size == (48, 320)
+    assert synthesize(model).feeds["x"].shape == (1, 3, 48, 320)

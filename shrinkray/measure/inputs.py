@@ -274,7 +274,7 @@ def _feature_axes(model: onnx.ModelProto, sig: InputSignature) -> tuple[int, int
 PAGE_SIZE = (960, 736)
 #: Object detectors (YOLO, SSD, DETR exports) are trained and run at 640 x 640.
 OBJECTS_SIZE = (640, 640)
-_MAP_WORDS = re.compile(r"map|heat|prob|sigmoid|seg|mask", re.IGNORECASE)
+_MAP_WORDS = re.compile(r"map|heat|sigmoid|seg|mask", re.IGNORECASE)
 _DETECTOR_WORDS = re.compile(r"det|box|anchor|yolo|nms", re.IGNORECASE)
 _PAGE_WORDS = re.compile(r"page|doc|(^|_)det", re.IGNORECASE)
 

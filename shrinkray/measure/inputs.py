@@ -24,7 +24,7 @@ from onnx import helper, numpy_helper
 
 from shrinkray.errors import OptionError
 from shrinkray.graph.weights import find_weights
-from shrinkray.measure import audio_features, content
+from shrinkray.measure import audio_features, content, decoder_lm
 
 
 def samples_digest(samples: list[dict[str, np.ndarray]]) -> str:
@@ -56,6 +56,7 @@ class InputOptions:
     dims: dict[str, int] = field(default_factory=dict)
     ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
     seed: int = 0
+    tokenizer: str = ""  # a decoder LM's tokenizer.json: its prompts are real text (measure/lm_text.py)
 
 
 @dataclass
@@ -466,6 +467,10 @@ def synthesize(
     ``--range`` overrides the values of any input.
     """
     options = options or InputOptions()
+    layout = decoder_lm.layout_of(model)
+    if layout is not None:  # a decoder LM: prompts (measure/decoder_lm.py), each input as its layout defines it
+        feeds, guesses, _ = decoder_lm.synthesize_prompts(layout, options.dims, options.tokenizer, batch, options.seed)
+        return SynthesizedInputs(feeds=feeds, guesses=guesses)
     rng = np.random.default_rng(options.seed)
     roles = input_roles(model)
     guesses: dict[str, int] = {}

@@ -41,8 +41,9 @@ import re
 import numpy as np
 import onnx
 
+from shrinkray.measure import decoder_lm
 from shrinkray.measure.decisions import gfl_levels, head_layout, looks_like_map
-from shrinkray.measure.parity import OutputKind, VerdictSettings
+from shrinkray.measure.parity import GENERATION, OutputKind, VerdictSettings
 
 #: Ops that only move or retype values: the output "is" what their input is.
 _PASS_THROUGH = {
@@ -234,9 +235,17 @@ def classify_outputs(
     segmentation = segmentation_heads(free, size)
     prototypes = {proto: head for head, (proto, _) in segmentation.items()}
     kinds = {}
+    decoder = decoder_lm.layout_of(model)
     for name, value in reference.items():
         if name in chosen:
             kinds[name] = OutputKind(chosen[name], -1, "set by you")
+        elif decoder is not None and name == decoder_lm.GENERATED:
+            kinds[name] = OutputKind(GENERATION, why=f"the greedy continuation of each prompt ({decoder.words}): "
+                                     "judged by the share of continuations kept token for token")  # fmt: skip
+        elif decoder is not None and name == decoder.logits:
+            kinds[name] = OutputKind("scores", -1, "next-token logits of a decoder LM: judged by the next token "
+                                     "kept at each prompt position; the KL divergence of the distributions is "
+                                     "measured too", tokens=True)  # fmt: skip
         elif name in segmentation:
             proto, nm = segmentation[name]
             layout = head_layout(value, size, nm)

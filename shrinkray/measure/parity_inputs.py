@@ -17,7 +17,7 @@ import onnx
 from shrinkray.errors import LimitExceededError, RuntimeUnsupportedError, ShrinkRayError
 from shrinkray.graph.checks import explain_runtime_error
 from shrinkray.graph.sessions import open_session
-from shrinkray.measure import audio_features, recurrent
+from shrinkray.measure import audio_features, decoder_lm, recurrent
 from shrinkray.measure.budget import CALIBRATION_SETS, Asked, Budget, FirstRun
 from shrinkray.measure.confidence import decisions_to_pass
 from shrinkray.measure.deadline import run_within
@@ -50,6 +50,8 @@ class ParityInputs:
     #: More synthesized sets and the original's outputs on them, for variants the samples above leave undecided
     reserve: list[dict[str, np.ndarray]] = field(default_factory=list, repr=False)
     reserve_reference: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    #: a decoder LM's layout: every run of its samples generates (measure/decoder_lm.py), wherever it runs
+    decoder: decoder_lm.DecoderLayout | None = None
 
     def with_reserve(self) -> ParityInputs:
         """The samples and the reserve as one set of parity inputs (no reserve left)."""
@@ -74,10 +76,19 @@ def as_sets(value: np.ndarray, sets: int) -> np.ndarray:
     return value[None] if sets == 1 else value
 
 
-def session_outputs(session, samples: list[dict[str, np.ndarray]], model: onnx.ModelProto) -> dict[str, np.ndarray]:
+def session_outputs(session, samples: list[dict[str, np.ndarray]], model: onnx.ModelProto | None,
+                    decoder: decoder_lm.DecoderLayout | None = None) -> dict[str, np.ndarray]:  # fmt: skip
     """Run every sample; several samples are stacked on a new first axis. A model with a recurrent state runs
-    them as one stream, each step fed the state it returned the step before (measure/recurrent.py)."""
+    them as one stream, each step fed the state it returned the step before (measure/recurrent.py). A decoder
+    LM (``decoder``, the original's layout: a variant's model may be on disk only) generates from each."""
     names = [o.name for o in session.get_outputs()]
+    layout = decoder or (decoder_lm.layout_of(model) if model is not None else None)
+    if layout is not None:  # a decoder LM: every sample is a batch of prompts, generated from
+        def run(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+            return dict(zip(names, _run_feeds(session, model, feeds), strict=True))
+
+        made = [decoder_lm.generate(run, layout, feeds) for feeds in samples]
+        return _stacked(list(made[0]), [list(m.values()) for m in made])
     return _stacked(names, recurrent.run_samples(session, samples, partial(_run_feeds, session, model)))
 
 
@@ -100,7 +111,9 @@ def _reference(session, samples: list[dict[str, np.ndarray]], model: onnx.ModelP
                note: str) -> tuple[list[dict[str, np.ndarray]], dict[str, np.ndarray], str]:  # fmt: skip
     """The original's outputs on the parity samples. A model with a recurrent state is run as a short stream
     of them (recurrent.stream_reference): its steps become the samples every variant runs, and the note says so."""
-    stream = recurrent.stream_reference(session, samples, partial(_run_feeds, session, model))
+    stream = None
+    if decoder_lm.layout_of(model) is None:  # a decoder's cache is not a recurrent state: each prompt starts empty
+        stream = recurrent.stream_reference(session, samples, partial(_run_feeds, session, model))
     if stream is None:
         return samples, session_outputs(session, samples, model), note
     names = [o.name for o in session.get_outputs()]
@@ -173,7 +186,7 @@ def parity_inputs(model: onnx.ModelProto, settings: CompareSettings, session=Non
         samples, reference, note = _reference(session, [feeds], model,
                                               f"Inputs loaded from {Path(settings.inputs_path).name}")  # fmt: skip
         kinds = _classify(model, reference, len(samples), settings)
-        return _user_plan(ParityInputs(samples, reference, kinds, note, user_data=True), budget)
+        return _user_plan(ParityInputs(samples, reference, kinds, note, user_data=True, decoder=decoder_lm.layout_of(model)), budget)
     if settings.sample_files:
         samples = load_sample_files(settings.sample_files, model, settings.inputs, settings.image_range)
         names = ", ".join(Path(p).name for p in settings.sample_files)
@@ -182,8 +195,10 @@ def parity_inputs(model: onnx.ModelProto, settings: CompareSettings, session=Non
         samples, reference, note = _reference(session, samples, model,
                                               f"Real samples ({len(samples)}): {names}; {shapes}")  # fmt: skip
         kinds = _classify(model, reference, len(samples), settings)
-        return _user_plan(ParityInputs(samples, reference, kinds, note, user_data=True), budget)
+        return _user_plan(ParityInputs(samples, reference, kinds, note, user_data=True, decoder=decoder_lm.layout_of(model)), budget)
     batch = settings.parity_batch if first_axis_dynamic(model) else None
+    if batch is not None and decoder_lm.layout_of(model) is not None:
+        batch = max(batch, decoder_lm.PROMPTS_PER_BATCH)  # a step costs about the same for 8 prompts as for 4
     started = time.perf_counter()
     tried: list[str] = []
     plans = [("as guessed", {}, batch)]
@@ -211,7 +226,8 @@ def parity_inputs(model: onnx.ModelProto, settings: CompareSettings, session=Non
         if tried:
             note += f" (found by trying other sizes: {description}; refused: " + "; ".join(t.split(":")[0] for t in tried) + ")"
         kinds = _classify(model, reference, len(samples), settings)
-        found = ParityInputs(samples, reference, kinds, note, tried, options, per_run=plan_batch or 1)
+        found = ParityInputs(samples, reference, kinds, note, tried, options, per_run=plan_batch or 1,
+                             decoder=decoder_lm.layout_of(model))
         return _enough_decisions(found, model, session, plan_batch, time.perf_counter() - attempt, budget,
                                  sets_at_most)  # fmt: skip
     raise explain_rejection(first_error, tried)
@@ -264,6 +280,8 @@ def decisions_given(reference: dict[str, np.ndarray], kinds: dict[str, OutputKin
         value = reference.get(name)
         if kind.labels and value is not None:
             counts.append(int(np.asarray(value).size))
+        if kind.kind == "generation" and value is not None:  # continuations: one decision per prompt
+            counts.append(int(np.prod(np.shape(value)[:-1])))
         if kind.kind != "scores" or value is None or np.asarray(value).dtype.kind != "f":
             continue
         measures = float_measures(np.asarray(value, np.float64), np.asarray(value, np.float64), kind)
@@ -295,7 +313,7 @@ def _enough_decisions(inputs: ParityInputs, model: onnx.ModelProto, session, bat
     def asked(wanted: int, minimum: int, reserve: int) -> Asked:
         return Asked(have=sets, wanted=wanted, minimum=minimum, reserve=reserve, samples_per_set=per_set)
 
-    if not given or recurrent.model_pairs(model):
+    if not given or (recurrent.model_pairs(model) and decoder_lm.layout_of(model) is None):
         return _planned(inputs, budget, asked(sets, sets, 0))
     per_set_s = spent_s / max(sets, 1)
     out_bytes = sum(int(np.asarray(v).nbytes) for v in inputs.reference.values()) / max(sets, 1)
@@ -415,7 +433,7 @@ def split_for_calibration(inputs: ParityInputs, model: onnx.ModelProto, settings
         for feeds, role in ((judged_feeds, "judged"), (cal_feeds, "calibration")):
             reference = session_outputs(session, feeds, model)
             parts.append(ParityInputs(feeds, reference, inputs.kinds, f"{inputs.note} ({role} part)",
-                                      options=inputs.options, user_data=True))  # fmt: skip
+                                      options=inputs.options, user_data=True, decoder=inputs.decoder))  # fmt: skip
         judged, calibration = parts
         note = (f"Calibrated on {calibration.count} of your samples and judged on the other {judged.count}, "
                 "so its verdict is not measured on what it learned from")  # fmt: skip
@@ -454,8 +472,15 @@ def _samples(model: onnx.ModelProto, options: InputOptions, batch: int | None,
     else:
         runs = [synthesize(model, replace(options, seed=options.seed + i)) for i in range(max(count, 1))]
         synth, samples = runs[0], [r.feeds for r in runs]
-    shapes = ", ".join(f"{k} {list(v.shape)} {v.dtype}" for k, v in synth.feeds.items())
     how = f"one batch of {batch}" if batch is not None else f"{len(samples)} runs"
+    layout = decoder_lm.layout_of(model)
+    if layout is not None:
+        length = synth.guesses["sequence_length"]
+        _, _, made = decoder_lm.synthesize_prompts(layout, options.dims, options.tokenizer, batch, options.seed)
+        note = (f"Prompts ({how}, seed {options.seed}): {synth.guesses['batch_size']} of {length} tokens, "
+                f"{made}; each continued by {decoder_lm.GENERATED_TOKENS} greedy tokens, {layout.words}")  # fmt: skip
+        return samples, note
+    shapes = ", ".join(f"{k} {list(v.shape)} {v.dtype}" for k, v in synth.feeds.items())
     note = f"Synthesized inputs ({how}, seed {options.seed}): {shapes}"
     roles = [f"{k} as {_content_text(r, synth.feeds.get(k))}" for k, r in input_roles(model).items()
              if r.kind not in ("float", "int")]  # fmt: skip

@@ -60,7 +60,7 @@ from shrinkray.measure import recurrent
 from shrinkray.measure.deadline import run_within
 from shrinkray.measure.inputs import first_axis_dynamic
 from shrinkray.measure.parity import compare_outputs, over_limit
-from shrinkray.measure.parity_inputs import DECISIONS_MAX_BYTES, decisions_given, split_for_calibration
+from shrinkray.measure.parity_inputs import DECISIONS_MAX_BYTES, decisions_given, session_outputs, split_for_calibration
 from shrinkray.methods.base import MethodSpec, RunContext, TensorSelection, Variant, get_method, option, register
 from shrinkray.units import format_bytes
 
@@ -116,10 +116,13 @@ def _overridable(model: onnx.ModelProto, names: list[str]) -> onnx.ModelProto:
     return copy
 
 
-def _run(session, samples: list[dict[str, Any]]) -> dict[str, Any]:
-    """Every sample through ``session``; several samples are stacked on a new first axis (as compare does)."""
+def _run(session, samples: list[dict[str, Any]], decoder=None) -> dict[str, Any]:
+    """Every sample through ``session``; several samples are stacked on a new first axis (as compare does).
+    A decoder LM (``decoder``, its layout) generates from each, as compare judges it."""
     import numpy as np
 
+    if decoder is not None:
+        return session_outputs(session, samples, None, decoder)
     names = [o.name for o in session.get_outputs()]
     runs = [run_within(session, feeds) for feeds in samples]
     if len(runs) == 1:
@@ -172,7 +175,7 @@ def quick_inputs(inputs, session, model: onnx.ModelProto):
             return inputs
         quick = [{k: v[:QUICK_SAMPLES] for k, v in feeds.items()}]
     try:
-        reference = _run(session, quick)
+        reference = _run(session, quick, inputs.decoder)
     except Exception:  # noqa: BLE001 - ORT's own exception types: the full inputs still work
         return inputs
     return replace(inputs, samples=quick, reference=reference)
@@ -237,7 +240,7 @@ def _measure(choices: list[Choice], session, inputs, settings: Any, deadline: fl
                 below = (choice.severity[level], error)
                 continue
             feeds = [{**sample, ref.name: approximation} for sample in inputs.samples]
-            choice.severity[level] = sensitivity(_judge(inputs, _run(session, feeds), settings))
+            choice.severity[level] = sensitivity(_judge(inputs, _run(session, feeds, inputs.decoder), settings))
             runs += 1
             below = (choice.severity[level], error)
     return runs
@@ -392,7 +395,7 @@ def apply(model: onnx.ModelProto, options: AutoOptions, context: RunContext | No
                 if values is None:
                     return None
                 overrides[c.ref.name] = values
-        parity = _judge(on, _run(session, [{**sample, **overrides} for sample in on.samples]), settings)
+        parity = _judge(on, _run(session, [{**sample, **overrides} for sample in on.samples], on.decoder), settings)
         counts["runs"] += 1
         return parity.severity if parity.passed else max(parity.severity, 1.0 + 1e-9)
 
@@ -421,7 +424,7 @@ def apply(model: onnx.ModelProto, options: AutoOptions, context: RunContext | No
         for c in choices:  # a tensor the method could not take stays as it was
             if c.level != "float32" and c.ref.name not in done:
                 c.level = "float32"
-        outputs = _run(built.session, inputs.samples)
+        outputs = _run(built.session, inputs.samples, inputs.decoder)
         built.session = None
         parity = _judge(inputs, outputs, settings)
         ok = parity.passed and parity.severity <= limit  # a target below 1 keeps that margin
@@ -654,7 +657,7 @@ def _calibrated_int4(model: onnx.ModelProto, choices: list[Choice], options: Aut
         opts = spec.make_options(include=[glob.escape(n) for n in names], min_elements=options.min_elements)
         built = spec.run(current, opts, inner)
         session = validate(built.model, keep_session=True)
-        parity = _judge(split.judged, _run(session, split.judged.samples), settings)
+        parity = _judge(split.judged, _run(session, split.judged.samples, split.judged.decoder), settings)
     except ShrinkRayError as exc:
         tries.append(f"weights-int4 itself: could not be built ({exc.problem})")
         return None
@@ -692,7 +695,7 @@ def _rest_together(variant: Variant, rest: list[WeightRef], options: AutoOptions
         try:
             step = _level_step(current, names, level, options, context)
             session = validate(step.model, keep_session=True)
-            parity = _judge(inputs, _run(session, inputs.samples), settings)
+            parity = _judge(inputs, _run(session, inputs.samples, inputs.decoder), settings)
         except ShrinkRayError as exc:
             tries.append(f"subgraph tensors at {level}: could not be built ({exc.problem})")
             continue

@@ -48,6 +48,7 @@ from shrinkray.graph.weights import (
     find_weights,
     iter_graphs,
 )
+from shrinkray.measure import decoder_lm
 from shrinkray.methods.activations import calibrate
 from shrinkray.methods.base import (
     MethodSpec,
@@ -664,11 +665,24 @@ def _calibration_key(refs: list[WeightRef], gram: bool) -> tuple:
 
 def _calibration_use(options: WeightsInt4Options, context: RunContext | None,
                      model: onnx.ModelProto) -> tuple[bool, bool]:  # fmt: skip
-    """(activation-aware scales, GPTQ): what calibration is for; neither means no calibration."""
+    """(activation-aware scales, GPTQ): what calibration is for; neither means no calibration, which is also
+    what a decoder LM without real text to calibrate on gets (:data:`UNCALIBRATED_LM`)."""
+    if not _calibrates_like_its_own(context, model):
+        return False, False
     gptq = uses_gptq(options, context, model)
     # GPTQ replaces the activation-aware scales: together they measured +0.0007 hidden cosine on MiniLM and
     # -0.0010 on the generated transformer against GPTQ alone (bench/results.md), for more time.
     return options.activation_aware and options.form != "dequantize-linear" and not gptq, gptq
+
+
+#: The note of a decoder LM's build without calibration (RunContext.calibrates_like_its_own).
+UNCALIBRATED_LM = ("Not calibrated: this decoder LM came without its tokenizer.json, so there is no real text to "
+                   "measure its activations on, and scales learned from made-up token ids hurt what it writes; "
+                   "add the tokenizer (or samples of your own) to calibrate")  # fmt: skip
+
+
+def _calibrates_like_its_own(context: RunContext | None, model: onnx.ModelProto) -> bool:
+    return context.calibrates_like_its_own(model) if context is not None else decoder_lm.layout_of(model) is None
 
 
 def prepare(header: onnx.ModelProto, options: WeightsInt4Options, context: RunContext, base_dir: Path) -> None:
@@ -699,6 +713,8 @@ def apply(model: onnx.ModelProto, options: WeightsInt4Options, context: RunConte
     importance: dict[str, np.ndarray] = {}
     grams: dict[str, np.ndarray] = {}
     awq, gptq = _calibration_use(options, context, model)
+    if refs and (options.activation_aware or options.gptq == "on") and not _calibrates_like_its_own(context, model):
+        variant.notes.append(UNCALIBRATED_LM)
     if (awq or gptq) and refs:
         cal = context.prepared.pop(_calibration_key(refs, gptq), None) if context is not None else None
         if cal is None:

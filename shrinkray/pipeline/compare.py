@@ -49,6 +49,7 @@ from shrinkray.measure.inputs import (
     synthesize,
 )
 from shrinkray.measure.latency import WARMUP_S, time_pairwise
+from shrinkray.measure.lm_text import find_tokenizer
 from shrinkray.measure.parity_inputs import (
     CalibrationSplit,
     ParityInputs,
@@ -118,7 +119,7 @@ def find_culprits(
         opts = {k: v for k, v in options.items() if k not in ("include", "exclude")}
         try:
             variant = shrink(source, method, include=[name], keep_session=True, context=context, **opts)
-            outputs = session_outputs(variant.session, inputs.samples, variant.model)
+            outputs = session_outputs(variant.session, inputs.samples, variant.model, inputs.decoder)
         except ShrinkRayError:
             continue  # this tensor alone cannot be tested; the others still can
         parity = judge(inputs.reference, outputs, inputs, settings)
@@ -141,10 +142,10 @@ def _measure_parity(result: VariantResult, inputs: ParityInputs, settings: Compa
     model = model if model is not None else result.model
     try:
         session = session or open_session(model)
-        outputs = session_outputs(session, inputs.samples, model)
+        outputs = session_outputs(session, inputs.samples, model, inputs.decoder)
         result.parity = judge(inputs.reference, outputs, inputs, settings)
         if result.parity.status == UNDECIDED and inputs.reserve:
-            more = session_outputs(session, inputs.reserve, model)
+            more = session_outputs(session, inputs.reserve, model, inputs.decoder)
             whole = inputs.with_reserve()
             outputs = {k: np.concatenate([as_sets(v, len(inputs.samples)), as_sets(more[k], len(inputs.reserve))])
                        for k, v in outputs.items()}  # fmt: skip
@@ -172,7 +173,7 @@ def _auto_variant(
         options["exclude"] = list(options.get("exclude", [])) + ranked[:count]
         try:
             variant = shrink(source, result.method, keep_session=True, context=context, **options)
-            outputs = session_outputs(variant.session, inputs.samples, variant.model)
+            outputs = session_outputs(variant.session, inputs.samples, variant.model, inputs.decoder)
         except ShrinkRayError:
             continue
         parity = judge(inputs.reference, outputs, inputs, settings)
@@ -231,6 +232,11 @@ class ComparePipeline:
                  progress: Progress | None = None, on_partial: Snapshot | None = None, *,
                  owns_model: bool = False) -> None:  # fmt: skip
         self.settings = settings = settings or CompareSettings()
+        if not settings.inputs.tokenizer and isinstance(loaded, LoadedModel) and loaded.path is not None:
+            # a decoder LM's tokenizer.json beside it (a transformers.js folder, an unpacked zip): prompts of real text
+            found = find_tokenizer(loaded.path)
+            if found:
+                self.settings = settings = replace(settings, inputs=replace(settings.inputs, tokenizer=found))
         if isinstance(loaded, onnx.ModelProto):
             loaded = LoadedModel(model=loaded, name=loaded.graph.name or "model", file_bytes=loaded.ByteSize())
         self.loaded = loaded

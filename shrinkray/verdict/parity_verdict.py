@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from shrinkray.measure.confidence import FAIL, PASS, UNDECIDED
-from shrinkray.measure.parity import Check, Criterion, OutputParity, Parity, over_limit
+from shrinkray.measure.parity import GENERATION, Check, Criterion, OutputParity, Parity, over_limit
 
 #: Statuses beyond the parity's own: the variant could not be made or run, or parity was not measured.
 ERROR, UNMEASURED = "error", "unmeasured"
@@ -79,6 +79,11 @@ def _things(o: OutputParity, total: int, samples: int) -> tuple[str, str]:
     """What a top-1 decision is on this output, and what keeping it means: lines read, inputs or positions."""
     if o.measures.get("sequences") is not None:
         return "lines", "reads the same text on"
+    if o.measures.get("continuations") is not None:
+        tokens = int(o.measures.get("continuation_tokens") or 0)
+        return "prompts", f"continues with the same {tokens} tokens on"
+    if o.measures.get("kl_divergence") is not None:
+        return "positions", "keeps the next token on"
     if o.exact:
         return "positions", "keeps the label on"
     return ("inputs" if total <= samples else "positions"), "keeps the top class on"
@@ -115,10 +120,13 @@ def output_verdict(o: OutputParity, samples: int) -> OutputVerdict:
                     else o.reason or "does not match the original")  # fmt: skip
         return OutputVerdict(o.name, o.kind, status, sentence, severity=o.severity)
     what = f"{o.decisions}; " if o.decisions else ""  # a map's or a detector's regions and boxes, as a user sees them
+    after = ""
+    if o.kind == GENERATION:  # where changed continuations part: after the share, which is what decides
+        what, after = "", (f"; {o.decisions}" if o.decisions else "")
     if status == PASS and o.measures.get("abs_error") == 0.0:
         sentence = "gives exactly the original's outputs"
     elif check.decisions is not None:
-        sentence = what + _share_sentence(o, check, samples)
+        sentence = what + _share_sentence(o, check, samples) + after
     else:
         measured = Criterion(check.criterion, check.limit).text(check.value)
         if status == FAIL and check.status != FAIL:  # broken for another reason (inf/NaN, shape)

@@ -522,7 +522,9 @@ def test_profiles():
     assert DEFAULT_PROFILE == "relative"
     assert set(PROFILES) == {"relative", "absolute"}
     assert PROFILES["relative"] is RELATIVE_PROFILE and PROFILES["absolute"] is ABSOLUTE_PROFILE
-    assert set(KINDS) == {*FLOAT_KINDS, "exact"}
+    assert set(KINDS) == {*FLOAT_KINDS, "exact", "generation"}
+    # generated tokens are judged by continuations kept whole in both profiles: no tolerance of values fits them
+    assert RELATIVE_PROFILE["generation"] == ABSOLUTE_PROFILE["generation"] == {"min_continuation_agreement": 0.95}
     for kind in FLOAT_KINDS:  # the original script's tolerances, on every float output
         assert ABSOLUTE_PROFILE[kind] == {"max_abs_error": 0.06, "max_mean_abs_error": 0.02, "min_cosine": 0.99}
         assert RELATIVE_PROFILE[kind]

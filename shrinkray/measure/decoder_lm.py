@@ -1,0 +1,312 @@
+"""Decoder language models: recognized from their signature, fed prompts, judged by what they generate.
+
+The web ships decoder LMs in the optimum / transformers.js layouts: ``input_ids`` (and ``attention_mask``,
+``position_ids``) in, ``logits`` out, either plain (the whole sequence every step), with a KV cache
+(``past_key_values.N.key/value`` in, ``present.N.key/value`` out) or merged (both paths behind a
+``use_cache_branch`` flag). Judged as a classifier on random token ids, such a model passes variants that
+change what it writes (issue 28: a 4-bit build kept the next token on 95.2% of positions and changed 11 of
+20 greedy continuations). So a decoder is fed prompts (real text through its tokenizer when one travels with
+the model, else token sequences drawn like text), and every run is a *generation*: the prompt in one
+pass with an empty past (its logits judged position by position, as llama.cpp's KL-divergence mode does),
+then ``GENERATED_TOKENS`` greedy tokens through the cache (or the whole sequence again, without one). The
+tokens become an output of their own, :data:`GENERATED`, judged by the share of continuations kept whole.
+
+Everything here works on one batch of prompts; measure/parity_inputs.py stacks batches like any samples.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from shrinkray.measure import lm_text
+
+#: The extra output every decoder run gives: the greedy continuation of each prompt, [batch, tokens].
+GENERATED = "generated tokens"
+#: Tokens generated per prompt (llama.cpp-style judges use a few dozen positions; a continuation of 16
+#: tokens already reads as a phrase, and every token more multiplies the cost of a step through the model).
+GENERATED_TOKENS = 16
+#: Prompt length in tokens, and prompts per batch when the batch axis is free.
+PROMPT_TOKENS = 32
+PROMPTS_PER_BATCH = 8
+#: The prompt's logits kept per batch to judge (the last positions, at least ``MIN_JUDGED_POSITIONS``): every
+#: position of a small vocabulary, the last few of a 50k one (its logits are 200 KB a position in float32).
+JUDGED_LOGITS_BYTES = 2 << 20
+MIN_JUDGED_POSITIONS = 4
+
+_IDS = re.compile(r"(^|[._/])input_ids$")
+_PAST = re.compile(r"^past_key_values[._](\d+)[._](?:decoder[._])?(key|value)$")
+_CAUSAL_OPS = {"Trilu"}
+_COMPARISONS = {"Less", "LessOrEqual", "Greater", "GreaterOrEqual"}
+#: A plain export's logits with fewer entries than this per position are labels (token classification).
+MIN_VOCABULARY = 256
+
+Run = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
+
+
+@dataclass(frozen=True)
+class PastInput:
+    """One cache tensor: the input fed the past, the output returning it one step longer, and its shape."""
+
+    input: str
+    output: str
+    heads: int
+    head_dim: int
+    dtype: np.dtype
+
+
+@dataclass(frozen=True)
+class DecoderLayout:
+    """Which inputs and outputs of a decoder do what."""
+
+    input_ids: str
+    logits: str
+    vocab: int
+    attention_mask: str | None = None
+    position_ids: str | None = None
+    past: tuple[PastInput, ...] = ()
+    use_cache: str | None = None  # a merged decoder's flag: False on the prompt, True on the steps
+
+    @property
+    def cached(self) -> bool:
+        return bool(self.past)
+
+    @property
+    def words(self) -> str:
+        """The layout as the input note says it."""
+        if self.use_cache:
+            return f"a merged decoder with a cache of {len(self.past) // 2} layers"
+        if self.past:
+            return f"a decoder with a cache of {len(self.past) // 2} layers"
+        return "a decoder without a cache (the whole sequence every step)"
+
+
+def _dims(value: onnx.ValueInfoProto) -> list[int | str | None]:
+    shape = value.type.tensor_type.shape
+    if not value.type.tensor_type.HasField("shape"):
+        return []
+    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in shape.dim]
+
+
+def _dtype(value: onnx.ValueInfoProto) -> np.dtype:
+    return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type))
+
+
+def _is_causal(model: onnx.ModelProto) -> bool:
+    """Evidence of a causal mask in a plain export: a Trilu, a comparison of positions built by Range, or a
+    triangular constant (a GPT-2 ``bias`` buffer). A masked LM or a token classifier has none."""
+    ops = {n.op_type for n in model.graph.node}
+    if ops & _CAUSAL_OPS or ("Range" in ops and ops & _COMPARISONS):
+        return True
+    for tensor in model.graph.initializer:
+        dims = list(tensor.dims)
+        if len(dims) >= 2 and dims[-1] == dims[-2] >= 8 and tensor.data_type == onnx.TensorProto.BOOL:
+            return True
+    return False
+
+
+def layout_of(model: onnx.ModelProto) -> DecoderLayout | None:
+    """The decoder layout of ``model``, or None when it is not a decoder LM this module can drive.
+
+    A decoder: integer ``input_ids`` and a float ``logits`` output of rank 3 ([batch, sequence, vocab]);
+    with a cache when every ``past_key_values.N.key/value`` input has its ``present.N.key/value`` output,
+    else plain when the graph shows a causal mask. Encoder-decoder halves (an ``encoder_hidden_states``
+    input) and models with inputs it cannot fill are left to the general path.
+    """
+    initializers = {t.name for t in model.graph.initializer}
+    inputs = [i for i in model.graph.input if i.name not in initializers]
+    outputs = {o.name: o for o in model.graph.output}
+    ids = next((i for i in inputs if _IDS.search(i.name) and _dtype(i).kind in "iu"), None)
+    logits = outputs.get("logits") or next((o for n, o in outputs.items() if "logits" in n.lower()), None)
+    if ids is None or logits is None or _dtype(logits).kind != "f" or len(_dims(logits)) not in (0, 3):
+        return None
+    vocab = _dims(logits)[-1] if _dims(logits) else None
+    mask = position = use_cache = None
+    past: list[PastInput] = []
+    for value in inputs:
+        name, lname = value.name, value.name.lower()
+        if value is ids:
+            continue
+        if lname == "attention_mask" or lname.endswith("attention_mask"):
+            mask = name
+        elif lname == "position_ids":
+            position = name
+        elif lname == "use_cache_branch":
+            use_cache = name
+        elif match := _PAST.match(name):
+            present = _present_name(name, match, outputs)
+            dims = _dims(value)
+            if present is None or len(dims) != 4 or not all(isinstance(d, int) and d > 0 for d in (dims[1], dims[3])):
+                return None
+            past.append(PastInput(name, present, int(dims[1]), int(dims[3]), _dtype(value)))
+        else:
+            return None  # encoder states, token types, anything a prompt cannot fill
+    if not past and (use_cache or not _is_causal(model)):
+        return None
+    if not isinstance(vocab, int) or vocab <= 0:
+        vocab = _embedding_rows(model, ids.name)
+    if vocab is None or vocab < MIN_VOCABULARY:
+        return None
+    return DecoderLayout(ids.name, logits.name, int(vocab), mask, position, tuple(past), use_cache)
+
+
+def _present_name(name: str, match: re.Match, outputs: dict[str, onnx.ValueInfoProto]) -> str | None:
+    layer, which = match.group(1), match.group(2)
+    for candidate in (f"present.{layer}.{which}", f"present_key_values.{layer}.{which}",
+                      name.replace("past_key_values", "present", 1)):  # fmt: skip
+        if candidate in outputs:
+            return candidate
+    return None
+
+
+def _embedding_rows(model: onnx.ModelProto, ids: str) -> int | None:
+    """Rows of the table ``ids`` index (a Gather of an initializer): the vocabulary when logits say nothing."""
+    tables = {t.name: list(t.dims) for t in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type == "Gather" and len(node.input) > 1 and node.input[1] == ids and node.input[0] in tables:
+            dims = tables[node.input[0]]
+            return int(dims[0]) if dims else None
+    return None
+
+
+# ---- prompts ------------------------------------------------------------------------------------------
+
+
+def prompt_feeds(layout: DecoderLayout, ids: np.ndarray) -> dict[str, np.ndarray]:
+    """The feeds of one pass over ``ids`` [batch, tokens] with an empty past: the prompt's prefill."""
+    batch, length = ids.shape
+    feeds = {layout.input_ids: ids.astype(np.int64)}
+    if layout.attention_mask:
+        feeds[layout.attention_mask] = np.ones((batch, length), np.int64)
+    if layout.position_ids:
+        feeds[layout.position_ids] = np.tile(np.arange(length, dtype=np.int64), (batch, 1))
+    for p in layout.past:
+        feeds[p.input] = np.zeros((batch, p.heads, 0, p.head_dim), p.dtype)
+    if layout.use_cache:
+        feeds[layout.use_cache] = np.array([False])
+    return feeds
+
+
+def prompt_ids(feeds: dict[str, np.ndarray], layout: DecoderLayout) -> np.ndarray:
+    return np.asarray(feeds[layout.input_ids], np.int64)
+
+
+def synthesize_prompts(layout: DecoderLayout, dims: dict[str, int], tokenizer: str, batch: int | None,
+                       seed: int) -> tuple[dict[str, np.ndarray], dict[str, int], str]:  # fmt: skip
+    """One batch of prompts and its prefill feeds: ``batch`` prompts (``PROMPTS_PER_BATCH`` when free) of
+    ``PROMPT_TOKENS`` tokens (or the ``sequence_length`` the user set), real text through ``tokenizer`` when
+    given. Returns the feeds, the dims chosen, and how the prompts were made, for the input note."""
+    rows = batch or dims.get("batch_size") or dims.get("batch") or 1
+    length = dims.get("sequence_length") or dims.get("sequence") or PROMPT_TOKENS
+    if tokenizer:
+        ids = lm_text.text_prompts(tokenizer, layout.vocab, rows, length, seed)
+        how = f"windows of an English text through {Path(tokenizer).name}"
+    else:
+        ids = token_text_ids(layout.vocab, rows, length, seed)
+        how = ("token ids drawn like text (no tokenizer.json came with the model: a few ids most often, "
+               "phrases repeated)")  # fmt: skip
+    return prompt_feeds(layout, ids), {"batch_size": rows, "sequence_length": length}, how
+
+
+def token_text_ids(vocab: int, batch: int, length: int, seed: int) -> np.ndarray:
+    """Token sequences drawn like text when no tokenizer travels with the model: Zipf-distributed ranks
+    (a few ids are most of any text) over a seeded order of the vocabulary, avoiding its first ids (special
+    tokens and control bytes in most vocabularies), with the repeats text has (a phrase comes back)."""
+    rng = np.random.default_rng(seed)
+    low = min(8, vocab // 4)
+    order = np.random.default_rng(vocab).permutation(np.arange(low, vocab))
+    ranks = np.minimum(rng.zipf(1.2, size=(batch, length)) - 1, len(order) - 1)
+    ids = order[ranks]
+    for row in ids:  # one phrase repeated per prompt
+        if length >= 12:
+            start, span = int(rng.integers(0, length // 2)), int(rng.integers(3, 6))
+            at = int(rng.integers(start + span, length - span + 1)) if start + 2 * span <= length else None
+            if at is not None:
+                row[at:at + span] = row[start:start + span]
+    return ids.astype(np.int64)
+
+
+# ---- generation ---------------------------------------------------------------------------------------
+
+
+def generate(run: Run, layout: DecoderLayout, feeds: dict[str, np.ndarray],
+             tokens: int = GENERATED_TOKENS) -> dict[str, np.ndarray]:  # fmt: skip
+    """The prompt's logits from one pass with an empty past, and ``tokens`` greedy tokens after it: through
+    the cache (each step one token, the past it returned, a mask one longer, the next position) or, without
+    one, by running the whole sequence again. Returns {logits: [batch, positions, vocab], GENERATED: [batch,
+    tokens]}: the logits of the prompt's last positions (all of them unless the vocabulary is large)."""
+    out = run(feeds)
+    logits = np.asarray(out[layout.logits])
+    ids = prompt_ids(feeds, layout)
+    batch, length = ids.shape
+    step = np.argmax(logits[:, -1, :], axis=-1).astype(np.int64)
+    made = [step]
+    past = {p.input: out[p.output] for p in layout.past}
+    sequence = ids
+    for _ in range(tokens - 1):
+        sequence = np.concatenate([sequence, step[:, None]], axis=1)
+        if layout.cached:
+            total = sequence.shape[1]
+            fed = {layout.input_ids: step[:, None], **past}
+            if layout.attention_mask:
+                fed[layout.attention_mask] = np.ones((batch, total), np.int64)
+            if layout.position_ids:
+                fed[layout.position_ids] = np.full((batch, 1), total - 1, np.int64)
+            if layout.use_cache:
+                fed[layout.use_cache] = np.array([True])
+            out = run(fed)
+            past = {p.input: out[p.output] for p in layout.past}
+        else:
+            out = run(prompt_feeds(layout, sequence))
+        step = np.argmax(np.asarray(out[layout.logits])[:, -1, :], axis=-1).astype(np.int64)
+        made.append(step)
+    batch_vocab = max(batch * logits.shape[-1] * logits.dtype.itemsize, 1)
+    kept = min(length, max(MIN_JUDGED_POSITIONS, JUDGED_LOGITS_BYTES // batch_vocab))
+    return {layout.logits: logits[:, length - kept:], GENERATED: np.stack(made, axis=1)}
+
+
+def continuation_measures(reference: np.ndarray, variant: np.ndarray) -> dict[str, float]:
+    """Continuations [..., tokens] kept whole, and where the changed ones first part from the original's."""
+    ref = np.asarray(reference).reshape(-1, np.asarray(reference).shape[-1])
+    var = np.asarray(variant).reshape(ref.shape)
+    same = ref == var
+    whole = same.all(axis=1)
+    first = np.where(whole, ref.shape[1], np.argmin(same, axis=1))
+    changed = first[~whole]
+    return {
+        "continuation_agreement": float(whole.mean()) if len(whole) else 1.0,
+        "continuations": float(len(whole)),
+        "continuation_tokens": float(ref.shape[1]),
+        "generated_token_agreement": float(same.mean()) if same.size else 1.0,
+        # 1-based: "first differs at token 3"; None when every continuation is kept
+        "first_divergence": float(np.median(changed) + 1) if len(changed) else None,
+    }
+
+
+def mean_kl(reference: np.ndarray, variant: np.ndarray) -> float:
+    """Mean KL divergence (nats) of the variant's next-token distribution from the original's, per position,
+    from logits [..., vocab]: log-softmax in float64 (large vocabularies would round it away in float32),
+    a block of positions at a time (a 50k vocabulary in float64 is 400 KB a position)."""
+    vocab = np.shape(reference)[-1]
+    ref = np.asarray(reference).reshape(-1, vocab)
+    var = np.asarray(variant).reshape(-1, vocab)
+    if not len(ref):
+        return 0.0
+    block = max(1, (4 << 20) // max(vocab, 1))
+    total = 0.0
+    for start in range(0, len(ref), block):
+        log_p = _log_softmax(ref[start:start + block])
+        log_q = _log_softmax(var[start:start + block])
+        total += float(np.sum(np.exp(log_p) * (log_p - log_q)))
+    return total / len(ref)
+
+
+def _log_softmax(logits: np.ndarray) -> np.ndarray:
+    x = np.asarray(logits, np.float64)
+    x = x - x.max(axis=-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))

@@ -1,0 +1,183 @@
+"""Decoder LMs: recognized by their layout, fed prompts as the layout defines them, judged by what they write."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from shrinkray.measure import decoder_lm, lm_text
+from shrinkray.measure.decoder_lm import GENERATED, continuation_measures, generate, layout_of, mean_kl
+from shrinkray.measure.inputs import InputOptions, synthesize
+from shrinkray.measure.output_kinds import classify_outputs
+from shrinkray.measure.parity import GENERATION, compare_outputs
+from shrinkray.measure.parity_inputs import parity_inputs, session_outputs
+from shrinkray.measure.results import CompareSettings
+from shrinkray.verdict.parity_verdict import parity_verdict
+from tests.lm_models import damaged
+from tests.lm_models import decoder_lm as build_lm
+
+
+def _session(model: onnx.ModelProto) -> ort.InferenceSession:
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def _runner(model: onnx.ModelProto):
+    session = _session(model)
+    names = [o.name for o in session.get_outputs()]
+    return lambda feeds: dict(zip(names, session.run(None, feeds), strict=True))
+
+
+@pytest.fixture(scope="module")
+def cached() -> onnx.ModelProto:
+    return build_lm("cached")
+
+
+@pytest.mark.parametrize("layout", ["cached", "plain", "merged"])
+def test_every_layout_is_recognized_with_its_inputs(layout: str) -> None:
+    found = layout_of(build_lm(layout))
+    assert found is not None and found.vocab == 512 and found.logits == "logits"
+    assert found.cached == (layout != "plain")
+    assert (found.use_cache == "use_cache_branch") == (layout == "merged")
+    if found.cached:
+        assert len(found.past) == 4 and {p.heads for p in found.past} == {4} and {p.head_dim for p in found.past} == {16}
+        assert found.past[0].output == "present.0.key"
+
+
+def _encoder(vocab: int = 512, width: int = 16) -> onnx.ModelProto:
+    """input_ids, attention_mask -> logits [batch, sequence, vocab] with no causal mask: a masked LM's shape."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((vocab, width)).astype(np.float32), "table"),
+             numpy_helper.from_array(rng.standard_normal((width, vocab)).astype(np.float32), "head")]
+    nodes = [helper.make_node("Gather", ["table", "input_ids"], ["h"]), helper.make_node("MatMul", ["h", "head"], ["logits"])]
+    graph = helper.make_graph(nodes, "mlm", [
+        helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "sequence"]),
+        helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "sequence"])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", "sequence", vocab])], inits)  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    return model
+
+
+def test_a_masked_lm_or_a_token_classifier_is_not_a_decoder() -> None:
+    assert layout_of(_encoder()) is None  # no causal mask: it sees the whole sentence
+    assert layout_of(build_lm("cached", vocab=9)) is None  # 9 labels per token: token classification
+
+
+def test_prompts_fill_each_input_as_the_layout_defines_it(cached: onnx.ModelProto) -> None:
+    """Issue 28: the past was guessed 64 long, positions all zeros and the cache filled like images."""
+    feeds = synthesize(cached, InputOptions(seed=3), batch=8).feeds
+    assert feeds["input_ids"].shape == (8, decoder_lm.PROMPT_TOKENS)
+    assert feeds["attention_mask"].shape == (8, decoder_lm.PROMPT_TOKENS) and feeds["attention_mask"].all()
+    assert (feeds["position_ids"] == np.arange(decoder_lm.PROMPT_TOKENS)).all()
+    assert feeds["past_key_values.0.key"].shape == (8, 4, 0, 16)
+    assert 0 <= feeds["input_ids"].min() and feeds["input_ids"].max() < 512
+    # drawn like text: a few ids are most of it, so ids repeat far more than uniform draws would
+    _, counts = np.unique(feeds["input_ids"], return_counts=True)
+    assert counts.max() >= 8
+    other = synthesize(cached, InputOptions(seed=4), batch=8).feeds
+    assert not np.array_equal(feeds["input_ids"], other["input_ids"])
+
+
+def test_generation_through_the_cache_equals_generation_without_it() -> None:
+    feeds = decoder_lm.synthesize_prompts(layout_of(build_lm("cached")), {}, "", 4, 0)[0]
+    made = {}
+    for layout in ("cached", "plain", "merged"):
+        model = build_lm(layout)
+        found = layout_of(model)
+        made[layout] = generate(_runner(model), found, decoder_lm.prompt_feeds(found, feeds["input_ids"]), tokens=6)
+    assert made["cached"][GENERATED].shape == (4, 6)
+    for layout in ("plain", "merged"):
+        assert np.array_equal(made[layout][GENERATED], made["cached"][GENERATED])
+        np.testing.assert_allclose(made[layout]["logits"], made["cached"]["logits"], atol=1e-4)
+
+
+def test_continuations_are_kept_whole_or_not() -> None:
+    ref = np.array([[1, 2, 3, 4], [5, 6, 7, 8], [1, 1, 1, 1]])
+    var = np.array([[1, 2, 3, 4], [5, 6, 9, 9], [2, 1, 1, 1]])
+    got = continuation_measures(ref, var)
+    assert got["continuation_agreement"] == pytest.approx(1 / 3)
+    assert got["continuations"] == 3 and got["continuation_tokens"] == 4
+    assert got["first_divergence"] == 2.0  # median of tokens 3 and 1
+    assert continuation_measures(ref, ref)["first_divergence"] is None
+
+
+def test_kl_divergence_is_zero_for_the_same_logits_and_grows_with_change() -> None:
+    rng = np.random.default_rng(0)
+    logits = rng.standard_normal((3, 5, 300)) * 4
+    assert mean_kl(logits, logits) == pytest.approx(0.0, abs=1e-12)
+    assert 0 < mean_kl(logits, logits + rng.standard_normal(logits.shape) * 0.1) < mean_kl(
+        logits, logits + rng.standard_normal(logits.shape))
+    assert mean_kl(logits, logits + 7.0) == pytest.approx(0.0, abs=1e-9)  # a shift is the same distribution
+
+
+def test_outputs_are_the_logits_and_the_generated_tokens(cached: onnx.ModelProto) -> None:
+    inputs = parity_inputs(cached, CompareSettings())
+    assert set(inputs.reference) == {"logits", GENERATED}  # the cache's present.* are not judged apart
+    assert inputs.decoder is not None
+    assert inputs.kinds[GENERATED].kind == GENERATION
+    assert inputs.kinds["logits"].kind == "scores" and inputs.kinds["logits"].tokens
+    continuations = int(np.prod(inputs.reference[GENERATED].shape[:-1]))
+    assert continuations >= 160  # enough prompts to decide a 95% bar
+    assert "greedy tokens" in inputs.note and "a decoder with a cache of 2 layers" in inputs.note
+
+
+def test_a_damaged_variant_fails_by_what_it_writes_and_the_original_passes(cached: onnx.ModelProto) -> None:
+    inputs = parity_inputs(cached, CompareSettings())
+    same = session_outputs(_session(cached), inputs.samples, None, inputs.decoder)
+    assert parity_verdict(compare_outputs(inputs.reference, same, inputs.kinds)).passed
+    broken = session_outputs(_session(damaged(cached, 0.3)), inputs.samples, None, inputs.decoder)
+    parity = compare_outputs(inputs.reference, broken, inputs.kinds)
+    verdict = parity_verdict(parity)
+    assert verdict.status == "fail"
+    generated = next(o for o in verdict.outputs if o.output == GENERATED)
+    assert generated.status == "fail" and "prompts" in generated.sentence and "continues with the same 16 tokens" in generated.sentence
+    logits = next(o for o in parity.outputs if o.name == "logits")
+    assert logits.measures["kl_divergence"] > 0.01
+
+
+def test_classify_outputs_names_both_kinds(cached: onnx.ModelProto) -> None:
+    kinds = classify_outputs(cached, {"logits": np.zeros((1, 4, 512), np.float32), GENERATED: np.zeros((1, 16), np.int64)})
+    assert kinds[GENERATED].kind == GENERATION and "greedy continuation" in kinds[GENERATED].why
+    assert kinds["logits"].tokens and "next-token logits" in kinds["logits"].why
+
+
+def _tokenizer(tmp_path) -> str:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator([lm_text.TEXT.read_text()], trainers.BpeTrainer(vocab_size=400, show_progress=False,
+                            initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))  # fmt: skip
+    path = tmp_path / "tokenizer.json"
+    tok.save(str(path))
+    return str(path)
+
+
+def test_a_tokenizer_gives_prompts_of_real_text(tmp_path) -> None:
+    path = _tokenizer(tmp_path)
+    prompts = lm_text.text_prompts(path, 512, 3, 12, seed=0)
+    assert prompts.shape == (3, 12)
+    words = lm_text.decode(path, prompts[0])
+    assert words.strip() and words in lm_text.TEXT.read_text()  # a window of the text, as written
+    assert not np.array_equal(prompts, lm_text.text_prompts(path, 512, 3, 12, seed=1))
+    with pytest.raises(Exception, match="beyond the model's 100 tokens"):
+        lm_text.text_prompts(path, 100, 3, 12, seed=0)
+
+
+def test_the_tokenizer_is_found_beside_the_model_or_one_folder_up(tmp_path) -> None:
+    (tmp_path / "onnx").mkdir()
+    model = tmp_path / "onnx" / "model.onnx"
+    assert lm_text.find_tokenizer(model) == ""
+    (tmp_path / "tokenizer.json").write_text("{}")
+    assert lm_text.find_tokenizer(model) == str(tmp_path / "tokenizer.json")
+
+
+def test_a_broken_tokenizer_is_told_plainly(tmp_path) -> None:
+    bad = tmp_path / "tokenizer.json"
+    bad.write_text("{not json")
+    with pytest.raises(Exception, match="could not be read"):
+        lm_text.text_prompts(str(bad), 512, 2, 8, seed=0)

@@ -176,6 +176,20 @@ def _stack(runs: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     return {name: np.stack([r[name] for r in runs]) for name in names}
 
 
+def _like_reference(outputs: dict[str, np.ndarray], reference: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The outputs the server judged, as it kept them: a decoder LM's logits over the prompt's last positions
+    only (measure/decoder_lm.py), its cache outputs not at all. Others pass as they are."""
+    kept = dict(outputs)
+    for name, ref in reference.items():
+        value = kept.get(name)
+        if value is not None and value.ndim == ref.ndim >= 2 and value.shape[-2] > ref.shape[-2] and \
+                value.shape[:-2] == ref.shape[:-2] and value.shape[-1] == ref.shape[-1]:  # fmt: skip
+            kept[name] = value[..., value.shape[-2] - ref.shape[-2]:, :]
+    if len(reference) < len(kept) and set(reference) <= set(kept):
+        kept = {name: kept[name] for name in reference}
+    return kept
+
+
 def judge(inputs: BrowserInputs, result: dict[str, Any]) -> BrowserRun:
     """One model's report from the page, its outputs judged against the server original's."""
 
@@ -215,7 +229,7 @@ def judge(inputs: BrowserInputs, result: dict[str, Any]) -> BrowserRun:
         run.error, run.stage = f"it returned {len(runs)} runs' outputs for {len(inputs.samples)} inputs", "outputs"
         return run
     try:  # runs whose outputs differ in shape or type from each other or the server's cannot be compared
-        outputs = _stack(runs)
+        outputs = _like_reference(_stack(runs), inputs.reference)
         if inputs.first_sets:  # the parity sets first; the reserve too only when they leave it undecided
             first = {k: v[:inputs.first_sets] for k, v in outputs.items()}
             reference = {k: v[:inputs.first_sets] for k, v in inputs.reference.items()}

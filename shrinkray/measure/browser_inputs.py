@@ -25,7 +25,11 @@ def prepare(model, settings) -> BrowserInputs:
     first = next(iter(timing.values()), None)
     batch = int(first.shape[0]) if first is not None and first.ndim else 1
     first = len(inputs.samples) if whole is not inputs and inputs.reserve else 0
-    return BrowserInputs(whole.samples, whole.reference, whole.kinds, inputs.note, whole.count, settings.verdict,
+    reference, kinds = whole.reference, whole.kinds
+    if inputs.decoder is not None:  # the page runs each prompt once: its next tokens are judged, not generation
+        logits = inputs.decoder.logits
+        reference, kinds = {logits: reference[logits]}, {logits: kinds[logits]}
+    return BrowserInputs(whole.samples, reference, kinds, inputs.note, whole.count, settings.verdict,
                          timing, batch, samples_digest(inputs.samples), first, inputs.count)  # fmt: skip
 
 

@@ -26,14 +26,19 @@ def _show(path: str) -> None:
         show_results(pickle.load(fh))
 
 
-@pytest.fixture(scope="module")
-def comparison():
-    """The mlp with every default method: some pass, weights-int4 fails (and held-out judging applies)."""
+@pytest.fixture(scope="module", params=["mlp", "decoder"])
+def comparison(request):
+    """The mlp with every default method: some pass, weights-int4 fails (and held-out judging applies); a
+    decoder LM built in tests/lm_models.py, judged by what it generates (float16 passes, 4-bit fails)."""
     from helpers import cached_sample
+    from lm_models import decoder_lm
 
     from shrinkray.measure.results import CompareSettings
     from shrinkray.pipeline.compare import compare
 
+    if request.param == "decoder":
+        return compare(decoder_lm("cached"), CompareSettings(latency=False, brotli_quality=1,
+                                                             methods=[("float16", {}), ("weights-int4", {})]))  # fmt: skip
     return compare(cached_sample("mlp"), CompareSettings(latency=False, brotli_quality=1))
 
 

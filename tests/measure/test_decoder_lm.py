@@ -181,3 +181,19 @@ def test_a_broken_tokenizer_is_told_plainly(tmp_path) -> None:
     bad.write_text("{not json")
     with pytest.raises(Exception, match="could not be read"):
         lm_text.text_prompts(str(bad), 512, 2, 8, seed=0)
+
+
+def test_the_browser_judges_a_decoders_next_tokens_on_the_same_prompts(cached: onnx.ModelProto) -> None:
+    from shrinkray.measure.browser import _like_reference
+    from shrinkray.measure.browser_inputs import prepare
+
+    inputs = prepare(cached, CompareSettings())
+    assert set(inputs.reference) == {"logits"} and inputs.kinds["logits"].tokens
+    # the page runs each sample once and sends every output back: all positions' logits and the cache
+    session = _session(cached)
+    names = [o.name for o in session.get_outputs()]
+    runs = [dict(zip(names, session.run(None, feeds), strict=True)) for feeds in inputs.samples]
+    stacked = {name: np.stack([r[name] for r in runs]) for name in names}
+    kept = _like_reference(stacked, inputs.reference)
+    assert set(kept) == {"logits"} and kept["logits"].shape == inputs.reference["logits"].shape
+    np.testing.assert_allclose(kept["logits"], inputs.reference["logits"], atol=1e-5)

@@ -30,14 +30,23 @@ def session_setting(key: str, default: Any) -> str:
     return key
 
 
+def _sample_files() -> dict[str, Path]:
+    """Every bundled sample: a model file, or a transformers.js folder (``NAME/onnx/model.onnx`` beside its
+    tokenizer.json, which the engine finds there by itself)."""
+    found = {p.stem: p for p in SAMPLES_DIR.glob("*.onnx")}
+    found |= {p.parent.parent.name: p for p in SAMPLES_DIR.glob("*/onnx/model.onnx")}
+    return found
+
+
 def sample_names() -> list[str]:
-    return sorted(p.stem for p in SAMPLES_DIR.glob("*.onnx"))
+    return sorted(_sample_files())
 
 
 def load_sample(name: str) -> LoadedModel:
-    if name not in sample_names():
+    files = _sample_files()
+    if name not in files:
         raise ValueError(f"unknown sample {name}")
-    return load(SAMPLES_DIR / f"{name}.onnx")
+    return load(files[name])
 
 
 def load_upload(name: str, data: bytes) -> LoadedModel:

@@ -92,6 +92,9 @@ class LoadedModel:
     #: Set when loaded with ``lazy_external``: the folder whose files hold the tensors still marked
     #: external (read them one at a time with :mod:`shrinkray.io.external_data`).
     external_base: Path | None = None
+    #: A decoder LM's tokenizer.json that travels with it (beside it, or one folder up as transformers.js
+    #: keeps ``onnx/model.onnx``): its prompts are real text (measure/lm_text.py). "" when none.
+    tokenizer: str = ""
 
     @property
     def has_external_data(self) -> bool:
@@ -112,6 +115,23 @@ class ExternalRef:
     target: Path
     offset: int
     length: int
+
+
+TOKENIZER_FILE = "tokenizer.json"
+#: A tokenizer.json larger than this is not taken (real ones are 2-20 MB).
+MAX_TOKENIZER_BYTES = 64 << 20
+
+
+def find_tokenizer(model_path: str | os.PathLike | None) -> str:
+    """The tokenizer.json beside a model file or one folder up, or "" when there is none."""
+    if not model_path:
+        return ""
+    folder = Path(model_path).parent
+    for place in (folder, folder.parent):
+        candidate = place / TOKENIZER_FILE
+        if candidate.is_file() and candidate.stat().st_size <= MAX_TOKENIZER_BYTES:
+            return str(candidate)
+    return ""
 
 
 def _external_entry(tensor: onnx.TensorProto, key: str) -> str | None:
@@ -421,6 +441,7 @@ def load(
         sha256=sha256,
         external_data_files=[str(f.relative_to(base)) for f in files],
         external_base=base if lazy_external and files else None,
+        tokenizer=find_tokenizer(path),
     )
 
 

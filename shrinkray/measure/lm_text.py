@@ -10,32 +10,16 @@ tokenizer; :mod:`shrinkray.measure.decoder_lm` draws token sequences like text w
 from __future__ import annotations
 
 import functools
-import os
 from pathlib import Path
 
 import numpy as np
 
 from shrinkray.errors import OptionError
+from shrinkray.io.files import MAX_TOKENIZER_BYTES, find_tokenizer
+
+__all__ = ["TEXT", "decode", "find_tokenizer", "text_ids", "text_prompts"]
 
 TEXT = Path(__file__).with_name("lm_text.txt")
-#: A tokenizer.json larger than this is not read (real ones are 2-20 MB).
-MAX_TOKENIZER_BYTES = 64 << 20
-TOKENIZER_FILE = "tokenizer.json"
-
-
-def find_tokenizer(model_path: str | os.PathLike | None) -> str:
-    """The tokenizer.json beside a model file or one folder up (transformers.js keeps models in ``onnx/``),
-    or "" when there is none."""
-    if not model_path:
-        return ""
-    folder = Path(model_path).parent
-    for place in (folder, folder.parent):
-        candidate = place / TOKENIZER_FILE
-        if candidate.is_file() and candidate.stat().st_size <= MAX_TOKENIZER_BYTES:
-            return str(candidate)
-    return ""
-
-
 @functools.lru_cache(maxsize=4)
 def _tokenizer(path: str):
     from tokenizers import Tokenizer  # a compiled extension: loaded only for a decoder with a tokenizer

@@ -49,7 +49,6 @@ from shrinkray.measure.inputs import (
     synthesize,
 )
 from shrinkray.measure.latency import WARMUP_S, time_pairwise
-from shrinkray.measure.lm_text import find_tokenizer
 from shrinkray.measure.parity_inputs import (
     CalibrationSplit,
     ParityInputs,
@@ -232,11 +231,9 @@ class ComparePipeline:
                  progress: Progress | None = None, on_partial: Snapshot | None = None, *,
                  owns_model: bool = False) -> None:  # fmt: skip
         self.settings = settings = settings or CompareSettings()
-        if not settings.inputs.tokenizer and isinstance(loaded, LoadedModel) and loaded.path is not None:
-            # a decoder LM's tokenizer.json beside it (a transformers.js folder, an unpacked zip): prompts of real text
-            found = find_tokenizer(loaded.path)
-            if found:
-                self.settings = settings = replace(settings, inputs=replace(settings.inputs, tokenizer=found))
+        if not settings.inputs.tokenizer and isinstance(loaded, LoadedModel) and loaded.tokenizer:
+            # a decoder LM's tokenizer.json came with it (a transformers.js folder, a zip): prompts of real text
+            self.settings = settings = replace(settings, inputs=replace(settings.inputs, tokenizer=loaded.tokenizer))
         if isinstance(loaded, onnx.ModelProto):
             loaded = LoadedModel(model=loaded, name=loaded.graph.name or "model", file_bytes=loaded.ByteSize())
         self.loaded = loaded

@@ -356,3 +356,20 @@ def test_scratch_folders_of_dead_processes_are_swept(tmp_path, monkeypatch):
         assert folder.name.startswith(f"{archive.SCRATCH_PREFIX}{os.getpid()}-") and folder.is_dir()
         assert not dead.exists() and alive.exists() and other.exists()
     assert not folder.exists()
+
+
+def test_a_tokenizer_travels_with_a_zipped_transformers_js_folder(tmp_path):
+    """onnx/model.onnx beside ../tokenizer.json in one zip: the tokenizer outlives the unpacked copy when the
+    caller keeps a folder (the app's session folder); without one it is dropped, never left dangling."""
+    from helpers import sample_path
+
+    from shrinkray.io.archive import load_any
+
+    data = io.BytesIO()
+    with zipfile.ZipFile(data, "w") as zf:
+        zf.write(sample_path("mlp"), "onnx/model.onnx")
+        zf.writestr("tokenizer.json", '{"version": "1.0"}')
+    kept = load_any(data.getvalue(), name="lm.zip", workdir=tmp_path / "session")
+    assert kept.tokenizer and Path(kept.tokenizer).read_text() == '{"version": "1.0"}'
+    assert Path(kept.tokenizer).parent == tmp_path / "session"
+    assert load_any(data.getvalue(), name="lm.zip").tokenizer == ""

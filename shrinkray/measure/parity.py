@@ -90,7 +90,8 @@ MEASURES: dict[str, str] = {
     "region_agreement": "share of a probability map's regions (above 0.3 or 0.5) whose box keeps IoU >= 0.9",
     "box_agreement": "share of confident boxes (score >= 0.25, after NMS) kept with the same class at IoU >= 0.9",
     "continuation_agreement": "share of prompts whose greedy continuation (16 tokens, through the model's cache "
-                              "when it has one) is unchanged, token for token (a decoder LM's generated tokens)",
+                              "when it has one) is unchanged, token for token, up to the original's first coin "
+                              "toss (two best tokens within 0.05 log-odds; a decoder LM's generated tokens)",
     "kl_divergence": "mean KL divergence (nats) of the next-token distribution from the original's, per prompt "
                      "position (a decoder LM's logits)",
     "abs_error": "largest absolute error",
@@ -740,7 +741,14 @@ def _generation_parity(name: str, ref: np.ndarray, var: np.ndarray, kind: Output
     status = FAIL if any(c.status == FAIL for c in checks) else UNDECIDED if any(
         c.status == UNDECIDED for c in checks) else PASS  # fmt: skip
     first = measures["first_divergence"]
-    told = f"changed continuations part from the original's at token {first:g} (median)" if first else ""
+    parts = [f"changed continuations part from the original's at token {first:g} (median)"] if first else []
+    shortened, undecided = int(measures["shortened_continuations"] or 0), int(measures["undecided_continuations"] or 0)
+    if shortened or undecided:
+        stop = f"{shortened} judged only up to" if shortened else ""
+        skip = f"{undecided} skipped at" if undecided else ""
+        parts.append(f"{' and '.join(p for p in (stop, skip) if p)} a step where the original's two best tokens were "
+                     f"within {decoder_lm.TIE_LOGODDS:g} log-odds (a coin toss)")  # fmt: skip
+    told = "; ".join(parts)
     reasons = [Criterion(c.criterion, c.limit).text(c.value) for c in checks if c.status != PASS]
     return OutputParity(
         name=name, dtype=str(ref.dtype), shape=list(ref.shape), kind=GENERATION, kind_reason=kind.why,

@@ -281,7 +281,7 @@ def decisions_given(reference: dict[str, np.ndarray], kinds: dict[str, OutputKin
         if kind.labels and value is not None:
             counts.append(int(np.asarray(value).size))
         if kind.kind == "generation" and value is not None:  # continuations: one decision per prompt
-            counts.append(int(np.prod(np.shape(value)[:-1])))
+            counts.append(decoder_lm.continuation_count(value))
         if kind.kind != "scores" or value is None or np.asarray(value).dtype.kind != "f":
             continue
         measures = float_measures(np.asarray(value, np.float64), np.asarray(value, np.float64), kind)

@@ -146,8 +146,8 @@ def parity_verdict(parity: Parity | None, error: str | None = None) -> Verdict:
     outputs = tuple(output_verdict(o, parity.samples) for o in parity.outputs)
     status = parity.status
     deciding = next((o for o in outputs if o.status == status), None) if status != PASS else None
-    if deciding is None:
-        deciding = max(outputs, key=lambda o: o.severity)
+    if deciding is None:  # a decoder passes on what it writes: its continuations are the sentence to show
+        deciding = next((o for o in outputs if o.kind == GENERATION), None) or max(outputs, key=lambda o: o.severity)
     named = f"'{deciding.output}' " if len(outputs) > 1 else ""
     return Verdict(status, f"{STATUS_WORDS[status]}: {named}{deciding.sentence}.", outputs, parity.samples)
 

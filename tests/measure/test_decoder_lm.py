@@ -9,6 +9,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from shrinkray.measure import decoder_lm, lm_text
+from shrinkray.measure.confidence import decisions_to_pass
 from shrinkray.measure.decoder_lm import GENERATED, continuation_measures, generate, layout_of, mean_kl
 from shrinkray.measure.inputs import InputOptions, synthesize
 from shrinkray.measure.output_kinds import classify_outputs
@@ -88,20 +89,42 @@ def test_generation_through_the_cache_equals_generation_without_it() -> None:
         model = build_lm(layout)
         found = layout_of(model)
         made[layout] = generate(_runner(model), found, decoder_lm.prompt_feeds(found, feeds["input_ids"]), tokens=6)
-    assert made["cached"][GENERATED].shape == (4, 6)
+    assert made["cached"][GENERATED].shape == (4, 6, 2)  # each token and its margin over the runner-up
+    assert (made["cached"][GENERATED][..., 1] >= 0).all()
     for layout in ("plain", "merged"):
-        assert np.array_equal(made[layout][GENERATED], made["cached"][GENERATED])
+        assert np.array_equal(made[layout][GENERATED][..., 0], made["cached"][GENERATED][..., 0])
         np.testing.assert_allclose(made[layout]["logits"], made["cached"]["logits"], atol=1e-4)
 
 
+def _generated(tokens, margins=None) -> np.ndarray:
+    tokens = np.asarray(tokens, np.float64)
+    margins = np.full(tokens.shape, 5.0) if margins is None else np.asarray(margins, np.float64)
+    return np.stack([tokens, margins], axis=-1)
+
+
 def test_continuations_are_kept_whole_or_not() -> None:
-    ref = np.array([[1, 2, 3, 4], [5, 6, 7, 8], [1, 1, 1, 1]])
-    var = np.array([[1, 2, 3, 4], [5, 6, 9, 9], [2, 1, 1, 1]])
+    ref = _generated([[1, 2, 3, 4], [5, 6, 7, 8], [1, 1, 1, 1]])
+    var = _generated([[1, 2, 3, 4], [5, 6, 9, 9], [2, 1, 1, 1]])
     got = continuation_measures(ref, var)
     assert got["continuation_agreement"] == pytest.approx(1 / 3)
     assert got["continuations"] == 3 and got["continuation_tokens"] == 4
     assert got["first_divergence"] == 2.0  # median of tokens 3 and 1
     assert continuation_measures(ref, ref)["first_divergence"] is None
+
+
+def test_a_continuation_is_judged_up_to_the_originals_first_coin_toss() -> None:
+    """Where the original's two best tokens were within TIE_LOGODDS, another pick changes nothing reliable."""
+    tie = decoder_lm.TIE_LOGODDS / 2
+    ref = _generated([[1, 2, 3, 4], [5, 6, 7, 8], [1, 1, 1, 1]], [[5, 5, tie, 5], [tie, 5, 5, 5], [5, 5, 5, 5]])
+    var = _generated([[1, 2, 9, 9], [9, 6, 7, 8], [1, 1, 1, 2]])
+    got = continuation_measures(ref, var)
+    assert got["continuations"] == 2 and got["undecided_continuations"] == 1  # the second: a toss at once
+    assert got["shortened_continuations"] == 1  # the first: judged on its first two tokens, which it keeps
+    assert got["continuation_agreement"] == pytest.approx(1 / 2)  # the third changed its last token
+    assert got["first_divergence"] == 4.0
+    # a variant that parts before the toss is changed
+    early = _generated([[1, 7, 3, 4], [5, 6, 7, 8], [1, 1, 1, 1]])
+    assert continuation_measures(ref, early)["continuation_agreement"] == pytest.approx(1 / 2)
 
 
 def test_kl_divergence_is_zero_for_the_same_logits_and_grows_with_change() -> None:
@@ -119,8 +142,9 @@ def test_outputs_are_the_logits_and_the_generated_tokens(cached: onnx.ModelProto
     assert inputs.decoder is not None
     assert inputs.kinds[GENERATED].kind == GENERATION
     assert inputs.kinds["logits"].kind == "scores" and inputs.kinds["logits"].tokens
-    continuations = int(np.prod(inputs.reference[GENERATED].shape[:-1]))
-    assert continuations >= 160  # enough prompts to decide a 95% bar
+    prompts = int(np.prod(inputs.reference[GENERATED].shape[:-2]))
+    assert prompts >= 160  # sets enough for 160 decisions at the first set's rate of decided prompts
+    assert decoder_lm.continuation_count(inputs.reference[GENERATED]) >= decisions_to_pass(0.95, flips=2)
     assert "greedy tokens" in inputs.note and "a decoder with a cache of 2 layers" in inputs.note
 
 
@@ -139,7 +163,7 @@ def test_a_damaged_variant_fails_by_what_it_writes_and_the_original_passes(cache
 
 
 def test_classify_outputs_names_both_kinds(cached: onnx.ModelProto) -> None:
-    kinds = classify_outputs(cached, {"logits": np.zeros((1, 4, 512), np.float32), GENERATED: np.zeros((1, 16), np.int64)})
+    kinds = classify_outputs(cached, {"logits": np.zeros((1, 4, 512), np.float32), GENERATED: np.zeros((1, 16, 2))})
     assert kinds[GENERATED].kind == GENERATION and "greedy continuation" in kinds[GENERATED].why
     assert kinds["logits"].tokens and "next-token logits" in kinds["logits"].why
 

@@ -9,7 +9,7 @@ things); ``tokenizers`` learns a byte-level BPE of 512 tokens on it; torch train
 128, 4 heads) for a minute on two cores; the weights go into the ONNX graph of sample_models/lm_graph.py
 with a KV cache (optimum's ``past_key_values.N.key/value`` -> ``present.N.key/value``). The folder holds
 what transformers.js reads: config.json, generation_config.json, tokenizer.json, tokenizer_config.json and
-onnx/model.onnx. ``--verify`` generates greedily through ONNX Runtime with and without the cache and
+onnx/model.onnx, and a prompts.txt of held-out stories (Shrink Ray takes its prompts from it). ``--verify`` generates greedily through ONNX Runtime with and without the cache and
 checks both against torch.
 """
 
@@ -154,6 +154,8 @@ def write_folder(out: Path, tok, weights: dict[str, np.ndarray]) -> None:
     (out / "onnx").mkdir(parents=True, exist_ok=True)
     onnx.save(decoder_graph(weights, LAYERS, HEADS, "cached", name="tiny_lm"), str(out / "onnx" / "model.onnx"))
     tok.save(str(out / "tokenizer.json"))
+    # text in its own domain, held out from training (another seed): Shrink Ray's prompts are windows of it
+    (out / "prompts.txt").write_text("\n".join(s.replace(EOS, "") for s in corpus(400, SEED + 1)) + "\n")
     eos = tok.token_to_id(EOS)
     config = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": VOCAB, "n_embd": WIDTH,
               "n_layer": LAYERS, "n_head": HEADS, "n_positions": POSITIONS, "bos_token_id": eos, "eos_token_id": eos,

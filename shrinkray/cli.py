@@ -204,20 +204,22 @@ def _add_judging_flags(parser: argparse.ArgumentParser, purpose: str = "parity a
     p.add_argument("--seed", type=int, default=0, help="seed for synthesized inputs")
     p.add_argument("--tokenizer", metavar="PATH", help="a decoder LM's tokenizer.json: its prompts are real text "
                    "(found by itself beside the model or one folder up, as transformers.js lays models out)")  # fmt: skip
+    p.add_argument("--text", metavar="PATH", help="a decoder LM's prompts are windows of this text file (its own "
+                   "domain: code, chat...; default: a prompts.txt beside the tokenizer, else everyday English)")  # fmt: skip
 
 
 #: Judging flags that say the user asked for something (the others have defaults).
 _JUDGING_GIVEN = ("verdict", "tolerance", "output_kind", "abs_tol", "mean_tol", "min_cosine", "inputs", "dim", "range",
-                  "tokenizer")
+                  "tokenizer", "text")
 
 
-def _tokenizer_path(given: str | None) -> str:
-    """The --tokenizer file, checked now: a missing one would otherwise surface deep in a worker."""
+def _given_file(given: str | None, flag: str, what: str) -> str:
+    """A --tokenizer / --text file, checked now: a missing one would otherwise surface deep in a worker."""
     if not given:
         return ""
     path = Path(given)
     if not path.is_file():
-        raise OptionError(f"--tokenizer {given}: no such file", "Give the model's tokenizer.json")
+        raise OptionError(f"{flag} {given}: no such file", f"Give {what}")
     return str(path.resolve())
 
 
@@ -233,7 +235,8 @@ def judging_settings(args: argparse.Namespace, **more: Any) -> CompareSettings:
             max_abs_error=args.abs_tol, max_mean_abs_error=args.mean_tol, min_cosine=args.min_cosine,
         ),
         inputs=InputOptions(dims=parse_dims(args.dim), ranges=parse_ranges(args.range), seed=args.seed,
-                            tokenizer=_tokenizer_path(getattr(args, "tokenizer", None))),
+                            tokenizer=_given_file(getattr(args, "tokenizer", None), "--tokenizer", "the model's tokenizer.json"),
+                            text=_given_file(getattr(args, "text", None), "--text", "a text file of prompts")),
         inputs_path=None if sample_files else args.inputs,
         sample_files=sample_files,
         image_range=args.image_range,

@@ -604,12 +604,14 @@ def load_any(
         try:
             loaded = load_zip(source if is_bytes else path, unpack, limits,
                               lazy_external=lazy_external and workdir is not None)  # fmt: skip
-            if loaded.tokenizer and workdir is not None:  # kept past the unpacked copy, in the caller's folder
-                kept = _made(folder) / f"tokenizer-{loaded.sha256[:16]}.json"
-                shutil.copyfile(loaded.tokenizer, kept)
-                loaded.tokenizer = str(kept)
-            elif loaded.tokenizer and not loaded.is_lazy:
-                loaded.tokenizer = ""  # the unpacked copy goes: the CLI's --tokenizer gives it
+            for field_name, suffix in (("tokenizer", "json"), ("prompts", "txt")):
+                companion = getattr(loaded, field_name)
+                if companion and workdir is not None:  # kept past the unpacked copy, in the caller's folder
+                    kept = _made(folder) / f"{field_name}-{loaded.sha256[:16]}.{suffix}"
+                    shutil.copyfile(companion, kept)
+                    setattr(loaded, field_name, str(kept))
+                elif companion and not loaded.is_lazy:
+                    setattr(loaded, field_name, "")  # the unpacked copy goes: the CLI's --tokenizer gives it
         finally:
             if loaded is None or not loaded.is_lazy:  # a lazy model still reads the unpacked files
                 shutil.rmtree(unpack, ignore_errors=True)

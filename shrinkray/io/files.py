@@ -95,6 +95,8 @@ class LoadedModel:
     #: A decoder LM's tokenizer.json that travels with it (beside it, or one folder up as transformers.js
     #: keeps ``onnx/model.onnx``): its prompts are real text (measure/lm_text.py). "" when none.
     tokenizer: str = ""
+    #: Text in its own domain beside the tokenizer (``prompts.txt``): prompts are windows of it. "" when none.
+    prompts: str = ""
 
     @property
     def has_external_data(self) -> bool:
@@ -122,13 +124,18 @@ TOKENIZER_FILE = "tokenizer.json"
 MAX_TOKENIZER_BYTES = 64 << 20
 
 
-def find_tokenizer(model_path: str | os.PathLike | None) -> str:
-    """The tokenizer.json beside a model file or one folder up, or "" when there is none."""
+#: Text in a decoder LM's own domain, beside its tokenizer.json: its prompts are windows of it (a Shrink Ray
+#: convention; the bundled sample has one). Read up to MAX_TOKENIZER_BYTES too.
+PROMPTS_FILE = "prompts.txt"
+
+
+def find_tokenizer(model_path: str | os.PathLike | None, name: str = TOKENIZER_FILE) -> str:
+    """The tokenizer.json (or ``name``) beside a model file or one folder up, or "" when there is none."""
     if not model_path:
         return ""
     folder = Path(model_path).parent
     for place in (folder, folder.parent):
-        candidate = place / TOKENIZER_FILE
+        candidate = place / name
         if candidate.is_file() and candidate.stat().st_size <= MAX_TOKENIZER_BYTES:
             return str(candidate)
     return ""
@@ -441,8 +448,15 @@ def load(
         sha256=sha256,
         external_data_files=[str(f.relative_to(base)) for f in files],
         external_base=base if lazy_external and files else None,
-        tokenizer=find_tokenizer(path),
+        **_companions(path),
     )
+
+
+def _companions(path: Path) -> dict[str, str]:
+    """A decoder LM's tokenizer.json and, beside it, its prompts.txt (LoadedModel's fields)."""
+    tokenizer = find_tokenizer(path)
+    prompts = str(Path(tokenizer).with_name(PROMPTS_FILE)) if tokenizer else ""
+    return {"tokenizer": tokenizer, "prompts": prompts if prompts and Path(prompts).is_file() else ""}
 
 
 def tensor_payload_bytes(model: onnx.ModelProto) -> int:

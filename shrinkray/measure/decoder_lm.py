@@ -201,16 +201,19 @@ def prompt_ids(feeds: dict[str, np.ndarray], layout: DecoderLayout) -> np.ndarra
     return np.asarray(feeds[layout.input_ids], np.int64)
 
 
-def synthesize_prompts(layout: DecoderLayout, dims: dict[str, int], tokenizer: str, batch: int | None,
-                       seed: int) -> tuple[dict[str, np.ndarray], dict[str, int], str]:  # fmt: skip
+def synthesize_prompts(layout: DecoderLayout, options, batch: int | None,
+                       ) -> tuple[dict[str, np.ndarray], dict[str, int], str]:  # fmt: skip
     """One batch of prompts and its prefill feeds: ``batch`` prompts (``PROMPTS_PER_BATCH`` when free) of
-    ``PROMPT_TOKENS`` tokens (or the ``sequence_length`` the user set), real text through ``tokenizer`` when
-    given. Returns the feeds, the dims chosen, and how the prompts were made, for the input note."""
+    ``PROMPT_TOKENS`` tokens (or the ``sequence_length`` the user set), real text through ``options.tokenizer``
+    when given (windows of ``options.text``, else of the bundled English text). ``options``: the run's
+    measure.inputs.InputOptions. Returns the feeds, the dims chosen, and how the prompts were made."""
+    dims, tokenizer, seed = options.dims, options.tokenizer, options.seed
     rows = batch or dims.get("batch_size") or dims.get("batch") or 1
     length = dims.get("sequence_length") or dims.get("sequence") or PROMPT_TOKENS
     if tokenizer:
-        ids = lm_text.text_prompts(tokenizer, layout.vocab, rows, length, seed)
-        how = f"windows of an English text through {Path(tokenizer).name}"
+        ids = lm_text.text_prompts(tokenizer, layout.vocab, rows, length, seed, options.text)
+        source = f"of {Path(options.text).name}" if options.text else "of an English text"
+        how = f"windows {source} through {Path(tokenizer).name}"
     else:
         ids = token_text_ids(layout.vocab, rows, length, seed)
         how = ("token ids drawn like text (no tokenizer.json came with the model: a few ids most often, "
@@ -310,11 +313,42 @@ def continuation_measures(reference: np.ndarray, variant: np.ndarray) -> dict[st
         "continuations": float(judged.sum()),
         "undecided_continuations": float((~judged).sum()),
         "shortened_continuations": float((judged & (decided < tokens)).sum()),
+        "judged_tokens": float(decided[judged].mean()) if judged.any() else 0.0,  # tokens judged per prompt
         "continuation_tokens": float(tokens),
         "generated_token_agreement": float(same.mean()) if same.size else 1.0,
         # 1-based: "first differs at token 3"; None when every judged continuation is kept
         "first_divergence": float(np.median(changed) + 1) if len(changed) else None,
     }
+
+
+def first_change(prompts: np.ndarray, reference: np.ndarray, variant: np.ndarray,
+                 tokenizer: str) -> str:  # fmt: skip
+    """The first prompt whose judged continuation changed, as text: ``…walked to`` ⟶ `` the market`` became
+    `` the beach`` (the prompt's last words, then both continuations up to where they part and a few tokens
+    after). "" when none changed or there is no tokenizer to read them with."""
+    if not tokenizer:
+        return ""
+    ref = np.asarray(reference, np.float64).reshape(-1, np.shape(reference)[-2], 2)
+    var = np.asarray(variant, np.float64).reshape(ref.shape)
+    ids = np.asarray(prompts).reshape(len(ref), -1)
+    tie = ref[:, :, 1] < TIE_LOGODDS
+    decided = np.where(tie.any(axis=1), np.argmax(tie, axis=1), ref.shape[1])
+    for row in range(len(ref)):
+        same = ref[row, :, 0] == var[row, :, 0]
+        part = int(np.argmin(same)) if not same.all() else None
+        if part is None or part >= decided[row]:
+            continue
+        end = min(part + 4, ref.shape[1])
+        lead = lm_text.decode(tokenizer, ids[row, -6:])
+        before = lm_text.decode(tokenizer, ref[row, :end, 0].astype(np.int64))
+        after = lm_text.decode(tokenizer, var[row, :end, 0].astype(np.int64))
+        return f'e.g. "…{_clip(lead)}" went on "{_clip(before)}" and now "{_clip(after)}"'
+    return ""
+
+
+def _clip(text: str, most: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 def mean_kl(reference: np.ndarray, variant: np.ndarray) -> float:

@@ -57,6 +57,7 @@ class InputOptions:
     ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
     seed: int = 0
     tokenizer: str = ""  # a decoder LM's tokenizer.json: its prompts are real text (measure/lm_text.py)
+    text: str = ""  # text in the decoder's own domain to take prompts from ("": lm_text.txt, everyday English)
 
 
 @dataclass
@@ -469,7 +470,7 @@ def synthesize(
     options = options or InputOptions()
     layout = decoder_lm.layout_of(model)
     if layout is not None:  # a decoder LM: prompts (measure/decoder_lm.py), each input as its layout defines it
-        feeds, guesses, _ = decoder_lm.synthesize_prompts(layout, options.dims, options.tokenizer, batch, options.seed)
+        feeds, guesses, _ = decoder_lm.synthesize_prompts(layout, options, batch)
         return SynthesizedInputs(feeds=feeds, guesses=guesses)
     rng = np.random.default_rng(options.seed)
     roles = input_roles(model)

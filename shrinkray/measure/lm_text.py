@@ -37,15 +37,22 @@ def _tokenizer(path: str):
 
 
 @functools.lru_cache(maxsize=4)
-def text_ids(path: str) -> np.ndarray:
-    """The bundled text, encoded by the tokenizer at ``path`` (no special tokens)."""
-    encoding = _tokenizer(path).encode(TEXT.read_text(encoding="utf-8"), add_special_tokens=False)
+def text_ids(path: str, text: str = "") -> np.ndarray:
+    """The text at ``text`` (the bundled one when ""), encoded by the tokenizer at ``path`` (no special tokens)."""
+    source = Path(text) if text else TEXT
+    try:
+        if source.stat().st_size > MAX_TOKENIZER_BYTES:
+            raise OptionError(f"The text {source.name} is over {MAX_TOKENIZER_BYTES >> 20} MB", "Give a shorter sample")
+        words = source.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise OptionError(f"The text {source.name} could not be read ({exc.strerror})", "Give a readable text file") from None
+    encoding = _tokenizer(path).encode(words, add_special_tokens=False)
     return np.asarray(encoding.ids, np.int64)
 
 
-def text_prompts(path: str, vocab: int, batch: int, length: int, seed: int) -> np.ndarray:
+def text_prompts(path: str, vocab: int, batch: int, length: int, seed: int, text: str = "") -> np.ndarray:
     """``batch`` windows of ``length`` tokens from the text, at seeded places (different seeds, other places)."""
-    ids = text_ids(path)
+    ids = text_ids(path, text)
     if len(ids) < length + 1:
         raise OptionError(f"The text sample is only {len(ids)} tokens through this tokenizer",
                           f"Use prompts shorter than {len(ids)} tokens")  # fmt: skip

@@ -575,13 +575,15 @@ def ctc_measures(r_top: np.ndarray, v_top: np.ndarray, blank: int) -> dict[str, 
     }
 
 
-def decision_measures(ref: np.ndarray, var: np.ndarray, axis: int, spread: float) -> dict[str, float]:
+def decision_measures(ref: np.ndarray, var: np.ndarray, axis: int, spread: float,
+                      tie: float | None = None) -> dict[str, float]:  # fmt: skip
     """Top-1 agreement over decided positions (and top-5 overlap for 10+ classes) along the class axis;
-    for a CTC sequence, the agreement of the greedy-decoded characters (``ctc_measures``)."""
+    for a CTC sequence, the agreement of the greedy-decoded characters (``ctc_measures``). ``tie``: the gap
+    of the two best scores under which a position is a coin toss (default: ``TIE_SHARE`` of the spread)."""
     r = np.moveaxis(ref, axis, -1)
     v = np.moveaxis(var, axis, -1)
     classes = r.shape[-1]
-    if r.ndim == 3:
+    if r.ndim == 3 and tie is None:  # a decoder's logits are never read as a CTC line
         r_top, v_top = np.argmax(r, axis=-1), np.argmax(v, axis=-1)
         blank = ctc_blank(r_top, classes)
         if blank is not None:
@@ -590,7 +592,7 @@ def decision_measures(ref: np.ndarray, var: np.ndarray, axis: int, spread: float
             return out | ctc_measures(r_top, v_top, blank)
     r2, v2 = r.reshape(-1, classes), v.reshape(-1, classes)
     best_two = np.partition(r2, classes - 2, axis=1)[:, -2:]  # float16-safe: float64 scores
-    decided = (best_two[:, 1] - best_two[:, 0]) > TIE_SHARE * spread
+    decided = (best_two[:, 1] - best_two[:, 0]) > (TIE_SHARE * spread if tie is None else tie)
     same = np.argmax(r2, axis=1) == np.argmax(v2, axis=1)
     out = {
         "top1_agreement": float(np.mean(same[decided])) if decided.any() else 1.0,
@@ -632,7 +634,9 @@ def float_measures(ref: np.ndarray, var: np.ndarray, kind: OutputKind) -> dict[s
         "top1_agreement": None,
     }
     if kind.kind == "scores" and r.ndim >= 1 and r.size and r.shape[kind.axis] >= 2:
-        measures.update(decision_measures(r, v, kind.axis, spread))
+        # a decoder's logits are log-odds: a position is a coin toss by the same bar as its continuations
+        tie = decoder_lm.TIE_LOGODDS if kind.tokens else None
+        measures.update(decision_measures(r, v, kind.axis, spread, tie))
     if kind.tokens and r.size:
         measures["kl_divergence"] = decoder_lm.mean_kl(r, v)
     return measures
@@ -742,12 +746,10 @@ def _generation_parity(name: str, ref: np.ndarray, var: np.ndarray, kind: Output
         c.status == UNDECIDED for c in checks) else PASS  # fmt: skip
     first = measures["first_divergence"]
     parts = [f"changed continuations part from the original's at token {first:g} (median)"] if first else []
-    shortened, undecided = int(measures["shortened_continuations"] or 0), int(measures["undecided_continuations"] or 0)
-    if shortened or undecided:
-        stop = f"{shortened} judged only up to" if shortened else ""
-        skip = f"{undecided} skipped at" if undecided else ""
-        parts.append(f"{' and '.join(p for p in (stop, skip) if p)} a step where the original's two best tokens were "
-                     f"within {decoder_lm.TIE_LOGODDS:g} log-odds (a coin toss)")  # fmt: skip
+    if measures["shortened_continuations"] or measures["undecided_continuations"]:
+        parts.append(f"{measures['judged_tokens']:.1f} tokens judged a prompt on average: up to "
+                     f"{int(measures['continuation_tokens'] or 0)}, or to where the original hesitated (two best tokens "
+                     f"within {decoder_lm.TIE_LOGODDS:g} log-odds)")  # fmt: skip
     told = "; ".join(parts)
     reasons = [Criterion(c.criterion, c.limit).text(c.value) for c in checks if c.status != PASS]
     return OutputParity(

@@ -127,7 +127,25 @@ def _run(model: onnx.ModelProto, samples: dict[str, np.ndarray] | list[dict[str,
 
 def judge(reference: dict[str, np.ndarray], outputs: dict[str, np.ndarray], inputs: ParityInputs,
             settings: CompareSettings) -> Parity:  # fmt: skip
-    return compare_outputs(reference, outputs, inputs.kinds, settings.verdict, samples=inputs.count)
+    parity = compare_outputs(reference, outputs, inputs.kinds, settings.verdict, samples=inputs.count)
+    if inputs.decoder is not None and inputs.options.tokenizer:
+        _tell_first_change(parity, reference, outputs, inputs)
+    return parity
+
+
+def _tell_first_change(parity: Parity, reference: dict[str, np.ndarray], outputs: dict[str, np.ndarray],
+                       inputs: ParityInputs) -> None:  # fmt: skip
+    """A decoder's changed continuation, read through its tokenizer, joins what its verdict says: what a
+    user would see change ("…walked to" went on " the market" and now " the beach")."""
+    generated = next((o for o in parity.outputs if o.name == decoder_lm.GENERATED), None)
+    if generated is None or generated.status == "pass" or decoder_lm.GENERATED not in outputs:
+        return
+    prompts = np.concatenate([np.asarray(s[inputs.decoder.input_ids]).reshape(-1, np.shape(s[inputs.decoder.input_ids])[-1])
+                              for s in inputs.samples])  # fmt: skip
+    example = decoder_lm.first_change(prompts, reference[decoder_lm.GENERATED], outputs[decoder_lm.GENERATED],
+                                      inputs.options.tokenizer)  # fmt: skip
+    if example:
+        generated.decisions = f"{generated.decisions}; {example}" if generated.decisions else example
 
 
 def _length_labels(model: onnx.ModelProto, guesses: dict[str, int]) -> tuple[set[str], set[str]]:
@@ -476,7 +494,7 @@ def _samples(model: onnx.ModelProto, options: InputOptions, batch: int | None,
     layout = decoder_lm.layout_of(model)
     if layout is not None:
         length = synth.guesses["sequence_length"]
-        _, _, made = decoder_lm.synthesize_prompts(layout, options.dims, options.tokenizer, batch, options.seed)
+        _, _, made = decoder_lm.synthesize_prompts(layout, options, batch)
         note = (f"Prompts ({how}, seed {options.seed}): {synth.guesses['batch_size']} of {length} tokens, "
                 f"{made}; each continued by {decoder_lm.GENERATED_TOKENS} greedy tokens, {layout.words}")  # fmt: skip
         return samples, note

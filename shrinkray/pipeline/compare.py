@@ -232,8 +232,11 @@ class ComparePipeline:
                  owns_model: bool = False) -> None:  # fmt: skip
         self.settings = settings = settings or CompareSettings()
         if not settings.inputs.tokenizer and isinstance(loaded, LoadedModel) and loaded.tokenizer:
-            # a decoder LM's tokenizer.json came with it (a transformers.js folder, a zip): prompts of real text
-            self.settings = settings = replace(settings, inputs=replace(settings.inputs, tokenizer=loaded.tokenizer))
+            # a decoder LM's tokenizer.json came with it (a transformers.js folder, a zip): prompts of real text,
+            # of its own prompts.txt when one is beside it
+            text = settings.inputs.text or loaded.prompts
+            self.settings = settings = replace(settings, inputs=replace(settings.inputs, tokenizer=loaded.tokenizer,
+                                                                        text=text))  # fmt: skip
         if isinstance(loaded, onnx.ModelProto):
             loaded = LoadedModel(model=loaded, name=loaded.graph.name or "model", file_bytes=loaded.ByteSize())
         self.loaded = loaded

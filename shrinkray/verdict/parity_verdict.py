@@ -80,8 +80,7 @@ def _things(o: OutputParity, total: int, samples: int) -> tuple[str, str]:
     if o.measures.get("sequences") is not None:
         return "lines", "reads the same text on"
     if o.measures.get("continuations") is not None:
-        tokens = int(o.measures.get("continuation_tokens") or 0)
-        return "prompts", f"continues with the same {tokens} tokens on"
+        return "prompts", "continues the same way on"
     if o.measures.get("kl_divergence") is not None:
         return "positions", "keeps the next token on"
     if o.exact:

@@ -142,13 +142,18 @@ async function openModel(ort, model, inputs, backend) {
     const outputs = [];
     for (const sample of inputs.samples) outputs.push(await session.run(feeds(sample)));
     stage = "outputs";
-    const encoded = outputs.map((o) => session.outputNames.map((name) => fromTensor(name, o[name])));
+    const sent = inputs.judged ? session.outputNames.filter((name) => inputs.judged.includes(name)) : session.outputNames;
+    const encoded = outputs.map((o) => sent.map((name) => fromTensor(name, o[name])));
     const chars = encoded.flat().reduce((n, t) => n + (typeof t.data === "string" ? t.data.length : 0), 0);
     if (outputChars + chars > MAX_OUTPUT_CHARS) {
       result.outputsTooLarge = chars; // ran, but its outputs are not sent back: parity is not judged
     } else {
       outputChars += chars;
       result.outputs = encoded;
+    }
+    if (inputs.decoder) {
+      stage = "generate";
+      Object.assign(result, await generate(ort, session, timing, inputs.decoder));
     }
     return { result, session, timing, times: [] };
   } catch (exc) {
@@ -157,6 +162,49 @@ async function openModel(ort, model, inputs, backend) {
     await release(session);
     return { result, session: null };
   }
+}
+
+// The greedy token of the last position of logits [batch 1, positions, vocab].
+function lastArgmax(tensor) {
+  const vocab = tensor.dims[tensor.dims.length - 1];
+  const data = tensor.data;
+  const offset = data.length - vocab;
+  let best = 0;
+  for (let i = 1; i < vocab; i++) if (data[offset + i] > data[offset + best]) best = i;
+  return best;
+}
+
+const int64 = (ort, values, dims) => new ort.Tensor("int64", BigInt64Array.from(values.map((v) => BigInt(v))), dims);
+
+// A decoder LM writes in the page, as the server judged it: the prompt in one pass with an empty past, then
+// one token a step through its cache (the past it returned, the mask one longer, the next position), or the
+// whole sequence again without one. Tokens a second count the steps after the prompt's pass.
+async function generate(ort, session, timing, dec) {
+  let t0 = performance.now();
+  let out = await session.run(timing);
+  const prefillMs = performance.now() - t0;
+  const ids = Array.from(timing[dec.inputIds].data, Number);
+  const made = [lastArgmax(out[dec.logits])];
+  t0 = performance.now();
+  for (let step = 1; step < dec.tokens; step++) {
+    const next = made[made.length - 1];
+    ids.push(next);
+    const feeds = {};
+    if (dec.past.length) {
+      feeds[dec.inputIds] = int64(ort, [next], [1, 1]);
+      if (dec.positionIds) feeds[dec.positionIds] = int64(ort, [ids.length - 1], [1, 1]);
+      if (dec.useCache) feeds[dec.useCache] = new ort.Tensor("bool", Uint8Array.from([1]), [1]);
+      for (const [input, output] of dec.past) feeds[input] = out[output];
+    } else {
+      feeds[dec.inputIds] = int64(ort, ids, [1, ids.length]);
+      if (dec.positionIds) feeds[dec.positionIds] = int64(ort, ids.map((_, i) => i), [1, ids.length]);
+    }
+    if (dec.attentionMask) feeds[dec.attentionMask] = int64(ort, ids.map(() => 1), [1, ids.length]);
+    out = await session.run(feeds);
+    made.push(lastArgmax(out[dec.logits]));
+  }
+  const stepsMs = performance.now() - t0;
+  return { prefillMs, generated: made, tokensPerSecond: stepsMs > 0 ? (made.length - 1) / (stepsMs / 1000) : null };
 }
 
 async function release(session) {
@@ -237,7 +285,8 @@ async function start() {
         lines[i].className = "bad";
       } else {
         lines[i].textContent = `${result.key}: session ${result.sessionMs.toFixed(0)} ms, first run ` +
-          `${result.firstRunMs.toFixed(1)} ms, median ${result.medianMs == null ? "-" : result.medianMs.toFixed(1)} ms`;
+          `${result.firstRunMs.toFixed(1)} ms, median ${result.medianMs == null ? "-" : result.medianMs.toFixed(1)} ms` +
+          (result.tokensPerSecond ? `, ${result.tokensPerSecond.toFixed(0)} tokens/s` : "");
         lines[i].className = "ok";
       }
     });

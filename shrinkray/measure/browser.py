@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from shrinkray.measure.decoder_lm import GENERATED_TOKENS
 from shrinkray.measure.parity import OutputKind, Parity, VerdictSettings, compare_outputs
 
 #: numpy dtype -> ONNX Runtime Web tensor type (onnxruntime-common's Tensor.Type).
@@ -63,6 +64,8 @@ class BrowserInputs:
     #: and on all of them when those leave it undecided, as the server judged it (0: no reserve)
     first_sets: int = 0
     first_count: int = 0
+    #: a decoder LM's layout, for the page to generate with it (tokens per second): measure/decoder_lm.py
+    decoder: Any = None
 
     def same_as(self, comparison: Any) -> bool:
         """Whether these are the samples ``comparison`` judged on (its digest; a run from before digests were
@@ -72,10 +75,17 @@ class BrowserInputs:
 
     def payload(self) -> dict[str, Any]:
         """What the page runs, as JSON: the parity samples (one list of tensors per run) and the timing feeds."""
-        return {
+        payload: dict[str, Any] = {
             "samples": [[encode_tensor(name, value) for name, value in feeds.items()] for feeds in self.samples],
             "timing": [encode_tensor(name, value) for name, value in (self.timing or self.samples[0]).items()],
         }
+        if self.decoder is not None:  # the page sends back only what is judged, and generates from the timing prompt
+            d = self.decoder
+            payload["judged"] = sorted(self.reference)
+            payload["decoder"] = {"inputIds": d.input_ids, "logits": d.logits, "attentionMask": d.attention_mask,
+                                  "positionIds": d.position_ids, "useCache": d.use_cache,
+                                  "past": [[p.input, p.output] for p in d.past], "tokens": GENERATED_TOKENS}  # fmt: skip
+        return payload
 
     @property
     def input_bytes(self) -> int:
@@ -105,6 +115,11 @@ class BrowserRun:
     error: str | None = None  # why the model did not load or run in the browser (the runtime's words)
     stage: str = ""  # where it failed: "download", "session", "run", "outputs"
     served_by: str = ""  # how the app's server sent the file (compression on the fly, precompressed or not)
+    #: a decoder LM generating in the page from the timing prompt: the prompt's pass, then tokens a second
+    #: through its cache (the whole sequence again without one), and the tokens it wrote
+    prefill_ms: float | None = None
+    tokens_per_s: float | None = None
+    generated: list[int] = field(default_factory=list)
     note: str = ""  # why parity was not judged although the model ran
 
     @property
@@ -214,6 +229,9 @@ def judge(inputs: BrowserInputs, result: dict[str, Any]) -> BrowserRun:
         runs=int(result["runs"]) if isinstance(result.get("runs"), int) else 0,
         error=str(result["error"]) if result.get("error") else None,
         stage=str(result.get("stage") or ""),
+        prefill_ms=number("prefillMs"),
+        tokens_per_s=number("tokensPerSecond"),
+        generated=[int(t) for t in result.get("generated") or [] if isinstance(t, int)][:GENERATED_TOKENS],
     )
     if run.error:
         return run

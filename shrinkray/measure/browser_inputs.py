@@ -10,7 +10,7 @@ import numpy as np
 
 from shrinkray.measure.browser import MAX_RESERVE_BYTES, BrowserInputs
 from shrinkray.measure.inputs import first_axis_dynamic, load_inputs, samples_digest, synthesize
-from shrinkray.measure.parity_inputs import batch_dim_fixed, parity_inputs
+from shrinkray.measure.parity_inputs import MIN_DECISIONS, batch_dim_fixed, parity_inputs
 from shrinkray.measure.sample_files import load_sample_files
 
 
@@ -25,12 +25,25 @@ def prepare(model, settings) -> BrowserInputs:
     first = next(iter(timing.values()), None)
     batch = int(first.shape[0]) if first is not None and first.ndim else 1
     first = len(inputs.samples) if whole is not inputs and inputs.reserve else 0
-    reference, kinds = whole.reference, whole.kinds
-    if inputs.decoder is not None:  # the page runs each prompt once: its next tokens are judged, not generation
+    reference, kinds, samples, count = whole.reference, whole.kinds, whole.samples, whole.count
+    if inputs.decoder is not None:
+        # the page runs each prompt once: its next tokens are judged (generation is the server's), on the first
+        # sets that give BROWSER_POSITIONS of them: every model's logits go back through one message
         logits = inputs.decoder.logits
-        reference, kinds = {logits: reference[logits]}, {logits: kinds[logits]}
-    return BrowserInputs(whole.samples, reference, kinds, inputs.note, whole.count, settings.verdict,
-                         timing, batch, samples_digest(inputs.samples), first, inputs.count)  # fmt: skip
+        per_set = int(np.prod(np.shape(inputs.reference[logits])[1:-1])) if len(inputs.samples) > 1 else 0
+        sets = min(len(inputs.samples), -(-BROWSER_POSITIONS // per_set)) if per_set else len(inputs.samples)
+        stacked = len(inputs.samples) > 1
+        reference = {logits: inputs.reference[logits][:sets] if stacked and sets > 1 else
+                     inputs.reference[logits][0] if stacked else inputs.reference[logits]}  # fmt: skip
+        kinds, samples, first = {logits: kinds[logits]}, inputs.samples[:sets], 0
+        count = sets * inputs.per_run if stacked else inputs.count
+    return BrowserInputs(samples, reference, kinds, inputs.note, count, settings.verdict,
+                         timing, batch, samples_digest(inputs.samples), first, inputs.count, inputs.decoder)  # fmt: skip
+
+
+#: Next-token positions a decoder is judged on in the browser: twice the decisions a top-1 verdict needs, so
+#: that the page sends back a few MB of logits, not the server's every set (Streamlit's messages are capped).
+BROWSER_POSITIONS = 2 * MIN_DECISIONS
 
 
 def latency_feeds(model, settings, options) -> dict[str, np.ndarray]:

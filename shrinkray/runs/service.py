@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from shrinkray.errors import ShrinkRayError
-from shrinkray.io.files import LoadedModel, load, save, tensor_payload_bytes
+from shrinkray.io.files import PROMPTS_FILE, TOKENIZER_FILE, LoadedModel, load, save, tensor_payload_bytes
 from shrinkray.measure.results import CompareSettings
 from shrinkray.pipeline.compare import compare
 from shrinkray.runs.hooks import run_hooks
@@ -130,6 +130,9 @@ class Runs:
         folder = store.folder(run_id)
         try:
             save(loaded.model, folder / "model.onnx", overwrite=True)
+            for companion, name in ((loaded.tokenizer, TOKENIZER_FILE), (loaded.prompts, PROMPTS_FILE)):
+                if companion:  # a decoder's tokenizer and text travel with its copy: the worker finds them beside it
+                    shutil.copyfile(companion, folder / name)
             settings = self._keep_inputs(settings, folder)
             store.set_settings(run_id, settings)
             methods = len(getattr(settings, "methods", []) or []) or 4

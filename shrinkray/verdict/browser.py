@@ -130,7 +130,24 @@ def report_table(comparison, runs: list[BrowserRun]) -> tuple[list[str], list[li
             _ratio(median_ratio(by_key, run.key)), _ms(stats.median_ms) if stats else DASH,
             verdict, DASH if server.parity is None else parity_verdict(server.parity).label,
         ])  # fmt: skip
+    if any(run.tokens_per_s is not None for run in runs):  # a decoder wrote in the page: its speed and its text
+        header = [*header[:6], "tokens/s", "writes", *header[6:]]
+        for row, run in zip(rows, [r for r in runs if r.key in {row[0] for row in rows}], strict=True):
+            row[6:6] = [DASH if run.tokens_per_s is None else f"{run.tokens_per_s:,.0f}", _writes(run, by_key)]
     return header, rows
+
+
+def _writes(run: BrowserRun, by_key: dict[str, BrowserRun]) -> str:
+    """Whether the page's greedy tokens from the timing prompt are the original's (in the same page)."""
+    base = by_key.get(ORIGINAL)
+    if not run.generated or base is None or not base.generated or run.key == ORIGINAL:
+        return DASH
+    same = sum(a == b for a, b in zip(run.generated, base.generated, strict=False))
+    if run.generated == base.generated:
+        return f"the original's {len(base.generated)} tokens"
+    pairs = enumerate(zip(run.generated, base.generated, strict=False))
+    first = next((i for i, (a, b) in pairs if a != b), min(len(run.generated), len(base.generated)))
+    return f"parts from the original at token {first + 1} ({same} of {len(base.generated)} the same)"
 
 
 def report_notes(comparison, runs: list[BrowserRun]) -> list[str]:

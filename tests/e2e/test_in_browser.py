@@ -162,4 +162,39 @@ def test_every_sample_runs_in_onnx_runtime_web(app_url, pages, tmp_path):  # noq
     assert not pages.errors, pages.errors
 
 
+def test_a_decoder_lm_writes_in_the_browser(app_url, pages, tmp_path):  # noqa: F811 - the fixture imported above
+    """The generative sample, uploaded as a zip of its transformers.js folder: every variant runs in ONNX
+    Runtime Web, generates through its cache from the timing prompt and reports tokens a second; its next
+    tokens are judged against the server original's, and the page says whether it wrote the original's text."""
+    import zipfile
+
+    folder = ROOT / "sample_models" / "tiny_lm"
+    archive = tmp_path / "tiny_lm.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file():
+                zf.write(path, path.relative_to(folder).as_posix())
+    requests: list[str] = []
+    pg = pages.open(app_url, height=2400, requests=requests)
+    _shrink(pg, archive, latency=False)
+    assert "continues the same way on" in pg.inner_text("body")  # judged by what it writes, on the server
+    try:
+        _run_in_browser(pg, expected=1 + len(WANTED))
+    except Exception:
+        frame = pg.frame_locator("iframe[title*='in_browser']")
+        print("STATUS", frame.locator("#status").inner_text(), "LOG", frame.locator("#log").inner_text())
+        pg.screenshot(path="/tmp/dec_fail.png")
+        raise
+    log = pg.frame_locator("iframe[title*='in_browser']").locator("#log li")
+    texts = [log.nth(i).inner_text() for i in range(log.count())]
+    assert len(texts) == 1 + len(WANTED) and all("tokens/s" in t for t in texts), texts
+    table = pg.locator("[data-testid=stTable]").first.inner_text()
+    assert "tokens/s" in table and "the original's 16 tokens" in table, table
+    assert "did not run" not in table and "fails" not in table.lower(), table
+    _shot_panel(pg, "12_in_your_browser_decoder")
+    _no_traceback(pg)
+    assert not [u for u in requests if not u.startswith((app_url, "data:", "blob:"))]
+    assert not pages.errors, pages.errors
+
+
 pytestmark = pytest.mark.e2e

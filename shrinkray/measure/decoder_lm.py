@@ -283,7 +283,7 @@ def generate(run: Run, layout: DecoderLayout, feeds: dict[str, np.ndarray],
 def _pick(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The greedy token of each row and its margin over the runner-up (log-odds, in float64)."""
     wide = np.asarray(logits, np.float64)
-    top2 = np.partition(wide, wide.shape[-1] - 2, axis=-1)[:, -2:]
+    top2 = np.partition(wide, wide.shape[-1] - 2, axis=-1)[:, -2:]  # float16-safe: float64 logits
     return np.argmax(wide, axis=-1).astype(np.int64), top2[:, 1] - top2[:, 0]
 
 

@@ -7,9 +7,11 @@ import streamlit as st
 
 from app_ui.controls import APP_ADVICE, advice_text, app_words
 from app_ui.headline import CONNECTION_KEY, headline_card, pricing_choice
+from app_ui.state import session_setting
 from shrinkray.io.files import serialize
 from shrinkray.measure.results import Comparison, VariantResult
 from shrinkray.measure.sizes import BUDGET_S
+from shrinkray.pipeline.compare import NAMINGS, variant_file_name
 from shrinkray.report import charts
 from shrinkray.report import formats as report
 from shrinkray.report.one_page import to_one_page
@@ -98,6 +100,20 @@ def _model_download(result: VariantResult):
     return None
 
 
+NAMING_KEY = "downloads:naming"
+NAMING_WORDS = {"shrinkray": "Shrink Ray (model.method.onnx)", "transformers.js": "transformers.js (model_quantized.onnx…)"}
+#: transformers.js's own file stems: a variant of one keeps it; any other model is its main file, ``model``
+_TRANSFORMERS_JS_STEMS = ("model", "encoder_model", "decoder_model", "decoder_model_merged", "decoder_with_past_model",
+                          "vision_encoder", "text_encoder", "audio_encoder", "embed_tokens")  # fmt: skip
+
+
+def download_name(c: Comparison, result: VariantResult) -> str:
+    """The variant's file name, as the visitor chose (the engine's one naming rule, pipeline.compare)."""
+    naming = st.session_state.get(NAMING_KEY, NAMINGS[0])
+    stem = c.name if naming != "transformers.js" or c.name in _TRANSFORMERS_JS_STEMS else "model"
+    return variant_file_name(stem, result.key, naming)
+
+
 def variant_card(c: Comparison, result: VariantResult, advice_items, partial: bool = False) -> None:
     base = c.original.sizes
     with st.container(border=True):
@@ -174,10 +190,11 @@ def variant_card(c: Comparison, result: VariantResult, advice_items, partial: bo
         data = None if partial else _model_download(result)
         if data is None:
             return
+        file_name = download_name(c, result)
         st.download_button(
-            f"Download {md(c.name)}.{result.method}.onnx",
+            f"Download {md(file_name)}",
             data=data,
-            file_name=f"{c.name}.{result.key.replace(' ', '_').replace('=', '-')}.onnx",
+            file_name=file_name,
             mime="application/octet-stream",
             key=f"download:{result.key}",
             icon=":material/download:",
@@ -225,6 +242,10 @@ def show_results(c: Comparison, partial: bool = False) -> None:
         f"Original: {format_bytes(base.raw)} raw · {format_bytes(base.gzip)} gzip -9 · {format_bytes(base.brotli)} "
         f"brotli q{base.brotli_quality}. {md(notes)}"
     )
+    st.radio("Name model downloads", list(NAMING_WORDS), key=session_setting(NAMING_KEY, NAMINGS[0]), horizontal=True,
+             format_func=NAMING_WORDS.get,
+             help="transformers.js names are the files its dtype option loads (model_quantized.onnx for q8, "
+                  "model_q4.onnx, model_fp16.onnx): put them beside model.onnx in the model's onnx/ folder.")  # fmt: skip
     for result in c.variants:
         variant_card(c, result, advice_items)
     st.markdown("#### Reports")

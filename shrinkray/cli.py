@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import shlex
@@ -37,6 +38,7 @@ from shrinkray.measure.sample_files import is_sample_file
 from shrinkray.measure.sizes import check_zstd_level
 from shrinkray.methods import Variant, all_methods, get_method
 from shrinkray.methods.base import RunContext
+from shrinkray.pipeline.compare import NAMINGS
 from shrinkray.pipeline.inspect import ModelSummary, inspect_model
 from shrinkray.pricing.costs import PricingChoice
 from shrinkray.pricing.numbers import DELIVERIES
@@ -406,7 +408,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     check_fits(model_size(args.model), "comparing")  # a model too big is refused before it is read
     with scratch_folder() as scratch:
         comparison = run_capped(
-            compare_job, Path(args.model), settings, save_dir, args.force, scratch,
+            functools.partial(compare_job, naming=args.naming), Path(args.model), settings, save_dir, args.force, scratch,
             what="Comparing", progress=ProgressBar(args.quiet),
         )  # fmt: skip
     for result in comparison.variants:
@@ -586,6 +588,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--save-dir", metavar="DIR", help="write every variant (checked) into DIR as MODEL.VARIANT.onnx; "
                    "the JSON report gives each one's file")  # fmt: skip
     p.add_argument("--force", action="store_true", help="with --save-dir: replace variant files that exist")
+    p.add_argument("--naming", choices=NAMINGS, default="shrinkray",
+                   help="with --save-dir: name variants MODEL.METHOD.onnx (default) or as transformers.js loads them "
+                   "(model_quantized.onnx, model_int8.onnx, model_q4.onnx, model_fp16.onnx), to drop into its onnx/ folder")  # fmt: skip
     p.add_argument("--json", help="write the JSON report here")
     p.add_argument("--markdown", help="write the Markdown report here")
     p.add_argument("--csv", help="write the CSV table here")

@@ -82,3 +82,28 @@ def test_shrink_with_4_bit_works_from_the_command_line(folder, tmp_path) -> None
     out = tmp_path / "lm_q4.onnx"
     assert cli.main(["shrink", str(folder / "onnx" / "model.onnx"), "-m", "weights-int4", "-o", str(out)]) == 0
     assert out.stat().st_size < (folder / "onnx" / "model.onnx").stat().st_size / 2
+
+
+def test_variants_take_the_names_transformers_js_loads(folder, tmp_path) -> None:
+    """Saved into the model's own onnx/ folder, each default variant takes its dtype's file name beside
+    model.onnx (never over it); a variant with no transformers.js dtype keeps Shrink Ray's name."""
+    import onnxruntime as ort
+
+    onnx_dir = tmp_path / "lm" / "onnx"
+    onnx_dir.mkdir(parents=True)
+    shutil.copy(folder / "onnx" / "model.onnx", onnx_dir / "model.onnx")
+    before = (onnx_dir / "model.onnx").read_bytes()
+    code = cli.main(["compare", str(onnx_dir / "model.onnx"), "--methods", "weights-int8,weights-int4,float16,palettize",
+                     "--no-latency", "--save-dir", str(onnx_dir), "--naming", "transformers.js"])  # fmt: skip
+    assert code == 0
+    names = sorted(p.name for p in onnx_dir.iterdir())
+    assert names == ["model.onnx", "model.palettize.onnx", "model_fp16.onnx", "model_q4.onnx", "model_quantized.onnx"]
+    assert (onnx_dir / "model.onnx").read_bytes() == before
+    for name in names:
+        ort.InferenceSession(str(onnx_dir / name), providers=["CPUExecutionProvider"])
+
+
+def test_naming_says_what_it_takes(tmp_path, capsys) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["compare", "model.onnx", "--naming", "hf"])
+    assert "transformers.js" in capsys.readouterr().err

@@ -366,6 +366,9 @@ class MethodSpec:
     bytes_per_value: float = 0.0
     #: Part of "all methods" (a plain compare): False for searches that run the model many times.
     in_default_set: bool = True
+    #: The transformers.js dtype its default variant stands for, whose file name it takes in a transformers.js
+    #: folder (``model_quantized.onnx`` for "quantized", ``model_fp16.onnx`` for "fp16"); "" for none.
+    transformers_js: str = ""
     #: The work happens in a child process (the caller's thread mostly waits): compare builds such a
     #: variant in the background while it builds and measures the others.
     runs_in_child_process: bool = False

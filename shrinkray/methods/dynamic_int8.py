@@ -309,6 +309,7 @@ def apply(model: onnx.ModelProto, options: DynamicInt8Options) -> Variant:
 register(
     MethodSpec(
         name="dynamic-int8",
+        transformers_js="int8",  # its file in a transformers.js folder: model_int8.onnx
         title="Dynamic INT8 (ONNX Runtime)",
         summary="ONNX Runtime's quantize_dynamic: int8 weights (about 4x smaller) and activations "
         "quantized per batch at run time; speed varies by CPU and must be measured.",

@@ -173,6 +173,7 @@ def apply(model: onnx.ModelProto, options: Float16Options) -> Variant:
 register(
     MethodSpec(
         name="float16",
+        transformers_js="fp16",  # its file in a transformers.js folder: model_fp16.onnx
         title="float16 weights",
         summary="Stores float weights in half precision (2x smaller); by default compute stays float32, "
         "so speed and numerics barely move.",

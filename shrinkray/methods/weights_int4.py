@@ -991,6 +991,7 @@ def _dq_builder(ref: WeightRef, tensors: dict, axis: int, block_size: int):
 register(
     MethodSpec(
         name="weights-int4",
+        transformers_js="q4",  # its file in a transformers.js folder: model_q4.onnx
         title="Weights-only 4-bit",
         summary="Stores large float weights as 4-bit codes in blocks of 32-128 values with a scale each "
         "(about 7x smaller); compute stays float at the original speed.",

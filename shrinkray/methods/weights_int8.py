@@ -215,6 +215,7 @@ def rewrite(
 register(
     MethodSpec(
         name="weights-int8",
+        transformers_js="quantized",  # its file in a transformers.js folder: model_quantized.onnx
         title="Weights-only 8-bit",
         summary="Stores large float weights as 8-bit codes (about 4x smaller) and rebuilds them as floats "
         "when the model loads; all compute stays in float, so speed is unchanged.",

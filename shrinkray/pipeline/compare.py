@@ -630,10 +630,23 @@ class HandedOver:
 LARGE_SIZES_WAIT_S = 10.0
 
 
-def variant_file_name(stem: str, key: str) -> str:
-    """``model.weights-int8.onnx``, ``model.palettize_levels-16.onnx``: safe on every file system."""
+def variant_file_name(stem: str, key: str, naming: str = "shrinkray") -> str:
+    """``model.weights-int8.onnx``, ``model.palettize_levels-16.onnx``: safe on every file system. With
+    ``naming`` "transformers.js", a method's default variant takes the name transformers.js loads for its dtype
+    (``model_quantized.onnx``, ``model_q4.onnx``, ``model_fp16.onnx``: ``stem`` + ``_`` + dtype), so the files
+    drop into the model's ``onnx/`` folder; other variants keep the first form."""
+    if naming not in NAMINGS:
+        raise OptionError(f"Unknown file naming '{naming}'", "Use one of: " + ", ".join(NAMINGS))
+    if naming == "transformers.js" and key in {spec.name for spec in all_methods()}:
+        dtype = get_method(key).transformers_js
+        if dtype:
+            return f"{stem}_{dtype}.onnx"
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", key.replace("=", "-")).strip("._") or "variant"
     return f"{stem}.{slug}.onnx"
+
+
+#: How saved variants are named: Shrink Ray's own (model.METHOD.onnx) or transformers.js's (model_DTYPE.onnx).
+NAMINGS = ("shrinkray", "transformers.js")
 
 
 def _write_model(model: onnx.ModelProto, path: Path, *, atomic: bool) -> list[Path]:

@@ -91,7 +91,7 @@ def _shrink_into(loaded: LoadedModel, output: Path, method: str, options: dict[s
 
 
 def compare_job(model_path: Path, settings: CompareSettings, save_dir: Path | None, force: bool, scratch: str,
-                progress=None, on_partial=None):  # fmt: skip
+                progress=None, on_partial=None, naming: str = "shrinkray"):  # fmt: skip
     """Load, compare and (with --save-dir) keep the variants, in the capped worker.
 
     Each variant is written into the scratch folder as soon as it is checked and
@@ -111,7 +111,7 @@ def compare_job(model_path: Path, settings: CompareSettings, save_dir: Path | No
     comparison.settings = settings
     comparison.input_files = [str(p) for p in protected]  # reports never land on these
     if save_dir is not None:
-        for path in publish_variants(comparison, save_dir, model_path.stem, protected, force):
+        for path in publish_variants(comparison, save_dir, model_path.stem, protected, force, naming):
             if progress:
                 progress(f"Wrote {path}", 1.0)
     elif own_dir:
@@ -122,13 +122,15 @@ def compare_job(model_path: Path, settings: CompareSettings, save_dir: Path | No
     return comparison
 
 
-def publish_variants(comparison, folder: Path, stem: str, protected: list[Path], overwrite: bool = False) -> list[Path]:
-    """Move the variants written during the comparison into ``folder`` (all or none); each result records its file."""
+def publish_variants(comparison, folder: Path, stem: str, protected: list[Path], overwrite: bool = False,
+                     naming: str = "shrinkray") -> list[Path]:  # fmt: skip
+    """Move the variants written during the comparison into ``folder`` (all or none), named as ``naming`` says
+    (pipeline.compare.variant_file_name); each result records its file."""
     results = [r for r in comparison.variants if r.ok and r.file]
     moves: dict[Path, Path] = {}
     for result in results:
         source = Path(result.file)
-        target = folder / variant_file_name(stem, result.key)
+        target = folder / variant_file_name(stem, result.key, naming)
         moves[source] = target
         data = source.with_name(source.name + ".data")
         if data.exists():  # the model names its data file: keep that name beside it

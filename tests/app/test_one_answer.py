@@ -96,3 +96,17 @@ def test_the_headline_card_shows_the_four_parts_and_the_line_to_copy(comparison,
     assert [c.value for c in at.code] == [h.text()]
     at.radio(key="headline:connection").set_value("3g").run()
     assert "Download on 3G" in {m.label for m in at.metric} and "on 3G (1.6 Mbps, 300 ms)" in at.code[0].value
+
+
+def test_downloads_take_transformers_js_names_when_asked(comparison, tmp_path):
+    path = tmp_path / "comparison.pkl"
+    path.write_bytes(pickle.dumps(comparison))
+    at = AppTest.from_function(_show, args=(str(path),), default_timeout=120).run()
+    assert not at.exception, at.exception
+    labels = [b.label for b in at.get("download_button") if b.label.startswith("Download ")]
+    from shrinkray.text_safety import streamlit_markdown as md
+
+    assert f"Download {md(comparison.name + '.float16.onnx')}" in labels, labels
+    at.radio(key="downloads:naming").set_value("transformers.js").run()
+    labels = [b.label for b in at.get("download_button") if b.label.startswith("Download ")]
+    assert f"Download {md('model_fp16.onnx')}" in labels and f"Download {md('model_q4.onnx')}" in labels, labels

@@ -347,3 +347,20 @@ def test_weights_int4_calibrates_before_the_original_is_reloaded_and_builds_the_
         files[owns] = Path(variant.file).read_bytes()
     assert calls[0] is not None and calls[1] is None  # prepared on the data copy, then calibrated in memory
     assert len(calls) == 2 and files[True] == files[False]
+
+
+def test_transformers_js_names_follow_each_methods_dtype():
+    from shrinkray.errors import OptionError
+    from shrinkray.methods import all_methods
+
+    names = {spec.name: variant_file_name("decoder_model_merged", spec.name, "transformers.js") for spec in all_methods()}
+    assert names["weights-int8"] == "decoder_model_merged_quantized.onnx"
+    assert names["dynamic-int8"] == "decoder_model_merged_int8.onnx"
+    assert names["weights-int4"] == "decoder_model_merged_q4.onnx"
+    assert names["float16"] == "decoder_model_merged_fp16.onnx"
+    assert names["palettize"] == "decoder_model_merged.palettize.onnx"  # no transformers.js dtype
+    assert len(set(names.values())) == len(names)
+    # a variant with its own options is not the dtype transformers.js means: Shrink Ray's name
+    assert variant_file_name("model", "weights-int4 block_size=64", "transformers.js") == "model.weights-int4_block_size-64.onnx"
+    with pytest.raises(OptionError, match="Unknown file naming"):
+        variant_file_name("model", "float16", "hf")

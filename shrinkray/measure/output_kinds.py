@@ -66,6 +66,18 @@ def _producers(model: onnx.ModelProto) -> dict[str, onnx.NodeProto]:
     return {out: node for node in model.graph.node for out in node.output if out}
 
 
+#: Ops that read a head's logits to decide (a vocabulary's logits may feed them and still be logits).
+_READS_LOGITS = {"Softmax", "LogSoftmax", "ArgMax", "TopK", "Identity", "Cast"}
+
+
+def _used_inside(name: str, model: onnx.ModelProto) -> str:
+    """The op an output also feeds inside the main graph (other than one that reads logits), or ""."""
+    for node in model.graph.node:
+        if name in node.input and node.op_type not in _READS_LOGITS:
+            return node.op_type
+    return ""
+
+
 def _attr_int(node: onnx.NodeProto, name: str, default: int) -> int:
     return next((int(a.i) for a in node.attribute if a.name == name), default)
 
@@ -191,6 +203,10 @@ def classify_output(
     if rank == 2 and classes_last and op in _LINEAR:
         return OutputKind("scores", -1, f"[batch, {last}] from a linear layer ({op}): class logits")
     if rank >= 3 and VOCABULARY <= last <= _MAX_CLASSES and op in _LINEAR | {"FusedMatMul"}:
+        inside = _used_inside(name, model)
+        if inside:  # a wide MLP's activations exposed as an output (issue 28: judged as "class scores")
+            return OutputKind("continuous", why=f"{last} values per position from {op}, also fed to {inside} inside "
+                              "the graph: a hidden activation, compared relative to its own range")  # fmt: skip
         return OutputKind("scores", -1, f"{last} values per position from {op}: logits over a vocabulary")
     if rank == 3 and last >= 32 and op in _NORMALIZED | {"Add"}:
         return OutputKind("embedding", why=f"[batch, tokens, {last}] from {op}: hidden states")

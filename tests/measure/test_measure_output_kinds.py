@@ -382,3 +382,29 @@ def test_user_can_choose_the_new_kinds():
     assert {"map", "detections"} <= set(KINDS)
     verdict = VerdictSettings(kinds={"probs": "detections"})
     assert verdict.kinds["probs"] == "detections"
+
+
+def test_a_wide_hidden_activation_exposed_as_an_output_is_not_a_vocabulary():
+    """Issue 28: an MLP's 8192-wide activation, also an output, was judged as class scores on 3 decisions."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from shrinkray.measure.output_kinds import classify_output
+
+    rng = np.random.default_rng(0)
+    name = "/mlp/up/MatMul_output_0"
+    up = numpy_helper.from_array(rng.standard_normal((16, 8192)).astype(np.float32), "up")
+    down = numpy_helper.from_array(rng.standard_normal((8192, 16)).astype(np.float32), "down")
+    nodes = [helper.make_node("MatMul", ["x", "up"], [name]), helper.make_node("Relu", [name], ["act"]),
+             helper.make_node("MatMul", ["act", "down"], ["y"])]  # fmt: skip
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 16]),
+                               helper.make_tensor_value_info(name, TensorProto.FLOAT, [1, 4, 8192])], [up, down])  # fmt: skip
+    model = helper.make_model(graph)
+    kind = classify_output(name, np.zeros((1, 4, 8192), np.float32), model)
+    assert kind.kind == "continuous" and "hidden activation" in kind.why
+    # the same width at the end of the graph is a vocabulary's logits
+    final = onnx.ModelProto()
+    final.CopyFrom(model)
+    del final.graph.node[1:]
+    assert classify_output(name, np.zeros((1, 4, 8192), np.float32), final).kind == "scores"

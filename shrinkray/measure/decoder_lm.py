@@ -29,6 +29,9 @@ from shrinkray.measure import lm_text
 #: The extra output every decoder run gives: the greedy continuation of each prompt, [batch, tokens, 2]: each
 #: token and its margin (the log-odds of the best token over the second: how sure the model was of it).
 GENERATED = "generated tokens"
+#: With real text (a tokenizer): each prompt's mean negative log-likelihood of its own next tokens (nats), [batch]:
+#: the perplexity llama.cpp reports for a quantized model, on the prompts' text.
+PROMPT_LOSS = "prompt loss"
 #: A step whose two best tokens are within this log-odds (5% apart in probability) is a coin toss: where the
 #: original itself hesitated, a variant that picks the other token changed nothing anyone could rely on. On the
 #: sample LM every one of weights-int8's 19 changed continuations of 160 parted at such a step (margin <= 0.022).
@@ -76,6 +79,7 @@ class DecoderLayout:
     position_ids: str | None = None
     past: tuple[PastInput, ...] = ()
     use_cache: str | None = None  # a merged decoder's flag: False on the prompt, True on the steps
+    text: bool = False  # the prompts are real text (a tokenizer came with the model): measure their perplexity
 
     @property
     def cached(self) -> bool:
@@ -274,10 +278,22 @@ def generate(run: Run, layout: DecoderLayout, feeds: dict[str, np.ndarray],
         step, margin = _pick(np.asarray(out[layout.logits])[:, -1, :])
         made.append(step)
         margins.append(margin)
+    made_out = {}
+    if layout.text and length > 1:
+        made_out[PROMPT_LOSS] = prompt_loss(logits, ids)
     batch_vocab = max(batch * logits.shape[-1] * logits.dtype.itemsize, 1)
     kept = min(length, max(MIN_JUDGED_POSITIONS, JUDGED_LOGITS_BYTES // batch_vocab))
     generated = np.stack([np.stack(made, axis=1), np.stack(margins, axis=1)], axis=-1).astype(np.float64)
-    return {layout.logits: logits[:, length - kept:], GENERATED: generated}
+    return {layout.logits: logits[:, length - kept:], GENERATED: generated, **made_out}
+
+
+def prompt_loss(logits: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Each prompt's mean negative log-likelihood (nats) of its tokens 2..n given those before: [batch]."""
+    picked = np.empty(ids[:, 1:].shape)
+    for row in range(len(ids)):  # a prompt at a time: a [positions, vocab] log-softmax in float64
+        log_p = _log_softmax(logits[row, :-1])
+        picked[row] = log_p[np.arange(ids.shape[1] - 1), ids[row, 1:]]
+    return -picked.mean(axis=1)
 
 
 def _pick(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -323,7 +339,7 @@ def continuation_measures(reference: np.ndarray, variant: np.ndarray) -> dict[st
 
 def first_change(prompts: np.ndarray, reference: np.ndarray, variant: np.ndarray,
                  tokenizer: str) -> str:  # fmt: skip
-    """The first prompt whose judged continuation changed, as text: ``…walked to`` ⟶ `` the market`` became
+    """The changed continuation the original was surest of, as text: ``…walked to`` ⟶ `` the market`` became
     `` the beach`` (the prompt's last words, then both continuations up to where they part and a few tokens
     after). "" when none changed or there is no tokenizer to read them with."""
     if not tokenizer:
@@ -333,11 +349,13 @@ def first_change(prompts: np.ndarray, reference: np.ndarray, variant: np.ndarray
     ids = np.asarray(prompts).reshape(len(ref), -1)
     tie = ref[:, :, 1] < TIE_LOGODDS
     decided = np.where(tie.any(axis=1), np.argmax(tie, axis=1), ref.shape[1])
+    changed = []  # (the original's margin where they part, row, step): the surest change is the one to show
     for row in range(len(ref)):
         same = ref[row, :, 0] == var[row, :, 0]
         part = int(np.argmin(same)) if not same.all() else None
-        if part is None or part >= decided[row]:
-            continue
+        if part is not None and part < decided[row]:
+            changed.append((float(ref[row, part, 1]), row, part))
+    for _, row, part in sorted(changed, reverse=True)[:1]:
         end = min(part + 4, ref.shape[1])
         lead = lm_text.decode(tokenizer, ids[row, -6:])
         before = lm_text.decode(tokenizer, ref[row, :end, 0].astype(np.int64))

@@ -43,7 +43,7 @@ import onnx
 
 from shrinkray.measure import decoder_lm
 from shrinkray.measure.decisions import gfl_levels, head_layout, looks_like_map
-from shrinkray.measure.parity import GENERATION, OutputKind, VerdictSettings
+from shrinkray.measure.parity import GENERATION, PERPLEXITY, OutputKind, VerdictSettings
 
 #: Ops that only move or retype values: the output "is" what their input is.
 _PASS_THROUGH = {
@@ -258,6 +258,9 @@ def classify_outputs(
         elif decoder is not None and name == decoder_lm.GENERATED:
             kinds[name] = OutputKind(GENERATION, why=f"the greedy continuation of each prompt ({decoder.words}): "
                                      "judged by the share of continuations kept token for token")  # fmt: skip
+        elif decoder is not None and name == decoder_lm.PROMPT_LOSS:
+            kinds[name] = OutputKind(PERPLEXITY, why="each prompt's mean negative log-likelihood of its own text: "
+                                     "the perplexity on the prompts, told beside the verdict")  # fmt: skip
         elif decoder is not None and name == decoder.logits:
             kinds[name] = OutputKind("scores", -1, "next-token logits of a decoder LM: judged by the next token "
                                      "kept at each prompt position; the KL divergence of the distributions is "

@@ -48,7 +48,9 @@ FLOAT_KINDS = ("scores", "continuous", "embedding", "map", "detections")
 DECISION_KINDS = ("map", "detections")
 #: A decoder LM's greedy continuations (measure/decoder_lm.py): judged by the share kept whole.
 GENERATION = "generation"
-KINDS = (*FLOAT_KINDS, "exact", GENERATION)
+#: A decoder LM's loss on real text: its perplexity, told (and judged only by a tolerance the user sets).
+PERPLEXITY = "perplexity"
+KINDS = (*FLOAT_KINDS, "exact", GENERATION, PERPLEXITY)
 
 #: Thresholds chosen by measuring real models against task checks (bench/verdicts.py, docs/verdicts.md "Parity").
 RELATIVE_PROFILE: dict[str, dict[str, float]] = {
@@ -92,6 +94,8 @@ MEASURES: dict[str, str] = {
     "continuation_agreement": "share of prompts whose greedy continuation (16 tokens, through the model's cache "
                               "when it has one) is unchanged, token for token, up to the original's first coin "
                               "toss (two best tokens within 0.05 log-odds; a decoder LM's generated tokens)",
+    "perplexity_change": "the perplexity on the prompts' text, variant over original, minus 1 (a decoder LM with its "
+                         "tokenizer; told, not judged unless a tolerance names it)",
     "kl_divergence": "mean KL divergence (nats) of the next-token distribution from the original's, per prompt "
                      "position (a decoder LM's logits)",
     "abs_error": "largest absolute error",
@@ -395,7 +399,7 @@ class Parity:
     @property
     def _valued(self) -> list[OutputParity]:
         """Outputs judged by their values (not exact ones, not generated tokens): the ones errors are told of."""
-        return [o for o in self.outputs if not o.exact and o.kind != GENERATION]
+        return [o for o in self.outputs if not o.exact and o.kind not in (GENERATION, PERPLEXITY)]
 
     @property
     def max_abs_error(self) -> float:
@@ -681,6 +685,8 @@ def compare_output(
         return _broken(name, ref, kind, f"shape changed from {list(ref.shape)} to {list(var.shape)}")
     if kind.kind == GENERATION:
         return _generation_parity(name, ref, var, kind, verdict)
+    if kind.kind == PERPLEXITY:
+        return _perplexity_parity(name, ref, var, kind, verdict)
     if kind.kind == "exact":
         differ = float(np.mean(ref != var)) if ref.size else 0.0
         measures: dict[str, float | None] = {"mismatch_fraction": differ}
@@ -756,6 +762,24 @@ def _generation_parity(name: str, ref: np.ndarray, var: np.ndarray, kind: Output
         name=name, dtype=str(ref.dtype), shape=list(ref.shape), kind=GENERATION, kind_reason=kind.why,
         measures=measures, checks=checks, passed=status == PASS, reason="; ".join(reasons), decisions=told,
         status=status,
+    )  # fmt: skip
+
+
+def _perplexity_parity(name: str, ref: np.ndarray, var: np.ndarray, kind: OutputKind,
+                       verdict: VerdictSettings) -> OutputParity:  # fmt: skip
+    """Prompt losses [..., prompts]: the perplexity on the prompts' text, original and variant."""
+    original, variant = float(np.exp(np.mean(ref))), float(np.exp(np.mean(var)))
+    change = variant / original - 1.0 if original > 0 else 0.0
+    measures: dict[str, float | None] = {"perplexity_original": original, "perplexity": variant,
+                                         "perplexity_change": change}  # fmt: skip
+    checks = [make_check(c, float(measures[c.measure])) for c in verdict.criteria_for(name, PERPLEXITY)
+              if measures.get(c.measure) is not None]  # fmt: skip
+    status = PASS if all(c.passed for c in checks) else FAIL
+    return OutputParity(
+        name=name, dtype=str(ref.dtype), shape=list(ref.shape), kind=PERPLEXITY, kind_reason=kind.why,
+        measures=measures, checks=checks, passed=status == PASS, status=status,
+        reason="; ".join(Criterion(c.criterion, c.limit).text(c.value) for c in checks if not c.passed),
+        decisions=f"perplexity on the prompts' text {original:.3g} -> {variant:.3g} ({change:+.1%})",
     )  # fmt: skip
 
 

@@ -107,15 +107,15 @@ def _stacked(names: list[str], runs: list[list]) -> dict[str, np.ndarray]:
     return {name: np.stack([np.asarray(r[i]) for r in runs]) for i, name in enumerate(names)}
 
 
-def _reference(session, samples: list[dict[str, np.ndarray]], model: onnx.ModelProto,
-               note: str) -> tuple[list[dict[str, np.ndarray]], dict[str, np.ndarray], str]:  # fmt: skip
+def _reference(session, samples: list[dict[str, np.ndarray]], model: onnx.ModelProto, note: str,
+               decoder: decoder_lm.DecoderLayout | None = None) -> tuple[list[dict[str, np.ndarray]], dict[str, np.ndarray], str]:  # fmt: skip
     """The original's outputs on the parity samples. A model with a recurrent state is run as a short stream
     of them (recurrent.stream_reference): its steps become the samples every variant runs, and the note says so."""
     stream = None
-    if decoder_lm.layout_of(model) is None:  # a decoder's cache is not a recurrent state: each prompt starts empty
+    if decoder is None:  # a decoder's cache is not a recurrent state: each prompt starts empty
         stream = recurrent.stream_reference(session, samples, partial(_run_feeds, session, model))
     if stream is None:
-        return samples, session_outputs(session, samples, model), note
+        return samples, session_outputs(session, samples, model, decoder), note
     names = [o.name for o in session.get_outputs()]
     return stream.steps, _stacked(names, stream.runs), note + stream.note()
 
@@ -198,22 +198,25 @@ def parity_inputs(model: onnx.ModelProto, settings: CompareSettings, session=Non
     session = session or open_session(model)
     if budget is not None and budget.first_s is None:
         session = FirstRun(session, budget)
+    decoder = decoder_lm.layout_of(model)
+    if decoder is not None and settings.inputs.tokenizer:  # real text: its perplexity is measured too
+        decoder = replace(decoder, text=True)
     if settings.inputs_path:
         feeds = load_inputs(settings.inputs_path, model)
         _first_group(budget, [feeds], None)
-        samples, reference, note = _reference(session, [feeds], model,
+        samples, reference, note = _reference(session, [feeds], model, decoder=decoder, note=
                                               f"Inputs loaded from {Path(settings.inputs_path).name}")  # fmt: skip
         kinds = _classify(model, reference, len(samples), settings)
-        return _user_plan(ParityInputs(samples, reference, kinds, note, user_data=True, decoder=decoder_lm.layout_of(model)), budget)
+        return _user_plan(ParityInputs(samples, reference, kinds, note, user_data=True, decoder=decoder), budget)
     if settings.sample_files:
         samples = load_sample_files(settings.sample_files, model, settings.inputs, settings.image_range)
         names = ", ".join(Path(p).name for p in settings.sample_files)
         shapes = ", ".join(f"{k} {list(v.shape)}" for k, v in samples[0].items())
         _first_group(budget, samples, None)
-        samples, reference, note = _reference(session, samples, model,
+        samples, reference, note = _reference(session, samples, model, decoder=decoder, note=
                                               f"Real samples ({len(samples)}): {names}; {shapes}")  # fmt: skip
         kinds = _classify(model, reference, len(samples), settings)
-        return _user_plan(ParityInputs(samples, reference, kinds, note, user_data=True, decoder=decoder_lm.layout_of(model)), budget)
+        return _user_plan(ParityInputs(samples, reference, kinds, note, user_data=True, decoder=decoder), budget)
     batch = settings.parity_batch if first_axis_dynamic(model) else None
     if batch is not None and decoder_lm.layout_of(model) is not None:
         batch = max(batch, decoder_lm.PROMPTS_PER_BATCH)  # a step costs about the same for 8 prompts as for 4
@@ -230,7 +233,7 @@ def parity_inputs(model: onnx.ModelProto, settings: CompareSettings, session=Non
         try:
             samples, note = _samples(model, options, plan_batch, settings.parity_batch)
             _first_group(budget, samples, plan_batch)
-            samples, reference, note = _reference(session, samples, model, note)
+            samples, reference, note = _reference(session, samples, model, note, decoder)
         except LimitExceededError:
             raise  # a run past its deadline: other sizes would spend the same time again
         except ShrinkRayError as exc:
@@ -245,7 +248,7 @@ def parity_inputs(model: onnx.ModelProto, settings: CompareSettings, session=Non
             note += f" (found by trying other sizes: {description}; refused: " + "; ".join(t.split(":")[0] for t in tried) + ")"
         kinds = _classify(model, reference, len(samples), settings)
         found = ParityInputs(samples, reference, kinds, note, tried, options, per_run=plan_batch or 1,
-                             decoder=decoder_lm.layout_of(model))
+                             decoder=decoder)
         return _enough_decisions(found, model, session, plan_batch, time.perf_counter() - attempt, budget,
                                  sets_at_most)  # fmt: skip
     raise explain_rejection(first_error, tried)
@@ -355,7 +358,7 @@ def _enough_decisions(inputs: ParityInputs, model: onnx.ModelProto, session, bat
     if total > sets:
         try:
             samples = inputs.samples + _synthesized(model, options, batch, range(sets, total))
-            reference = session_outputs(session, samples, model)
+            reference = session_outputs(session, samples, model, inputs.decoder)
         except ShrinkRayError:
             return inputs  # the first set stands: the original refused the others
         more = decisions_given(reference, inputs.kinds) or 0
@@ -370,7 +373,7 @@ def _enough_decisions(inputs: ParityInputs, model: onnx.ModelProto, session, bat
         return inputs
     try:
         extra = _synthesized(model, options, batch, range(sets, sets + reserve))
-        return replace(inputs, reserve=extra, reserve_reference=session_outputs(session, extra, model))
+        return replace(inputs, reserve=extra, reserve_reference=session_outputs(session, extra, model, inputs.decoder))
     except ShrinkRayError:
         return inputs
 
@@ -449,7 +452,7 @@ def split_for_calibration(inputs: ParityInputs, model: onnx.ModelProto, settings
         judged_feeds, cal_feeds = halves
         parts = []
         for feeds, role in ((judged_feeds, "judged"), (cal_feeds, "calibration")):
-            reference = session_outputs(session, feeds, model)
+            reference = session_outputs(session, feeds, model, inputs.decoder)
             parts.append(ParityInputs(feeds, reference, inputs.kinds, f"{inputs.note} ({role} part)",
                                       options=inputs.options, user_data=True, decoder=inputs.decoder))  # fmt: skip
         judged, calibration = parts

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from shrinkray.measure.confidence import FAIL, PASS, UNDECIDED
-from shrinkray.measure.parity import GENERATION, Check, Criterion, OutputParity, Parity, over_limit
+from shrinkray.measure.parity import GENERATION, PERPLEXITY, Check, Criterion, OutputParity, Parity, over_limit
 
 #: Statuses beyond the parity's own: the variant could not be made or run, or parity was not measured.
 ERROR, UNMEASURED = "error", "unmeasured"
@@ -114,6 +114,9 @@ def output_verdict(o: OutputParity, samples: int) -> OutputVerdict:
     """One output's verdict and sentence."""
     check = _deciding_check(o)
     status = o.status
+    if o.kind == PERPLEXITY and (check is None or status == PASS):  # told: the text's perplexity, both ways
+        return OutputVerdict(o.name, o.kind, status, o.decisions, "perplexity_change",
+                             o.measures.get("perplexity_change"), severity=o.severity)  # fmt: skip
     if check is None:
         sentence = ("matches the original exactly" if status == PASS
                     else o.reason or "does not match the original")  # fmt: skip
@@ -148,7 +151,9 @@ def parity_verdict(parity: Parity | None, error: str | None = None) -> Verdict:
     if deciding is None:  # a decoder passes on what it writes: its continuations are the sentence to show
         deciding = next((o for o in outputs if o.kind == GENERATION), None) or max(outputs, key=lambda o: o.severity)
     named = f"'{deciding.output}' " if len(outputs) > 1 else ""
-    return Verdict(status, f"{STATUS_WORDS[status]}: {named}{deciding.sentence}.", outputs, parity.samples)
+    told = next((o.sentence for o in outputs if o.kind == PERPLEXITY and o is not deciding), "")
+    told = f"; {told}" if told and deciding.kind == GENERATION else ""  # a decoder's text, beside what it writes
+    return Verdict(status, f"{STATUS_WORDS[status]}: {named}{deciding.sentence}{told}.", outputs, parity.samples)
 
 
 def verdict_of(result: Any) -> Verdict:

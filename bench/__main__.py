@@ -1,15 +1,21 @@
-"""One bench tool: ``python -m bench --list`` and ``python -m bench NAME [ARGS...]``.
+"""One bench tool: ``python -m bench --list`` and ``python -m bench [--no-results] NAME [ARGS...]``.
 
 The arguments after NAME go to the benchmark's own ``main(argv)`` (``python -m bench NAME --help``
-shows them). See bench/README.md, bench/RESULTS.md and docs/benchmarks.md.
+shows them). Every benchmark ends by saving its result (bench/common/results.py): JSON in
+``bench/out/NAME.result.json`` and its own section of bench/RESULTS.md, rewritten; ``--no-results``
+(before or after NAME) leaves RESULTS.md as it is. See bench/README.md and docs/benchmarks.md.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
+from bench.common.results import NO_RESULTS_ENV
 from bench.registry import BENCH, BENCHMARKS, BY_NAME
+
+USAGE = "usage: python -m bench --list | python -m bench [--no-results] NAME [ARGS...]"
 
 
 def listing() -> str:
@@ -19,8 +25,11 @@ def listing() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if "--no-results" in argv:  # no benchmark has an option of that name: taken out wherever it stands
+        argv = [a for a in argv if a != "--no-results"]
+        os.environ[NO_RESULTS_ENV] = "1"  # read by results.finish(), also in a benchmark's child processes
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: python -m bench --list | python -m bench NAME [ARGS...]\n")
+        print(USAGE + "\n  --no-results  do not rewrite the benchmark's section of bench/RESULTS.md\n")
         print(listing())
         return 0
     if argv[0] == "--list":

@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import procs, synthetic  # noqa: E402  (load waiting, the generated transformer)
+from common import procs, results, synthetic  # noqa: E402  (load waiting, the generated transformer)
 
 import shrinkray  # noqa: E402
 from shrinkray.pipeline import compare as cmp  # noqa: E402
@@ -46,6 +46,8 @@ DEFAULT_MODELS = "transformer,minilm,ppocr-det,ppocr-rec,nudenet,rapid-orientati
 
 
 LOAD_LIMIT, PATIENCE = 2.5, 300.0
+#: issue 13's targets: auto's latency against the original, and its shrink time against a plain compare
+LATENCY_TARGET, SHRINK_TARGET = 1.10, 2.0
 
 
 def wait_load(limit: float | None = None, patience: float | None = None) -> float:
@@ -201,10 +203,12 @@ def main(argv: list[str] | None = None) -> int:
             rows[key] = speed_rounds(key, args.speed_rounds) | {"date": time.strftime("%Y-%m-%d %H:%M")}
             out.write_text(json.dumps(rows, indent=1, default=str))
         return 0
+    result = results.begin("auto-bench", argv)  # --speed-rounds above is a study: it prints and saves its JSON only
     out = Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)
     rows = json.loads(out.read_text()) if out.exists() else {}
-    for key in [k.strip() for k in args.models.split(",") if k.strip()]:
+    keys = [k.strip() for k in args.models.split(",") if k.strip()]
+    for key in keys:
         try:
             rows[key] = bench_model(key)
         except Exception as exc:  # noqa: BLE001 - one model's failure is recorded, not fatal
@@ -212,7 +216,41 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{key}] ERROR {exc}", flush=True)
         rows[key]["date"] = time.strftime("%Y-%m-%d %H:%M")
         out.write_text(json.dumps(rows, indent=1, default=str))
+    mine = [rows[k] for k in keys]
+    header, table, targets = result_table(mine)
+    results.finish(result, header, table, targets=targets, complete=not any(r.get("error") for r in mine),
+                   notes=[f"Every model's figures: `{out.name}` in bench/out/."])  # fmt: skip
     return 0
+
+
+def result_table(rows: list[dict]) -> tuple[list[str], list[list], list[results.Target]]:
+    """One line per model of this run, and issue 13's targets over them."""
+    header = ["model", "weights-int8 MB", "auto MB (x int8)", "auto passes held out", "smallest passing single",
+              "task check (auto)", "auto shrink s (x plain compare)", "latency auto / original", "load"]  # fmt: skip
+    mb = lambda b: "" if b is None else f"{b / 1e6:.2f}"  # noqa: E731
+    table = []
+    for r in rows:
+        if r.get("error"):
+            table.append([r["model"], "", "", "", "", "", "", "", f"error: {r['error'][:120]}"])
+            continue
+        task = r.get("task_check", "-")  # "PASS 8/8 (detail)"
+        table.append([r["model"], mb(r.get("int8_brotli")), f"{mb(r.get('auto_brotli'))} ({r.get('auto_over_int8')}x)",
+                      "yes" if r.get("auto_passes") else "no", r.get("smallest_passing") or "none", task,
+                      f"{r.get('auto_shrink_s')} ({r.get('auto_vs_plain')}x)", r.get("latency_ratio", ""),
+                      f"{r.get('plain_load')} / {r.get('auto_load')}"])  # fmt: skip
+    good = [r for r in rows if not r.get("error")]
+    lat = [r["latency_ratio"] for r in good if r.get("latency_ratio") is not None]
+    shrink = [r["auto_vs_plain"] for r in good if r.get("auto_vs_plain") is not None]
+    never_larger = [r["auto_not_larger"] for r in good if r.get("auto_not_larger") is not None]
+    targets = [
+        results.Target(f"latency auto / original <= {LATENCY_TARGET:.2f}", bool(lat) and max(lat) <= LATENCY_TARGET,
+                       f"worst {max(lat):.3f}" if lat else "no latency measured"),
+        results.Target(f"auto's shrink <= {SHRINK_TARGET:g}x a plain compare",
+                       bool(shrink) and max(shrink) <= SHRINK_TARGET, f"worst {max(shrink):.2f}x" if shrink else ""),
+        results.Target("auto never larger than the smallest passing single method", all(never_larger) if never_larger
+                       else None, f"{sum(never_larger)} of {len(never_larger)} models"),
+    ]  # fmt: skip
+    return header, table, targets
 
 
 if __name__ == "__main__":

@@ -49,10 +49,12 @@ from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import synthetic  # noqa: E402  (the generated transformer)
+from common import results, synthetic  # noqa: E402  (the generated transformer)
 from common.procs import wait_load  # noqa: E402, F401  (scaling.py uses it from here)
 
 OUT = Path(__file__).resolve().parent / "out"
+#: issue 12's targets: wall seconds, and the worker's peak as a multiple of the file (None: no memory target)
+TARGETS = {"transformer": (60.0, 4.0), "cnn": (15.0, None)}
 
 
 def build_cnn(seed: int = 7) -> onnx.ModelProto:
@@ -238,20 +240,46 @@ def main(argv: list[str] | None = None) -> int:
         return session_memory(synthetic.generated_model())
     if args.agreement:
         return agreement([s for s in args.samples.split(",") if s])
+    result = results.begin("compare-speed", argv)  # the diagnostics above print only; this is the benchmark
     out = Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)
     rows = json.loads(out.read_text()) if out.exists() else []
     paths = {"transformer": synthetic.generated_model, "cnn": cnn_path}
+    new = []
     for _ in range(args.repeat):
         for key in [k.strip() for k in args.models.split(",") if k.strip()]:
             for tree in ([args.before] if args.before else []) + [args.after]:
                 row = run_once(paths[key](), f"{key}_{time.strftime('%Y%m%d-%H%M%S')}", tree)
                 row["key"], row["date"] = key, time.strftime("%Y-%m-%d %H:%M")
                 rows.append(row)
+                new.append(row)
                 print(json.dumps({k: v for k, v in row.items() if k != "timings_text"}), flush=True)
                 print(row["timings_text"], flush=True)
                 out.write_text(json.dumps(rows, indent=1))
+    header, table, targets = result_table(new, args.after or "this")
+    results.finish(result, header, table, targets=targets,
+                   notes=[f"Every run's figures (appended): `{out.name}` in bench/out/."])  # fmt: skip
     return 0
+
+
+def result_table(rows: list[dict], tree: str = "this") -> tuple[list[str], list[list], list[results.Target]]:
+    """One line per run of this call, and the targets each model's runs of ``tree`` met."""
+    header = ["model", "tree", "wall s", "CPU s", "worker peak MB (x file)", "quantizer peak MB", "tree peak MB",
+              "load start / end", "rc"]  # fmt: skip
+    table = [[f"{r['key']} {r['file_mb']} MB", r["tree"], r["wall_s"], r["cpu_s"],
+              f"{r['peak_mb_by_process'].get('worker', '')} ({r['worker_peak_x_file']}x)",
+              r["peak_mb_by_process"].get("quantizer", ""), r["tree_peak_mb"], f"{r['load_start']} / {r['load_end']}",
+              r["rc"]] for r in rows]  # fmt: skip
+    targets = []
+    for key, (wall, times_file) in TARGETS.items():
+        mine = [r for r in rows if r["key"] == key and r["tree"] == tree]
+        if not mine:
+            continue
+        good = [not r["rc"] and r["wall_s"] <= wall and (times_file is None or r["worker_peak_x_file"] <= times_file)
+                for r in mine]  # fmt: skip
+        what = f"{key}: <= {wall:g} s" + (f", worker peak <= {times_file:g}x the file" if times_file else "")
+        targets.append(results.Target(what, all(good), f"{sum(good)} of {len(good)} runs"))
+    return header, table, targets
 
 
 SESSION_PROBE = """

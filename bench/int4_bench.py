@@ -33,6 +33,8 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH.parent))
 sys.path.insert(0, str(BENCH))
 
+from common import results  # noqa: E402
+
 import shrinkray  # noqa: E402
 from shrinkray.graph.sessions import open_session  # noqa: E402
 
@@ -328,7 +330,7 @@ def measure(key: str, args) -> list[dict]:
             res = case.check(m)
             row["task"] = f"{res.agree}/{res.total}"
         rows.append(row)
-        print(_line(row), flush=True)
+        print(results.markdown_table(HEADER, [_cells(row)]).splitlines()[-1], flush=True)  # its line of the table
     return rows
 
 
@@ -337,16 +339,18 @@ def _matmul_weights(model: onnx.ModelProto) -> set[str]:
     return {n.input[1] for n in model.graph.node if n.op_type == "MatMul" and n.input[1] in inits}
 
 
-def _line(row: dict) -> str:
+HEADER = ["model", "variant", "raw size", "output cosine", "latency (1 thread)", "shrink time", "task"]
+
+
+def _cells(row: dict) -> list[str]:
+    """One variant's line of the table (header: HEADER)."""
     cos = "; ".join(
         f"{name[:24]} {c['cosine']:.5f} (worst row {c['worst_row_cosine']:.4f})" for name, c in row["outputs"].items()
     )
-    task = f" | task {row['task']}" if "task" in row else ""
     brotli = f" (brotli {row['brotli_ratio']:.1%})" if "brotli_ratio" in row else ""
-    return (
-        f"| {row['model']} | {row['variant']} | {row['raw_ratio']:.2%}{brotli} | {cos} | x{row['latency_ratio']:.2f} "
-        f"({row['latency_ms']:.1f} ms) | {row['shrink_s']:.1f} s{task} |"
-    )
+    return [row["model"], row["variant"], f"{row['raw_ratio']:.2%}{brotli}", cos,
+            f"x{row['latency_ratio']:.2f} ({row['latency_ms']:.1f} ms)", f"{row['shrink_s']:.1f} s",
+            str(row.get("task", ""))]  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -358,14 +362,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--matmul-only", type=int, default=1, help="also build ours on ORT's tensors only (0: no)")
     parser.add_argument("--brotli", type=int, default=0, help="also the brotli size at this quality (0: no)")
     args = parser.parse_args(argv)
+    result = results.begin("int4-bench", argv)
     rows = []
     for key in args.models.split(","):
         rows += measure(key, args)
-    print("| model | variant | raw size | output cosine | latency (1 thread) | shrink time |")
-    for row in rows:
-        print(_line(row))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
+    results.finish(
+        result, HEADER, [_cells(row) for row in rows],
+        notes=["Raw size relative to the original; cosine of each float output (whole tensor, worst row) on the "
+               "case's own inputs, held out from the calibration feeds; latency relative to the original."],
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

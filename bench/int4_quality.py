@@ -31,6 +31,8 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH.parent))
 sys.path.insert(0, str(BENCH))
 
+from common import results as bench_results  # noqa: E402  (main's `results` is the JSON it extends)
+
 from shrinkray.graph.sessions import open_session  # noqa: E402
 from shrinkray.graph.weights import find_weights  # noqa: E402
 
@@ -124,6 +126,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--calib", default="synth", help="synth (the engine's synthesized inputs), same, other")
     ap.add_argument("--json", default=str(BENCH / "out" / "int4_quality.json"))
     args = ap.parse_args(argv)
+    result = bench_results.begin("int4-quality", argv)
+    table, alone_counts = [], []
     results = json.loads(Path(args.json).read_text()) if Path(args.json).exists() else {}
     for key in args.models.split(","):
         model, feeds, calib, case = load_case(key)
@@ -151,6 +155,7 @@ def main(argv: list[str] | None = None) -> None:
                 alone[r.name] = {"score": s, "bytes": nbytes, "size": r.elements}
                 print(f"  alone {r.name[:40]:40s} {r.elements / 1e6:6.2f}M {fmt(s)}", flush=True)
             row["alone"] = alone
+            alone_counts.append(f"{key} {len(alone)}")
         if "variants" in args.exp:
             labels = [x for x in args.only.split(",") if x] or list(enc.VARIANTS)
             out = row.setdefault("variants", {})
@@ -167,10 +172,18 @@ def main(argv: list[str] | None = None) -> None:
                 if case is not None:
                     res = case_check(case, model, override)
                     out[label]["task"] = res
-                print(f"  {label:38s} raw {raw:6.2%}  {fmt(s)}  {out[label].get('task', '')}"
-                      f" ({time.perf_counter() - t:.1f} s)", flush=True)
+                table.append([key, label, f"{raw:.2%}", fmt(s), out[label].get("task", ""),
+                              f"{time.perf_counter() - t:.1f} s"])  # fmt: skip
+                print(bench_results.markdown_table(HEADER, table[-1:]).splitlines()[-1], flush=True)
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(results, indent=1))
+    notes = [f"Score per output: cosine of the whole tensor / of the worst row; calibration `{args.calib}`."]
+    if alone_counts:
+        notes.append(f"Tensors scored alone (4-bit one at a time): {', '.join(alone_counts)}; in `{Path(args.json).name}`.")
+    bench_results.finish(result, HEADER, table, notes=notes, show=bool(table))
+
+
+HEADER = ["model", "variant", "raw size", "score (output: cosine / worst row)", "task", "time"]
 
 
 def case_check(case, model, override) -> str:

@@ -43,6 +43,8 @@ OUT = ROOT / "bench" / "out"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from common import results  # noqa: E402
+
 from shrinkray.measure.latency import (  # noqa: E402
     DEFAULT_RUNS,
     REPEAT_SD,
@@ -93,6 +95,12 @@ def _se_reported(ratio: float, low: float, high: float) -> float:
 
 def agreement(samples: list[str], repeats: int = 3, budget: float = 5.0) -> int:
     """Our pairwise measurement repeated, against the old fixed 50 rounds (see the module docstring)."""
+    measure_agreement(samples, repeats, budget)
+    return 0
+
+
+def measure_agreement(samples: list[str], repeats: int = 3, budget: float = 5.0) -> list[dict]:
+    """:func:`agreement`'s rows, one per sample and variant (also saved to bench/out/latency_agreement_third.json)."""
     from shrinkray.graph.sessions import open_session
 
     rows = []
@@ -153,7 +161,7 @@ def agreement(samples: list[str], repeats: int = 3, budget: float = 5.0) -> int:
           f"{sum(not s for r in rows for s in r['settled'])}/{repeats * n}; load average now {load():.2f}", flush=True)  # fmt: skip
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "latency_agreement_third.json").write_text(json.dumps(rows, indent=1))
-    return 0
+    return rows
 
 
 def _fixed_measure(models: dict, feeds: dict, burst: int | None) -> dict[str, dict]:
@@ -326,23 +334,33 @@ def calibrate(data: list[dict]) -> None:
         print(f"{tau:.3f}  | " + "   ".join(cells))
 
 
-def summary(rows: list[dict]) -> None:
-    """Markdown table of a saved agreement file: one line per sample."""
-    print("| sample | load | our repeats inside each other | fixed-50 inside ours | agree (combined) | too noisy to call |")
-    print("|---|---|---|---|---|---|")
+SUMMARY_HEADER = ["sample", "load", "our repeats inside each other", "fixed-50 inside ours", "agree (combined)",
+                  "too noisy to call"]  # fmt: skip
+
+
+def summary_rows(rows: list[dict]) -> list[list]:
+    """The summary of an agreement run: one line per sample and one for all (header: SUMMARY_HEADER)."""
     by: dict[str, list[dict]] = {}
     for r in rows:
         by.setdefault(r["sample"], []).append(r)
     total = [0, 0, 0, 0, 0, 0, 0]
+    table = []
     for sample, rs in by.items():
         loads = [x for r in rs[:1] for pair in r["loads"] for x in pair]
         cells = (sum(r["repeats_inside"] for r in rs), sum(r["repeats_pairs"] for r in rs),
                  sum(sum(r["fixed_inside"]) for r in rs), sum(sum(r["agree"]) for r in rs),
                  sum(len(r["agree"]) for r in rs), sum(not x for r in rs for x in r["settled"]))  # fmt: skip
         total = [a + b for a, b in zip(total, (*cells, 0), strict=True)]
-        print(f"| {sample} | {min(loads):.1f}-{max(loads):.1f} | {cells[0]}/{cells[1]} | {cells[2]}/{cells[4]} | "
-              f"{cells[3]}/{cells[4]} | {cells[5]}/{cells[4]} |")
-    print(f"| **all** | | {total[0]}/{total[1]} | {total[2]}/{total[4]} | {total[3]}/{total[4]} | {total[5]}/{total[4]} |")
+        table.append([sample, f"{min(loads):.1f}-{max(loads):.1f}", f"{cells[0]}/{cells[1]}", f"{cells[2]}/{cells[4]}",
+                      f"{cells[3]}/{cells[4]}", f"{cells[5]}/{cells[4]}"])  # fmt: skip
+    table.append(["**all**", "", f"{total[0]}/{total[1]}", f"{total[2]}/{total[4]}", f"{total[3]}/{total[4]}",
+                  f"{total[5]}/{total[4]}"])  # fmt: skip
+    return table
+
+
+def summary(rows: list[dict]) -> None:
+    """Markdown table of a saved agreement file: one line per sample."""
+    print(results.markdown_table(SUMMARY_HEADER, summary_rows(rows)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -369,7 +387,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.setups:
         return setups(samples, args.seconds, args.reps)
-    return agreement(samples, args.repeats, args.budget)
+    result = results.begin("latency-agreement", argv)  # the studies above print only; this is the benchmark
+    rows = measure_agreement(samples, args.repeats, args.budget)
+    results.finish(
+        result, SUMMARY_HEADER, summary_rows(rows),
+        notes=[f"{len(rows) * args.repeats} ratios: {len({r['sample'] for r in rows})} samples, {args.repeats} repeats, "
+               f"budget {args.budget:g} s. Rows: `latency_agreement_third.json` in bench/out/."],
+    )  # fmt: skip
+    return 0
 
 
 if __name__ == "__main__":

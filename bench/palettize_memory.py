@@ -24,6 +24,9 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE)]
+
+from common import results  # noqa: E402
 
 CHILD = r"""
 import json, sys, time
@@ -94,8 +97,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--json", type=Path, help="write every run's figures here")
     args = parser.parse_args(argv)
+    result = results.begin("palettize-memory", argv)
     sources = args.src or [str(HERE.parent)]
-    records = []
+    records, table = [], []
     for levels in args.levels:
         runs: dict[str, list[dict]] = {src: [] for src in sources}
         for _ in range(args.runs):  # interleaved, so a busy spell on the shared machine hits every checkout
@@ -107,16 +111,23 @@ def main(argv: list[str] | None = None) -> None:
                 f"levels {levels}, {src}: loaded {runs[src][0]['loaded_mb']:.0f} MB, "
                 f"{runs[src][0]['tensors_changed']} tensors"
             )
-            for key, what in (("", "shrink"), ("method_", "before validation")):
+            cells = []
+            for key in ("method_", ""):  # before validation, then the whole shrink
                 peaks = [r[f"{key}peak_above_loaded_mb"] for r in runs[src]]
                 secs = [r[f"{key}seconds"] for r in runs[src]]
-                print(
-                    f"  {what}: peak above loaded median {statistics.median(peaks):.0f} MB "
-                    f"({', '.join(f'{p:.0f}' for p in peaks)}); {statistics.median(secs):.2f} s median "
-                    f"({', '.join(f'{t:.2f}' for t in secs)})"
-                )
+                cells += [f"{statistics.median(peaks):.0f} MB ({', '.join(f'{p:.0f}' for p in peaks)})",
+                          f"{statistics.median(secs):.2f} s"]  # fmt: skip
+            what = f"levels {levels}" + (f", only {' '.join(args.include)}" if args.include else "")
+            table.append([what, src, runs[src][0]["tensors_changed"], *cells])
     if args.json:
         args.json.write_text(json.dumps(records, indent=1))
+    results.finish(
+        result,
+        ["run", "checkout", "tensors", "peak above loaded, before validation: median (runs)", "time before validation",
+         "peak above loaded, whole shrink: median (runs)", "time, whole shrink"],
+        table,
+        notes=[f"Median of {args.runs} runs, each a fresh subprocess; the checkouts interleaved."],
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ import datetime as dt
 import json
 import os
 import platform
+import re
 import resource
 import shutil
 import statistics
@@ -67,6 +68,7 @@ if str(ROOT) not in sys.path:
 MIN_ELEMENTS = 16384  # both tools' default threshold
 MB = 1e6
 
+from common import results  # noqa: E402
 from common.procs import proc_status as _proc_status  # noqa: E402
 from common.procs import reset_peak as _reset_peak  # noqa: E402
 from common.synthetic import LARGE_SPEC, build_transformer, generated_model  # noqa: E402, F401  (re-exported)
@@ -968,24 +970,41 @@ def machine_lines() -> list[str]:
     ]
 
 
-def print_table(records: list[dict[str, Any]]) -> None:
-    head = f"{'model':24s} {'tool':30s} {'time s':>7s} {'peak/file':>9s} {'raw':>6s} {'gzip':>6s} {'brotli':>6s} {'cosine':>9s} {'max abs':>8s} {'lat':>5s}"
-    print("\n" + head)
-    print("-" * len(head))
+TABLE_HEADER = ["model", "tool", "time s", "peak / file", "raw", "gzip", "brotli", "worst cosine", "max abs", "latency"]
+
+
+def table_rows(records: list[dict[str, Any]]) -> list[list[str]]:
+    """One line per model and tool (header: TABLE_HEADER): what the run prints and writes to RESULTS.md."""
+    rows = []
     for rec in records:
         fb = rec["file_bytes"]
         for key, res in rec["tools"].items():
             if res.get("error"):
-                print(f"{rec['name'][:24]:24s} {key:30s} failed: {res['error'][:70]}")
+                rows.append([rec["name"], key, f"failed: {res['error'][:70]}", "", "", "", "", "", "", ""])
                 continue
             s = rec["sizes"].get(key) or {}
             par = res.get("parity") or {}
             lat = res.get("latency_ratio")
-            print(
-                f"{rec['name'][:24]:24s} {key:30s} {res['wall_s']:7.2f} {res['peak_rss'] / fb:8.1f}x "
-                f"{fmt_pct(s.get('raw'), fb):>6s} {fmt_pct(s.get('gzip'), fb):>6s} {fmt_pct(s.get('brotli'), fb):>6s} "
-                f"{fmt_cos(par.get('cosine')):>9s} {par.get('max_abs', float('nan')):8.3g} {'-' if lat is None else f'{lat:.2f}x':>5s}"
-            )
+            rows.append([rec["name"], key, f"{res['wall_s']:.2f}", f"{res['peak_rss'] / fb:.1f}x",
+                         fmt_pct(s.get("raw"), fb), fmt_pct(s.get("gzip"), fb), fmt_pct(s.get("brotli"), fb),
+                         fmt_cos(par.get("cosine")), f"{par.get('max_abs', float('nan')):.3g}",
+                         "-" if lat is None else f"{lat:.2f}x"])  # fmt: skip
+    return rows
+
+
+def print_table(records: list[dict[str, Any]]) -> None:
+    print("\n" + results.markdown_table(TABLE_HEADER, table_rows(records)))
+
+
+def result_targets(records: list[dict[str, Any]], large: str | None) -> list[results.Target]:
+    """The report's target lines (see verdicts()) as met / not met."""
+    targets = []
+    for line in verdicts(records, large):
+        m = re.match(r"- (.*?): \*\*(met|not met|met only above the interpreter baseline)\*\*[.:]? ?(.*)", line)
+        if m:
+            met = {"met": True, "not met": False}.get(m[2])  # "met only above the baseline": not decided
+            targets.append(results.Target(m[1].replace("**", ""), met, m[3] if met is not None else f"{m[2]}; {m[3]}"))
+    return targets
 
 
 # --------------------------------------------------------------------------- main
@@ -1034,12 +1053,13 @@ def main(argv: list[str] | None = None) -> None:
         profile_worker(args.profile_worker)
         return
 
-    if args.from_json:
+    if args.from_json:  # a report rewritten from saved figures: RESULTS.md keeps its section
         data = json.loads(Path(args.from_json).read_text())
         write_report(data["records"], data["profiles"], data["sizes_speed"], data["large_name"], data["elapsed_s"],
                      Path(args.out), data["command"])  # fmt: skip
         print(f"wrote {args.out} from {args.from_json}")
         return
+    result = results.begin("reference-tools", argv)
     started = time.perf_counter()
     tools = [TOOL_BY_KEY[k.strip()] for k in args.tools.split(",") if k.strip()] if args.tools else TOOLS
     if not args.full_sweep and not args.tools:
@@ -1107,6 +1127,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     write_report(records, profiles, sizes_speed, large_name, elapsed, Path(args.out), command_line())
     print(f"\nwrote {args.out} and {args.json} in {elapsed / 60:.1f} min")
+    results.finish(result, TABLE_HEADER, table_rows(records), targets=result_targets(records, large_name),
+                   notes=[f"The full report (profile, per-tensor errors, rate-distortion): `{Path(args.out).name}` "
+                          "in bench/out/."], show=False)  # fmt: skip
 
 
 def _phase(prof: dict[str, Any], prefix: str) -> dict[str, Any] | None:

@@ -24,6 +24,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from common import results
+
 from shrinkray.cores import usable_cores
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--shots", type=Path, default=None, help="save screenshots of each session here")
     args = parser.parse_args(argv)
+    result = results.begin("runs-load", argv)
     from playwright.sync_api import sync_playwright
 
     env = {**os.environ, "SHRINKRAY_RUNS_DIR": tempfile.mkdtemp(prefix="shrinkray-load-runs-")}
@@ -94,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     sampler.start()
     sample = ROOT / "sample_models" / f"{args.sample}.onnx"
     ok = True
+    table: list[list] = []
+    notes: list[str] = []
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
@@ -135,14 +140,16 @@ def main(argv: list[str] | None = None) -> int:
                 time.sleep(0.3)
             for i, (page, s) in enumerate(zip(pages, state, strict=True)):
                 cards = page.locator("h3").all_inner_texts()
-                print(f"session {i}: run {s['run']}, queue positions shown {sorted(s['positions'])}, "
-                      f"first card {s['first_card'] and round(s['first_card'], 1)} s, "
-                      f"done {s['done'] and round(s['done'], 1)} s, cards {cards}")  # fmt: skip
+                print(f"session {i}: run {s['run']}, cards {cards}")
+                positions = ", ".join(f"{a} of {b}" for a, b in sorted(s["positions"])) or "started at once"
+                table.append([i, positions, "never" if s["first_card"] is None else f"{s['first_card']:.1f} s",
+                              "never" if s["done"] is None else f"{s['done']:.1f} s", s["run"] or "none"])  # fmt: skip
                 ok &= s["done"] is not None and s["run"] is not None
             runs = [s["run"] for s in state]
             ok &= len(set(runs)) == len(runs)
             shown = sum(bool(s["positions"]) for s in state)
-            print(f"clicks took {clicked:.1f} s; sessions that showed a queue position: {shown} of {len(state)}")
+            notes.append(f"Clicks took {clicked:.1f} s; sessions that showed a queue position: {shown} of {len(state)}; "
+                         f"{usable_cores()} worker slots; server + idle RSS {idle_rss / 2**20:.0f} MiB.")  # fmt: skip
             if args.sessions > usable_cores():  # more sessions than worker slots: some must have waited
                 ok &= shown >= 1
             browser.close()
@@ -151,9 +158,19 @@ def main(argv: list[str] | None = None) -> int:
         sampler.join()
         server.terminate()
         server.wait(20)
-    print(f"peak RSS, server + workers: {peak[0] / 2**30:.2f} GiB (bound {args.max_peak_gib} GiB); "
-          f"load avg after: {Path('/proc/loadavg').read_text().strip()}")
+    print(f"load avg after: {Path('/proc/loadavg').read_text().strip()}")
     ok &= peak[0] < args.max_peak_gib * 2**30
+    finished = len(table) == args.sessions and all(row[3] != "never" for row in table)
+    results.finish(
+        result,
+        ["session", "queue position shown", "first card", "done", "run id"],
+        table,
+        targets=[results.Target("every session finishes with its own run", ok and finished),
+                 results.Target(f"peak RSS of server + workers < {args.max_peak_gib:g} GiB",
+                                peak[0] < args.max_peak_gib * 2**30, f"{peak[0] / 2**30:.2f} GiB")],
+        notes=notes,
+        complete=finished,
+    )  # fmt: skip
     print("OK" if ok else "FAILED")
     return 0 if ok else 1
 

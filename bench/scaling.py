@@ -43,6 +43,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import compare_speed  # noqa: E402  (process-tree memory sampling, load waiting)
+from common import results  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out"
 
@@ -158,17 +159,16 @@ def timed(cmd: list[str], code: str | None = None) -> dict:
 # --------------------------------------------------------------------------- results
 
 
-def table(rows: list[dict]) -> str:
-    lines = ["| size | file MB | step | wall s | CPU s | worker peak MB (x file) | tree peak MB (x file) | load start / end | date |",
-             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
-    for r in rows:
-        lines.append(
-            f"| {r['size']} | {r['file_mb']} | {r['step']} | {r['wall_s']}{'' if not r['rc'] else ' (rc ' + str(r['rc']) + ')'} "
-            f"| {r.get('cpu_s', '')} "
-            f"| {r['single_peak_mb']} ({r.get('single_peak_x_file')}x) | {r['tree_peak_mb']} ({r['tree_peak_x_file']}x) "
-            f"| {r['load_start']} / {r['load_end']} | {r['date']} |"
-        )
-    return "\n".join(lines)
+TABLE_HEADER = ["size", "file MB", "step", "wall s", "CPU s", "worker peak MB (x file)", "tree peak MB (x file)",
+                "load start / end", "date"]  # fmt: skip
+
+
+def table_rows(rows: list[dict]) -> list[list]:
+    """The rows of the table this benchmark prints and writes (header: TABLE_HEADER)."""
+    return [[r["size"], r["file_mb"], r["step"], f"{r['wall_s']}{'' if not r['rc'] else ' (rc ' + str(r['rc']) + ')'}",
+             r.get("cpu_s", ""), f"{r['single_peak_mb']} ({r.get('single_peak_x_file')}x)",
+             f"{r['tree_peak_mb']} ({r['tree_peak_x_file']}x)", f"{r['load_start']} / {r['load_end']}", r["date"]]
+            for r in rows]  # fmt: skip
 
 
 def series(row: dict) -> str:
@@ -272,12 +272,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.build_one:
         _build_here(args.build_one, Path(args.scratch))
         return 0
+    result = results.begin("scaling", argv)
     out = Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)
     rows = json.loads(out.read_text()) if out.exists() else []
+    before = len(rows)
     if not args.plot_only:
         run_steps(args, rows, out)
-    print("\n" + table(rows))
+    new = rows[before:]
+    print("\n" + results.markdown_table(TABLE_HEADER, table_rows(rows)))  # every row of the JSON, old ones too
     latest = {(r["size"], r["step"]): r for r in rows if r.get("pass") == "third"}  # the last run of each
     runs = list(latest.values())
     for step in sorted({series(r) for r in runs}):
@@ -286,6 +289,12 @@ def main(argv: list[str] | None = None) -> int:
     if runs:
         svg_plot(runs, OUT / "scaling.svg")
         print(f"plot: {OUT / 'scaling.svg'}")
+    if new:  # --plot-only measures nothing: its section stays
+        fits = [linear_fit(new, step, key) for step in sorted({series(r) for r in new}) for key in ("wall_s", "cpu_s")]
+        fits = [f for f in fits if "fewer than two rows" not in f]
+        notes = [f"Least-squares fits over this run: {'; '.join(fits)}."] if fits else []
+        notes.append(f"Every row (appended): `{out.name}` in bench/out/; plot `scaling.svg`.")
+        results.finish(result, TABLE_HEADER, table_rows(new), notes=notes, show=False)
     return 0
 
 

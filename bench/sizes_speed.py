@@ -26,7 +26,7 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH), str(BENCH.parent)]
 
-from common import synthetic  # noqa: E402  (the generated transformer)
+from common import results, synthetic  # noqa: E402  (the generated transformer)
 
 #: ~50 MB: 6144 x 512 tied embedding + 3 layers of 3.15 M weights = 12.6 M floats.
 SPEC_50MB = dict(synthetic.LARGE_SPEC, vocab=6144, layers=3)
@@ -77,14 +77,15 @@ def run(quiet: bool = False) -> dict:
     same = all(
         (parallel[k].raw, parallel[k].gzip, parallel[k].brotli, parallel[k].brotli_quality) == serial[k] for k in blobs
     )
-    say(f"\n{'blob':14s} {'raw MB':>8s} {'gzip -9':>9s} {'brotli':>9s} {'q':>3s} {'gzip s':>7s} {'brotli s':>8s}")
+    header = ["blob", "raw MB", "gzip -9", "brotli", "brotli quality", "gzip s (serial)", "brotli s (serial)"]
+    rows = []
     for key in blobs:
         s = parallel[key]
         gz = jobs[(key, "gzip -9")]
         br = jobs[(key, f"brotli q{s.brotli_quality}")]
-        say(
-            f"{key:14s} {s.raw / 1e6:8.1f} {100 * s.gzip / s.raw:8.1f}% {100 * s.brotli / s.raw:8.1f}% {s.brotli_quality:3d} {gz:7.1f} {br:8.1f}"
-        )
+        rows.append([key, f"{s.raw / 1e6:.1f}", f"{100 * s.gzip / s.raw:.1f}%", f"{100 * s.brotli / s.raw:.1f}%",
+                     s.brotli_quality, f"{gz:.1f}", f"{br:.1f}"])  # fmt: skip
+    say("\n" + results.markdown_table(header, rows))
     # what a cheaper brotli quality for large blobs would cost in size (an option for "auto")
     alternatives = {}
     for q in ALT_QUALITIES:
@@ -101,22 +102,22 @@ def run(quiet: bool = False) -> dict:
             extra.append((key, n / parallel[key].brotli - 1))
         alternatives[q] = {"brotli_s": t_q, "size_change": dict(extra)}
     ok = parallel_s < TARGET_S
-    say(f"\n{len(blobs)} blobs, {total_mb:.0f} MB, {os.cpu_count()} cores")
-    say(
-        f"measure_many (parallel threads): {parallel_s:.1f} s   target < {TARGET_S:.0f} s: {'MET' if ok else 'NOT MET'}"
-    )
-    say(f"serial single thread:            {serial_s:.1f} s   (serial / parallel = {serial_s / parallel_s:.2f}x)")
-    say(
-        f"longest single compression:      {max(jobs.values()):.1f} s ({max(jobs, key=jobs.get)[0]}, {max(jobs, key=jobs.get)[1]})"
-    )
-    say(f"results identical to the serial run: {same}")
     base_brotli = sum(v for (k, kind), v in jobs.items() if kind.startswith("brotli"))
     auto_q = max(parallel[k].brotli_quality for k in blobs)
+    notes = [f"{len(blobs)} blobs, {total_mb:.0f} MB, {os.cpu_count()} cores: `measure_many` (parallel threads) "
+             f"{parallel_s:.1f} s, serial single thread {serial_s:.1f} s ({serial_s / parallel_s:.2f}x); slowest single "
+             f"compression {max(jobs.values()):.1f} s ({', '.join(max(jobs, key=jobs.get))}); results identical to the "
+             f"serial run: {same}."]  # fmt: skip
+    say("\n" + notes[0])
+    say(f"target < {TARGET_S:.0f} s: {'MET' if ok else 'NOT MET'}")
     for q, alt in alternatives.items():
         changes = ", ".join(f"{k} {100 * c:+.1f}%" for k, c in alt["size_change"].items())
-        say(f"brotli q{q} instead of q{auto_q} for blobs > 4 MiB: {alt['brotli_s']:.1f} s of brotli (vs {base_brotli:.1f} s); "
-            f"size change {changes}")  # fmt: skip
+        notes.append(f"brotli q{q} instead of q{auto_q} for blobs > 4 MiB: {alt['brotli_s']:.1f} s of brotli "
+                     f"(vs {base_brotli:.1f} s); size change {changes}.")  # fmt: skip
+        say(notes[-1])
     return {
+        "table": {"header": header, "rows": rows},
+        "notes": notes,
         "blobs": {k: parallel[k].as_dict() for k in blobs},
         "total_mb": total_mb,
         "parallel_s": parallel_s,
@@ -133,9 +134,16 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="Also print the figures as JSON")
     args = parser.parse_args(argv)
+    record = results.begin("sizes-speed", argv)
     result = run()
     if args.json:
         print(json.dumps(result, indent=1))
+    results.finish(
+        record, result["table"]["header"], result["table"]["rows"],
+        targets=[results.Target(f"original + 4 variants measured in < {TARGET_S:.0f} s", result["met"],
+                                f"{result['parallel_s']:.1f} s")],
+        notes=result["notes"], show=False,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

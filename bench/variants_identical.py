@@ -26,6 +26,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT / "bench")]
+
+from common import results  # noqa: E402
+
 SAMPLES = ROOT / "sample_models"
 AUTO_SAMPLES = ("mlp", "cnn", "transformer")
 
@@ -90,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=str(ROOT / "bench" / "out" / "variants_identical.json"),
                     help="where to write the digests and the verdict as JSON ('' for nowhere)")
     args = ap.parse_args(argv)
+    result = results.begin("variants-identical", argv)
 
     samples = [x for x in args.samples.split(",") if x] or sorted(p.stem for p in SAMPLES.glob("*.onnx"))
     base_sha = subprocess.run(["git", "rev-parse", "--short", args.base], cwd=ROOT, capture_output=True, text=True,
@@ -125,6 +130,19 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nbase {args.base} ({base_sha}) vs this tree: {count(plain)} variants identical, auto {count(auto)}"
           f" ({refused} refusals, identical on both sides count as matches); {base_s:.0f} s + {now_s:.0f} s")  # fmt: skip
     ok = all(r["identical"] for r in rows)
+    methods_run = sorted({r["variant"].split("/")[1] for r in plain})
+    samples_run = sorted({r["variant"].split("/")[0] for r in plain})
+    table = [[f"{len(methods_run)} methods ({', '.join(methods_run)}) x {len(samples_run)} samples", count(plain)]]
+    if auto:
+        table.append(["auto on " + ", ".join(r["variant"].split("/")[0] for r in auto), count(auto)])
+    digests = Path(args.json).resolve() if args.json else None
+    where = f" Digests in `{digests.relative_to(ROOT) if digests.is_relative_to(ROOT) else digests}`." if digests else ""
+    results.finish(
+        result, ["variants", "identical (SHA-256 of the saved files)"], table,
+        targets=[results.Target(f"every variant identical at base {args.base} ({base_sha}) and now", ok,
+                                f"{refused} refusals, counted as matches when identical on both sides")],
+        notes=[f"Each side in its own subprocess: {base_s:.0f} s + {now_s:.0f} s.{where}"],
+    )  # fmt: skip
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps({"base": args.base, "base_sha": base_sha, "identical": ok,

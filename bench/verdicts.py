@@ -52,6 +52,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 from common import real_models as rm  # noqa: E402
+from common import results  # noqa: E402
 
 import shrinkray  # noqa: E402
 from shrinkray.pipeline.compare import CompareSettings, compare  # noqa: E402
@@ -367,6 +368,19 @@ COLUMN_TEXT = {
 }
 
 
+def agreement_rows(records: list[dict[str, Any]], baseline: str) -> list[list]:
+    """Per verdict column: how many judged variants it agrees with the task check on (header: AGREEMENT_HEADER)."""
+    rows = [row for r in records for row in r["rows"]]
+    cols = [c for c in (BEFORE, *PROFILES) if any(c in row for row in rows)]
+    judged = [row for row in rows if row["task"] in ("pass", "fail")]
+    return [[f"**{c}**: " + COLUMN_TEXT[c].format(baseline=baseline),
+             f"{sum(row.get(c + ' agrees', False) for row in judged)}/{len(judged)}",
+             sum(row.get(c, "").startswith("error") for row in rows)] for c in cols]  # fmt: skip
+
+
+AGREEMENT_HEADER = ["verdict", "agrees with the task check", "errors"]
+
+
 def write_markdown(
     records: list[dict[str, Any]], path: Path, command: str, elapsed: float, baseline: str, loadavg=None
 ) -> str:
@@ -549,6 +563,7 @@ def main(argv: list[str] | None = None) -> int:
             methods.append(part)
     methods = [parse_method(m) for m in methods]
 
+    result = results.begin("verdicts", argv)
     started = time.perf_counter()
     load_start = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
 
@@ -578,6 +593,15 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(text)
     print(f"wrote {args.out} and {out_json} in {elapsed / 60:.1f} min")
+    failed = [r["model"] for r in records if r.get("error")]
+    variants = sum(len(r["rows"]) for r in records)
+    results.finish(
+        result, AGREEMENT_HEADER, agreement_rows(records, args.baseline),
+        notes=[f"{len(records)} models, {variants} variants; truth = the package's own post-processing on realistic "
+               f"inputs. Every variant: `{Path(args.out).name}` and `verdicts.json` in bench/out/."]
+        + ([f"Models that could not run: {', '.join(failed)}."] if failed else []),
+        complete=not failed,
+    )  # fmt: skip
     return 0
 
 

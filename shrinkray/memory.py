@@ -6,7 +6,7 @@ reuse, and after large numpy temporaries its adaptive mmap threshold puts
 later big allocations on the heap, which stays resident after they are freed;
 each wave then lands on top of the previous one's garbage. ``malloc_trim``
 between waves returns that memory: on the 101 MB benchmark model it lowered
-the resident size before validation by about 50 MB (bench/results.md).
+the resident size before validation by about 50 MB (measured 2026-11-22).
 Where the C library has no ``malloc_trim`` (macOS, Windows, musl) it does nothing.
 
 Threads get their own glibc heaps ("arenas"), and what a thread frees in its arena stays resident when

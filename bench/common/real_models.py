@@ -1505,16 +1505,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", default=",".join(default_keys()), help="comma-separated keys: " + ", ".join(SPECS))
     ap.add_argument("--json", action="store_true", help="print the descriptions as JSON")
     args = ap.parse_args(argv)
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/, also when this file runs directly
+    from common import results
+
+    result = results.begin("real-models", argv)
     keys = [k.strip() for k in args.models.split(",") if k.strip()]
+    table = []
     for key in keys:
         try:
             case = Case(key)
         except Exception as exc:  # noqa: BLE001 - report and go on
             print(f"{key}: FAILED {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+            table.append([key, "", "", "", f"FAILED {type(exc).__name__}", ""])
             continue
         d = describe(key)
         if args.json:
             print(json.dumps(d, indent=1))
+            table.append([key, d["package"], f"{d['bytes'] / 1e6:.1f}", d["family"], "", ""])
             continue
         print(f"== {key}: {d['package']} {d['file']} ({d['bytes'] / 1e6:.1f} MB), {d['family']}")
         for i in d["inputs"]:
@@ -1537,6 +1544,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"     {label}: {shown}")
         self_check = case.check(case.path)
         print(f"   task check original vs itself: {self_check}")
+        table.append([key, d["package"], f"{d['bytes'] / 1e6:.1f}", d["family"], case.accuracy(), self_check])
+    results.finish(
+        result, ["model", "package", "MB", "family", "original on realistic inputs", "task check, original vs itself"],
+        table, complete=not any(row[4].startswith("FAILED") for row in table),
+        notes=["A sanity check of the real models and their realistic inputs, not a benchmark with targets."],
+    )  # fmt: skip
     return 0
 
 

@@ -63,7 +63,7 @@ def check_structure(model: onnx.ModelProto, serialized: bytes | None = None) -> 
 def check_file(path: str | Path) -> None:
     """onnx.checker on a written model file (its external data beside it). The checker parses the file
     itself, so a caller that wrote the file and dropped the model holds neither the model nor its bytes
-    beside the checker's copy (compare's shrink steps: bench/results.md, "Compare peak memory")."""
+    beside the checker's copy (compare's shrink steps, issue 12, measured 2026-11-27; docs/benchmarks.md "Speed and memory")."""
     try:
         onnx.checker.check_model(str(path))
     except onnx.checker.ValidationError as exc:

@@ -3,7 +3,7 @@
 ONNX Runtime's optimizer (ConstantFolding) evaluates every node whose inputs are all constants when
 an optimized session opens, and keeps every intermediate it computes until folding ends: a
 weights-int4 file of the 101 MB benchmark model (15.8 MB) peaked at +488 MB while opening, weights-int8
-(25.9 MB) at +395 MB (bench/results.md, "Compare peak memory"). What it runs afterwards is the graph
+(25.9 MB) at +395 MB (issue 12, measured 2026-11-23). What it runs afterwards is the graph
 with those chains replaced by their values. :func:`prefold` computes the same values, one folded
 weight at a time, **with ONNX Runtime's own CPU kernels** (a small unoptimized session per weight:
 the very kernels its constant folding calls, so the values are bitwise the same), writes them into
@@ -20,7 +20,7 @@ Nor is a value over :data:`FOLD_LIMIT_BYTES`, which ONNX Runtime would not fold 
 The copy keeps every tensor of 64 KiB or more in a data file beside it (aligned: ONNX Runtime maps it),
 so opening never parses a second copy of the weights out of the protobuf either: peak while opening on
 the 101 MB benchmark model, file -> copy: original +221 -> +136 MB, weights-int8 +390 -> +136,
-weights-int4 +485 -> +106, float16 +206 -> +136 (bench/results.md, "fourth pass"). The copies are files in
+weights-int4 +485 -> +106, float16 +206 -> +136 (issue 12, measured 2026-11-23). The copies are files in
 the comparison's private folder (the decoded weights: ~0.6 GB for the benchmark's five models).
 
 **Validation stays honest.** Every node of the variant's file is run by ONNX Runtime before the variant

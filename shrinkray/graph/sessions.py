@@ -66,7 +66,7 @@ def open_file_session(path: str | Path, *, optimized: bool = True, threads: int 
 
     Opening frees most of what it allocates (the parsed model, every intermediate tensor of constant
     folding: a 15.8 MB weights-int4 file of the 101 MB benchmark model freed ~650 MB), and glibc keeps
-    it resident; it is returned to the system right away (bench/results.md "Compare peak memory").
+    it resident; it is returned to the system right away (issue 12, measured 2026-11-23; docs/benchmarks.md "Speed and memory").
     """
     ort = runtime()
     try:

@@ -3,7 +3,7 @@
 Values of these outputs matter only through a threshold: a text detector keeps the regions of its
 probability map above 0.3, a YOLO head keeps the boxes whose score passes 0.25 after non-maximum
 suppression. Judging their values (RMS error, cosine) fails variants whose boxes do not move and
-passes ones where a box moves (measured on PP-OCR's and NudeNet's real outputs, bench/verdicts.md),
+passes ones where a box moves (measured on PP-OCR's and NudeNet's real outputs, 2026-11-23: docs/benchmarks.md "Verdicts on real models"),
 so these measures redo that post-processing on both outputs and compare the decisions:
 
 - probability maps: regions above 0.3 and above 0.5 (8-connected, at least 3 px on each side),
@@ -18,7 +18,7 @@ A box or region "kept" has a partner with IoU >= 0.9; "moved" has one only below
 "new" has none. One whose score is within 0.05 of the threshold and has no partner is a coin toss
 in the original itself and is not counted (like tied top-1 classes). A tiny box (short side under
 TINY_SIDE px) whose every edge moved by at most SLACK_PX is kept whatever its IoU: on a text line
-9 px tall one pixel row is IoU 0.8, a change no one sees (bench/verdicts_slack.md).
+9 px tall one pixel row is IoU 0.8, a change no one sees (measured 2026-11-24: docs/benchmarks.md "Verdicts on real models").
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ YOLOX_STRIDES = (8, 16, 32)
 #: Box columns all within +-this are raw offsets and log sizes, not pixel coordinates.
 RAW_LIMIT = 16.0
 #: A box whose short side (regions: with their margin) is under TINY_SIDE px and whose every edge moved by at most
-#: SLACK_PX is kept, whatever its IoU. Measured (bench/verdicts_slack.md): on 256 x 256 synthesized pages, text lines
+#: SLACK_PX is kept, whatever its IoU. Measured (2026-11-24): on 256 x 256 synthesized pages, text lines
 #: 7-11 px tall lose or gain a pixel row (IoU 0.75-0.89) in variants whose task check passes; on realistic pages
 #: lines are 13-20 px, and PP-OCRv5's weights-int4 moves an 18 px line by one pixel on every edge (IoU 0.89), which
 #: its task check fails (0.871 after DB's unclip): so only lines under 12 px get the slack, and one pixel of it.

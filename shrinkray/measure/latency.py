@@ -6,7 +6,7 @@ rotating order, so that noise from a shared machine hits them alike. A model
 whose run is shorter than :data:`SHORT_RUN_MS` runs in a short burst per round
 and the burst's first run is dropped: switching models refills caches, which
 cost tiny models 2-7% when timed one run at a time, and a deployed model,
-running alone and warm, does not pay it (bench/results.md, issue 12 third pass).
+running alone and warm, does not pay it (issue 12, measured 2026-11-23; docs/benchmarks.md "Speed and memory").
 What users act on is how much slower or faster a variant is: the median over
 blocks of consecutive rounds of each block's ratio of medians (a block of
 one round is that round's paired ratio), with a distribution-free 95%
@@ -80,7 +80,7 @@ MIN_ROUNDS = 10
 MIN_SECONDS = 1.0
 #: A model's warm-up ends once it has run at least once and warming it took this long: a model that runs
 #: for seconds is warm after its first run (five of them per model and pair were most of that detector's
-#: latency step, bench/verdicts_more.md).
+#: latency step, measured 2026-11-23).
 WARMUP_S = 0.5
 #: Blocks of consecutive rounds the interval is taken over (10: order statistics 2 and 9, 97.9% coverage).
 BLOCKS = 10
@@ -88,7 +88,7 @@ BLOCKS = 10
 MAX_ROUNDS = 100_000
 #: Standard deviation (log scale) of what moves a ratio from one run to the next and no run sees
 #: from inside (a new session's memory layout, load that changes over minutes). Measured on this
-#: 2-core machine: see bench/results.md, "Latency agreement (issue 12, third pass)".
+#: 2-core machine (issue 12, 2026-11-23); the check it passes: bench/RESULTS.md "latency-agreement".
 REPEAT_SD = 0.007
 #: Runs shorter than this are timed in bursts (switching models costs them a visible share).
 SHORT_RUN_MS = 1.0

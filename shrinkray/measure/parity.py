@@ -58,7 +58,7 @@ RELATIVE_PROFILE: dict[str, dict[str, float]] = {
     "continuous": {"max_relative_rms_error": 0.02, "min_cosine": 0.99},
     # the worst row, and (hidden states [.., tokens, width]) what mean pooling keeps: MiniLM's task bar is its
     # sentence cosine >= 0.999, which an auto mix passing the worst row's 0.99 missed (pooled 0.9954;
-    # bench/verdicts.md). Rank-2 vectors keep the row bar alone: no task measured them.
+    # measured 2026-11-23). Rank-2 vectors keep the row bar alone: no task measured them.
     "embedding": {"min_row_cosine": 0.99, "min_pooled_cosine": 0.999},
     # the share of regions / boxes kept at IoU >= 0.9, like top-1 agreement for classes; a map's values
     # may also not drift far (a backstop for maps whose values matter beyond the threshold)
@@ -519,7 +519,7 @@ PROBABILITY_RANGE = 0.5
 
 #: A position whose two best original scores differ by less than this share of the scores' range is
 #: undecided (a coin toss in the original itself): its top-1 is not counted as a decision. Measured at 0.01
-#: and 0.02: no verdict on the 11 real models changed (bench/results.md, "Near ties"), but 5 of the 6 next-token
+#: and 0.02: no verdict on the 11 real models changed (2026-11-24, docs/benchmarks.md "Verdicts on real models"), but 5 of the 6 next-token
 #: flips weights-int8 makes on the generated transformer would stop counting, and a greedy text decode follows
 #: every such flip: kept small.
 TIE_SHARE = 1e-3

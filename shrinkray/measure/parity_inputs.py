@@ -277,7 +277,7 @@ def _user_plan(inputs: ParityInputs, budget: Budget | None) -> ParityInputs:
 #: Decisions (classified positions, decoded lines) a scores output should give before its top-1 agreement is
 #: judged. A share is judged by its 95% bounds (measure.confidence): at the verdict's 0.97, 88 decisions are the
 #: fewest that can pass at all and 152 the fewest that allow one flip; 40 decided by luck (magika's 4-bit passed
-#: on one seed's samples and failed on another's, bench/results.md).
+#: on one seed's samples and failed on another's, measured 2026-11-23).
 MIN_DECISIONS = 160
 #: A set of samples the original takes longer than this on is not repeated (each variant would run every
 #: set too). Deliberately a coarse gate, not a budget to fill: how many samples are judged must not depend on

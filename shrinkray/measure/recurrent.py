@@ -4,7 +4,7 @@ A voice-activity detector or a streaming encoder takes its own state back at eve
 input ``state`` -> output ``stateN``). One step from a given state hides what a shrunk variant does over
 time: its state drifts from the original's and the drift, not one step's error, flips decisions
 (silero-vad weights-int4: every single step within 0.065 of the original, 3 of 94 frames flipped when
-streamed; bench/verdicts.md). So such a model is judged over K consecutive steps, each fed the state
+streamed; measured 2026-11-23, docs/benchmarks.md "Verdicts on real models"). So such a model is judged over K consecutive steps, each fed the state
 the same model returned the step before, for the original and for the variant alike; every step's
 outputs (the last state included) are judged by the usual rules.
 

@@ -223,7 +223,7 @@ MAX_TENSOR_WORKERS = 4
 
 #: A tensor this large is worked on with nothing else in flight: a method's temporaries are a few times the
 #: tensor, and two large ones at once set compare's peak (weights-int4's 25 MB embedding beside another tensor
-#: on the 101 MB benchmark model, bench/results.md "Compare peak memory").
+#: on the 101 MB benchmark model, measured 2026-11-27; docs/benchmarks.md "Speed and memory").
 ALONE_BYTES = 16 << 20
 
 

@@ -11,7 +11,7 @@ The spec names the input/output files and options; a result JSON is written
 next to it with ``preprocess_error`` / ``quantize_error`` (or null) and, when the
 quantizer succeeded, ``changes``: each rewritten weight's error against what the
 quantizer saw, measured here so that the parent never loads the pre-processed
-model or the weights' floats beside its own (bench/results.md, "Compare peak memory").
+model or the weights' floats beside its own (issue 12, measured 2026-11-27; docs/benchmarks.md "Speed and memory").
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ How the graph gets the weights back (``--form``):
 * ``dequantize-linear``: ``DequantizeLinear`` with ``block_size`` on
   INT4/UINT4 codes (opset 21; ONNX Runtime does not fold it).
 * ``auto`` (default): per consumer op, the form measured fastest on ONNX
-  Runtime CPU (``python bench/int4_forms.py``; see README "weights-int4").
+  Runtime CPU (measured 2026-11-24: docs/benchmarks.md "weights-int4 and auto"; see README "weights-int4").
 
 Kept as one module (over 600 lines): the method's options, its three ONNX layouts and its calibration
 hooks; the block maths, GPTQ and activation statistics live in blockquant, gptq and activations.
@@ -79,7 +79,7 @@ from shrinkray.methods.weights_int8 import _decode_nodes, best_codes
 
 FORMS = ["auto", "standard", "contrib", "dequantize-linear"]
 MS_DOMAIN = "com.microsoft"
-#: Consumer ops that form ``auto`` gives a com.microsoft op (bench/int4_forms.py, docs/methods.md "weights-int4"):
+#: Consumer ops that form ``auto`` gives a com.microsoft op (docs/benchmarks.md "weights-int4 and auto", docs/methods.md "weights-int4"):
 #: GatherBlockQuantized ran 0.98x the float Gather and opens sessions 50x faster than the folded standard
 #: form (which rebuilds the whole table in float at load). Not MatMul/Gemm: re-measured with bursts at 1
 #: thread (ONNX Runtime 1.31.1, `--sweep`), MatMulNBits ran 1.24-2.18x the float MatMul at 1-16 input rows
@@ -506,7 +506,7 @@ class _Nodes:
 #: steps few (:func:`_standard`). ONNX Runtime's constant folding holds every intermediate until it ends, so
 #: each full-size float step costs a float copy of the weight while a session opens: the weights-int4
 #: variant of the 101 MB benchmark transformer (15.8 MB) took 876 MB to open with the float unpacking
-#: (bench/results.md "Compare peak memory"). The folded weights are the same values either way.
+#: (issue 12, measured 2026-11-23). The folded weights are the same values either way.
 LEAN_OPSET = 11
 
 
@@ -671,7 +671,7 @@ def _calibration_use(options: WeightsInt4Options, context: RunContext | None,
         return False, False
     gptq = uses_gptq(options, context, model)
     # GPTQ replaces the activation-aware scales: together they measured +0.0007 hidden cosine on MiniLM and
-    # -0.0010 on the generated transformer against GPTQ alone (bench/results.md), for more time.
+    # -0.0010 on the generated transformer against GPTQ alone (issue 13, measured 2026-11-23), for more time.
     return options.activation_aware and options.form != "dequantize-linear" and not gptq, gptq
 
 
@@ -688,7 +688,7 @@ def _calibrates_like_its_own(context: RunContext | None, model: onnx.ModelProto)
 def prepare(header: onnx.ModelProto, options: WeightsInt4Options, context: RunContext, base_dir: Path) -> None:
     """Calibrate on the original before its weights are loaded (``header``'s tensors stay in their data file in
     ``base_dir``): the calibration session then never opens beside a loaded copy of the model (compare's
-    weights-int4 step on the 101 MB benchmark model, bench/results.md "Compare peak memory"). ``apply`` takes
+    weights-int4 step on the 101 MB benchmark model, measured 2026-11-27; docs/benchmarks.md "Speed and memory"). ``apply`` takes
     the result when it quantizes the same tensors with the same statistics, else calibrates itself."""
     refs = candidates(find_weights(header), options)
     awq, gptq = _calibration_use(options, context, header)
@@ -732,7 +732,7 @@ def apply(model: onnx.ModelProto, options: WeightsInt4Options, context: RunConte
 
     # Where GPTQ runs, its block scales come from the "mse" search; the tensors it cannot reach (embedding tables,
     # tied or shared weights, Conv) take the same search instead of "rescaled": hidden cosine +0.00085 on the
-    # generated transformer, +0.00014 on MiniLM, ~5 s more for MiniLM's 11.7M-value table (bench/int4_results.md).
+    # generated transformer, +0.00014 on MiniLM, ~5 s more for MiniLM's 11.7M-value table (issue 13, measured 2026-11-23).
     tensor_options = replace(options, rounding="mse") if gptq and options.rounding == "rescaled" else options
 
     def encode_one(ref: WeightRef) -> Encoded | None:

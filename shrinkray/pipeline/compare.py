@@ -299,8 +299,8 @@ class ComparePipeline:
         # One variant at a time, in the requested order. A method that works in a child process (dynamic-int8)
         # was built in a background thread meanwhile, but its side of the worker holds the original about
         # three times over (ONNX Runtime's pre-processed copy, the quantized model, the values before), and
-        # stacked on another variant's session opening it set the worker's peak (bench/results.md "Compare
-        # peak memory"); the child itself still runs beside the original's size measurement.
+        # stacked on another variant's session opening it set the worker's peak (issue 12, measured 2026-11-23;
+        # docs/benchmarks.md "Speed and memory"); the child itself still runs beside the original's size measurement.
         for method, options in self.requested:
             self.add_variant(method, options)
         self.find_culprits()

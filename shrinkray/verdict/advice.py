@@ -291,7 +291,7 @@ _DECIDED = {"detections": ("a detection head", "no box scored 0.25", "boxes"),
 def _undecided_outputs(comparison: Comparison) -> list[Advice]:
     """Outputs recognised as a detection head or a probability map on which nothing was decided: their
     boxes or regions could not be compared, so the verdict fell back to their values (which missed boxes
-    that moved on a real detector: bench/verdicts.md). Say so once per output, with what to do."""
+    that moved on a real detector, measured 2026-11-23: docs/benchmarks.md "Verdicts on real models"). Say so once per output, with what to do."""
     notes = []
     seen: set[str] = set()
     for result in comparison.variants:

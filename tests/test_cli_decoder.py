@@ -53,7 +53,10 @@ def test_compare_judges_a_cached_decoder_by_its_continuations_on_real_text(folde
     note = report["input_note"]
     assert "windows of an English text through tokenizer.json" in note and "16 greedy tokens" in note
     outputs = {o["name"]: o for o in _verdict(report, "float16")["parity"]["outputs"]}
-    assert set(outputs) == {"logits", "generated tokens"}  # present.* are the cache, judged through generation
+    # present.* are the cache, judged through generation; with a tokenizer the text's perplexity is told
+    assert set(outputs) == {"logits", "generated tokens", "prompt loss"}
+    assert outputs["prompt loss"]["kind"] == "perplexity" and "perplexity on the prompts' text" in \
+        _verdict(report, "float16")["verdict"]["sentence"]  # fmt: skip
     generated = outputs["generated tokens"]
     assert generated["kind"] == "generation" and generated["measures"]["continuations"] >= 160
     assert outputs["logits"]["measures"]["kl_divergence"] >= 0

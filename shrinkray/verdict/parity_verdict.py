@@ -152,7 +152,7 @@ def parity_verdict(parity: Parity | None, error: str | None = None) -> Verdict:
         deciding = next((o for o in outputs if o.kind == GENERATION), None) or max(outputs, key=lambda o: o.severity)
     named = f"'{deciding.output}' " if len(outputs) > 1 else ""
     told = next((o.sentence for o in outputs if o.kind == PERPLEXITY and o is not deciding), "")
-    told = f"; {told}" if told and deciding.kind == GENERATION else ""  # a decoder's text, beside what it writes
+    told = f"; {told}" if told else ""  # a decoder's perplexity on the text, beside what decided
     return Verdict(status, f"{STATUS_WORDS[status]}: {named}{deciding.sentence}{told}.", outputs, parity.samples)
 
 

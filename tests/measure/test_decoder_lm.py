@@ -221,3 +221,25 @@ def test_the_browser_judges_a_decoders_next_tokens_on_the_same_prompts(cached: o
     kept = _like_reference(stacked, inputs.reference)
     assert set(kept) == {"logits"} and kept["logits"].shape == inputs.reference["logits"].shape
     np.testing.assert_allclose(kept["logits"], inputs.reference["logits"], atol=1e-5)
+
+
+def test_with_a_tokenizer_the_texts_perplexity_is_told_and_judged_only_when_asked(cached, tmp_path) -> None:
+    from dataclasses import replace
+
+    from shrinkray.measure.decoder_lm import PROMPT_LOSS
+    from shrinkray.measure.parity import PERPLEXITY, VerdictSettings
+
+    settings = CompareSettings()
+    settings = replace(settings, inputs=replace(settings.inputs, tokenizer=_tokenizer(tmp_path)))
+    inputs = parity_inputs(cached, settings)
+    assert inputs.kinds[PROMPT_LOSS].kind == PERPLEXITY and inputs.decoder.text
+    broken = session_outputs(_session(damaged(cached, 0.3)), inputs.samples, None, inputs.decoder)
+    parity = compare_outputs(inputs.reference, broken, inputs.kinds)
+    told = next(o for o in parity.outputs if o.name == PROMPT_LOSS)
+    assert told.status == "pass" and told.measures["perplexity_change"] != 0  # told, not judged
+    assert "perplexity on the prompts' text" in parity_verdict(parity).sentence
+    strict = VerdictSettings(per_output={PROMPT_LOSS: {"max_perplexity_change": 0.0001}})
+    judged = next(o for o in compare_outputs(inputs.reference, broken, inputs.kinds, strict).outputs if o.name == PROMPT_LOSS)
+    assert judged.status == "fail" or judged.measures["perplexity_change"] <= 0.0001
+    # without a tokenizer the prompts are made-up ids: no perplexity to tell
+    assert PROMPT_LOSS not in parity_inputs(cached, CompareSettings()).reference

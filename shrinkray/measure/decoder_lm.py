@@ -112,10 +112,24 @@ def _is_causal(model: onnx.ModelProto) -> bool:
     ops = {n.op_type for n in model.graph.node}
     if ops & _CAUSAL_OPS or ("Range" in ops and ops & _COMPARISONS):
         return True
-    for tensor in model.graph.initializer:
-        dims = list(tensor.dims)
-        if len(dims) >= 2 and dims[-1] == dims[-2] >= 8 and tensor.data_type == onnx.TensorProto.BOOL:
-            return True
+    return any(_triangular(t) for t in model.graph.initializer)
+
+
+def _triangular(tensor: onnx.TensorProto) -> bool:
+    """A causal mask held as a constant: ones on and below the diagonal (bool / uint8, GPT-2's ``bias``), or
+    0 there and a large negative number above it (an additive float mask)."""
+    dims = list(tensor.dims)
+    if len(dims) < 2 or dims[-1] != dims[-2] or dims[-1] < 8 or int(np.prod(dims)) > 1 << 24:
+        return False
+    if tensor.data_location == onnx.TensorProto.EXTERNAL:
+        return False
+    side = dims[-1]
+    square = onnx.numpy_helper.to_array(tensor).reshape(-1, side, side)[0]
+    lower = np.tril(np.ones((side, side), bool))
+    if square.dtype.kind in "biu":
+        return bool(np.array_equal(square.astype(bool), lower))
+    if square.dtype.kind == "f":
+        return bool(np.all(square[lower] == 0) and np.all(square[~lower] < -1e3))
     return False
 
 

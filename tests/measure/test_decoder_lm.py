@@ -243,3 +243,16 @@ def test_with_a_tokenizer_the_texts_perplexity_is_told_and_judged_only_when_aske
     assert judged.status == "fail" or judged.measures["perplexity_change"] <= 0.0001
     # without a tokenizer the prompts are made-up ids: no perplexity to tell
     assert PROMPT_LOSS not in parity_inputs(cached, CompareSettings()).reference
+
+
+@pytest.mark.parametrize("mask", ["bool", "uint8", "additive"])
+def test_a_plain_export_whose_causal_mask_is_a_constant_is_a_decoder(mask: str) -> None:
+    """GPT-2's legacy export keeps its causal mask as a lower-triangular ``bias`` buffer, not as ops."""
+    model = _encoder()
+    lower = np.tril(np.ones((16, 16), bool))
+    value = {"bool": lower, "uint8": lower.astype(np.uint8),
+             "additive": np.where(lower, 0.0, -1e9).astype(np.float32)}[mask][None, None]  # fmt: skip
+    model.graph.initializer.append(numpy_helper.from_array(value, "bias"))
+    assert layout_of(model) is not None
+    model.graph.initializer[-1].CopyFrom(numpy_helper.from_array(np.ones((1, 1, 16, 16), np.uint8), "bias"))
+    assert layout_of(model) is None  # all ones: no mask at all

@@ -45,7 +45,7 @@ PROMPTS_PER_BATCH = 8
 #: The prompt's logits kept per batch to judge (the last positions, at least ``MIN_JUDGED_POSITIONS``): every
 #: position of a small vocabulary, the last few of a 50k one (its logits are 200 KB a position in float32).
 JUDGED_LOGITS_BYTES = 2 << 20
-MIN_JUDGED_POSITIONS = 4
+MIN_JUDGED_POSITIONS = 1
 
 _IDS = re.compile(r"(^|[._/])input_ids$")
 _PAST = re.compile(r"^past_key_values[._](\d+)[._](?:decoder[._])?(key|value)$")
@@ -298,7 +298,8 @@ def generate(run: Run, layout: DecoderLayout, feeds: dict[str, np.ndarray],
     batch_vocab = max(batch * logits.shape[-1] * logits.dtype.itemsize, 1)
     kept = min(length, max(MIN_JUDGED_POSITIONS, JUDGED_LOGITS_BYTES // batch_vocab))
     generated = np.stack([np.stack(made, axis=1), np.stack(margins, axis=1)], axis=-1).astype(np.float64)
-    return {layout.logits: logits[:, length - kept:], GENERATED: generated, **made_out}
+    # a copy: a view of the last positions would keep every prompt's whole [batch, prompt, vocab] logits alive
+    return {layout.logits: logits[:, length - kept:].copy(), GENERATED: generated, **made_out}
 
 
 def prompt_loss(logits: np.ndarray, ids: np.ndarray) -> np.ndarray:

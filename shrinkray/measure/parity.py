@@ -603,7 +603,7 @@ def decision_measures(ref: np.ndarray, var: np.ndarray, axis: int, spread: float
         "undecided_positions": float(np.sum(~decided)),
         "positions": float(same.size),
     }
-    if classes >= 10:
+    if classes >= 10 and tie is None:  # not over a vocabulary: [positions, vocab] int64 index arrays, for little
         k = 5
         top_r = np.argpartition(-r2, k - 1, axis=1)[:, :k]
         top_v = np.argpartition(-v2, k - 1, axis=1)[:, :k]

@@ -303,8 +303,8 @@ def decisions_given(reference: dict[str, np.ndarray], kinds: dict[str, OutputKin
             counts.append(int(np.asarray(value).size))
         if kind.kind == "generation" and value is not None:  # continuations: one decision per prompt
             counts.append(decoder_lm.continuation_count(value))
-        if kind.kind != "scores" or value is None or np.asarray(value).dtype.kind != "f":
-            continue
+        if kind.kind != "scores" or kind.tokens or value is None or np.asarray(value).dtype.kind != "f":
+            continue  # a decoder's logits: its continuations are the fewer decisions, and counting is cheap there
         measures = float_measures(np.asarray(value, np.float64), np.asarray(value, np.float64), kind)
         if "sequences" in measures:
             counts.append(int(measures["sequences"]))

@@ -522,7 +522,7 @@ def test_profiles():
     assert DEFAULT_PROFILE == "relative"
     assert set(PROFILES) == {"relative", "absolute"}
     assert PROFILES["relative"] is RELATIVE_PROFILE and PROFILES["absolute"] is ABSOLUTE_PROFILE
-    assert set(KINDS) == {*FLOAT_KINDS, "exact", "generation"}
+    assert set(KINDS) == {*FLOAT_KINDS, "exact", "generation", "perplexity"}
     # generated tokens are judged by continuations kept whole in both profiles: no tolerance of values fits them
     assert RELATIVE_PROFILE["generation"] == ABSOLUTE_PROFILE["generation"] == {"min_continuation_agreement": 0.95}
     for kind in FLOAT_KINDS:  # the original script's tolerances, on every float output

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from shrinkray.measure.decoder_lm import GENERATED_TOKENS
+from shrinkray.measure.generation import GENERATED_TOKENS
 from shrinkray.measure.parity import OutputKind, Parity, VerdictSettings, compare_outputs
 
 #: numpy dtype -> ONNX Runtime Web tensor type (onnxruntime-common's Tensor.Type).

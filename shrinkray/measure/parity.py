@@ -39,14 +39,14 @@ from typing import Any
 import numpy as np
 
 from shrinkray.errors import OptionError
-from shrinkray.measure import confidence, decisions, decoder_lm
+from shrinkray.measure import confidence, decisions, generation
 from shrinkray.measure.confidence import FAIL, PASS, UNDECIDED
 
 FLOAT_KINDS = ("scores", "continuous", "embedding", "map", "detections")
 #: Kinds judged by the decisions drawn from them: with nothing decided (no region, no confident box in the
 #: original or the variant) they are judged as values, by the continuous criteria.
 DECISION_KINDS = ("map", "detections")
-#: A decoder LM's greedy continuations (measure/decoder_lm.py): judged by the share kept whole.
+#: A decoder LM's greedy continuations (measure/generation.py): judged by the share kept whole.
 GENERATION = "generation"
 #: A decoder LM's loss on real text: its perplexity, told (and judged only by a tolerance the user sets).
 PERPLEXITY = "perplexity"
@@ -639,10 +639,10 @@ def float_measures(ref: np.ndarray, var: np.ndarray, kind: OutputKind) -> dict[s
     }
     if kind.kind == "scores" and r.ndim >= 1 and r.size and r.shape[kind.axis] >= 2:
         # a decoder's logits are log-odds: a position is a coin toss by the same bar as its continuations
-        tie = decoder_lm.TIE_LOGODDS if kind.tokens else None
+        tie = generation.TIE_LOGODDS if kind.tokens else None
         measures.update(decision_measures(r, v, kind.axis, spread, tie))
     if kind.tokens and r.size:
-        measures["kl_divergence"] = decoder_lm.mean_kl(r, v)
+        measures["kl_divergence"] = generation.mean_kl(r, v)
     return measures
 
 
@@ -744,7 +744,7 @@ def compare_output(
 def _generation_parity(name: str, ref: np.ndarray, var: np.ndarray, kind: OutputKind,
                        verdict: VerdictSettings) -> OutputParity:  # fmt: skip
     """Greedy continuations [..., prompts, tokens]: the share kept whole, judged by its interval."""
-    measures: dict[str, float | None] = dict(decoder_lm.continuation_measures(ref, var))
+    measures: dict[str, float | None] = dict(generation.continuation_measures(ref, var))
     identical = bool(np.array_equal(ref, var))
     checks = [make_check(c, float(measures[c.measure]), None if identical else decision_count(measures))
               for c in verdict.criteria_for(name, GENERATION) if measures.get(c.measure) is not None]  # fmt: skip
@@ -755,7 +755,7 @@ def _generation_parity(name: str, ref: np.ndarray, var: np.ndarray, kind: Output
     if measures["shortened_continuations"] or measures["undecided_continuations"]:
         parts.append(f"{measures['judged_tokens']:.1f} tokens judged a prompt on average: up to "
                      f"{int(measures['continuation_tokens'] or 0)}, or to where the original hesitated (two best tokens "
-                     f"within {decoder_lm.TIE_LOGODDS:g} log-odds)")  # fmt: skip
+                     f"within {generation.TIE_LOGODDS:g} log-odds)")  # fmt: skip
     told = "; ".join(parts)
     reasons = [Criterion(c.criterion, c.limit).text(c.value) for c in checks if c.status != PASS]
     return OutputParity(

@@ -201,7 +201,7 @@ def test_auto_in_compare_judges_on_the_users_inputs(tmp_path, monkeypatch):
     path, x = _user_inputs(tmp_path)
     fed: list[np.ndarray] = []
     real_run = auto_module._run
-    monkeypatch.setattr(auto_module, "_run", lambda session, samples: (fed.extend(s["x"] for s in samples),
+    monkeypatch.setattr(auto_module, "_run", lambda session, samples, decoder=None: (fed.extend(s["x"] for s in samples),
                                                                        real_run(session, samples))[1])  # fmt: skip
     strict = _verdict("relative", ["min_row_cosine=0.99999"])  # so that tensors are measured too, not only the mix
     c = compare(only_insensitive(), CompareSettings(methods=[("auto", {})], latency=False, verdict=strict,
@@ -219,7 +219,7 @@ def test_shrink_with_a_context_judges_auto_on_the_users_inputs(tmp_path, monkeyp
     path, x = _user_inputs(tmp_path, fill=-0.81)
     fed: list[np.ndarray] = []
     real_run = auto_module._run
-    monkeypatch.setattr(auto_module, "_run", lambda session, samples: (fed.extend(s["x"] for s in samples),
+    monkeypatch.setattr(auto_module, "_run", lambda session, samples, decoder=None: (fed.extend(s["x"] for s in samples),
                                                                        real_run(session, samples))[1])  # fmt: skip
     shrinkray.shrink(only_insensitive(), "auto", context=RunContext(CompareSettings(inputs_path=str(path))))
     assert fed and all(_is_users(f, x) for f in fed)

@@ -46,7 +46,9 @@ def load_sample(name: str) -> LoadedModel:
     files = _sample_files()
     if name not in files:
         raise ValueError(f"unknown sample {name}")
-    return load(files[name])
+    loaded = load(files[name])
+    loaded.name = name  # a folder sample is named by its folder, not by its onnx/model.onnx
+    return loaded
 
 
 def load_upload(name: str, data: bytes) -> LoadedModel:

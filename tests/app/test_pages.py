@@ -205,3 +205,12 @@ def test_tree_model_says_nothing_to_shrink():
     texts = _texts(at)
     assert "no float weight tensors large enough" in texts
     assert "changed nothing" in texts
+
+
+def test_the_generative_sample_loads_with_its_tokenizer_and_is_judged_by_what_it_writes():
+    at = _load_sample(_app(), "tiny_lm")
+    loaded = at.session_state["model"]
+    assert loaded.name == "tiny_lm"
+    assert loaded.tokenizer.endswith("tokenizer.json") and loaded.prompts.endswith("prompts.txt")
+    at.switch_page("app_pages/shrink.py").run()
+    assert not at.exception, at.exception

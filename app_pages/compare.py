@@ -77,7 +77,8 @@ if shown:
 with st.form("inputs"):
     st.write("Synthesized inputs look like what the model sees (pages, text lines and scenes for image inputs, "
              "speech for audio, token ids from the vocabulary). Override free dimensions and value ranges, or "
-             "upload real samples: images or WAV files (one sample each), or an .npz with one array per input name.")  # fmt: skip
+             "upload real samples: images or WAV files (one sample each), an .npz with one array per input name, or "
+             "for a language model a .txt of text like what it reads (its prompts are windows of it).")  # fmt: skip
     # The form starts from the shown results' inputs, so changing one thing (the seed) keeps the others.
     used = comparison.settings
     c1, c2 = st.columns(2)
@@ -94,8 +95,8 @@ with st.form("inputs"):
         index=range_options.index(used.image_range) if used.image_range in range_options else 0,
         help="How uploaded images are scaled before they reach the model; auto reads it from the model's graph.",
     )  # fmt: skip
-    uploads = st.file_uploader("Real samples (images, WAV files or one .npz)", type=["npz", "png", "jpg", "jpeg", "wav"],
-                               accept_multiple_files=True)  # fmt: skip
+    uploads = st.file_uploader("Real samples (images, WAV files, one .npz, or one .txt for a language model)",
+                               type=["npz", "png", "jpg", "jpeg", "wav", "txt"], accept_multiple_files=True)  # fmt: skip
     submitted = st.form_submit_button("Re-measure with these inputs", type="primary")
 
 started = False
@@ -106,14 +107,22 @@ if submitted:
         except OptionError as exc:  # the engine words these for the command line (--dim, --range)
             problem = exc.problem.replace("--dim ", "Dimension ").replace("--range ", "Value range ")
             raise OptionError(problem, re.sub(r"--(dim|range) ", "", exc.hint)) from None
-        inputs = InputOptions(dims=dims, ranges=ranges, seed=int(seed))
         npz_files = [u for u in uploads or [] if u.name.lower().endswith(".npz")]
         sample_uploads = [u for u in uploads or [] if is_sample_file(u.name)]
+        texts = [u for u in uploads or [] if u.name.lower().endswith(".txt")]
         if npz_files and sample_uploads or len(npz_files) > 1:
             raise OptionError("Upload either one .npz file or images / WAV files, not both", "Remove the extra files")
+        if texts and (npz_files or sample_uploads or len(texts) > 1):
+            raise OptionError("A .txt is a language model's prompts: upload one, on its own", "Remove the extra files")
         path, sample_paths = None, []
         folder = workspace() / f"samples-{uuid.uuid4().hex[:12]}"  # the shown results keep theirs until this works
         folder.mkdir(parents=True)
+        text = ""
+        if texts:
+            text = str(folder / "prompts.txt")
+            Path(text).write_bytes(texts[0].getvalue())
+        inputs = InputOptions(dims=dims, ranges=ranges, seed=int(seed), tokenizer=used.inputs.tokenizer,
+                              text=text or used.inputs.text)  # fmt: skip
         if npz_files:
             stem = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(npz_files[0].name).stem)[:60] or "inputs"
             path = folder / f"{stem}.npz"  # the note says "Inputs loaded from <the user's file name>"

@@ -155,11 +155,17 @@ class Runs:
         """Uploaded parity inputs copied into the run, so the run can be measured and shown again later."""
         inputs_path = getattr(settings, "inputs_path", None)
         sample_files = list(getattr(settings, "sample_files", []) or [])
-        if not inputs_path and not sample_files:
+        options = getattr(settings, "inputs", None)
+        text = getattr(options, "text", "")
+        if not inputs_path and not sample_files and not text:
             return settings
         target = folder / "inputs"
         target.mkdir(exist_ok=True)
         changes: dict[str, Any] = {}
+        if text and Path(text).is_file():  # a decoder's prompts text: kept with the run, as its samples are
+            copy = target / safe_file_name(Path(text).name)
+            shutil.copyfile(text, copy)
+            changes["inputs"] = dataclasses.replace(options, text=str(copy))
         if inputs_path:
             source = Path(inputs_path)
             copy = target / safe_file_name(source.name)

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from shrinkray.measure.confidence import FAIL
+from shrinkray.measure.parity import GENERATION
 from shrinkray.measure.results import ORIGINAL, Comparison, VariantResult
 from shrinkray.methods import MethodSpec, all_methods, get_method
 from shrinkray.units import format_bytes, format_percent
@@ -42,6 +43,16 @@ OWN_INPUTS = Hint("own_inputs", "give more inputs of your own (real samples of w
 
 #: Settings a hint can name: the method's tensors to leave out, the search for the smallest mix that passes,
 #: other methods, the parity criteria, the smallest tensor rewritten, and the search for damaging tensors.
+#: For a decoder LM, its own inputs are text like what it reads (its prompts are windows of it).
+OWN_TEXT = Hint("own_inputs", "give text like what the model reads (its own domain) for a firm verdict", "text")
+
+
+def _own_inputs(comparison: Comparison) -> Hint:
+    """What "more inputs of your own" means for this model: text for a decoder LM, samples otherwise."""
+    outputs = comparison.original.parity.outputs if comparison.original.parity is not None else []
+    return OWN_TEXT if any(o.kind == GENERATION for o in outputs) else OWN_INPUTS
+
+
 HINT_SETTINGS = ("exclude", "auto", "methods", "verdict", "min_elements", "culprits", "own_inputs")
 
 
@@ -228,7 +239,7 @@ def advise(comparison: Comparison, delivery: str = "brotli") -> list[Advice]:
             )  # fmt: skip
         verdict = verdict_of(result)
         if verdict.undecided:
-            notes.append(_advice("warning", f"{key}: {verdict.sentence}", key, [OWN_INPUTS]))
+            notes.append(_advice("warning", f"{key}: {verdict.sentence}", key, [_own_inputs(comparison)]))
         elif result.parity is not None and not verdict.passed:
             said = measured | set(others)  # a method the speed advice just named is not suggested twice
             notes.append(_advice("bad", f"{key}: {verdict.sentence}", key, _parity_hints(result, said)))
@@ -273,7 +284,7 @@ def advise(comparison: Comparison, delivery: str = "brotli") -> list[Advice]:
         notes.insert(0, _advice(
             "warning", f"No variant passes on these inputs yet: {_either(undecided, 'and')} "
             f"{'is' if len(undecided) == 1 else 'are'} undecided (too few decisions to tell). Until a verdict "
-            "is firm, keep the original.", hints=[OWN_INPUTS]))  # fmt: skip
+            "is firm, keep the original.", hints=[_own_inputs(comparison)]))  # fmt: skip
     elif comparison.variants:
         notes.insert(0, _advice("warning", "No variant is both smaller and within the parity criteria: keep the "
                                 "original.", hints=[Hint("verdict", "if the criteria are stricter than needed, loosen them knowingly")]))  # fmt: skip

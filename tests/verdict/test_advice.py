@@ -557,3 +557,21 @@ def mlp_npz_comparison(tmp_path_factory):
     settings = CompareSettings(methods=[("weights-int8", {}), ("float16", {})], latency=False, inputs_path=str(path),
                                **FAST)  # fmt: skip
     return compare(cached_sample("mlp"), settings)
+
+
+def test_a_decoder_is_asked_for_text_like_its_own_not_for_images(mlp_npz_comparison):
+    """The same undecided banner, for a language model: its own inputs are text, in each front end's words."""
+    import copy
+
+    from app_ui.controls import APP_ADVICE
+    from shrinkray.cli import CLI_ADVICE
+    from shrinkray.measure.parity import GENERATION
+
+    first = advise(mlp_npz_comparison)[0]
+    assert first.hints[0].value != "text" and "--inputs" in first.worded(CLI_ADVICE)
+    decoder = copy.deepcopy(mlp_npz_comparison)
+    decoder.original.parity.outputs[0].kind = GENERATION  # what a decoder's original reports
+    first = advise(decoder)[0]
+    assert first.hints[0].value == "text"
+    assert "--text FILE" in first.worded(CLI_ADVICE)
+    assert "upload a .txt" in first.worded(APP_ADVICE) and "--" not in first.worded(APP_ADVICE)

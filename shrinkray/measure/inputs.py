@@ -87,7 +87,8 @@ def parse_assignments(items: list[str] | None, what: str) -> dict[str, str]:
 def parse_dims(items: list[str] | None) -> dict[str, int]:
     dims = {}
     for key, value in parse_assignments(items, "--dim").items():
-        if not re.fullmatch(r"\d+", value) or int(value) < 1:
+        empty_past = "past" in key.lower() and value == "0"  # a cache's length may be 0: the first step
+        if not re.fullmatch(r"\d+", value) or (int(value) < 1 and not empty_past):
             raise OptionError(f"--dim {key}={value}: the size must be a positive integer", "e.g. --dim batch=4")
         dims[key] = int(value)
     return dims
@@ -333,7 +334,9 @@ def input_roles(model: onnx.ModelProto) -> dict[str, InputRole]:
                 roles[sig.name] = InputRole("sample_rate")
             elif "mask" in lname:
                 roles[sig.name] = InputRole("mask")
-            elif "type" in lname or "segment" in lname or "position" in lname:
+            elif "position" in lname and rank >= 1:
+                roles[sig.name] = InputRole("positions")
+            elif "type" in lname or "segment" in lname:
                 roles[sig.name] = InputRole("token_types")
             elif sig.name in vocab:
                 roles[sig.name] = InputRole("tokens", vocab=vocab[sig.name])
@@ -362,6 +365,8 @@ def input_roles(model: onnx.ModelProto) -> dict[str, InputRole]:
 
 def _guess(sig: InputSignature, axis: int, rank: int, role: InputRole | None = None) -> int:
     name = str(sig.shape[axis] or "").lower()
+    if "past" in name:
+        return 0  # a cache's length: empty, as a generation's first step has it (and total = past + sequence)
     if role is not None and role.kind == "audio" and axis == rank - 1:
         return int(DEFAULT_SAMPLE_RATE * DEFAULT_AUDIO_SECONDS)
     if role is not None and role.kind == "features" and axis == role.axes[1]:
@@ -513,6 +518,8 @@ def synthesize(
                 values = np.ones(shape)
             elif role.kind == "token_types":
                 values = np.zeros(shape)
+            elif role.kind == "positions":  # 0, 1, 2... along the sequence (an empty past before it)
+                values = np.broadcast_to(np.arange(shape[-1]), shape)
             elif role.kind == "sample_rate":
                 values = np.full(shape, rate)
             elif role.kind == "tokens":

@@ -256,3 +256,31 @@ def test_a_plain_export_whose_causal_mask_is_a_constant_is_a_decoder(mask: str) 
     assert layout_of(model) is not None
     model.graph.initializer[-1].CopyFrom(numpy_helper.from_array(np.ones((1, 1, 16, 16), np.uint8), "bias"))
     assert layout_of(model) is None  # all ones: no mask at all
+
+
+def _with_encoder_states(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The cached decoder with an ``encoder_hidden_states`` input (read, adding nothing): a seq2seq decoder's
+    signature, which the decoder driver leaves to the general path."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    out.graph.input.append(helper.make_tensor_value_info("encoder_hidden_states", TensorProto.FLOAT,
+                                                         ["batch_size", "encoder_sequence_length", 64]))  # fmt: skip
+    out.graph.node.append(helper.make_node("ReduceSum", ["encoder_hidden_states"], ["enc_sum"], keepdims=0))
+    out.graph.output.append(helper.make_tensor_value_info("enc_sum", TensorProto.FLOAT, []))
+    return out
+
+
+def test_a_seq2seq_decoder_gets_an_empty_past_and_counted_positions_on_the_general_path() -> None:
+    """Issue 28: the past was guessed 64 long and positions were all zeros; an empty past could not be asked."""
+    from shrinkray.measure.inputs import parse_dims
+
+    model = _with_encoder_states(build_lm("cached"))
+    assert layout_of(model) is None
+    feeds = synthesize(model, InputOptions()).feeds
+    assert feeds["past_key_values.0.key"].shape[2] == 0
+    assert feeds["attention_mask"].shape[1] == feeds["input_ids"].shape[1]  # total = past (0) + sequence
+    assert (feeds["position_ids"] == np.arange(feeds["input_ids"].shape[1])).all()
+    _session(model).run(None, feeds)  # ONNX Runtime takes them as they are
+    assert parse_dims(["past_sequence_length=0"]) == {"past_sequence_length": 0}
+    with pytest.raises(Exception, match="positive integer"):
+        parse_dims(["sequence_length=0"])

@@ -8,7 +8,7 @@ from app_ui.controls import friendly_errors, method_controls
 from app_ui.results import show_results
 from app_ui.runs import follow_run, latest_comparison, start_run
 from app_ui.state import current_model, session_setting
-from shrinkray.measure.parity import KINDS, MEASURES, PROFILES, VerdictSettings, build_verdict
+from shrinkray.measure.parity import MEASURES, PROFILES, USER_KINDS, VerdictSettings, build_verdict
 from shrinkray.measure.results import CompareSettings
 from shrinkray.methods import all_methods
 
@@ -64,7 +64,7 @@ with st.expander("Measurement settings"):
         or [{"Output": o.name, "Judge as": "auto", "Extra criteria": ""} for o in loaded.model.graph.output],
         column_config={
             "Output": st.column_config.TextColumn(disabled=True),
-            "Judge as": st.column_config.SelectboxColumn(options=["auto", *KINDS], required=True),
+            "Judge as": st.column_config.SelectboxColumn(options=["auto", *USER_KINDS], required=True),
             "Extra criteria": st.column_config.TextColumn(help="Criteria: min_ or max_ of " + ", ".join(MEASURES)),
         },
         hide_index=True, width="stretch", key="verdict_outputs",

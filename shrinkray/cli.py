@@ -32,7 +32,7 @@ from shrinkray.io.size_check import EXTERNAL_SETTING, STREAM_SETTING, check_fits
 from shrinkray.measure.budget import BUDGET_SETTING
 from shrinkray.measure.content import IMAGE_RANGES
 from shrinkray.measure.inputs import InputOptions, parse_dims, parse_ranges
-from shrinkray.measure.parity import DEFAULT_PROFILE, KINDS, MEASURES, PROFILES, build_verdict
+from shrinkray.measure.parity import DEFAULT_PROFILE, MEASURES, PROFILES, USER_KINDS, build_verdict
 from shrinkray.measure.results import CompareSettings
 from shrinkray.measure.sample_files import is_sample_file
 from shrinkray.measure.sizes import check_zstd_level
@@ -192,7 +192,7 @@ def _add_judging_flags(parser: argparse.ArgumentParser, purpose: str = "parity a
                    "min_top1_agreement=0.995 or boxes:max_relative_error=0.02; criteria are min_ or max_ of: "
                    + ", ".join(MEASURES))  # fmt: skip
     p.add_argument("--output-kind", action="append", metavar="OUTPUT=KIND",
-                   help="how to judge an output (repeatable): " + ", ".join(KINDS))  # fmt: skip
+                   help="how to judge an output (repeatable): " + ", ".join(USER_KINDS))  # fmt: skip
     p.add_argument("--abs-tol", type=float, help="shorthand for --tolerance max_abs_error=VALUE")
     p.add_argument("--mean-tol", type=float, help="shorthand for --tolerance max_mean_abs_error=VALUE")
     p.add_argument("--min-cosine", type=float, help="shorthand for --tolerance min_cosine=VALUE")

@@ -51,6 +51,9 @@ GENERATION = "generation"
 #: A decoder LM's loss on real text: its perplexity, told (and judged only by a tolerance the user sets).
 PERPLEXITY = "perplexity"
 KINDS = (*FLOAT_KINDS, "exact", GENERATION, PERPLEXITY)
+#: The kinds a user may give an output: a decoder's generated tokens and prompt loss are its own outputs, made
+#: by the decoder driver, never another output's way of being judged.
+USER_KINDS = (*FLOAT_KINDS, "exact")
 
 #: Thresholds chosen by measuring real models against task checks (bench/verdicts.py, docs/verdicts.md "Parity").
 RELATIVE_PROFILE: dict[str, dict[str, float]] = {
@@ -192,8 +195,8 @@ def check_criterion_name(criterion: str) -> None:
 
 
 def check_kind(kind: str) -> None:
-    if kind not in KINDS:
-        raise OptionError(f"Unknown output kind '{kind}'", "Use one of: " + ", ".join(KINDS))
+    if kind not in USER_KINDS:
+        raise OptionError(f"Unknown output kind '{kind}'", "Use one of: " + ", ".join(USER_KINDS))
 
 
 @dataclass

@@ -30,7 +30,7 @@ from shrinkray.measure.inputs import (
 )
 
 DYNAMIC = ["mlp", "cnn", "transformer", "rnn", "fp16", "shared_weight", "tree"]
-ROLE_KINDS = {"image", "audio", "features", "tokens", "mask", "token_types", "sample_rate", "state", "float", "int", "bool"}
+ROLE_KINDS = {"image", "audio", "features", "tokens", "mask", "token_types", "positions", "sample_rate", "state", "float", "int", "bool"}
 
 
 def run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:

@@ -1097,3 +1097,14 @@ def test_a_pooled_cosine_reads_as_mean_pooled_not_as_an_output_named_pooled():
     criterion = Criterion("min_pooled_cosine", 0.999)
     assert criterion.text(0.99996).startswith("mean-pooled cosine 0.99996")
     assert criterion.text_limit() == "mean-pooled cosine >= 0.999"
+
+
+def test_a_decoders_own_kinds_cannot_be_given_to_another_output():
+    """'generated tokens' and 'prompt loss' are made by the decoder driver: judging logits 'as generation' would
+    read a [.., vocab] array as tokens and margins."""
+    from shrinkray.measure.parity import USER_KINDS
+
+    assert "generation" not in USER_KINDS and "perplexity" not in USER_KINDS
+    for kind in ("generation", "perplexity"):
+        with pytest.raises(OptionError, match="Unknown output kind"):
+            build_verdict(kinds=[f"logits={kind}"])

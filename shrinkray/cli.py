@@ -27,7 +27,7 @@ from typing import Any
 from shrinkray import pricing
 from shrinkray.errors import MissingModelError, OptionError, ShrinkRayError
 from shrinkray.io.archive import scratch_folder
-from shrinkray.io.files import Terminated, check_output_path, raise_terminated
+from shrinkray.io.files import Terminated, check_output_path, model_in_folder, raise_terminated
 from shrinkray.io.size_check import EXTERNAL_SETTING, STREAM_SETTING, check_fits, model_size
 from shrinkray.measure.budget import BUDGET_SETTING
 from shrinkray.measure.content import IMAGE_RANGES
@@ -691,6 +691,12 @@ def _quiet_stdout() -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if isinstance(getattr(args, "model", None), str) and Path(args.model).is_dir():
+        try:  # a transformers.js folder stands for its main model, in every command
+            args.model = str(model_in_folder(args.model))
+        except ShrinkRayError as exc:
+            print(f"Error: {terminal(cli_message(exc))}", file=sys.stderr)
+            return 1
     if threading.current_thread() is threading.main_thread():
         # SIGTERM unwinds like Ctrl-C: temporary files and staging folders are removed on the way out.
         signal.signal(signal.SIGTERM, raise_terminated)

@@ -389,7 +389,7 @@ def test_missing_file_and_folder_give_one_line_errors(work, capsys):
         f"Error: Missing {work / 'nope.onnx'}. Check the path, or export the model first."
     ]
     code, _, err = _run_cli(capsys, "inspect", work)
-    assert code == 1 and len(_error_lines(err)) == 1 and "is a folder" in err
+    assert code == 1 and len(_error_lines(err)) == 1 and "a folder without an .onnx model" in err and "Give the path" in err
 
 
 def test_debug_shows_the_traceback(work, capsys):

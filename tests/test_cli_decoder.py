@@ -110,3 +110,8 @@ def test_naming_says_what_it_takes(tmp_path, capsys) -> None:
     with pytest.raises(SystemExit):
         cli.main(["compare", "model.onnx", "--naming", "hf"])
     assert "transformers.js" in capsys.readouterr().err
+
+
+def test_the_folder_itself_stands_for_its_model(folder, capsys) -> None:
+    assert cli.main(["inspect", str(folder)]) == 0
+    assert "past_key_values.0.key" in capsys.readouterr().out

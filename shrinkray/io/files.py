@@ -141,6 +141,23 @@ def find_tokenizer(model_path: str | os.PathLike | None, name: str = TOKENIZER_F
     return ""
 
 
+def model_in_folder(folder: str | os.PathLike) -> Path:
+    """The model a folder stands for: its only .onnx file, or transformers.js's main one (``onnx/model.onnx``,
+    else ``model.onnx``) among several; a folder of several others is refused with their names."""
+    folder = Path(folder)
+    found = sorted([*folder.glob("*.onnx"), *folder.glob("onnx/*.onnx")])
+    for main in (folder / "onnx" / "model.onnx", folder / "model.onnx"):
+        if main in found:
+            return main
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise ModelLoadError(f"{folder} is a folder without an .onnx model (nor an onnx/ folder holding one)",
+                             "Give the path of the .onnx file")  # fmt: skip
+    names = ", ".join(str(p.relative_to(folder)) for p in found[:8]) + (", ..." if len(found) > 8 else "")
+    raise ModelLoadError(f"{folder} holds several models ({names})", "Give the path of the one to use")
+
+
 def _external_entry(tensor: onnx.TensorProto, key: str) -> str | None:
     value = None
     for entry in tensor.external_data:
@@ -393,8 +410,8 @@ def load(
     path = Path(source)
     if not path.exists():
         raise MissingModelError(f"Missing {path}", "Check the path, or export the model first")
-    if path.is_dir():
-        raise ModelLoadError(f"{path} is a folder, not a model file", "Give the path of the .onnx file")
+    if path.is_dir():  # a transformers.js folder stands for its main model
+        path = model_in_folder(path)
     if not path.is_file():
         raise ModelLoadError(
             f"{path} is not a regular file (a device, pipe or socket)", "Give the path of the .onnx file"

@@ -190,7 +190,25 @@ def test_dangling_symlink_is_missing(tmp_path):
 def test_directory(tmp_path):
     with pytest.raises(ModelLoadError) as excinfo:
         load(tmp_path)
-    assert "folder" in message_of(excinfo) and "not a model file" in message_of(excinfo)
+    assert "a folder without an .onnx model" in message_of(excinfo) and "Give the path" in message_of(excinfo)
+
+
+def test_a_folder_stands_for_its_only_model_or_transformers_js_main_one(tmp_path):
+    import shutil
+
+    from helpers import sample_path
+
+    from shrinkray.io.files import model_in_folder
+
+    (tmp_path / "onnx").mkdir()
+    for name in ("model.onnx", "model_quantized.onnx", "model_fp16.onnx"):
+        shutil.copy(sample_path("mlp"), tmp_path / "onnx" / name)
+    assert model_in_folder(tmp_path) == tmp_path / "onnx" / "model.onnx"
+    assert load(tmp_path).path == tmp_path / "onnx" / "model.onnx"
+    (tmp_path / "onnx" / "model.onnx").unlink()
+    with pytest.raises(ModelLoadError) as excinfo:
+        load(tmp_path)
+    assert "holds several models (onnx/model_fp16.onnx, onnx/model_quantized.onnx)" in message_of(excinfo)
 
 
 def test_empty_file(tmp_path):

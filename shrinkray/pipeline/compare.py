@@ -39,8 +39,10 @@ from shrinkray.io.files import (
     write_outputs,
 )
 from shrinkray.io.limits import check_memory
+from shrinkray.measure import decoder_lm
 from shrinkray.measure.budget import PLAN_MARGIN, Budget, job_clock
 from shrinkray.measure.confidence import UNDECIDED
+from shrinkray.measure.generation import GENERATED_TOKENS
 from shrinkray.measure.inputs import (
     InputOptions,
     first_axis_dynamic,
@@ -499,8 +501,9 @@ class ComparePipeline:
             if self._job is not None:  # a capped worker (the app, the CLI): its time cap is real
                 start, cap = self._job
                 deadline = (start + cap * (1 - LATENCY_RESERVE), cap)
+            decoder = self.inputs.decoder if self.inputs is not None else None
             self.latency_note = _measure_all_latency(plan, [self.original, *self.variants], self.files,
-                                                     self.settings, self.say, self.copies, deadline)  # fmt: skip
+                                                     self.settings, self.say, self.copies, deadline, decoder)  # fmt: skip
         _lap(self.timings, "latency", lap)
         self.say("Done", 1.0)
         self._emit()
@@ -745,6 +748,7 @@ def _measure_all_latency(
     say: Progress,
     copies: MeasuringCopies | None = None,
     deadline: tuple[float, float] | None = None,
+    decoder: decoder_lm.DecoderLayout | None = None,
 ) -> str:
     """Time every runnable variant against the original per (threads, batch), adaptively and pairwise
     (two sessions alive at a time); a batch the model refuses skips larger ones. ``deadline``: (a
@@ -777,12 +781,12 @@ def _measure_all_latency(
             start = time.perf_counter()
             original = _open_file_session(files[ORIGINAL], threads, copies)
             opened_ms = (time.perf_counter() - start) * 1000
-            run_original = partial(original.run, None, feeds)
+            run_original = _run_of(original, feeds, decoder)
             start = time.perf_counter()
             run_original()  # a batch the model refuses fails here, before any variant opens
             first_ms = (time.perf_counter() - start) * 1000
             slowest_ms = max(slowest_ms, first_ms)
-            openers = [(key, partial(_runner, files[key], threads, feeds, copies)) for key in runnable]
+            openers = [(key, partial(_runner, files[key], threads, feeds, copies, decoder)) for key in runnable]
             stats = time_pairwise(
                 ORIGINAL, run_original, openers, batch=_batch_of(feeds), threads=threads,
                 session_ms={ORIGINAL: opened_ms}, runs=settings.runs, warmup=settings.warmup,
@@ -824,6 +828,9 @@ def _measure_all_latency(
             f"ONNX Runtime CPU, median and p90 of up to {settings.runs} interleaved runs of each variant and the "
             f"original after {settings.warmup} warm-up runs, threads {settings.threads}; ratios with 95% intervals"
         )
+    if decoder is not None:  # what a run is, for a decoder: what its users wait for
+        text += (f"; a decoder LM's run writes {GENERATED_TOKENS} tokens from one prompt (its pass, then "
+                 f"{GENERATED_TOKENS - 1} steps {'through its cache' if decoder.cached else 'over the whole sequence'})")
     if untimed and deadline is not None:
         notes.insert(0, f"not timed, to finish within the run's {deadline[1]:g} s limit (the model runs slowly "
                      f"here): {'; '.join(untimed)}")  # fmt: skip
@@ -843,9 +850,22 @@ def _measure_all_latency(
 LEAST_PAIR_RUNS = 4
 
 
-def _runner(files: list[Path], threads: int, feeds: dict[str, np.ndarray],
-            copies: MeasuringCopies | None = None) -> Callable[[], Any]:  # fmt: skip
-    return partial(_open_file_session(files, threads, copies).run, None, feeds)
+def _runner(files: list[Path], threads: int, feeds: dict[str, np.ndarray], copies: MeasuringCopies | None = None,
+            decoder: decoder_lm.DecoderLayout | None = None) -> Callable[[], Any]:  # fmt: skip
+    return _run_of(_open_file_session(files, threads, copies), feeds, decoder)
+
+
+def _run_of(session, feeds: dict[str, np.ndarray], decoder: decoder_lm.DecoderLayout | None) -> Callable[[], Any]:
+    """One timed run: the feeds through the session, or, for a decoder LM, writing GENERATED_TOKENS tokens
+    from its prompt as its users wait for them (the prompt's pass, then the steps)."""
+    if decoder is None:
+        return partial(session.run, None, feeds)
+    names = [o.name for o in session.get_outputs()]
+
+    def step(fed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return dict(zip(names, session.run(None, fed), strict=True))
+
+    return partial(decoder_lm.generate, step, decoder, feeds)
 
 
 def _batch_of(feeds: dict[str, np.ndarray]) -> int:

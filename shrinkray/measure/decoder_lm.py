@@ -48,6 +48,7 @@ MIN_JUDGED_POSITIONS = 1
 _IDS = re.compile(r"(^|[._/])input_ids$")
 _PAST = re.compile(r"^past_key_values[._](\d+)[._](?:decoder[._])?(key|value)$")
 _CAUSAL_OPS = {"Trilu"}
+_MASK_NAMES = re.compile(r"mask|bias|causal|tril", re.IGNORECASE)
 _COMPARISONS = {"Less", "LessOrEqual", "Greater", "GreaterOrEqual"}
 #: A plain export's logits with fewer entries than this per position are labels (token classification).
 MIN_VOCABULARY = 256
@@ -121,8 +122,15 @@ def _triangular(tensor: onnx.TensorProto) -> bool:
         return False
     if tensor.data_location == onnx.TensorProto.EXTERNAL:
         return False
+    integral = tensor.data_type in (onnx.TensorProto.BOOL, onnx.TensorProto.UINT8, onnx.TensorProto.INT64,
+                                    onnx.TensorProto.INT32)  # fmt: skip
+    if not integral and not _MASK_NAMES.search(tensor.name):  # weights are square too: never decode those
+        return False
     side = dims[-1]
-    square = onnx.numpy_helper.to_array(tensor).reshape(-1, side, side)[0]
+    try:  # a skeleton's initializers (compare's workers keep the graph without its weights) hold no values
+        square = onnx.numpy_helper.to_array(tensor).reshape(-1, side, side)[0]
+    except ValueError:
+        return False
     lower = np.tril(np.ones((side, side), bool))
     if square.dtype.kind in "biu":
         return bool(np.array_equal(square.astype(bool), lower))

@@ -11,7 +11,7 @@ from app_ui.state import session_setting
 from shrinkray.io.files import serialize
 from shrinkray.measure.results import Comparison, VariantResult
 from shrinkray.measure.sizes import BUDGET_S
-from shrinkray.pipeline.compare import NAMINGS, variant_file_name
+from shrinkray.pipeline.compare import NAMINGS, naming_stem, variant_file_name
 from shrinkray.report import charts
 from shrinkray.report import formats as report
 from shrinkray.report.one_page import to_one_page
@@ -102,16 +102,12 @@ def _model_download(result: VariantResult):
 
 NAMING_KEY = "downloads:naming"
 NAMING_WORDS = {"shrinkray": "Shrink Ray (model.method.onnx)", "transformers.js": "transformers.js (model_quantized.onnx…)"}
-#: transformers.js's own file stems: a variant of one keeps it; any other model is its main file, ``model``
-_TRANSFORMERS_JS_STEMS = ("model", "encoder_model", "decoder_model", "decoder_model_merged", "decoder_with_past_model",
-                          "vision_encoder", "text_encoder", "audio_encoder", "embed_tokens")  # fmt: skip
 
 
 def download_name(c: Comparison, result: VariantResult) -> str:
     """The variant's file name, as the visitor chose (the engine's one naming rule, pipeline.compare)."""
     naming = st.session_state.get(NAMING_KEY, NAMINGS[0])
-    stem = c.name if naming != "transformers.js" or c.name in _TRANSFORMERS_JS_STEMS else "model"
-    return variant_file_name(stem, result.key, naming)
+    return variant_file_name(naming_stem(c.name, naming), result.key, naming)
 
 
 def variant_card(c: Comparison, result: VariantResult, advice_items, partial: bool = False) -> None:

@@ -10,7 +10,7 @@ import numpy as np
 
 from shrinkray.measure.browser import MAX_RESERVE_BYTES, BrowserInputs
 from shrinkray.measure.inputs import first_axis_dynamic, load_inputs, samples_digest, synthesize
-from shrinkray.measure.parity_inputs import MIN_DECISIONS, batch_dim_fixed, parity_inputs
+from shrinkray.measure.parity_inputs import MIN_DECISIONS, batch_dim_fixed, first_sets, parity_inputs
 from shrinkray.measure.sample_files import load_sample_files
 
 
@@ -31,12 +31,9 @@ def prepare(model, settings) -> BrowserInputs:
         # sets that give BROWSER_POSITIONS of them: every model's logits go back through one message
         logits = inputs.decoder.logits
         per_set = int(np.prod(np.shape(inputs.reference[logits])[1:-1])) if len(inputs.samples) > 1 else 0
-        sets = min(len(inputs.samples), -(-BROWSER_POSITIONS // per_set)) if per_set else len(inputs.samples)
-        stacked = len(inputs.samples) > 1
-        reference = {logits: inputs.reference[logits][:sets] if stacked and sets > 1 else
-                     inputs.reference[logits][0] if stacked else inputs.reference[logits]}  # fmt: skip
-        kinds, samples, first = {logits: kinds[logits]}, inputs.samples[:sets], 0
-        count = sets * inputs.per_run if stacked else inputs.count
+        part = first_sets(inputs, -(-BROWSER_POSITIONS // per_set)) if per_set else inputs
+        reference, kinds, samples, first = {logits: part.reference[logits]}, {logits: kinds[logits]}, part.samples, 0
+        count = part.count
     return BrowserInputs(samples, reference, kinds, inputs.note, count, settings.verdict,
                          timing, batch, samples_digest(inputs.samples), first, inputs.count, inputs.decoder)  # fmt: skip
 

@@ -226,23 +226,27 @@ def prompt_ids(feeds: dict[str, np.ndarray], layout: DecoderLayout) -> np.ndarra
 
 
 def synthesize_prompts(layout: DecoderLayout, options, batch: int | None,
-                       ) -> tuple[dict[str, np.ndarray], dict[str, int], str]:  # fmt: skip
+                       ) -> tuple[dict[str, np.ndarray], dict[str, int]]:  # fmt: skip
     """One batch of prompts and its prefill feeds: ``batch`` prompts (``PROMPTS_PER_BATCH`` when free) of
     ``PROMPT_TOKENS`` tokens (or the ``sequence_length`` the user set), real text through ``options.tokenizer``
     when given (windows of ``options.text``, else of the bundled English text). ``options``: the run's
-    measure.inputs.InputOptions. Returns the feeds, the dims chosen, and how the prompts were made."""
+    measure.inputs.InputOptions. Returns the feeds and the dims chosen (:func:`prompt_source` says how)."""
     dims, tokenizer, seed = options.dims, options.tokenizer, options.seed
     rows = batch or dims.get("batch_size") or dims.get("batch") or 1
     length = dims.get("sequence_length") or dims.get("sequence") or PROMPT_TOKENS
     if tokenizer:
         ids = lm_text.text_prompts(tokenizer, layout.vocab, rows, length, seed, options.text)
-        source = f"of {Path(options.text).name}" if options.text else "of an English text"
-        how = f"windows {source} through {Path(tokenizer).name}"
     else:
         ids = token_text_ids(layout.vocab, rows, length, seed)
-        how = ("token ids drawn like text (no tokenizer.json came with the model: a few ids most often, "
-               "phrases repeated)")  # fmt: skip
-    return prompt_feeds(layout, ids), {"batch_size": rows, "sequence_length": length}, how
+    return prompt_feeds(layout, ids), {"batch_size": rows, "sequence_length": length}
+
+
+def prompt_source(options) -> str:
+    """How :func:`synthesize_prompts` makes prompts for these ``options``, as the input note says it."""
+    if options.tokenizer:
+        source = f"of {Path(options.text).name}" if options.text else "of an English text"
+        return f"windows {source} through {Path(options.tokenizer).name}"
+    return "token ids drawn like text (no tokenizer.json came with the model: a few ids most often, phrases repeated)"
 
 
 def token_text_ids(vocab: int, batch: int, length: int, seed: int) -> np.ndarray:

@@ -475,7 +475,7 @@ def synthesize(
     options = options or InputOptions()
     layout = decoder_lm.layout_of(model)
     if layout is not None:  # a decoder LM: prompts (measure/decoder_lm.py), each input as its layout defines it
-        feeds, guesses, _ = decoder_lm.synthesize_prompts(layout, options, batch)
+        feeds, guesses = decoder_lm.synthesize_prompts(layout, options, batch)
         return SynthesizedInputs(feeds=feeds, guesses=guesses)
     rng = np.random.default_rng(options.seed)
     roles = input_roles(model)

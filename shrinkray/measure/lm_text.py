@@ -3,7 +3,8 @@
 A decoder judged on random token ids is judged on inputs unlike its own: positions in nonsense are near-ties
 where any noise flips the next token, and calibration on them hurt a real 4-bit build (issue 28). When a
 ``tokenizer.json`` comes with the model (a transformers.js folder, a zip, ``--tokenizer``), prompts are
-windows of a bundled English text (``lm_text.txt``, everyday prose written for this purpose) encoded by that
+windows of text in the model's own domain (a ``prompts.txt`` beside it, ``--text``, an uploaded ``.txt``), else
+of a bundled English text (``lm_text.txt``, everyday prose written for this purpose), encoded by that
 tokenizer; :mod:`shrinkray.measure.decoder_lm` draws token sequences like text when none does.
 """
 
@@ -15,9 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from shrinkray.errors import OptionError
-from shrinkray.io.files import MAX_TOKENIZER_BYTES, find_tokenizer
-
-__all__ = ["TEXT", "decode", "find_tokenizer", "text_ids", "text_prompts"]
+from shrinkray.io.files import MAX_TOKENIZER_BYTES
 
 TEXT = Path(__file__).with_name("lm_text.txt")
 @functools.lru_cache(maxsize=4)

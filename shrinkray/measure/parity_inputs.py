@@ -431,7 +431,7 @@ def user_halves(samples: list[dict[str, np.ndarray]], model: onnx.ModelProto) ->
 #: per candidate). The calibration part is made with no more sets than that and no reserve.
 
 
-def _first_sets(inputs: ParityInputs, count: int) -> ParityInputs:
+def first_sets(inputs: ParityInputs, count: int) -> ParityInputs:
     """The first ``count`` sets of ``inputs`` with the original's outputs on them, and no reserve."""
     if len(inputs.samples) <= count:
         return replace(inputs, reserve=[], reserve_reference={})
@@ -462,7 +462,7 @@ def split_for_calibration(inputs: ParityInputs, model: onnx.ModelProto, settings
     options = replace(inputs.options, seed=inputs.options.seed + CALIBRATION_SEED_OFFSET)
     synthetic = replace(settings, inputs_path=None, sample_files=[], inputs=options)
     try:
-        calibration = _first_sets(parity_inputs(model, synthetic, session, sets_at_most=CALIBRATION_SETS),
+        calibration = first_sets(parity_inputs(model, synthetic, session, sets_at_most=CALIBRATION_SETS),
                                   CALIBRATION_SETS)  # fmt: skip
     except ShrinkRayError as exc:
         note = (f"Calibrated on the samples it is judged on, so its verdict may flatter it: other samples could "
@@ -497,9 +497,9 @@ def _samples(model: onnx.ModelProto, options: InputOptions, batch: int | None,
     layout = decoder_lm.layout_of(model)
     if layout is not None:
         length = synth.guesses["sequence_length"]
-        _, _, made = decoder_lm.synthesize_prompts(layout, options, batch)
         note = (f"Prompts ({how}, seed {options.seed}): {synth.guesses['batch_size']} of {length} tokens, "
-                f"{made}; each continued by {decoder_lm.GENERATED_TOKENS} greedy tokens, {layout.words}")  # fmt: skip
+                f"{decoder_lm.prompt_source(options)}; each continued by {decoder_lm.GENERATED_TOKENS} greedy "
+                f"tokens, {layout.words}")  # fmt: skip
         return samples, note
     shapes = ", ".join(f"{k} {list(v.shape)} {v.dtype}" for k, v in synth.feeds.items())
     note = f"Synthesized inputs ({how}, seed {options.seed}): {shapes}"

@@ -650,6 +650,15 @@ def variant_file_name(stem: str, key: str, naming: str = "shrinkray") -> str:
 
 #: How saved variants are named: Shrink Ray's own (model.METHOD.onnx) or transformers.js's (model_DTYPE.onnx).
 NAMINGS = ("shrinkray", "transformers.js")
+#: transformers.js's own file stems: a variant of one keeps it; any other model is its main file, ``model``
+TRANSFORMERS_JS_STEMS = ("model", "encoder_model", "decoder_model", "decoder_model_merged", "decoder_with_past_model",
+                         "vision_encoder", "text_encoder", "audio_encoder", "embed_tokens")  # fmt: skip
+
+
+def naming_stem(name: str, naming: str) -> str:
+    """The stem a model called ``name`` (an upload's or a sample's name) gives its variants' files under
+    ``naming``: its own, except under transformers.js naming where a name that is none of its stems is ``model``."""
+    return name if naming != "transformers.js" or name in TRANSFORMERS_JS_STEMS else "model"
 
 
 def _write_model(model: onnx.ModelProto, path: Path, *, atomic: bool) -> list[Path]:

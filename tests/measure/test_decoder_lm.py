@@ -8,6 +8,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from shrinkray.io.files import find_tokenizer
 from shrinkray.measure import decoder_lm, lm_text
 from shrinkray.measure.confidence import decisions_to_pass
 from shrinkray.measure.decoder_lm import GENERATED, continuation_measures, generate, layout_of, mean_kl
@@ -195,9 +196,9 @@ def test_a_tokenizer_gives_prompts_of_real_text(tmp_path) -> None:
 def test_the_tokenizer_is_found_beside_the_model_or_one_folder_up(tmp_path) -> None:
     (tmp_path / "onnx").mkdir()
     model = tmp_path / "onnx" / "model.onnx"
-    assert lm_text.find_tokenizer(model) == ""
+    assert find_tokenizer(model) == ""
     (tmp_path / "tokenizer.json").write_text("{}")
-    assert lm_text.find_tokenizer(model) == str(tmp_path / "tokenizer.json")
+    assert find_tokenizer(model) == str(tmp_path / "tokenizer.json")
 
 
 def test_a_broken_tokenizer_is_told_plainly(tmp_path) -> None:

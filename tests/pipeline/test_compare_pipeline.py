@@ -364,3 +364,11 @@ def test_transformers_js_names_follow_each_methods_dtype():
     assert variant_file_name("model", "weights-int4 block_size=64", "transformers.js") == "model.weights-int4_block_size-64.onnx"
     with pytest.raises(OptionError, match="Unknown file naming"):
         variant_file_name("model", "float16", "hf")
+
+
+def test_an_upload_name_takes_transformers_js_main_stem_unless_it_is_one_of_its_own():
+    from shrinkray.pipeline.compare import naming_stem
+
+    assert naming_stem("tiny_lm", "transformers.js") == "model"
+    assert naming_stem("decoder_model_merged", "transformers.js") == "decoder_model_merged"
+    assert naming_stem("tiny_lm", "shrinkray") == "tiny_lm"

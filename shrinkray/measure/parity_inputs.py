@@ -33,6 +33,7 @@ from shrinkray.measure.output_kinds import classify_outputs
 from shrinkray.measure.parity import RELATIVE_PROFILE, OutputKind, Parity, compare_outputs, float_measures
 from shrinkray.measure.results import CompareSettings
 from shrinkray.measure.sample_files import load_sample_files
+from shrinkray.units import format_seconds
 
 
 @dataclass
@@ -390,7 +391,7 @@ def _few(inputs: ParityInputs, given: int, per_set_s: float) -> ParityInputs:
     """The inputs as they are, with a note when their decisions are too few for a top-1 verdict to pass."""
     if given >= decisions_to_pass(RELATIVE_PROFILE["scores"]["min_top1_agreement"]):
         return inputs
-    few = (f"; only {given} decisions (more samples would take the original {per_set_s:.1f} s a set), too few "
+    few = (f"; only {given} decisions (more samples would take the original {format_seconds(per_set_s)} a set), too few "
            "for a top-1 verdict to pass with 95% confidence: give samples of your own for a firm one")  # fmt: skip
     return replace(inputs, note=inputs.note + few)
 

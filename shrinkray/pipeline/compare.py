@@ -68,6 +68,7 @@ from shrinkray.methods import Variant, all_methods, get_method
 from shrinkray.methods.base import RunContext
 from shrinkray.pipeline.inspect import inspect_model
 from shrinkray.pipeline.shrink import shrink
+from shrinkray.units import format_seconds
 
 #: Share of the job's time cap kept free when latency starts (results, report): latency times what fits
 #: before the rest of the cap, so a slow model's compare still returns its sizes and parity. The budget's plan
@@ -836,7 +837,7 @@ def _measure_all_latency(
     if over_budget:
         budget = f"{settings.latency_budget_s:g} s" if settings.latency_budget_s is not None else "time"
         notes.insert(0, f"not timed within the {budget} budget per setting (one run of the original takes "
-                     f"{slowest_ms / 1000:.1f} s here, and a variant needs a warm-up run and a round of both within "
+                     f"{format_seconds(slowest_ms / 1000)} here, and a variant needs a warm-up run and a round of both within "
                      f"its share; a larger latency budget would time it): {'; '.join(over_budget)}")  # fmt: skip
     if noisy:
         notes.insert(0, "too noisy to tell (interval wider than "

@@ -31,7 +31,7 @@ from typing import Any
 
 from shrinkray.errors import LimitExceededError
 from shrinkray.io.limits import JOB_STARTED_ENV, WORKER_ENV, Limits
-from shrinkray.measure.latency import MIN_ROUNDS
+from shrinkray.measure.latency import DEFAULT_BUDGET_S, MIN_ROUNDS
 from shrinkray.units import format_seconds
 
 #: Share of the job's cap a plan leaves free: what the estimate does not see (sizes still compressing on a
@@ -39,7 +39,10 @@ from shrinkray.units import format_seconds
 PLAN_MARGIN = 0.15
 #: The ``setting`` of a refusal: each front end words it as its controls (fewer methods, smaller inputs).
 BUDGET_SETTING = "job_time"
-#: Sets a method that learns from inputs calibrates on (measure.parity_inputs.CALIBRATION_SETS).
+#: Synthesized sets a method that learns from inputs calibrates on at most (the judging side gets 160+ decisions
+#: and a reserve; AWQ scales and auto's search settle on far fewer, and each set is an inference per candidate):
+#: measure.parity_inputs makes the calibration part with no more sets than this and no reserve, and the plan
+#: counts them.
 CALIBRATION_SETS = 10
 
 
@@ -103,7 +106,7 @@ class Budget:
     calibrating: int = 0  # methods that learn from inputs (a calibration split is run for them)
     latency: bool = True
     latency_settings: int = 1  # (threads, batch) settings timed
-    latency_budget_s: float | None = 5.0
+    latency_budget_s: float | None = DEFAULT_BUDGET_S
     latency_runs: int | None = None  # fixed rounds per variant (without a latency budget they set its length)
     overhead_s: float = 0.0
     culprits_s: float = 0.0

@@ -427,11 +427,6 @@ def user_halves(samples: list[dict[str, np.ndarray]], model: onnx.ModelProto) ->
     return [{k: v[:cut] for k, v in feeds.items()}], [{k: v[cut:] for k, v in feeds.items()}]
 
 
-#: Synthesized sets a method calibrates on at most, ``CALIBRATION_SETS`` (measure/budget.py: the judging side gets
-#: 160+ decisions and a reserve; AWQ scales and auto's search settle on far fewer, and each set is an inference
-#: per candidate). The calibration part is made with no more sets than that and no reserve.
-
-
 def _first_sets(inputs: ParityInputs, count: int) -> ParityInputs:
     """The first ``count`` sets of ``inputs`` with the original's outputs on them, and no reserve."""
     if len(inputs.samples) <= count:

@@ -99,7 +99,7 @@ with friendly_errors("Reading the parity settings"):
 settings = CompareSettings(
     methods=methods, verdict=verdict or VerdictSettings(profile=profile),
     runs=int(runs) or None, latency=latency, batches=[1, 8, 32] if sweep else None,
-    latency_budget_s=5.0, culprit_budget_s=30.0, culprits=culprits, auto=culprits,
+    culprit_budget_s=30.0, culprits=culprits, auto=culprits,
     inputs=previous.inputs if previous else CompareSettings().inputs,
     inputs_path=previous.inputs_path if previous else None,
     sample_files=previous.sample_files if previous else [], image_range=previous.image_range if previous else "auto",

@@ -10,9 +10,9 @@ import streamlit as st
 from shrinkray import pricing
 from shrinkray.errors import ShrinkRayError
 from shrinkray.measure.results import Comparison
-from shrinkray.measure.waits import connections, format_seconds, get_connection
+from shrinkray.measure.waits import connections, get_connection
 from shrinkray.text_safety import streamlit_markdown as md
-from shrinkray.units import format_bytes
+from shrinkray.units import format_bytes, format_seconds
 from shrinkray.verdict.headline import DEFAULT_DOWNLOADS, Headline, default_pricing, headline_of
 
 CONNECTION_KEY = "headline:connection"

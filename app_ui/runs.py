@@ -13,6 +13,7 @@ knows only the ids it started or was given.
 from __future__ import annotations
 
 import json
+import time
 from typing import TYPE_CHECKING
 
 import streamlit as st
@@ -22,6 +23,7 @@ from app_ui.large_models import discard_upload, refusal
 from app_ui.results import show_results
 from app_ui.state import settings_key, store_comparison, workspace
 from shrinkray.errors import ShrinkRayError
+from shrinkray.runs.hooks import unwatched_limit
 from shrinkray.runs.service import Runs, RunView
 from shrinkray.runs.store import RunNotFound
 from shrinkray.text_safety import streamlit_markdown as md
@@ -32,6 +34,9 @@ if TYPE_CHECKING:
 
 #: Seconds between polls of a live run.
 POLL_S = 1.0
+#: Seconds between the marks that a page shows a queued run (``Runs.watch``): far below the queue's limit
+#: (``shrinkray.runs.hooks.unwatched_limit``, 10 minutes) and far above the poll, to spare the store a write a second.
+WATCH_EVERY_S = 30.0
 
 
 @st.cache_resource(show_spinner=False)
@@ -79,7 +84,7 @@ def start_run(loaded, settings, what: str = "Shrinking and measuring") -> str:
                 return earlier
         except RunNotFound:
             pass
-    rid = runs_service().start(loaded, settings, what=what)
+    rid = runs_service().start(loaded, settings, what=what, watched=True)
     st.session_state["runs_by_settings"][key] = rid
     _make_current(rid)
     return rid
@@ -215,6 +220,8 @@ def follow_run(rid: str | None = None, cards: bool = True) -> RunView | None:
         told.add(rid)
     if v.status == "failed":
         st.error(md(f"{v.record.kind or 'Shrinking and measuring'} failed: {_failure_text(v)}"), icon=":material/error:")
+    elif v.status == "cancelled" and v.record.problem.startswith("This run was not started"):
+        st.info(md(_failure_text(v)), icon=":material/cancel:")  # why, and what to do: the hint says
     elif v.status == "cancelled":
         st.info("This run was cancelled. Press **Shrink and measure** to start again.", icon=":material/cancel:")
     return v
@@ -230,6 +237,7 @@ def _live_panel(rid: str, cards: bool) -> None:
         row = st.container(horizontal=True, vertical_alignment="center")  # Cancel keeps its width on a narrow page
         left, right = row.container(width="stretch", gap=None), row.container(width="content")
         if v.status == "queued":
+            _watch(rid)
             job = v.job
             waiting = f"position {v.position} of {job.queued}" if job is not None else "waiting"
             why = f" (waiting for {job.waiting_for})" if job is not None and job.waiting_for else ""
@@ -248,7 +256,9 @@ def _live_panel(rid: str, cards: bool) -> None:
             st.rerun()
         if rid in problems:
             left.error(md(problems[rid]), icon=":material/error:")
-        left.caption("This run keeps going if you leave or reload the page: its address opens it again.")
+        left.caption("This run keeps going if you leave or reload the page: its address opens it again. One still "
+                     f"waiting in line is dropped if no page has shown it for {unwatched_limit() / 60:g} minutes "
+                     "when its turn comes.")  # fmt: skip
     if cards:
         try:
             snapshot = v.record.snapshot
@@ -257,6 +267,16 @@ def _live_panel(rid: str, cards: bool) -> None:
         if snapshot is not None:
             with st.container():
                 show_results(snapshot, partial=True)
+
+
+def _watch(rid: str) -> None:
+    """Tell the queue a page shows this queued run (at most every :data:`WATCH_EVERY_S` per session)."""
+    marks = st.session_state.setdefault("runs_watched", {})
+    now = time.monotonic()
+    every = min(WATCH_EVERY_S, unwatched_limit() / 4)
+    if now - marks.get(rid, -every) >= every:
+        marks[rid] = now
+        runs_service().watch(rid)
 
 
 def keep_method_settings() -> None:

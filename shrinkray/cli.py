@@ -32,6 +32,7 @@ from shrinkray.io.size_check import EXTERNAL_SETTING, STREAM_SETTING, check_fits
 from shrinkray.measure.budget import BUDGET_SETTING
 from shrinkray.measure.content import IMAGE_RANGES
 from shrinkray.measure.inputs import InputOptions, parse_dims, parse_ranges
+from shrinkray.measure.latency import DEFAULT_BUDGET_S, TARGET
 from shrinkray.measure.parity import DEFAULT_PROFILE, MEASURES, PROFILES, USER_KINDS, build_verdict
 from shrinkray.measure.results import CompareSettings
 from shrinkray.measure.sample_files import is_sample_file
@@ -567,11 +568,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_judging_flags(p)
     p.add_argument("--runs", type=int, help="a fixed number of timed rounds per setting (default: adaptive, until "
                    "every variant's latency ratio to the original is known within --latency-target, or the budget)")  # fmt: skip
-    p.add_argument("--latency-target", type=float, default=0.03, help="adaptive timing stops when every ratio's 95%% "
-                   "interval is within ±this share of it (default 0.03 = ±3%%)")  # fmt: skip
+    # (the second % after the target: argparse's escape of the first)
+    p.add_argument("--latency-target", type=float, default=TARGET, help="adaptive timing stops when every ratio's "
+                   f"95%% interval is within ±this share of it (default {TARGET:g} = ±{TARGET:.0%}%)")  # fmt: skip
     p.add_argument("--threads", help="thread counts to time, e.g. 1,2 (default: 1 and all cores)")
     p.add_argument("--batches", help="batch sizes to time, e.g. 1,8,32 for throughput (default 1, or the model's fixed batch)")
-    p.add_argument("--latency-budget", type=float, default=5.0, help="seconds per timing setting (default 5; "
+    p.add_argument("--latency-budget", type=float, default=DEFAULT_BUDGET_S, help="seconds per timing setting "
+                   f"(default {DEFAULT_BUDGET_S:g}; "
                    "timing stops earlier once every ratio is known within --latency-target)")  # fmt: skip
     p.add_argument("--no-latency", action="store_true", help="skip latency measurement")
     p.add_argument("--brotli-quality", default="auto", help="0-11 or auto (the best of 11, 10, 9, 6 whose predicted "

@@ -51,6 +51,11 @@ class LimitExceededError(ShrinkRayError):
     """A configured resource limit was hit."""
 
 
+class DeadlineExceededError(LimitExceededError):
+    """One inference ran past its deadline (``max_inference_seconds``) and was stopped: the model cannot be run
+    here, so no step falls back past it (calibration does not go on data-free, a search does not go on)."""
+
+
 class MethodError(ShrinkRayError):
     """A shrinking method cannot be applied with these options, or failed."""
 

@@ -15,6 +15,25 @@ def format_bytes(n: float) -> str:
     raise AssertionError("unreachable")
 
 
+def format_seconds(seconds: float, *, rough: bool = False) -> str:
+    """A duration as people read it, the one wording of seconds for users: '0.29 s', '4.2 s', '37 s'; from 90 s
+    on '2 min 5 s' and '2 h 30 min' (a measured or modelled wait, e.g. a download), or with ``rough`` (an
+    estimate, e.g. what a run would take) 'about 33 minutes' and 'about 2.5 hours'."""
+    if seconds < 1:
+        return f"{seconds:.2f} s"
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if rough:
+        return f"about {round(seconds / 60)} minutes" if seconds < 90 * 60 else f"about {seconds / 3600:.1f} hours"
+    minutes, rest = divmod(round(seconds), 60)
+    if minutes < 90:
+        return f"{minutes} min {rest} s"
+    hours, minutes = divmod(round(seconds / 60), 60)
+    return f"{hours} h {minutes} min"
+
+
 def format_percent(share: float) -> str:
     return f"{share * 100:.1f}%"
 

@@ -31,28 +31,19 @@ from typing import Any
 
 from shrinkray.errors import LimitExceededError
 from shrinkray.io.limits import JOB_STARTED_ENV, WORKER_ENV, Limits
-from shrinkray.measure.latency import MIN_ROUNDS
+from shrinkray.measure.latency import DEFAULT_BUDGET_S, MIN_ROUNDS
+from shrinkray.units import format_seconds
 
 #: Share of the job's cap a plan leaves free: what the estimate does not see (sizes still compressing on a
 #: shared machine, the results and reports, a method slower than writing a file).
 PLAN_MARGIN = 0.15
 #: The ``setting`` of a refusal: each front end words it as its controls (fewer methods, smaller inputs).
 BUDGET_SETTING = "job_time"
-#: Sets a method that learns from inputs calibrates on (measure.parity_inputs.CALIBRATION_SETS).
+#: Synthesized sets a method that learns from inputs calibrates on at most (the judging side gets 160+ decisions
+#: and a reserve; AWQ scales and auto's search settle on far fewer, and each set is an inference per candidate):
+#: measure.parity_inputs makes the calibration part with no more sets than this and no reserve, and the plan
+#: counts them.
 CALIBRATION_SETS = 10
-
-
-def duration_words(seconds: float) -> str:
-    """'0.04 s', '3.1 s', '45 s', 'about 4 minutes', 'about 33 minutes', 'about 2.5 hours'."""
-    if seconds < 1:
-        return f"{seconds:.2f} s"
-    if seconds < 10:
-        return f"{seconds:.1f} s"
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 90 * 60:
-        return f"about {round(seconds / 60)} minutes"
-    return f"about {seconds / 3600:.1f} hours"
 
 
 def limit_words(seconds: float) -> str:
@@ -115,7 +106,7 @@ class Budget:
     calibrating: int = 0  # methods that learn from inputs (a calibration split is run for them)
     latency: bool = True
     latency_settings: int = 1  # (threads, batch) settings timed
-    latency_budget_s: float | None = 5.0
+    latency_budget_s: float | None = DEFAULT_BUDGET_S
     latency_runs: int | None = None  # fixed rounds per variant (without a latency budget they set its length)
     overhead_s: float = 0.0
     culprits_s: float = 0.0
@@ -195,8 +186,8 @@ class Budget:
 
     def _why(self) -> str:
         cap = f"the run's {limit_words(self.cap_s)}" if self.cap_s else "its time limit"
-        return f"one run of the original takes {duration_words(self.first_s or 0.0)} here, so the rest is cut to " \
-               f"finish within {cap}"  # fmt: skip
+        took = format_seconds(self.first_s or 0.0, rough=True)
+        return f"one run of the original takes {took} here, so the rest is cut to finish within {cap}"
 
     def refusal(self, seconds: float, inputs: int, first_s: float | None = None) -> LimitExceededError:
         """One sentence: what one run takes, what the whole run would take (``seconds`` still to come and what
@@ -214,8 +205,8 @@ class Budget:
         else:
             limit = f"too close to this server's {limit_words(self.cap_s)}"
         return LimitExceededError(
-            f"One run of this model takes {duration_words(first)}; judging {methods} on {inputs} "
-            f"input{'s' if inputs != 1 else ''} would take {duration_words(total)} in all, {limit}",
+            f"One run of this model takes {format_seconds(first, rough=True)}; judging {methods} on {inputs} "
+            f"input{'s' if inputs != 1 else ''} would take {format_seconds(total, rough=True)} in all, {limit}",
             "Compare fewer methods or give smaller inputs; where you run it yourself, raise "
             f"{Limits.env_name('max_job_seconds')}",
             setting=BUDGET_SETTING,

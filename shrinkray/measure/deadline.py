@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from shrinkray.errors import DeadlineExceededError
 from shrinkray.io.limits import Limits
 
 
@@ -31,7 +32,8 @@ class _Deadline:
 def run_within(session: Any, feeds: dict[str, Any], seconds: float | None = None, names: list[str] | None = None,
                what: str = "One inference") -> list:  # fmt: skip
     """``session.run(names, feeds)``, stopped after ``seconds`` (default: the ``max_inference_seconds`` limit)
-    with a LimitExceededError; any other error of the run is raised as ONNX Runtime raised it."""
+    with a DeadlineExceededError (a LimitExceededError); any other error of the run is raised as ONNX Runtime
+    raised it. ``what``: the sentence's subject ("One calibration run")."""
     import onnxruntime as ort  # at call time: readers of results import the method registry, never ONNX Runtime
 
     limits = Limits.from_env()
@@ -43,12 +45,13 @@ def run_within(session: Any, feeds: dict[str, Any], seconds: float | None = None
         return session.run(names, feeds, options)
     except Exception:
         if deadline.hit:
-            raise limits.exceeded(
+            limit = limits.exceeded(
                 "max_inference_seconds",
                 f"{what} took longer than {seconds:g} s and was stopped (the model may loop for ever, or be far "
                 "too slow, on these inputs)",
                 "Try smaller inputs (batch, sequence, image size), or raise the limit",
-            ) from None
+            )
+            raise DeadlineExceededError(limit.problem, limit.hint, limit.setting) from None
         raise
     finally:
         deadline.timer.cancel()

@@ -72,6 +72,9 @@ DEFAULT_RUNS = 50
 DEFAULT_WARMUP = 5
 #: Half-width of the 95% interval, relative to the ratio, at which adaptive timing stops.
 TARGET = 0.03
+#: Seconds of timing per (threads, batch) setting, shared by the variants (the CLI's and the app's default;
+#: ``CompareSettings.latency_budget_s`` and the budget's plan start from it).
+DEFAULT_BUDGET_S = 5.0
 CONFIDENCE = 0.95
 #: Rounds before the stopping rule is first checked (10 rounds: order statistics 2 and 9, 97.9% coverage).
 MIN_ROUNDS = 10

@@ -33,6 +33,7 @@ from shrinkray.measure.output_kinds import classify_outputs
 from shrinkray.measure.parity import RELATIVE_PROFILE, OutputKind, Parity, compare_outputs, float_measures
 from shrinkray.measure.results import CompareSettings
 from shrinkray.measure.sample_files import load_sample_files
+from shrinkray.units import format_seconds
 
 
 @dataclass
@@ -390,7 +391,7 @@ def _few(inputs: ParityInputs, given: int, per_set_s: float) -> ParityInputs:
     """The inputs as they are, with a note when their decisions are too few for a top-1 verdict to pass."""
     if given >= decisions_to_pass(RELATIVE_PROFILE["scores"]["min_top1_agreement"]):
         return inputs
-    few = (f"; only {given} decisions (more samples would take the original {per_set_s:.1f} s a set), too few "
+    few = (f"; only {given} decisions (more samples would take the original {format_seconds(per_set_s)} a set), too few "
            "for a top-1 verdict to pass with 95% confidence: give samples of your own for a firm one")  # fmt: skip
     return replace(inputs, note=inputs.note + few)
 
@@ -424,11 +425,6 @@ def user_halves(samples: list[dict[str, np.ndarray]], model: onnx.ModelProto) ->
         return None
     cut = (rows + 1) // 2
     return [{k: v[:cut] for k, v in feeds.items()}], [{k: v[cut:] for k, v in feeds.items()}]
-
-
-#: Synthesized sets a method calibrates on at most, ``CALIBRATION_SETS`` (measure/budget.py: the judging side gets
-#: 160+ decisions and a reserve; AWQ scales and auto's search settle on far fewer, and each set is an inference
-#: per candidate). The calibration part is made with no more sets than that and no reserve.
 
 
 def first_sets(inputs: ParityInputs, count: int) -> ParityInputs:

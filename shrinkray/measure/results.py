@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from shrinkray.measure.browser import BrowserRun
-from shrinkray.measure.latency import DEFAULT_WARMUP, TARGET, LatencyStats, default_threads
+from shrinkray.measure.latency import DEFAULT_BUDGET_S, DEFAULT_WARMUP, TARGET, LatencyStats, default_threads
 from shrinkray.measure.parity import Parity, VerdictSettings
 from shrinkray.measure.sizes import Sizes
 
@@ -49,7 +49,7 @@ class CompareSettings:
     warmup: int = DEFAULT_WARMUP
     threads: list[int] = field(default_factory=default_threads)
     batches: list[int] | None = None  # None: batch 1 when the batch axis is free, else the fixed size; sweep: [1, 8, 32]
-    latency_budget_s: float | None = 5.0  # per (threads, batch) setting; adaptive timing often stops sooner
+    latency_budget_s: float | None = DEFAULT_BUDGET_S  # per (threads, batch) setting; adaptive timing often stops sooner
     latency_target: float = TARGET  # half-width of the ratio's 95% interval at which timing stops (0.03 = ±3%)
     latency: bool = True
     brotli_quality: int | str = "auto"

@@ -69,15 +69,3 @@ def download_seconds(size_bytes: int, connection: Connection) -> float:
     if size_bytes < 0:
         raise ValueError("a size cannot be negative")
     return size_bytes * 8 / connection.down_bps + connection.rtt_ms / 1000
-
-
-def format_seconds(seconds: float) -> str:
-    """'0.42 s', '4.2 s', '36 s', '2 min 5 s'."""
-    if seconds < 1:
-        return f"{seconds:.2f} s"
-    if seconds < 10:
-        return f"{seconds:.1f} s"
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    minutes, rest = divmod(round(seconds), 60)
-    return f"{minutes} min {rest} s"

@@ -20,9 +20,10 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from shrinkray.errors import ShrinkRayError
+from shrinkray.errors import DeadlineExceededError, ShrinkRayError
 from shrinkray.graph.prefold import measuring_session
 from shrinkray.graph.weights import WeightRef
+from shrinkray.measure.deadline import run_within
 from shrinkray.memory import release_free_memory
 from shrinkray.methods.base import RunContext
 
@@ -67,6 +68,8 @@ def calibrate(
         # session opens (measure/prefold.py; this step's peak on the 101 MB benchmark model: +391 -> +194 MB)
         session, probe = measuring_session(model, outputs=sorted(set(acts.values())), base_dir=base_dir)
         samples = (context or RunContext()).calibration_inputs(probe, session=session).samples  # never the judged ones
+    except DeadlineExceededError:
+        raise  # the model cannot run here within the limit: the job ends with it, not with a data-free build
     except ShrinkRayError as exc:
         return Calibration(note=f"Calibration was skipped (blocks are data-free): {exc.problem}")
     del probe
@@ -76,7 +79,8 @@ def calibrate(
     rows: dict[str, int] = {}
     left_out = 0
     for feeds in samples:
-        outs = dict(zip(names, session.run(None, feeds), strict=True))
+        # each run within the inference deadline, as every run of the user's model (measure/deadline.py)
+        outs = dict(zip(names, run_within(session, feeds, what="One calibration run"), strict=True))
         found = {}
         for act in sorted(set(acts.values())):
             a = np.asarray(outs[act])

@@ -60,7 +60,13 @@ from shrinkray.measure import recurrent
 from shrinkray.measure.deadline import run_within
 from shrinkray.measure.inputs import first_axis_dynamic
 from shrinkray.measure.parity import compare_outputs, over_limit
-from shrinkray.measure.parity_inputs import DECISIONS_MAX_BYTES, decisions_given, session_outputs, split_for_calibration
+from shrinkray.measure.parity_inputs import (
+    DECISIONS_MAX_BYTES,
+    MIN_DECISIONS,
+    decisions_given,
+    session_outputs,
+    split_for_calibration,
+)
 from shrinkray.methods.base import MethodSpec, RunContext, TensorSelection, Variant, get_method, option, register
 from shrinkray.units import format_bytes
 
@@ -541,8 +547,9 @@ def apply(model: onnx.ModelProto, options: AutoOptions, context: RunContext | No
 
 
 #: Decisions (top-1 positions, decoded lines) the confirmation wants on unseen samples: with one flip allowed
-#: in about 40, whether a mix with a few near-tied flips passes is luck; on 160 the share decides.
-CONFIRM_DECISIONS = 160
+#: in about 40, whether a mix with a few near-tied flips passes is luck; on 160 the share decides (the same count
+#: a verdict asks for before it judges top-1 agreement).
+CONFIRM_DECISIONS = MIN_DECISIONS
 #: Sets of unseen samples at most (each the size of the search's, other seeds).
 CONFIRM_SETS = 4
 

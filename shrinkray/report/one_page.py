@@ -14,8 +14,8 @@ from datetime import date
 
 from shrinkray import pricing as _pricing
 from shrinkray.measure.results import Comparison, VariantResult
-from shrinkray.measure.waits import connections, download_seconds, format_seconds
-from shrinkray.units import format_bytes
+from shrinkray.measure.waits import connections, download_seconds
+from shrinkray.units import format_bytes, format_seconds
 from shrinkray.verdict import verdict_of
 from shrinkray.verdict.headline import Headline, default_pricing, headline_of
 

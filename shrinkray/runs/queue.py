@@ -82,6 +82,25 @@ class JobHooks:
     partial: Callable[[Any], None] | None = None
     done: Callable[[Any], None] | None = None  # with the job's result
     failed: Callable[[JobStatus], None] | None = None  # failed or cancelled (state says which)
+    #: Asked when the job's turn comes, before it starts: a sentence why it should not start at all (nobody has
+    #: shown its run for a long while), or "" to start it. An error in asking starts it.
+    abandoned: Callable[[], str] | None = None
+
+
+def abandoned_reason(hooks: JobHooks) -> str:
+    """``hooks.abandoned()``, or "" when there is no such hook or asking it failed (the job then starts)."""
+    if hooks.abandoned is None:
+        return ""
+    try:
+        return str(hooks.abandoned() or "")
+    except Exception:  # noqa: BLE001 - a store that cannot be read must not stop the queue: the run starts
+        return ""
+
+
+def abandoned_status(status: JobStatus, reason: str) -> JobStatus:
+    """A queued job that never started because nobody was following it."""
+    return replace(status, state=CANCELLED, error=reason, problem=reason,
+                   hint="Start it again, and keep its page open (or come back to it) while it waits")  # fmt: skip
 
 
 class RunQueue(Protocol):
@@ -161,6 +180,10 @@ class _Job:
 
 
 Runner = Callable[..., Any]
+
+
+class _Abandoned(Exception):
+    """A job whose turn came after everybody stopped following it: it ends cancelled without starting."""
 
 
 class LocalQueue:
@@ -328,12 +351,17 @@ class LocalQueue:
 
         outcome: JobStatus | None = None
         result: Any = None
+        reason = abandoned_reason(hooks)  # asked in the job's thread: a slow store never holds the queue's lock
         try:
+            if reason:
+                raise _Abandoned(reason)  # settled below like any other end, without starting
             if hooks.started:
                 hooks.started()
             runner = self._runner or run_capped
             result = runner(job.fn, *job.args, what=job.what, limits=self.limits, progress=progress,
                             partial=hooks.partial, cancel=job.cancel, **job.kwargs)  # fmt: skip
+        except _Abandoned:
+            outcome = abandoned_status(job.status, reason)
         except Cancelled:
             outcome = replace(job.status, state=CANCELLED, error=f"{job.what} was cancelled")
         except ShrinkRayError as exc:

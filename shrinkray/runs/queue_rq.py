@@ -76,6 +76,8 @@ from shrinkray.runs.queue import (
     JobStatus,
     LocalQueue,
     RunQueue,
+    abandoned_reason,
+    abandoned_status,
     default_max_waiting,
     default_memory_budget,
     server_busy,
@@ -363,6 +365,8 @@ def perform(spec: _Spec) -> None:
             if not admitted:
                 outcome = replace(status, state=CANCELLED, error="The run was cancelled before it started",
                                   problem="The run was cancelled before it started", hint="Start it again")  # fmt: skip
+            elif reason := abandoned_reason(hooks):  # its turn came after everybody stopped following it
+                outcome = abandoned_status(status, reason)
     except Exception as exc:  # noqa: BLE001 - Redis failing during admission: the job fails with its words
         outcome = _failure(status, exc, spec.what, cancelled=False)
     if outcome is None and not save(force=True, state=RUNNING, step="Starting", fraction=0.0, waiting_for="",

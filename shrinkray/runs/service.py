@@ -119,8 +119,11 @@ class Runs:
         shared = getattr(self.queue, "recover", None)
         return shared(self.store) if shared is not None else self.store.recover()
 
-    def start(self, loaded: LoadedModel, settings: Any, what: str = "Shrinking and measuring") -> str:
-        """Keep the model and the inputs in a new run, queue its work, and return the run's id at once."""
+    def start(self, loaded: LoadedModel, settings: Any, what: str = "Shrinking and measuring",
+              watched: bool = False) -> str:  # fmt: skip
+        """Keep the model and the inputs in a new run, queue its work, and return the run's id at once.
+        ``watched``: a page follows the run and calls :meth:`watch` while it shows it; when its turn in line
+        comes after no page has shown it for a while (``runs.hooks.unwatched_limit``), it is not started."""
         store = self.store
         try:
             run_id = store.create(model_name=loaded.name, model_sha256=loaded.sha256, model_bytes=loaded.file_bytes,
@@ -129,6 +132,8 @@ class Runs:
             raise _cannot_keep(exc) from exc
         folder = store.folder(run_id)
         try:
+            if watched:
+                store.mark_watched(run_id)
             save(loaded.model, folder / "model.onnx", overwrite=True)
             for companion, name in ((loaded.tokenizer, TOKENIZER_FILE), (loaded.prompts, PROMPTS_FILE)):
                 if companion:  # a decoder's tokenizer and text travel with its copy: the worker finds them beside it
@@ -194,6 +199,13 @@ class Runs:
             if record.live and job.state != DONE:
                 record = _outcome_not_kept(record, job)
         return RunView(record, job)
+
+    def watch(self, run_id: str) -> None:
+        """A page shows this run now (best effort: a store that cannot be written only makes it look unwatched
+        sooner). Only a run started ``watched`` is ever dropped for want of it."""
+        with contextlib.suppress(OSError, ShrinkRayError):
+            if self.store.unwatched_for(run_id) is not None:
+                self.store.mark_watched(run_id)
 
     def cancel(self, run_id: str) -> bool:
         """Stop a queued or running run. A live record no queue knows (its process is gone) is marked cancelled."""

@@ -56,6 +56,8 @@ DEFAULT_MAX_BYTES = 5 * 2**30
 DEFAULT_MAX_AGE_DAYS = 7.0
 
 STATUSES = ("queued", "running", "done", "failed", "cancelled")
+#: A file in a run's folder whose time says when a page last showed the run (:meth:`RunStore.mark_watched`).
+WATCHED_FILE = "watched"
 LIVE = ("queued", "running")
 
 _ID = re.compile(r"[A-Za-z0-9_-]{22}")
@@ -445,6 +447,24 @@ class RunStore:
             if wrong:
                 raise RunNotFound(wrong[0], "Start a new run on the Shrink page")
         return folder
+
+    def mark_watched(self, run_id: str, now: float | None = None) -> None:
+        """A page shows the run now (its starter's, or a link's): the time of its ``watched`` file, made on the
+        first call. A file, not a column: every backend and replica sees the same folder, and older stores need
+        no new schema."""
+        path = self.file_path(run_id, WATCHED_FILE, must_exist=False)
+        path.touch(mode=0o600, exist_ok=True)
+        if now is not None:
+            os.utime(path, (now, now))
+
+    def unwatched_for(self, run_id: str, now: float | None = None) -> float | None:
+        """Seconds since a page last showed the run, or None for a run no page follows (never marked: the CLI's,
+        the API's, a test's)."""
+        try:
+            seen = self.file_path(run_id, WATCHED_FILE).stat().st_mtime
+        except (RunNotFound, OSError):
+            return None
+        return max((time.time() if now is None else now) - seen, 0.0)
 
     def write_file(self, run_id: str, relative: str, data: bytes) -> Path:
         """Write one file of the run atomically; ``relative`` stays inside the run's folder."""

@@ -15,8 +15,8 @@ from typing import Any
 
 from shrinkray import pricing
 from shrinkray.measure.results import Comparison
-from shrinkray.measure.waits import Connection, connections, download_seconds, format_seconds, get_connection
-from shrinkray.units import format_bytes
+from shrinkray.measure.waits import Connection, connections, download_seconds, get_connection
+from shrinkray.units import format_bytes, format_seconds
 from shrinkray.verdict.advice import advise, recommended
 from shrinkray.verdict.parity_verdict import verdict_of
 

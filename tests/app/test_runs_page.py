@@ -325,3 +325,35 @@ def test_a_run_an_older_version_kept_as_pickles_reads_as_one_sentence(tmp_path):
         ]
         assert "run_id" not in at.session_state
     assert not marker.exists()
+
+
+def test_a_run_the_page_starts_is_followed_and_one_dropped_unwatched_says_why():
+    """The page marks its run watched (a queued run nobody shows for 10 minutes is dropped when its turn comes,
+    shrinkray/runs/hooks.py); a link to such a run says why it never started."""
+    from hostile.runtime_bombs import loop_bomb
+
+    from app_ui.runs import runs_service
+    from shrinkray.measure.results import CompareSettings
+    from shrinkray.runs.hooks import abandoned
+
+    at = _shrink_page(shrinkray.load(loop_bomb().SerializeToString(), name="loop"))
+    next(b for b in at.button if b.label == "Shrink and measure").click().run()
+    run_id = at.session_state["run_id"]
+    service = runs_service()
+    assert service.store.unwatched_for(run_id) is not None  # started by a page: followed
+    next(b for b in at.button if b.label == "Cancel").click().run()
+    _wait()
+
+    loaded = shrinkray.load(ROOT / "sample_models" / "mlp.onnx")
+    rid = service.store.create(model_name="mlp", model_sha256=loaded.sha256,
+                               settings=CompareSettings(methods=[("float16", {})], latency=False))  # fmt: skip
+    shrinkray.save(loaded.model, service.store.folder(rid) / "model.onnx", overwrite=True)
+    service.store.mark_watched(rid, now=0.0)  # shown last in 1970
+    reason = abandoned(service.store, rid)
+    service.store.fail(rid, "cancelled", error=reason, problem=reason, hint="Start it again")
+    other = AppTest.from_file(APP, default_timeout=240)
+    other.query_params["run"] = rid
+    other.switch_page("app_pages/shrink.py").run()
+    assert not other.exception, other.exception
+    said = [i.value for i in other.info]
+    assert any(text.startswith("This run was not started: its page had been closed") for text in said), said

@@ -57,6 +57,41 @@ def loop_bomb(trips: int = 10**12) -> onnx.ModelProto:
     )
 
 
+def batch_loop(per_extra_row: int) -> onnx.ModelProto:
+    """x [batch, 64] -> y: a Loop of ``1 + (batch - 1) * per_extra_row`` trips, quick at batch 1 and as slow as
+    one likes from batch 2 (parity judges batch 1; latency's batch sweep reaches the slow ones)."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]), helper.make_node("Add", ["v_in", "one"], ["v_out"])],
+        "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_in", TensorProto.FLOAT, ["batch", 64])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_out", TensorProto.FLOAT, ["batch", 64])],
+        [numpy_helper.from_array(np.ones((1,), np.float32), "one")],
+    )  # fmt: skip
+    weight = numpy_helper.from_array(np.random.default_rng(0).random((64, 64), dtype=np.float32), "w")
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["xw"]),
+        helper.make_node("Shape", ["x"], ["shape"]),
+        helper.make_node("Gather", ["shape", "zero"], ["rows"], axis=0),
+        helper.make_node("Sub", ["rows", "one_row"], ["extra"]),
+        helper.make_node("Mul", ["extra", "per_row"], ["more"]),
+        helper.make_node("Add", ["more", "one_row"], ["trips"]),
+        helper.make_node("Loop", ["trips", "cond", "xw"], ["y"], body=body),
+    ]
+    initializers = [weight, numpy_helper.from_array(np.array(0, np.int64), "zero"),
+                    numpy_helper.from_array(np.array(1, np.int64), "one_row"),
+                    numpy_helper.from_array(np.array(per_extra_row, np.int64), "per_row"),
+                    numpy_helper.from_array(np.array(True), "cond")]  # fmt: skip
+    return _model(
+        nodes,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 64])],
+        initializers,
+    )
+
+
 def slow_loop(trips: int, side: int = 384) -> onnx.ModelProto:
     """x [batch, side] -> y [batch, side], slow on purpose: a Loop of ``trips`` side x side MatMul + Tanh steps
     (about 1.3 ms each at 384 on one core here), whatever the batch. Its weights are ordinary initializers, so

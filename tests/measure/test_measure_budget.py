@@ -6,7 +6,7 @@ import pytest
 
 from shrinkray.errors import LimitExceededError
 from shrinkray.measure import budget as budget_module
-from shrinkray.measure.budget import PLAN_MARGIN, Asked, Budget, FirstRun, duration_words, job_clock, limit_words
+from shrinkray.measure.budget import PLAN_MARGIN, Asked, Budget, FirstRun, job_clock, limit_words
 
 #: A classifier judged in batches of 4: 160 inputs (40 sets) for a firm top-1 verdict, 88 (22 sets) the fewest
 #: that can decide, and a reserve of 3 sets per set for variants those leave undecided.
@@ -144,10 +144,14 @@ def test_the_first_successful_run_of_a_session_is_timed_once():
     assert b.first_s == 2.5
 
 
-def test_words_for_durations_and_limits():
-    assert [duration_words(s) for s in (0.042, 3.14, 45.2, 1984, 9000)] == [
-        "0.04 s", "3.1 s", "45 s", "about 33 minutes", "about 2.5 hours"]  # fmt: skip
+def test_words_for_limits():
     assert limit_words(600) == "10-minute limit" and limit_words(90) == "90-second limit"
+
+
+def test_a_refusal_words_its_durations_as_estimates():
+    """What a run would take is an estimate: 'about N minutes' (units.format_seconds, rough)."""
+    text = Budget(methods=4).refusal(1984.0, 20, first_s=3.14).problem
+    assert "One run of this model takes 3.1 s" in text and "would take about 33 minutes in all" in text
 
 
 def test_the_job_clock_is_the_workers_and_only_inside_one(monkeypatch):

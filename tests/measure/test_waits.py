@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from shrinkray.errors import OptionError
-from shrinkray.measure.waits import connections, download_seconds, format_seconds, get_connection
+from shrinkray.measure.waits import connections, download_seconds, get_connection
+from shrinkray.units import format_seconds
 
 
 def test_every_profile_names_its_source_and_date():

@@ -408,7 +408,8 @@ def test_a_calibrated_weights_int4_result_is_not_judged_again():
 
 def test_unseen_samples_are_pooled_until_they_give_enough_decisions():
     from shrinkray.graph.sessions import open_session
-    from shrinkray.measure.parity_inputs import CALIBRATION_SETS, decisions_given, parity_inputs
+    from shrinkray.measure.budget import CALIBRATION_SETS
+    from shrinkray.measure.parity_inputs import decisions_given, parity_inputs
     from shrinkray.methods.auto import CONFIRM_DECISIONS, CONFIRM_SETS, _judge, _other_samples, _run
 
     model = onnx.load(sample_path("mlp"))  # a classifier: 40 decisions in a set

@@ -37,3 +37,19 @@ def test_a_direct_call_has_no_job_cap_so_latency_is_not_cut(monkeypatch):
     monkeypatch.setenv("SHRINKRAY_MAX_JOB_SECONDS", "0.01")
     c = compare(shrinkray.load(sample_path("mlp")), CompareSettings(methods=[("float16", {})], latency_budget_s=0.5))
     assert c.variants[0].latency and "not timed" not in c.latency_note
+
+
+def test_a_batch_that_runs_past_the_inference_deadline_in_latency_is_stopped_and_noted(monkeypatch):
+    """Latency's batch sweep runs the original on a batch nothing ran before: its first run there is bounded by
+    the inference deadline (issue 27); the batch is noted as not run, with the limit's sentence."""
+    from hostile.runtime_bombs import batch_loop
+
+    monkeypatch.setenv("SHRINKRAY_MAX_INFERENCE_SECONDS", "0.5")
+    model = batch_loop(4 * 10**6)  # batch 1: one trip; batch 2: about 11 s here (finite: unbounded, it fails)
+    settings = CompareSettings(methods=[("float16", {})], batches=[1, 2], threads=[1], parity_batch=1,
+                               latency_budget_s=0.3)  # fmt: skip
+    c = compare(shrinkray.load(model.SerializeToString(), name="batch-loop"), settings)
+    assert c.variants[0].ok and c.variants[0].parity.passed  # batch 1 judged and timed
+    assert "batch 2 could not run (One run of the original (1 thread, batch 2) took longer than 0.5 s" in c.latency_note
+    assert all(s.batch == 1 for s in c.original.latency)
+

@@ -12,10 +12,10 @@ import pytest
 import shrinkray
 from shrinkray import pricing
 from shrinkray.measure.results import CompareSettings
-from shrinkray.measure.waits import download_seconds, format_seconds, get_connection
+from shrinkray.measure.waits import download_seconds, get_connection
 from shrinkray.pipeline.compare import compare
 from shrinkray.report.one_page import to_one_page
-from shrinkray.units import format_bytes
+from shrinkray.units import format_bytes, format_seconds
 from shrinkray.verdict import verdict_of
 from shrinkray.verdict.headline import headline_of
 

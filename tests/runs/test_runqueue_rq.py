@@ -280,6 +280,20 @@ def test_a_submits_hooks_factory_records_the_outcome_where_the_job_ends(redis_ur
     assert queue.wait_idle(WAIT) and recorder.calls == []  # the local hooks would have written it twice
 
 
+def test_a_queued_run_nobody_has_shown_for_too_long_is_not_started_by_a_worker(redis_url, worker, tmp_path):
+    """The shared queue drops it like the local one (shrinkray/runs/hooks.py): the worker asks the run store."""
+    store = RunStore(tmp_path / "store")
+    run_id = store.create(model_name="fake.onnx")
+    store.mark_watched(run_id, now=time.time() - 3600)  # its page closed an hour ago
+    queue = RedisQueue(redis_url, name="tests")
+    factory = functools.partial(store_hooks, str(store.root), store.max_bytes, store.max_age_s, run_id)
+    queue.submit(rqfakes.steps, 3, 0.2, hooks_factory=factory, job_id=run_id)
+    status = finished(queue, run_id)
+    assert status.state == "cancelled" and status.problem.startswith("This run was not started"), status
+    record = store.get(run_id)
+    assert record.status == "cancelled" and record.result is None and "about 60 minutes" in record.problem
+
+
 def test_a_full_shared_queue_refuses_a_run_like_the_local_one(redis_url):
     from shrinkray.errors import ShrinkRayError
 

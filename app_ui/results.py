@@ -14,6 +14,7 @@ from shrinkray.measure.sizes import BUDGET_S
 from shrinkray.pipeline.compare import NAMINGS, variant_file_name
 from shrinkray.report import charts
 from shrinkray.report import formats as report
+from shrinkray.report.card_png import to_card_png
 from shrinkray.report.one_page import to_one_page
 from shrinkray.text_safety import streamlit_markdown as md
 from shrinkray.units import format_bytes
@@ -260,5 +261,8 @@ def show_results(c: Comparison, partial: bool = False) -> None:
     row.download_button("One page to send", to_one_page(c, choice, st.session_state.get(CONNECTION_KEY)),
                         f"{c.name}.one-page.html", "text/html", icon=":material/summarize:",
                         help="Headline, size, wait and cost per file: opens offline, prints to one page")  # fmt: skip
+    row.download_button("Headline card (PNG)", to_card_png(c, choice, st.session_state.get(CONNECTION_KEY)),
+                        f"{c.name}.headline.png", "image/png", icon=":material/image:",
+                        help="The headline card as a 1200x630 picture (a link preview's size), for a slide or a chat")  # fmt: skip
     row.download_button("HTML with charts", report.to_html(c, choice.delivery, choice), f"{c.name}.report.html", "text/html",
                         icon=":material/monitoring:", help="One file, opens offline")  # fmt: skip

@@ -71,12 +71,6 @@ def wrapped_table(rows: list[list[str]], header: list[str]) -> None:
     st.table(pd.DataFrame(rows, columns=header), hide_index=True)
 
 
-def text_columns(*names: str) -> dict:
-    """``column_config`` showing these columns of a data grid as plain text: a model's names (``www.x``,
-    ``https://x``) stay data, never links or Markdown, whatever Streamlit would infer for them."""
-    return {name: st.column_config.TextColumn(name) for name in names}
-
-
 def metric_row(n: int) -> list:
     """``n`` slots for metrics side by side that wrap onto a second line on a narrow page (columns
     squeeze each value to "43…" there) and spread over the width on a wide one."""
@@ -175,8 +169,12 @@ def variant_card(c: Comparison, result: VariantResult, advice_items, partial: bo
         if precision:
             with st.expander("Precision per tensor"):
                 st.plotly_chart(charts.precision_chart(c, result.key), width="stretch", key=f"precision:{result.key}")
-                st.dataframe(report.precision_rows(precision), hide_index=True, width="stretch",
-                             column_config=text_columns(report.PRECISION_HEADER[0]))  # fmt: skip
+                # a tensor per row (hundreds, in a transformer): a grid, its columns narrow enough for a card on
+                # an 800 px page, the tensor's name pinned in view
+                narrow = {name: st.column_config.TextColumn(name, width=80) for name in report.PRECISION_HEADER[1:]}
+                narrow[report.PRECISION_HEADER[0]] = st.column_config.TextColumn(report.PRECISION_HEADER[0], width=180,
+                                                                                 pinned=True)  # fmt: skip
+                st.dataframe(report.precision_rows(precision), hide_index=True, width="stretch", column_config=narrow)
         if parity is not None:
             with st.expander("Parity per output"):
                 header, rows = report.output_table(result)

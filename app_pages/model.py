@@ -5,7 +5,7 @@ import streamlit as st
 
 from app_ui.controls import friendly_errors, sample_descriptions, size_limit_text
 from app_ui.large_models import large_model_notice, load_uploaded, release_upload
-from app_ui.results import metric_row, text_columns
+from app_ui.results import metric_row, wrapped_table
 from app_ui.runs import set_model
 from app_ui.state import (
     UPLOAD_LIMIT_MB,
@@ -111,17 +111,21 @@ with friendly_errors("Inspecting the model"):
         [{"name": w.name, "dtype": w.dtype, "shape": str(w.shape), "elements": w.elements, "bytes": w.bytes,
           "share of file": w.share_of_file, "where": w.where} for w in s.weights]
     )  # fmt: skip
+    # Widths that add up to a narrow (800 px) page's width, the name pinned: a long tensor name made the grid
+    # scroll sideways and took its name out of view; the full name shows on hover and in the cell's tooltip.
     st.dataframe(
         weights, hide_index=True, width="stretch",
-        column_config={**text_columns("name", "where"),  # names as data, never links
-                       "share of file": st.column_config.ProgressColumn(format="percent", min_value=0, max_value=1),
-                       "elements": st.column_config.NumberColumn(format="localized"),
-                       "bytes": st.column_config.NumberColumn(format="localized")},
+        column_config={"name": st.column_config.TextColumn("name", width=190, pinned=True),  # data, never links
+                       "where": st.column_config.TextColumn("where", width=90),
+                       "dtype": st.column_config.TextColumn("dtype", width=70),
+                       "shape": st.column_config.TextColumn("shape", width=100),
+                       "share of file": st.column_config.ProgressColumn(format="percent", min_value=0, max_value=1,
+                                                                        width=100),
+                       "elements": st.column_config.NumberColumn(format="localized", width=90),
+                       "bytes": st.column_config.NumberColumn(format="localized", width=100)},
     )  # fmt: skip
 
     st.markdown("#### What each method can rewrite (default options)")
-    st.dataframe(
-        pd.DataFrame([{"method": m.method, "tensors": m.tensors, "bytes": format_bytes(m.bytes),
-                       "share of file": format_percent(m.share_of_file)} for m in s.methods]),
-        hide_index=True, width="stretch",
-    )  # fmt: skip
+    # A handful of rows: a static table that wraps to the page (a data grid scrolled sideways at 800 px)
+    wrapped_table([[md(m.method), f"{m.tensors:,}", format_bytes(m.bytes), format_percent(m.share_of_file)]
+                   for m in s.methods], ["method", "tensors", "bytes", "share of file"])  # fmt: skip

@@ -128,7 +128,8 @@ with friendly_errors("Setting the prices"):
     base = (pricing.custom_provider(link.price if link.price is not None else links.DEFAULT_PRICE)
             if provider_id == CUSTOM else providers[provider_id])  # fmt: skip
     start = links.provider_for(link, providers) if provider_id == link.provider else base
-    st.markdown("**Prices per GiB** (edit to try other prices; leave the last tier's end empty)")
+    st.markdown("**Prices per GiB** (edit to try other prices; leave the last tier's end empty: it means "
+                "*and above*)")
     table_key = f"pricing:tiers:{provider_id}"
     if table_key not in ss:  # the editor's starting table must stay the same while its edits apply to it
         ss[f"{table_key}:start"] = [
@@ -137,9 +138,10 @@ with friendly_errors("Setting the prices"):
         ]  # fmt: skip
         ss[f"pricing:free:{provider_id}"] = float(start.free_gib_per_month)
     tiers = pd.DataFrame(ss[f"{table_key}:start"]).astype("float64")  # no end: an empty cell, not "None"
-    edited = st.data_editor(tiers, num_rows="dynamic", hide_index=True, key=table_key, width="stretch",
+    # placeholder: an empty cell reads as empty (Streamlit writes "None" in it by default)
+    edited = st.data_editor(tiers, num_rows="dynamic", hide_index=True, key=table_key, width="stretch", placeholder="",
                             column_config={"up to GiB in the month": st.column_config.NumberColumn(
-                                               help="Empty: no end (the last tier)", format="localized"),
+                                               help="Empty: and above (the last tier has no end)", format="localized"),
                                            "price per GiB": st.column_config.NumberColumn(format="%.4f")})  # fmt: skip
     free = st.number_input("Free GiB per month", min_value=0.0, max_value=float(pricing.MAX_FREE_GIB), step=10.0,
                            key=f"pricing:free:{provider_id}")  # fmt: skip
@@ -278,7 +280,7 @@ with friendly_errors("Setting the prices"):
                for c, (label, why) in short.items()}  # labels are plain text  # fmt: skip
     columns["standing"] = st.column_config.TextColumn("standing", width="medium")
     columns["variant"] = st.column_config.TextColumn("variant")  # a name from a link or a model: data, never a link
-    st.dataframe(frame, hide_index=True, width="stretch", column_config=columns)
+    st.dataframe(frame, hide_index=True, width="stretch", column_config=columns, placeholder="–")  # not "None"
     st.download_button("Download the table (CSV)", frame.to_csv(index=False), "egress-costs.csv", "text/csv",
                        icon=":material/table:")  # fmt: skip
     st.caption(

@@ -14,6 +14,7 @@ from shrinkray.measure.sizes import BUDGET_S
 from shrinkray.pipeline.compare import NAMINGS, naming_stem, variant_file_name
 from shrinkray.report import charts
 from shrinkray.report import formats as report
+from shrinkray.report.card_png import to_card_png
 from shrinkray.report.one_page import to_one_page
 from shrinkray.text_safety import streamlit_markdown as md
 from shrinkray.units import format_bytes
@@ -68,12 +69,6 @@ def wrapped_table(rows: list[list[str]], header: list[str]) -> None:
     """A static table whose cells wrap to fit the page, the name first (cells are Markdown: escape model text)."""
     st.html(_WRAP_CELLS)
     st.table(pd.DataFrame(rows, columns=header), hide_index=True)
-
-
-def text_columns(*names: str) -> dict:
-    """``column_config`` showing these columns of a data grid as plain text: a model's names (``www.x``,
-    ``https://x``) stay data, never links or Markdown, whatever Streamlit would infer for them."""
-    return {name: st.column_config.TextColumn(name) for name in names}
 
 
 def metric_row(n: int) -> list:
@@ -170,8 +165,12 @@ def variant_card(c: Comparison, result: VariantResult, advice_items, partial: bo
         if precision:
             with st.expander("Precision per tensor"):
                 st.plotly_chart(charts.precision_chart(c, result.key), width="stretch", key=f"precision:{result.key}")
-                st.dataframe(report.precision_rows(precision), hide_index=True, width="stretch",
-                             column_config=text_columns(report.PRECISION_HEADER[0]))  # fmt: skip
+                # a tensor per row (hundreds, in a transformer): a grid, its columns narrow enough for a card on
+                # an 800 px page, the tensor's name pinned in view
+                narrow = {name: st.column_config.TextColumn(name, width=80) for name in report.PRECISION_HEADER[1:]}
+                narrow[report.PRECISION_HEADER[0]] = st.column_config.TextColumn(report.PRECISION_HEADER[0], width=180,
+                                                                                 pinned=True)  # fmt: skip
+                st.dataframe(report.precision_rows(precision), hide_index=True, width="stretch", column_config=narrow)
         if parity is not None:
             with st.expander("Parity per output"):
                 header, rows = report.output_table(result)
@@ -256,5 +255,8 @@ def show_results(c: Comparison, partial: bool = False) -> None:
     row.download_button("One page to send", to_one_page(c, choice, st.session_state.get(CONNECTION_KEY)),
                         f"{c.name}.one-page.html", "text/html", icon=":material/summarize:",
                         help="Headline, size, wait and cost per file: opens offline, prints to one page")  # fmt: skip
+    row.download_button("Headline card (PNG)", to_card_png(c, choice, st.session_state.get(CONNECTION_KEY)),
+                        f"{c.name}.headline.png", "image/png", icon=":material/image:",
+                        help="The headline card as a 1200x630 picture (a link preview's size), for a slide or a chat")  # fmt: skip
     row.download_button("HTML with charts", report.to_html(c, choice.delivery, choice), f"{c.name}.report.html", "text/html",
                         icon=":material/monitoring:", help="One file, opens offline")  # fmt: skip

@@ -398,7 +398,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     settings = compare_settings(args)
     choice = pricing_choice(args)  # None without --downloads; checked before minutes of work
-    report_paths = [args.json, args.markdown, args.csv, args.html, args.one_page]
+    report_paths = [args.json, args.markdown, args.csv, args.html, args.one_page, args.card_png]
     inputs = [args.model, args.inputs, *(settings.sample_files or [])]
     report.check_report_paths(report_paths, protect=inputs)  # before minutes of work
     save_dir = Path(args.save_dir) if args.save_dir else None
@@ -423,7 +423,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(report.timings_text(comparison))
     written = report.write_reports(
         comparison, json_path=args.json, markdown_path=args.markdown, csv_path=args.csv, html_path=args.html,
-        one_page_path=args.one_page, pricing=choice, protect=inputs + list(getattr(comparison, "input_files", [])),
+        one_page_path=args.one_page, card_png_path=args.card_png, pricing=choice,
+        protect=inputs + list(getattr(comparison, "input_files", [])),
     )  # fmt: skip
     for path in written:
         _status(args, f"Wrote {path}")
@@ -600,6 +601,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--html", help="write the self-contained HTML report (charts, opens offline) here")
     p.add_argument("--one-page", metavar="PATH",
                    help="write the one page to send here: headline, size, wait and cost per file (HTML, prints to one page)")
+    p.add_argument("--card-png", metavar="PATH",
+                   help="write the headline card here as a PNG (1200x630, a link preview's size): size as served, "
+                   "the 4G wait, money a year and the verdict sentence")  # fmt: skip
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     _add_pricing_flags(p, "which measured size is served: raw, gzip or brotli (default brotli)",
                        "adds cost columns to the table and the JSON/Markdown/CSV reports")  # fmt: skip

@@ -74,6 +74,28 @@ def test_compare_writes_the_one_page_with_the_headline_it_prints(tmp_path, capsy
     assert headline.split(". ", 1)[1] in text  # the verdict sentence
 
 
+def test_compare_writes_the_headline_card_png(tmp_path, capsys):
+    from PIL import Image
+
+    card = tmp_path / "card.png"
+    code = cli.main(["compare", str(sample_path("mlp")), *FAST, "--no-latency", "--methods", "weights-int8,float16",
+                     "--card-png", str(card)])  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    with Image.open(card) as image:
+        assert image.format == "PNG" and image.size == (1200, 630)
+
+
+def test_compare_refuses_a_card_png_path_that_is_the_model_before_working(tmp_path, capsys):
+    model = tmp_path / "m.onnx"
+    model.write_bytes(sample_path("mlp").read_bytes())
+    code = cli.main(["compare", str(model), "--card-png", str(model)])
+    assert code == 1 and "Refusing to write a report" in capsys.readouterr().err
+    assert model.read_bytes() == sample_path("mlp").read_bytes()
+    code = cli.main(["compare", str(model), "--card-png", str(tmp_path / "r.png"), "--one-page", str(tmp_path / "r.png")])
+    assert code == 1 and "named for two reports" in capsys.readouterr().err
+
+
 def test_compare_refuses_a_one_page_path_that_is_the_model(tmp_path, capsys):
     model = tmp_path / "m.onnx"
     model.write_bytes(sample_path("mlp").read_bytes())

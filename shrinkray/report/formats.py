@@ -34,6 +34,7 @@ from shrinkray.measure.browser import BrowserRun
 from shrinkray.measure.confidence import FAIL, PASS, UNDECIDED
 from shrinkray.measure.parity import PROFILES, Criterion, VerdictSettings
 from shrinkray.measure.results import ORIGINAL, Comparison, VariantResult
+from shrinkray.report.card_png import to_card_png
 from shrinkray.report.one_page import to_one_page
 from shrinkray.text_safety import csv_cell, markdown_code, markdown_text
 from shrinkray.units import format_bytes, text_table
@@ -832,11 +833,13 @@ def write_reports(
     pricing: _pricing.PricingChoice | None = None,
     protect: list[str | os.PathLike] | None = None,
     one_page_path: str | os.PathLike | None = None,
+    card_png_path: str | os.PathLike | None = None,
 ) -> list[Path]:
     """Write the reports that have a path and return the paths written: all of them, or none.
 
     ``pricing`` adds the download cost to the JSON, Markdown and CSV reports and prices the headline of
-    every report; ``one_page_path``: the one page to send (:mod:`shrinkray.report.one_page`).
+    every report; ``one_page_path``: the one page to send (:mod:`shrinkray.report.one_page`);
+    ``card_png_path``: the headline card as a 1200x630 PNG (:mod:`shrinkray.report.card_png`).
 
     Existing report files are replaced (the user named them); a path that is
     a model file (``.onnx``, also through a symlink, or its external data), one
@@ -845,17 +848,22 @@ def write_reports(
     is written. A failed write (full disk, read-only folder) leaves every
     target as it was and raises WriteError.
     """
-    builders: list[tuple[str | os.PathLike | None, Callable[[Comparison], str]]] = [
+    builders: list[tuple[str | os.PathLike | None, Callable[[Comparison], str | bytes]]] = [
         (json_path, partial(to_json_text, pricing=pricing)),
         (markdown_path, partial(to_markdown, pricing=pricing)),
         (csv_path, partial(to_csv, pricing=pricing)),
         (html_path, partial(to_html, pricing=pricing)),
         (one_page_path, partial(to_one_page, pricing=pricing)),
+        (card_png_path, partial(to_card_png, pricing=pricing)),
     ]
     chosen = [(Path(p), build) for p, build in builders if p is not None and str(p) != ""]
     check_report_paths([path for path, _ in chosen], protect=protect)
-    contents = {path: build(c).encode("utf-8") for path, build in chosen}  # build all before writing any
+    contents = {path: _encoded(build(c)) for path, build in chosen}  # build all before writing any
     return write_outputs(contents)
+
+
+def _encoded(content: str | bytes) -> bytes:
+    return content if isinstance(content, bytes) else content.encode("utf-8")
 
 
 def check_report_paths(

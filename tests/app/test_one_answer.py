@@ -98,6 +98,15 @@ def test_the_headline_card_shows_the_four_parts_and_the_line_to_copy(comparison,
     assert "Download on 3G" in {m.label for m in at.metric} and "on 3G (1.6 Mbps, 300 ms)" in at.code[0].value
 
 
+def test_the_headline_card_png_is_offered_beside_the_one_page(comparison, tmp_path):
+    path = tmp_path / "comparison.pkl"
+    path.write_bytes(pickle.dumps(comparison))
+    at = AppTest.from_function(_show, args=(str(path),), default_timeout=120).run()
+    assert not at.exception, at.exception
+    labels = [b.label for b in at.get("download_button")]
+    assert labels.index("Headline card (PNG)") == labels.index("One page to send") + 1, labels
+
+
 def test_downloads_take_transformers_js_names_when_asked(comparison, tmp_path):
     path = tmp_path / "comparison.pkl"
     path.write_bytes(pickle.dumps(comparison))

@@ -237,3 +237,18 @@ def test_the_page_names_no_command_line_flag():
         texts = [str(e.value) for kind in ("markdown", "caption", "info", "warning") for e in at.get(kind)]
         leaks = [t for t in helps + texts if flag.search(t.replace("\\", ""))]
         assert helps and not leaks, leaks
+
+
+def test_an_empty_cell_reads_empty_or_as_a_dash_never_none():
+    """The last tier's open end and a cost with no downloads are missing values: Streamlit writes "None" in such
+    a cell unless told otherwise; the tier editor leaves it empty (its heading says empty means "and above") and
+    the cost table shows a dash."""
+    at = _pricing({"downloads": "0"})
+    editor, costs = at.dataframe[0], at.dataframe[-1]
+    assert list(editor.value.columns) == ["up to GiB in the month", "price per GiB"]
+    assert editor.value["up to GiB in the month"].isna().iloc[-1]  # the open end is a missing value...
+    assert editor.proto.HasField("placeholder") and editor.proto.placeholder == ""  # ...shown empty
+    assert any("*and above*" in m.value for m in at.markdown)
+    per_million = next(c for c in costs.value.columns if c.startswith("per 1M downloads"))
+    assert costs.value[per_million].isna().all()  # no downloads: no cost per download
+    assert costs.proto.HasField("placeholder") and costs.proto.placeholder == "–"

@@ -27,6 +27,7 @@ folder, as much for the zip and for its unpacked copy during shrink-zip, 0.7 GB 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -36,6 +37,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zipfile
 from pathlib import Path
@@ -133,12 +135,41 @@ def files_bytes(path: Path) -> int:
     return path.stat().st_size + sum(d.stat().st_size for d in data if d.exists())
 
 
-def timed(cmd: list[str], code: str | None = None) -> dict:
+def folder_bytes(folder: Path) -> int:
+    """Bytes of the files under ``folder`` now (files vanish while it is walked: those count 0)."""
+    total = 0
+    for root, _dirs, files in os.walk(folder):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+    return total
+
+
+def timed(cmd: list[str], code: str | None = None, scratch: Path | None = None) -> dict:
     """Wall time, tree peak and single-process peak of one command (compare_speed.measure_command);
     ``code``: a checkout to run instead of the installed package (PYTHONPATH and working folder: the
-    worker, ``python -m shrinkray.runs.sandbox``, imports from its working folder first)."""
-    env = {**os.environ, "PYTHONPATH": code} if code else None
-    rc, out, err, wall, tree_peak = compare_speed.measure_command(["/usr/bin/time", "-v", *cmd], env=env, cwd=code)
+    worker, ``python -m shrinkray.runs.sandbox``, imports from its working folder first). ``scratch``: the
+    command's temporary folder (TMPDIR), whose disk use is sampled every 100 ms: its peak is the row's
+    ``scratch_peak_mb`` (blocks allocated, so a sparse or not yet written file counts what it holds)."""
+    env = dict(os.environ)
+    if code:
+        env["PYTHONPATH"] = code
+    disk = [0]
+    done = threading.Event()
+    if scratch is not None:
+        scratch.mkdir(parents=True, exist_ok=True)
+        env["TMPDIR"] = str(scratch)
+
+        def sample() -> None:
+            while not done.wait(0.1):
+                disk[0] = max(disk[0], folder_bytes(scratch))
+
+        threading.Thread(target=sample, daemon=True).start()
+    try:
+        rc, out, err, wall, tree_peak = compare_speed.measure_command(["/usr/bin/time", "-v", *cmd], env=env,
+                                                                      cwd=code)  # fmt: skip
+    finally:
+        done.set()
     single = re.search(r"Maximum resident set size \(kbytes\): (\d+)", err)
     row = {"rc": rc, "wall_s": round(wall, 1), "tree_peak_mb": round(tree_peak / 1e6, 1),
            "single_peak_mb": round(int(single.group(1)) * 1024 / 1e6, 1) if single else None}  # fmt: skip
@@ -150,6 +181,9 @@ def timed(cmd: list[str], code: str | None = None) -> dict:
         row["cpu_s"] = round(sum(float(x) for x in cpu), 1)
     if rc:
         row["stderr_tail"] = err[-800:]
+    if scratch is not None:
+        row["scratch_peak_mb"] = round(disk[0] / 1e6, 1)
+        shutil.rmtree(scratch, ignore_errors=True)
     timings = [line for line in out.splitlines() if line.startswith("Phase timings")]
     if timings:
         row["timings"] = timings[-1]
@@ -160,14 +194,16 @@ def timed(cmd: list[str], code: str | None = None) -> dict:
 
 
 TABLE_HEADER = ["size", "file MB", "step", "wall s", "CPU s", "worker peak MB (x file)", "tree peak MB (x file)",
-                "load start / end", "date"]  # fmt: skip
+                "scratch disk MB (x file)", "load start / end", "date"]  # fmt: skip
 
 
 def table_rows(rows: list[dict]) -> list[list]:
     """The rows of the table this benchmark prints and writes (header: TABLE_HEADER)."""
     return [[r["size"], r["file_mb"], r["step"], f"{r['wall_s']}{'' if not r['rc'] else ' (rc ' + str(r['rc']) + ')'}",
              r.get("cpu_s", ""), f"{r['single_peak_mb']} ({r.get('single_peak_x_file')}x)",
-             f"{r['tree_peak_mb']} ({r['tree_peak_x_file']}x)", f"{r['load_start']} / {r['load_end']}", r["date"]]
+             f"{r['tree_peak_mb']} ({r['tree_peak_x_file']}x)",
+             f"{r['scratch_peak_mb']} ({r['scratch_peak_x_file']}x)" if "scratch_peak_mb" in r else "",
+             f"{r['load_start']} / {r['load_end']}", r["date"]]
             for r in rows]  # fmt: skip
 
 
@@ -323,7 +359,8 @@ def run_steps(args: argparse.Namespace, rows: list[dict], out: Path) -> None:
                 else:
                     cmd = [exe, "compare", str(path), "--timings", *args.compare_args.split()]
                 row = {"size": size, "file_mb": round(nbytes / 1e6, 1), "step": step, "built_s": round(built_s, 1),
-                       "external_data": size in EXTERNAL, "load_start": load, **timed(cmd, args.code),
+                       "external_data": size in EXTERNAL, "load_start": load,
+                       **timed(cmd, args.code, scratch / "tmp"),
                        "load_end": round(os.getloadavg()[0], 2), "date": time.strftime("%Y-%m-%d %H:%M"),
                        "command": " ".join(["shrinkray", *cmd[1:]]), "pass": "third", "label": args.label}  # fmt: skip
                 if target.exists():
@@ -331,6 +368,7 @@ def run_steps(args: argparse.Namespace, rows: list[dict], out: Path) -> None:
                 row["tree_peak_x_file"] = round(row["tree_peak_mb"] * 1e6 / nbytes, 2)
                 if row["single_peak_mb"]:
                     row["single_peak_x_file"] = round(row["single_peak_mb"] * 1e6 / nbytes, 2)
+                row["scratch_peak_x_file"] = round(row["scratch_peak_mb"] * 1e6 / nbytes, 2)
                 rows.append(row)
                 out.write_text(json.dumps(rows, indent=1))
                 print(json.dumps(row), flush=True)

@@ -22,8 +22,7 @@ from PIL import Image, ImageDraw, ImageFont
 from shrinkray import pricing as _pricing
 from shrinkray.measure.confidence import FAIL, PASS, UNDECIDED
 from shrinkray.measure.results import Comparison
-from shrinkray.measure.waits import format_seconds
-from shrinkray.units import format_bytes
+from shrinkray.units import format_bytes, format_seconds
 from shrinkray.verdict.headline import Headline, default_pricing, headline_of
 
 #: The card's size in pixels: the Open Graph / link-preview size.

@@ -41,6 +41,7 @@ from shrinkray.methods import Variant, all_methods, get_method
 from shrinkray.methods.base import RunContext
 from shrinkray.pipeline.compare import NAMINGS
 from shrinkray.pipeline.inspect import ModelSummary, inspect_model
+from shrinkray.pipeline.streaming import streams
 from shrinkray.pricing.costs import PricingChoice
 from shrinkray.pricing.numbers import DELIVERIES
 from shrinkray.runs.jobs import compare_job, load_model_file, shrink_job
@@ -275,7 +276,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     if model_path.exists():
         check_output_path(output, protect=[model_path], overwrite=args.force)  # before any work
         size = model_size(model_path)
-        if size is not None and not (size.external and get_method(method).stream is not None):
+        if size is not None and not (size.external and streams(method, _method_options(args))):
             check_fits(size, f"shrinking it with {method}")  # in memory: refused before it is read
     _status(args, f"Loading {model_path} and applying {method} (in a worker capped in memory and time) ...")
     with scratch_folder() as scratch:

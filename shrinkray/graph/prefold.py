@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,8 @@ from onnx import numpy_helper
 
 from shrinkray.errors import ShrinkRayError
 from shrinkray.graph.sessions import open_file_session, open_session, runtime, session_options
+from shrinkray.io.external_data import read_array, read_bytes
+from shrinkray.io.files import external_place
 from shrinkray.memory import release_free_memory
 
 #: Ops folded here: deterministic, kernels in ONNX Runtime's CPU provider, what weight decodes are made of
@@ -164,12 +166,17 @@ def _ancestors(graph: onnx.GraphProto, name: str, producer: dict[str, int]) -> t
 
 
 def _evaluate(model: onnx.ModelProto, name: str, nodes: list[int], inits: set[str],
-              by_name: dict[str, onnx.TensorProto]) -> np.ndarray:  # fmt: skip
-    """One folded value, computed by ONNX Runtime's CPU kernels in an unoptimized session of its chain alone."""
+              by_name: dict[str, onnx.TensorProto], base_dir: Path | None = None) -> np.ndarray:  # fmt: skip
+    """One folded value, computed by ONNX Runtime's CPU kernels in an unoptimized session of its chain alone
+    (its external inputs read from ``base_dir``'s data files)."""
     ort = runtime()
     graph = onnx.GraphProto(name="fold")
     graph.node.extend(model.graph.node[i] for i in nodes)
-    graph.initializer.extend(by_name[i] for i in sorted(inits))
+    for init in sorted(inits):
+        tensor = by_name[init]
+        if tensor.data_location == onnx.TensorProto.EXTERNAL and base_dir is not None:
+            tensor = numpy_helper.from_array(read_array(tensor, base_dir), init)
+        graph.initializer.append(tensor)
     graph.output.add().name = name
     chain = onnx.ModelProto(ir_version=model.ir_version, graph=graph)
     chain.opset_import.extend(model.opset_import)
@@ -184,9 +191,11 @@ def _evaluate(model: onnx.ModelProto, name: str, nodes: list[int], inits: set[st
 
 
 def prefold(model: onnx.ModelProto, path: str | Path, fold: FoldPlan | None = None, *,
-            outputs: Sequence[str] = ()) -> onnx.ModelProto:  # fmt: skip
+            outputs: Sequence[str] = (), base_dir: Path | None = None) -> onnx.ModelProto:  # fmt: skip
     """Write ``model`` to ``path`` with its constant chains folded and its weights in ``path``.data; the
     model written (its large tensors by reference). ``outputs``: values to add to the graph's outputs.
+    ``base_dir``: the folder of the data files ``model``'s external tensors point into (read piece by piece;
+    without it an external tensor is refused).
 
     ``model`` is not changed. Each folded value is computed, appended to the data file and dropped
     before the next, so this holds the model and one chain's tensors at a time. Every initializer
@@ -202,14 +211,14 @@ def prefold(model: onnx.ModelProto, path: str | Path, fold: FoldPlan | None = No
     producer = {o: i for i, n in enumerate(graph.node) for o in n.output if i in folded_nodes or n.op_type == "Constant"}
     by_name = {t.name: t for t in graph.initializer}
     read = _reads(graph, folded_nodes, outputs)
-    writer = _DataWriter(data_path)
+    writer = _DataWriter(data_path, base_dir)
     try:
         kept = [writer.place(t) for t in graph.initializer if t.name in read]
         values = []
         since_trim = 0
         for name in fold.frontier:
             nodes, inits = _ancestors(graph, name, producer)
-            array = np.ascontiguousarray(_evaluate(model, name, nodes, inits, by_name))
+            array = np.ascontiguousarray(_evaluate(model, name, nodes, inits, by_name, base_dir))
             if array.nbytes > FOLD_LIMIT_BYTES:  # ONNX Runtime would keep this chain: the file opens as it is
                 raise ValueError(f"{name}: {array.nbytes} bytes, more than ONNX Runtime folds")
             values.append(writer.place_array(array, name))
@@ -236,19 +245,52 @@ def _nbytes(tensor: onnx.TensorProto) -> int:
 class _DataWriter:
     """Appends tensors' bytes to one external data file, each at an :data:`ALIGN`-ed offset."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, base_dir: Path | None = None) -> None:
         self.path = path
+        self.base_dir = base_dir  # where the source's external tensors are (None: refused)
+        self.links: dict[Path, Path | None] = {}  # the source's data files -> their links beside the copy
         self.file = open(path, "wb")  # noqa: SIM115 - closed by close(), after the last tensor
         self.offset = 0
 
     def place(self, tensor: onnx.TensorProto) -> onnx.TensorProto:
-        """``tensor`` as stored in the copy: a reference into the data file, or itself when small."""
+        """``tensor`` as stored in the copy: a reference into the data file, or itself when small. An
+        external tensor's bytes are copied from its data file piece by piece (never held whole)."""
         if tensor.data_location == onnx.TensorProto.EXTERNAL:
-            raise ValueError(f"{tensor.name} keeps its values in an external file")
+            if self.base_dir is None:
+                raise ValueError(f"{tensor.name} keeps its values in an external file")
+            linked = self._linked(tensor)
+            if linked is not None:
+                return linked
+            return self._reference(tensor.name, tensor.data_type, tensor.dims, read_bytes(tensor, self.base_dir),
+                                   tensor.doc_string)  # fmt: skip
         if tensor.data_type == onnx.TensorProto.STRING or _nbytes(tensor) < EXTERNAL_MIN_BYTES:
             return tensor
         raw = tensor.raw_data if tensor.HasField("raw_data") else numpy_helper.to_array(tensor).tobytes()
-        return self._reference(tensor.name, tensor.data_type, tensor.dims, raw, tensor.doc_string)
+        return self._reference(tensor.name, tensor.data_type, tensor.dims, [raw], tensor.doc_string)
+
+    def _linked(self, tensor: onnx.TensorProto) -> onnx.TensorProto | None:
+        """``tensor`` read where it is: its data file hard-linked beside the copy (ONNX Runtime opens data files
+        inside the model's folder only), so an unchanged weight takes no disk; None when a link cannot be
+        made (another file system), and its bytes are copied instead."""
+        place = external_place(tensor, self.base_dir)
+        if place.target not in self.links:
+            link = self.path.with_name(f"{self.path.name}.src{len(self.links)}")
+            try:
+                os.link(place.target, link)
+            except OSError:
+                self.links[place.target] = None
+            else:
+                self.links[place.target] = link
+        link = self.links[place.target]
+        if link is None:
+            return None
+        ref = onnx.TensorProto()
+        ref.CopyFrom(tensor)
+        del ref.external_data[:]
+        for key, value in (("location", link.name), ("offset", str(place.offset)), ("length", str(place.length))):
+            entry = ref.external_data.add()
+            entry.key, entry.value = key, value
+        return ref
 
     def place_array(self, array: np.ndarray, name: str) -> onnx.TensorProto:
         """A computed value as stored in the copy (written from the array's own buffer when large)."""
@@ -257,16 +299,19 @@ class _DataWriter:
         data_type = onnx.helper.np_dtype_to_tensor_dtype(array.dtype)
         if data_type in PACKED_TYPES:  # stored two (or more) to a byte, unlike the array
             return numpy_helper.from_array(array, name)
-        return self._reference(name, data_type, array.shape, memoryview(array).cast("B"), "")
+        return self._reference(name, data_type, array.shape, [memoryview(array).cast("B")], "")
 
-    def _reference(self, name: str, data_type: int, dims, raw, doc: str) -> onnx.TensorProto:
+    def _reference(self, name: str, data_type: int, dims, pieces: Iterable, doc: str) -> onnx.TensorProto:
         aligned = -(-self.offset // ALIGN) * ALIGN
         self.file.write(b"\0" * (aligned - self.offset))
-        self.file.write(raw)
-        self.offset = aligned + len(raw)
+        length = 0
+        for piece in pieces:
+            self.file.write(piece)
+            length += len(piece)
+        self.offset = aligned + length
         ref = onnx.TensorProto(name=name, data_type=data_type, dims=list(dims), doc_string=doc,
                                data_location=onnx.TensorProto.EXTERNAL)  # fmt: skip
-        for key, value in (("location", self.path.name), ("offset", str(aligned)), ("length", str(len(raw)))):
+        for key, value in (("location", self.path.name), ("offset", str(aligned)), ("length", str(length))):
             entry = ref.external_data.add()
             entry.key, entry.value = key, value
         return ref
@@ -314,47 +359,72 @@ def _write_model(model: onnx.ModelProto, folded_nodes: set[int], read: set[str],
     return out
 
 
-def prefold_file(source: str | Path, target: str | Path) -> None:
-    """:func:`prefold` of the model in file ``source`` (loaded once, dropped after) into ``target``."""
-    prefold(onnx.load(str(source), load_external_data=False), target)
+def prefold_file(source: str | Path, target: str | Path) -> bool:
+    """:func:`prefold` of the model in file ``source`` (its graph loaded once, its external tensors read from
+    their data files one at a time) into ``target``. False, and nothing written, when the copy would gain
+    nothing: no chain folds and the weights are already in data files ONNX Runtime maps (a 1 GB original
+    copied for nothing was a gigabyte of scratch disk)."""
+    source = Path(source)
+    model = onnx.load(str(source), load_external_data=False)
+    fold = plan(model)
+    if not fold and any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
+        return False
+    prefold(model, target, fold, base_dir=source.parent)
+    return True
 
 
 class MeasuringCopies:
     """The measuring copy of each model file a comparison opens (made once, kept in ``folder``).
 
-    :meth:`session` opens the optimized CPU session parity and latency measure on. A file whose
-    tensors are already external (over 2 GB), or whose copy cannot be made, opens as it is: then
-    ONNX Runtime's own folding decides, exactly as before. The copies go when ``folder`` is removed.
+    :meth:`session` opens the optimized CPU session parity and latency measure on. A file with nothing to
+    fold whose weights are already in data files, or whose copy cannot be made, opens as it is: then
+    ONNX Runtime's own folding decides, exactly as before. The copies go when ``folder`` is removed
+    (or one by one, :meth:`drop`).
     """
 
     def __init__(self, folder: str | Path) -> None:
         self.folder = Path(folder)
         self._made: dict[Path, Path | None] = {}
+        self._count = 0
 
     def copy_of(self, source: str | Path) -> Path | None:
         """The measuring copy of ``source`` (made on first use); None when the file opens as it is."""
         source = Path(source)
         if source not in self._made:
-            target = self.folder / f"measuring-{len(self._made)}.onnx"
+            self._count += 1
+            target = self.folder / f"measuring-{self._count}.onnx"
             try:
                 self.folder.mkdir(parents=True, exist_ok=True)
-                prefold_file(source, target)
+                made = prefold_file(source, target)
             except Exception:  # noqa: BLE001 - any failure: ONNX Runtime opens the file itself, as before
-                for path in (target, target.with_name(target.name + ".data")):
-                    path.unlink(missing_ok=True)
-                target = None
-            self._made[source] = target
+                made = False
+            if not made:
+                _remove(target)
+            self._made[source] = target if made else None
         return self._made[source]
+
+    def drop(self, source: str | Path) -> None:
+        """Remove the copy of ``source`` (its disk back; made again on next use). A large model's copies are
+        dropped between uses so that no more than one of them is on disk at a time."""
+        copy = self._made.pop(Path(source), None)
+        if copy is not None:
+            _remove(copy)
 
     def session(self, files: list[Path], threads: int):
         """An optimized CPU session measuring ``files`` (the model file and any data file beside it)."""
-        copy = self.copy_of(files[0]) if len(files) == 1 else None
+        copy = self.copy_of(files[0])
         if copy is not None:
             try:
                 return open_file_session(copy, optimized=True, threads=threads)
             except ShrinkRayError:  # the file itself decides, and its own error is what the user reads
                 self._made[Path(files[0])] = None
         return open_file_session(files[0], optimized=True, threads=threads)
+
+
+def _remove(copy: Path) -> None:
+    """A copy's files: its model, its data file and links to its source's data files."""
+    for path in (copy, copy.with_name(copy.name + ".data"), *copy.parent.glob(f"{copy.name}.data.src*")):
+        path.unlink(missing_ok=True)
 
 
 def measuring_session(model: onnx.ModelProto, *, outputs: Sequence[str] = (), threads: int = 1,

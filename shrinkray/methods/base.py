@@ -376,6 +376,9 @@ class MethodSpec:
     #: lets :mod:`shrinkray.pipeline.streaming` convert a model whose weights stay in external data files,
     #: one tensor at a time. None: the method needs the whole model in memory.
     stream: Callable[..., Variant] | None = None
+    #: Whether ``stream`` works with these options (None: with any); float16's compute mode, say, rewrites the
+    #: whole graph and cannot.
+    streams_with: Callable[[Any], bool] | None = None
     #: Judges or calibrates on the run's inputs: ``apply(model, options, context)`` receives the
     #: :class:`RunContext` (the verdict and inputs compare judges with), so its result is chosen on
     #: what it will be shown against.
@@ -397,6 +400,10 @@ class MethodSpec:
         """Rewrites tensors one by one under include/exclude: damage can be traced to single tensors,
         and a model without large float tensors gives it nothing to do."""
         return issubclass(self.options_type, TensorSelection)
+
+    def streams(self, options: MethodOptions) -> bool:
+        """Whether this method converts a model tensor by tensor (``stream``) with ``options``."""
+        return self.stream is not None and (self.streams_with is None or self.streams_with(options))
 
     def make_options(self, **values: Any) -> MethodOptions:
         known = {f.name for f in dataclasses.fields(self.options_type)}

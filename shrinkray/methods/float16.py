@@ -17,6 +17,7 @@ Two implementations, chosen by measurement:
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -84,10 +85,12 @@ def _cast_back(target: int):
     return build
 
 
-def _apply_storage(model: onnx.ModelProto, options: Float16Options, variant: Variant) -> None:
-    editor = GraphEditor(model)
+def _apply_storage(model: onnx.ModelProto, options: Float16Options, variant: Variant, *,
+                   read: Callable[[WeightRef], np.ndarray] = WeightRef.array,
+                   editor: GraphEditor | None = None) -> None:  # fmt: skip
+    editor = editor if editor is not None else GraphEditor(model)
     for ref in candidates(find_weights(model), options):
-        values = ref.array()
+        values = read(ref)
         finite = np.isfinite(values)  # a mask, not a copy of the values
         if values.size and max(-float(np.min(values, where=finite, initial=0.0)),
                                float(np.max(values, where=finite, initial=0.0))) > FLOAT16_MAX:  # fmt: skip
@@ -165,6 +168,22 @@ def apply(model: onnx.ModelProto, options: Float16Options) -> Variant:
         _apply_storage(model, options, variant)
     else:
         variant.model = _apply_compute(model, options, variant)
+    return _noted(variant)
+
+
+def stream(model: onnx.ModelProto, options: Float16Options, *, read: Callable[[WeightRef], np.ndarray],
+           editor: GraphEditor) -> Variant:  # fmt: skip
+    """Storage mode with where values come from (``read``) and where the halves go (``editor``) left to the
+    caller (:mod:`shrinkray.pipeline.streaming`: one tensor at a time from and to data files)."""
+    if options.mode != "storage":
+        raise MethodError("float16's compute mode rewrites the whole graph, so it cannot convert tensor by tensor",
+                          "Use the storage mode (the default)")  # fmt: skip
+    variant = Variant(method="float16", options=options.as_dict(), model=model)
+    _apply_storage(model, options, variant, read=read, editor=editor)
+    return _noted(variant)
+
+
+def _noted(variant: Variant) -> Variant:
     if not variant.changes:
         variant.notes.append("No float32/float64 weight was large enough to convert, so nothing changed")
     return variant
@@ -186,5 +205,7 @@ register(
         parity_hint="Leave the tensors that move the outputs most in float32 (exclude them).",
         alternatives=(),
         keeps_speed=True,
+        stream=stream,
+        streams_with=lambda options: options.mode == "storage",
     )
 )

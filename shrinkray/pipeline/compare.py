@@ -29,6 +29,7 @@ from shrinkray.errors import DeadlineExceededError, OptionError, ShrinkRayError
 from shrinkray.graph.checks import check_file, explain_runtime_error
 from shrinkray.graph.prefold import MeasuringCopies
 from shrinkray.graph.sessions import open_file_session, open_session
+from shrinkray.io.external_data import read_array
 from shrinkray.io.files import (
     LoadedModel,
     needs_external_data,
@@ -38,7 +39,7 @@ from shrinkray.io.files import (
     write_model_pieces,
     write_outputs,
 )
-from shrinkray.io.limits import check_memory
+from shrinkray.io.limits import check_memory, tensor_nbytes
 from shrinkray.measure import decoder_lm
 from shrinkray.measure.budget import PLAN_MARGIN, Budget, job_clock
 from shrinkray.measure.confidence import UNDECIDED
@@ -70,6 +71,7 @@ from shrinkray.methods import Variant, all_methods, get_method
 from shrinkray.methods.base import RunContext
 from shrinkray.pipeline.inspect import inspect_model
 from shrinkray.pipeline.shrink import shrink
+from shrinkray.pipeline.streaming import data_file, shrink_to_files
 from shrinkray.units import format_seconds
 
 #: Share of the job's time cap kept free when latency starts (results, report): latency times what fits
@@ -243,6 +245,15 @@ class ComparePipeline:
                                                                         text=text))  # fmt: skip
         if isinstance(loaded, onnx.ModelProto):
             loaded = LoadedModel(model=loaded, name=loaded.graph.name or "model", file_bytes=loaded.ByteSize())
+        # A model kept in external data files and loaded as its graph alone (the capped worker loads so): its own
+        # files are what sessions open and sizes read, never copied, and methods that stream convert them tensor
+        # by tensor into their own files (a 1 GB model's compare had 6.2x its size on scratch disk at its peak).
+        self.in_files = bool(loaded.is_lazy and owns_model and settings.variants_dir is not None
+                             and loaded.path is not None and loaded.path.is_file())  # fmt: skip
+        if loaded.is_lazy and self.in_files:
+            _small_values_in(loaded)
+        elif loaded.is_lazy:
+            _all_values_in(loaded)
         self.loaded = loaded
         self.owns_model = owns_model
         self._session = None  # the session _store opened on the variant it wrote
@@ -317,11 +328,17 @@ class ComparePipeline:
         lap = time.perf_counter()
         self.say("Running the original on its inputs", 0.02)
         # the file first: every session opens from a file, and an owned model is not held while they do
-        self.files[ORIGINAL] = _write_model(self.source, self._scratch / "original.onnx", atomic=False)
+        if self.in_files:  # its own files: the graph, then its data files
+            base = self.loaded.external_base
+            self.files[ORIGINAL] = [self.loaded.path, *(base / name for name in self.loaded.external_data_files)]
+        else:
+            self.files[ORIGINAL] = _write_model(self.source, self._scratch / "original.onnx", atomic=False)
         self.sizes.submit(ORIGINAL, self.files[ORIGINAL])
         write_s = time.perf_counter() - lap
         lap = _lap(self.timings, "sizes", lap)
-        if self.reload_source:
+        if self.in_files:  # the graph alone is held (small values in it); shrink reloads from its own files
+            self._reload_from = self.loaded.path
+        elif self.reload_source:
             skeleton = _skeleton(self.source)  # inputs and signature only; shrink reloads the original
             self._reload_from = _write_reloadable(self.source, self._scratch / "reload" / "original.onnx")
             self.source = skeleton
@@ -371,7 +388,7 @@ class ComparePipeline:
         """Shrink (checked, in one ONNX Runtime session), write, start its sizes, judge parity in that session."""
         result = self._reserve(method, options)
         lap = time.perf_counter()
-        return self._complete(result, self._shrink(method, options), lap)
+        return self._complete(result, self._shrink(method, options, result.key), lap)
 
     def _reserve(self, method: str, options: dict[str, Any]) -> VariantResult:
         """The variant's place in the results (requested order), before it is built."""
@@ -382,13 +399,15 @@ class ComparePipeline:
         self.variants.append(result)
         return result
 
-    def _shrink(self, method: str, options: dict[str, Any]) -> Variant | ShrinkRayError:
+    def _shrink(self, method: str, options: dict[str, Any], key: str = "") -> Variant | Streamed | ShrinkRayError:
         """Build and check (onnx.checker); :meth:`_complete` opens its session from the written file."""
         try:
             # the run's verdict and its calibration samples: a method that calibrates or searches (auto,
             # weights-int4) learns from samples its result is not judged on
             context = self._judging(method)[0]
             spec = get_method(method)
+            if self.in_files and spec.streams(spec.make_options(**options)):
+                return self._stream(method, options, key)
             if spec.prepare is not None and self._reload_from is not None:  # before the weights are loaded
                 header = onnx.load(str(self._reload_from), load_external_data=False)
                 spec.prepare(header, spec.make_options(**options), context, self._reload_from.parent)
@@ -403,8 +422,24 @@ class ComparePipeline:
         except ShrinkRayError as exc:
             return exc
 
-    def _complete(self, result: VariantResult, built: Variant | ShrinkRayError, lap: float) -> VariantResult:
+    def _stream(self, method: str, options: dict[str, Any], key: str) -> Streamed:
+        """The variant converted tensor by tensor from the original's files into its own model and data file
+        in ``variants_dir`` (pipeline/streaming.py): memory holds the graph and a few tensors."""
+        loaded = self.loaded
+        header = LoadedModel(model=onnx.load(str(loaded.path), load_external_data=False), name=loaded.name,
+                             path=loaded.path, external_data_files=list(loaded.external_data_files),
+                             external_base=loaded.external_base)  # fmt: skip
+        target = Path(self.settings.variants_dir) / variant_file_name(self._stem, key)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        variant, path, _ = shrink_to_files(header, method, target, overwrite=True, **options)
+        return Streamed(variant, [path, data_file(path)])
+
+    def _complete(self, result: VariantResult, built: Variant | Streamed | ShrinkRayError,
+                  lap: float) -> VariantResult:  # fmt: skip
         """Store a built variant (or its error), then judge its parity in the session validation opened."""
+        files = None
+        if isinstance(built, Streamed):
+            built, files = built.variant, built.files
         variant = built
         if isinstance(variant, ShrinkRayError):
             result.error = str(variant)
@@ -414,7 +449,7 @@ class ComparePipeline:
         result.record = variant.summary()
         result.warnings = list(variant.warnings)
         result.notes = list(variant.notes)
-        if not self._store(result, variant):  # written, dropped, then checked and opened from the file
+        if not self._store(result, variant, files=files):  # written, dropped, then checked and opened from the file
             _lap(self.timings, "shrink", lap)
             self._emit()
             return result
@@ -436,6 +471,8 @@ class ComparePipeline:
                 result.notes.append(self.split.note)
             _measure_parity(result, judged, self.settings, variant.session, result.model)
         variant.session = None
+        if self.in_files and result.key in self.files:  # a large model's copies: one on disk at a time
+            self.copies.drop(self.files[result.key][0])
         variant.model = None
         del variant, built
         now = _lap(self.timings, "parity", lap)
@@ -515,17 +552,21 @@ class ComparePipeline:
 
     # ------------------------------------------------------------ helpers
 
-    def _store(self, result: VariantResult, held: Variant | HandedOver, *, validated: bool = False) -> bool:
+    def _store(self, result: VariantResult, held: Variant | HandedOver, *, validated: bool = False,
+               files: list[Path] | None = None) -> bool:  # fmt: skip
         """Write ``held.model`` (to ``variants_dir``: the user's copy), check the file (onnx.checker) and open
         its session from it (``self._session``: its validation, where parity runs), start its sizes.
         False (the result carries the error, the file is removed) when either refuses it.
 
         The model is taken out of ``held`` and not held while the file is checked and its session opens
         (unless the caller keeps models): those are the costliest moments of a variant (the checker's parsed
-        copy, constant folding). ``validated`` skips both (a session already proved it).
+        copy, constant folding). ``validated`` skips both (a session already proved it). ``files``: the model
+        is written there already (streamed), and only checked and opened.
         """
         model, held.model = held.model, None
-        if self.settings.variants_dir is not None:
+        if files is not None:
+            pass
+        elif self.settings.variants_dir is not None:
             folder = Path(self.settings.variants_dir)
             folder.mkdir(parents=True, exist_ok=True)
             files = _write_model(model, folder / variant_file_name(self._stem, result.key), atomic=True)
@@ -628,6 +669,31 @@ class HandedOver:
     plain argument would stay alive in the caller's frame while the file is checked and opened."""
 
     model: onnx.ModelProto | None
+
+
+@dataclass
+class Streamed:
+    """A variant written tensor by tensor into ``files`` (its model, then its data file) as it was made."""
+
+    variant: Variant
+    files: list[Path]
+
+
+def _small_values_in(loaded: LoadedModel) -> None:
+    """Read the values of a lazily loaded model's small external tensors (shapes, constants: what input
+    synthesis and the signature read) into its graph; its weights stay in their files."""
+    for tensor in loaded.model.graph.initializer:
+        if tensor.data_location == onnx.TensorProto.EXTERNAL and tensor_nbytes(tensor) <= SKELETON_KEEP_BYTES:
+            values = read_array(tensor, loaded.external_base)
+            tensor.raw_data = values.tobytes()
+            del tensor.external_data[:]
+            tensor.ClearField("data_location")
+
+
+def _all_values_in(loaded: LoadedModel) -> None:
+    """A lazily loaded model's weights read into its graph (compare holds it whole unless it owns files)."""
+    onnx.external_data_helper.load_external_data_for_model(loaded.model, str(loaded.external_base))
+    loaded.external_base = None
 
 
 #: Seconds a shrink step waits for the large-window brotli encoders still running before it loads the original

@@ -42,9 +42,15 @@ from shrinkray.methods import Variant, get_method
 from shrinkray.pipeline.shrink import not_kept, settle
 
 
-def can_stream(loaded: LoadedModel, method: str) -> bool:
+def streams(method: str, options: dict[str, Any] | None = None) -> bool:
+    """True when ``method`` with ``options`` converts a model tensor by tensor (its spec's ``stream``)."""
+    spec = get_method(method)
+    return spec.streams(spec.make_options(**(options or {})))
+
+
+def can_stream(loaded: LoadedModel, method: str, options: dict[str, Any] | None = None) -> bool:
     """True when this model's weights are still in their files and the method can read them one by one."""
-    return loaded.is_lazy and get_method(method).stream is not None
+    return loaded.is_lazy and streams(method, options)
 
 
 def data_file(path: Path) -> Path:
@@ -89,9 +95,9 @@ def shrink_to_files(
     onnx.checker or open in ONNX Runtime; then nothing is written.
     """
     spec = get_method(method)
-    if spec.stream is None:
-        raise MethodError(f"The {spec.name} method cannot convert a model tensor by tensor", "")
     opts = spec.make_options(**options)
+    if not spec.streams(opts):
+        raise MethodError(f"The {spec.name} method cannot convert a model tensor by tensor with these options", "")
     path = check_output_path(output, protect=protect, overwrite=overwrite)
     data = check_output_path(data_file(path), protect=protect, overwrite=overwrite)
     model = loaded.model

@@ -18,11 +18,11 @@ import onnx
 from shrinkray.io.archive import load_any
 from shrinkray.io.files import LoadedModel, check_output_path, save, save_all, write_outputs
 from shrinkray.measure.results import CompareSettings
-from shrinkray.methods import Variant, get_method
+from shrinkray.methods import Variant
 from shrinkray.methods.base import RunContext
 from shrinkray.pipeline.compare import ComparePipeline, variant_file_name
 from shrinkray.pipeline.shrink import shrink
-from shrinkray.pipeline.streaming import can_stream, shrink_to_files, zip_files
+from shrinkray.pipeline.streaming import can_stream, shrink_to_files, streams, zip_files
 
 
 def load_model_file(path: str | Path, scratch: str | Path | None = None, lazy_external: bool = False) -> LoadedModel:
@@ -46,7 +46,7 @@ def shrink_job(model_path: Path, output: Path, method: str, options: dict[str, A
     model), the file written, its bytes and the input's bytes. ``context``: the verdict and inputs a
     method that judges or calibrates uses (auto, weights-int4). An ``output`` ending in ``.zip`` gets
     the model (and its data file) packed into a stored zip, written chunk by chunk."""
-    loaded = load_model_file(model_path, scratch, lazy_external=get_method(method).stream is not None)
+    loaded = load_model_file(model_path, scratch, lazy_external=streams(method, options))
     protected = protected_files(model_path, loaded)
     check_output_path(output, protect=protected, overwrite=force)
     if Path(output).suffix.lower() != ".zip":
@@ -70,7 +70,7 @@ def shrink_job(model_path: Path, output: Path, method: str, options: dict[str, A
 def _shrink_into(loaded: LoadedModel, output: Path, method: str, options: dict[str, Any], force: bool,
                  protected: list[Path], context: RunContext | None) -> tuple[Variant, Path, int, int]:  # fmt: skip
     """Shrink ``loaded`` into ``output`` (tensor by tensor when its weights are still in their files)."""
-    if can_stream(loaded, method):  # weights in external files: one tensor at a time (shrinkray.pipeline.streaming)
+    if can_stream(loaded, method, options):  # weights in external files: one tensor at a time (shrinkray.pipeline.streaming)
         variant, written, written_bytes = shrink_to_files(loaded, method, output, protect=protected,
                                                           overwrite=force, **options)  # fmt: skip
         variant.model = onnx.ModelProto()
@@ -99,7 +99,8 @@ def compare_job(model_path: Path, settings: CompareSettings, save_dir: Path | No
     original and one variant at a time; with ``save_dir`` the files are then moved
     there all or none. The result carries no models.
     """
-    loaded = load_model_file(model_path, scratch)
+    # a model in external data files stays in them: compare measures it there and streams what it can
+    loaded = load_model_file(model_path, scratch, lazy_external=True)
     protected = protected_files(model_path, loaded)
     work = Path(scratch) / "variants"
     own_dir = settings.variants_dir is None

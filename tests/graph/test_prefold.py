@@ -195,3 +195,67 @@ def test_no_copy_when_a_folded_value_is_larger_than_onnx_runtime_folds(tmp_path,
     session = copies.session([real], 1)
     assert copies.copy_of(real) is None
     assert session.run(None, {"x": np.ones((2, 8), np.float32)})[0].shape == (2, 8)
+
+
+def _external_pair(tmp_path):
+    """A model kept in external data and its weights-int8 variant streamed into its own data file."""
+    from shrinkray.io.files import load
+    from shrinkray.pipeline.streaming import shrink_to_files
+
+    rng = np.random.default_rng(3)
+    w1 = rng.standard_normal((256, 512)).astype(np.float32) * 0.05
+    w2 = rng.standard_normal((512, 64)).astype(np.float32) * 0.05
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("MatMul", ["x", "w1"], ["h"]), onnx.helper.make_node("Relu", ["h"], ["r"]),
+         onnx.helper.make_node("MatMul", ["r", "w2"], ["y"])],
+        "ext", [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 256])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 64])],
+        [onnx.numpy_helper.from_array(w1, "w1"), onnx.numpy_helper.from_array(w2, "w2")],
+    )  # fmt: skip
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    (tmp_path / "user").mkdir()
+    original = tmp_path / "user" / "model.onnx"
+    onnx.save_model(model, str(original), save_as_external_data=True, location="model.onnx.data",
+                    size_threshold=1024)  # fmt: skip
+    (tmp_path / "v").mkdir()
+    _, variant, _ = shrink_to_files(load(original, lazy_external=True), "weights-int8", tmp_path / "v" / "int8.onnx")
+    return original, variant
+
+
+def test_a_copy_of_a_model_in_external_data_folds_from_its_files_and_links_what_it_keeps(tmp_path):
+    import onnxruntime as ort
+
+    original, variant = _external_pair(tmp_path)
+    copy = tmp_path / "measuring" / "copy.onnx"
+    copy.parent.mkdir()
+    assert prefold.prefold_file(variant, copy)
+    folded = onnx.load(str(copy), load_external_data=False)
+    assert not prefold.plan(folded), "every decode chain was folded"
+    x = {"x": np.random.default_rng(0).standard_normal((2, 256)).astype(np.float32)}
+    theirs = ort.InferenceSession(str(variant), providers=["CPUExecutionProvider"]).run(None, x)[0]
+    ours = ort.InferenceSession(str(copy), providers=["CPUExecutionProvider"]).run(None, x)[0]
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
+    # the original has nothing to fold and keeps its weights in a data file: no copy at all
+    assert not prefold.prefold_file(original, tmp_path / "measuring" / "none.onnx")
+    assert not list((tmp_path / "measuring").glob("none.onnx*"))
+
+
+def test_a_copy_links_the_data_file_of_what_it_keeps_and_dropping_it_removes_its_files(tmp_path):
+    original, _ = _external_pair(tmp_path)
+    model = onnx.load(str(original), load_external_data=False)
+    target = tmp_path / "measuring" / "copy.onnx"
+    target.parent.mkdir()
+    prefold.prefold(model, target, base_dir=original.parent)  # nothing folds: every weight is linked, not copied
+    links = list(target.parent.glob("copy.onnx.data.src*"))
+    assert len(links) == 1 and links[0].stat().st_ino == (original.parent / "model.onnx.data").stat().st_ino
+    assert target.with_name("copy.onnx.data").stat().st_size == 0
+    copies = prefold.MeasuringCopies(tmp_path / "m2")
+    (tmp_path / "again").mkdir()
+    _, variant = _external_pair(tmp_path / "again")
+    copies.session([variant, variant.with_name(variant.name + ".data")], 1)
+    made = list((tmp_path / "m2").iterdir())
+    assert made
+    copies.drop(variant)
+    assert not list((tmp_path / "m2").iterdir())
+    assert (original.parent / "model.onnx.data").exists()

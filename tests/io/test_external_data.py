@@ -229,3 +229,31 @@ def test_a_model_with_one_data_file_per_tensor_streams_into_one_file(tmp_path):
     assert all(np.array_equal(got[k], v) for k, v in expected.items()) and sorted(got) == sorted(expected)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["per-tensor", "reference.onnx", "reference.onnx.data",
                                                           "small.onnx", "small.onnx.data"]  # fmt: skip
+
+
+@pytest.mark.parametrize("options", [{}, {"exclude": ["w2"]}])
+def test_float16_streams_the_same_halves_as_in_memory(tmp_path, external_model, options):
+    from shrinkray.methods import float16
+
+    model, path = external_model
+    loaded = load(path, lazy_external=True)
+    assert can_stream(loaded, "float16", options)
+    variant, written, _ = shrink_to_files(loaded, "float16", tmp_path / "half.onnx", **options)
+    in_memory = float16.apply(onnx.load(str(path)), float16.Float16Options(**options))
+    reference = save(in_memory.model, tmp_path / "reference.onnx", external_data=True)
+    streamed, expected = _values(written), _values(reference)
+    assert sorted(streamed) == sorted(expected)
+    for name, values in expected.items():
+        assert streamed[name].dtype == values.dtype and np.array_equal(streamed[name], values), name
+    assert [c.name for c in variant.changes] == [c.name for c in in_memory.changes] != []
+    for got, want in zip(_outputs(written), _outputs(reference), strict=True):
+        assert np.array_equal(got, want)
+
+
+def test_float16_compute_mode_does_not_stream(tmp_path, external_model):
+    _, path = external_model
+    loaded = load(path, lazy_external=True)
+    assert not can_stream(loaded, "float16", {"mode": "compute"})
+    with pytest.raises(MethodError, match="tensor by tensor"):
+        shrink_to_files(loaded, "float16", tmp_path / "half.onnx", mode="compute")
+    assert not (tmp_path / "half.onnx").exists()

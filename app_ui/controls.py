@@ -27,6 +27,8 @@ log = logging.getLogger("shrinkray.app")
 #: How the app words the engine's hints that name a setting (the CLI has its own flags for them).
 APP_HINTS = {
     "stream": "Shrink it with weights-int8 on the Shrink page, which works tensor by tensor",
+    "stream_compare": "Compare only weights-int8 and float16 (untick the other methods): they work tensor by tensor "
+    "and measure it in its own files",
     "external_data": "Save it with its weights in external data files and upload a .zip of its folder: the Shrink "
     "page then shrinks it with weights-int8, tensor by tensor",
     "inputs": "On the Compare page, set the free dimensions and value ranges under \"Inputs used for parity\", "

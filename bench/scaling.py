@@ -135,17 +135,28 @@ def files_bytes(path: Path) -> int:
     return path.stat().st_size + sum(d.stat().st_size for d in data if d.exists())
 
 
-def folder_bytes(folder: Path) -> int:
-    """Bytes of the files under ``folder`` now (files vanish while it is walked: those count 0)."""
+def folder_bytes(folder: Path, outside: frozenset[tuple[int, int]] = frozenset()) -> int:
+    """Disk the files under ``folder`` take now: each file once however many links it has, none of the files
+    ``outside`` names by (device, inode) (the input's own files, which a hard link beside a measuring copy reads
+    in place), and 0 for files that vanish while it is walked."""
+    seen: set[tuple[int, int]] = set(outside)
     total = 0
     for root, _dirs, files in os.walk(folder):
         for name in files:
             with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+                info = os.lstat(os.path.join(root, name))
+                if (info.st_dev, info.st_ino) not in seen:
+                    seen.add((info.st_dev, info.st_ino))
+                    total += info.st_blocks * 512
     return total
 
 
-def timed(cmd: list[str], code: str | None = None, scratch: Path | None = None) -> dict:
+def inodes(paths: list[Path]) -> frozenset[tuple[int, int]]:
+    return frozenset((p.stat().st_dev, p.stat().st_ino) for p in paths if p.exists())
+
+
+def timed(cmd: list[str], code: str | None = None, scratch: Path | None = None,
+          inputs: list[Path] | None = None) -> dict:  # fmt: skip
     """Wall time, tree peak and single-process peak of one command (compare_speed.measure_command);
     ``code``: a checkout to run instead of the installed package (PYTHONPATH and working folder: the
     worker, ``python -m shrinkray.runs.sandbox``, imports from its working folder first). ``scratch``: the
@@ -159,10 +170,11 @@ def timed(cmd: list[str], code: str | None = None, scratch: Path | None = None) 
     if scratch is not None:
         scratch.mkdir(parents=True, exist_ok=True)
         env["TMPDIR"] = str(scratch)
+        own = inodes(inputs or [])
 
         def sample() -> None:
             while not done.wait(0.1):
-                disk[0] = max(disk[0], folder_bytes(scratch))
+                disk[0] = max(disk[0], folder_bytes(scratch, own))
 
         threading.Thread(target=sample, daemon=True).start()
     try:
@@ -360,7 +372,7 @@ def run_steps(args: argparse.Namespace, rows: list[dict], out: Path) -> None:
                     cmd = [exe, "compare", str(path), "--timings", *args.compare_args.split()]
                 row = {"size": size, "file_mb": round(nbytes / 1e6, 1), "step": step, "built_s": round(built_s, 1),
                        "external_data": size in EXTERNAL, "load_start": load,
-                       **timed(cmd, args.code, scratch / "tmp"),
+                       **timed(cmd, args.code, scratch / "tmp", [path, path.with_name(path.name + ".data")]),
                        "load_end": round(os.getloadavg()[0], 2), "date": time.strftime("%Y-%m-%d %H:%M"),
                        "command": " ".join(["shrinkray", *cmd[1:]]), "pass": "third", "label": args.label}  # fmt: skip
                 if target.exists():

@@ -28,7 +28,7 @@ from shrinkray import pricing
 from shrinkray.errors import MissingModelError, OptionError, ShrinkRayError
 from shrinkray.io.archive import scratch_folder
 from shrinkray.io.files import Terminated, check_output_path, model_in_folder, raise_terminated
-from shrinkray.io.size_check import EXTERNAL_SETTING, STREAM_SETTING, check_fits, model_size
+from shrinkray.io.size_check import EXTERNAL_SETTING, STREAM_COMPARE_SETTING, STREAM_SETTING, check_fits, model_size
 from shrinkray.measure.budget import BUDGET_SETTING
 from shrinkray.measure.content import IMAGE_RANGES
 from shrinkray.measure.inputs import InputOptions, parse_dims, parse_ranges
@@ -407,7 +407,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise OptionError(f"--save-dir {save_dir} is a file, not a folder", "Name a folder (it is created if missing)")
     if not Path(args.model).exists():
         load_model_file(args.model)  # the usual message for a missing file, before starting a worker
-    check_fits(model_size(args.model), "comparing")  # a model too big is refused before it is read
+    # a model too big is refused before it is read; one kept in external data files is measured in them when
+    # every method streams (one session at a time)
+    size = model_size(args.model)
+    streamed = bool(size and size.external) and all(
+        streams(m, o) for m, o in settings.methods or [(s.name, {}) for s in all_methods() if s.in_default_set])
+    check_fits(size, "comparing", streamed=streamed, comparing=True)
     with scratch_folder() as scratch:
         comparison = run_capped(
             functools.partial(compare_job, naming=args.naming), Path(args.model), settings, save_dir, args.force, scratch,
@@ -640,6 +645,8 @@ def build_parser() -> argparse.ArgumentParser:
 CLI_HINTS = {
     STREAM_SETTING: "Shrink it with `shrinkray shrink -m weights-int8 MODEL -o OUT.zip`, which works tensor by "
     "tensor, or use a machine with more memory and raise SHRINKRAY_MAX_MEMORY_BYTES",
+    STREAM_COMPARE_SETTING: "Compare only the methods that work tensor by tensor (`--methods weights-int8,float16`), "
+    "which measure it in its own files, or use a machine with more memory and raise SHRINKRAY_MAX_MEMORY_BYTES",
     EXTERNAL_SETTING: "Save it with its weights in external data files (onnx.save_model(..., "
     "save_as_external_data=True)), then `shrinkray shrink -m weights-int8` converts it tensor by tensor",
     "inputs": "Set free dimensions with --dim NAME=VALUE (unnamed ones as INPUT:AXIS=VALUE), value ranges with "

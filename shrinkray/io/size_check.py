@@ -28,6 +28,7 @@ GRAPH_READ_LIMIT = 64 << 20
 #: ``ShrinkRayError.setting`` of a refusal a streaming conversion avoids (each front end words its hint),
 #: and of one where the model must first be saved with external data.
 STREAM_SETTING = "stream"
+STREAM_COMPARE_SETTING = "stream_compare"
 EXTERNAL_SETTING = "external_data"
 
 
@@ -84,25 +85,32 @@ def _tensors(model: onnx.ModelProto):
                 yield attr.t
 
 
-def fits(size: ModelSize, variants: int = 1, limits: Limits | None = None) -> bool:
-    """True when loading and working on the whole model in memory stays within this server's limits."""
+def fits(size: ModelSize, variants: int = 1, limits: Limits | None = None, streamed: bool = False) -> bool:
+    """True when loading and working on the whole model in memory (or, ``streamed``, measuring it in its own
+    files with methods that stream) stays within this server's limits."""
     limits = limits if limits is not None else Limits.from_env()
-    return planned_memory(size.bytes, variants) <= limits.max_memory_bytes  # check_memory's plan and limit
+    return planned_memory(size.bytes, variants, streamed) <= limits.max_memory_bytes  # check_memory's plan and limit
 
 
-def check_fits(size: ModelSize | None, doing: str, variants: int = 1, limits: Limits | None = None) -> None:
+def check_fits(size: ModelSize | None, doing: str, variants: int = 1, limits: Limits | None = None, *,
+               streamed: bool = False, comparing: bool = False) -> None:  # fmt: skip
     """Refuse before any loading when ``doing`` (``"comparing"``, ``"shrinking with palettize"``) would need
     more memory than this server allows. One sentence; the hint (by ``setting``) says what to do instead:
-    the streaming conversion when the model keeps external data, else saving it that way first."""
+    the streaming conversion (or, ``comparing``, a comparison of the methods that stream) when the model keeps
+    external data, else saving it that way first."""
     limits = limits if limits is not None else Limits.from_env()
-    if size is None or fits(size, variants, limits):
+    if size is None or fits(size, variants, limits, streamed):
         return
+    planned = planned_memory(size.bytes, variants, streamed)
+    if size.external and comparing and not streamed:
+        hint, setting = ("Compare only methods that work tensor by tensor (weights-int8, float16), which measure "
+                         "it in its own files", STREAM_COMPARE_SETTING)  # fmt: skip
+    elif size.external:
+        hint, setting = "Shrink it with weights-int8, which works tensor by tensor", STREAM_SETTING
+    else:
+        hint, setting = ("Save it with its weights in external data files, then shrink it with weights-int8, which "
+                         "works tensor by tensor", EXTERNAL_SETTING)  # fmt: skip
     raise LimitExceededError(
-        f"This model is {format_bytes(size.bytes)}; {doing} needs about {format_bytes(planned_memory(size.bytes, variants))} "
-        "of memory, more than this server allows",
-        "Shrink it with weights-int8, which works tensor by tensor"
-        if size.external
-        else "Save it with its weights in external data files, then shrink it with weights-int8, which works tensor "
-        "by tensor",
-        STREAM_SETTING if size.external else EXTERNAL_SETTING,
-    )
+        f"This model is {format_bytes(size.bytes)}; {doing} needs about {format_bytes(planned)} "
+        "of memory, more than this server allows", hint, setting,
+    )  # fmt: skip

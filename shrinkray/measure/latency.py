@@ -471,6 +471,55 @@ def time_pairwise(
     return {reference: original, **out}
 
 
+@dataclass
+class Alone:
+    """One model timed by itself (:func:`time_alone`): its run times (ms), why timing stopped, its burst
+    length and how long its session took to open."""
+
+    times: list[float]
+    stopped_by: str
+    burst: int
+    session_ms: float
+
+
+def time_alone(opener: Callable[[], Callable[[], Any]], timing: Timing | None = None, *,
+               session_ms: float | None = None, **options: Any) -> Alone:  # fmt: skip
+    """One model timed with no other session alive (a model too large for two in memory, where
+    :func:`time_pairwise`'s pairs would hold twice its weights): its session opened by ``opener``, warmed up
+    and run until its own median is known within the target or ``timing``'s budget (warm-up included) ends;
+    the session closes before this returns (when ``opener`` handed over the only reference to it).
+    ``session_ms``: how long its session took to open, when ``opener`` hands over one opened before."""
+    t = _timing(timing, options)
+    started = t.timer()
+    runner = opener()
+    session_ms = (t.timer() - started) * 1000.0 if session_ms is None else session_ms
+    times, stopped_by, burst = _rounds({"model": runner}, "model", [], t, budget_warmup=True)
+    del runner
+    return Alone(times["model"], stopped_by, burst, session_ms)
+
+
+def stats_apart(reference: Alone, variants: dict[str, Alone], reference_key: str,
+                timing: Timing | None = None, **options: Any) -> dict[str, LatencyStats]:  # fmt: skip
+    """Latency of models timed one by one (:func:`time_alone`): ratios between the medians of their runs'
+    blocks as in pairs, widened as a repeat would be (:func:`repeat_interval`). The runs were not interleaved,
+    so load that changed between them shows in the ratio; callers say so. Variants with no run are absent."""
+    t = _timing(timing, options)
+    if not reference.times:
+        return {}
+    timed = {k: a for k, a in variants.items() if a.times}
+    burst = max([reference.burst, *(a.burst for a in timed.values())])
+    out: dict[str, LatencyStats] = {}
+    for key, alone in timed.items():
+        times = {reference_key: reference.times, key: alone.times}
+        out[key] = _stats(times, reference_key, [key], replace(t, burst=burst), {key: alone.session_ms},
+                          alone.stopped_by)[key]  # fmt: skip
+    original = _stats({reference_key: reference.times}, reference_key, [], replace(t, burst=burst),
+                      {reference_key: reference.session_ms}, reference.stopped_by)[reference_key]  # fmt: skip
+    if timed:
+        original.settled = all(s.settled for s in out.values())
+    return {reference_key: original, **out}
+
+
 def blocks(n: int) -> int:
     """How many blocks of consecutive rounds the intervals use: :data:`BLOCKS`, or every round alone below that.
 

@@ -52,7 +52,7 @@ from shrinkray.measure.inputs import (
     samples_digest,
     synthesize,
 )
-from shrinkray.measure.latency import WARMUP_S, time_pairwise
+from shrinkray.measure.latency import WARMUP_S, Alone, Timing, stats_apart, time_alone, time_pairwise
 from shrinkray.measure.parity_inputs import (
     CalibrationSplit,
     ParityInputs,
@@ -71,7 +71,7 @@ from shrinkray.methods import Variant, all_methods, get_method
 from shrinkray.methods.base import RunContext
 from shrinkray.pipeline.inspect import inspect_model
 from shrinkray.pipeline.shrink import shrink
-from shrinkray.pipeline.streaming import data_file, shrink_to_files
+from shrinkray.pipeline.streaming import data_file, shrink_to_files, streams
 from shrinkray.units import format_seconds
 
 #: Share of the job's time cap kept free when latency starts (results, report): latency times what fits
@@ -264,7 +264,9 @@ class ComparePipeline:
         for method, _ in self.requested:
             get_method(method)  # unknown names fail before any work
         # with variants_dir one variant is held at a time; otherwise the result keeps every model
-        check_memory(tensor_payload_bytes(self.source), variants=1 if settings.variants_dir else len(self.requested))
+        streamed = self.in_files and all(streams(m, o) for m, o in self.requested)  # one session at a time
+        check_memory(tensor_payload_bytes(self.source), variants=1 if settings.variants_dir else len(self.requested),
+                     streamed=streamed)  # fmt: skip
         self.summary = inspect_model(loaded)
         self.keep_models = settings.variants_dir is None
         # an owned model with variants written to files is dropped once its own file exists (the first step)
@@ -541,8 +543,10 @@ class ComparePipeline:
                 start, cap = self._job
                 deadline = (start + cap * (1 - LATENCY_RESERVE), cap)
             decoder = self.inputs.decoder if self.inputs is not None else None
-            self.latency_note = _measure_all_latency(plan, [self.original, *self.variants], self.files,
-                                                     self.settings, self.say, self.copies, deadline, decoder)  # fmt: skip
+            # a model measured in its own files is too large for two sessions at once: each is timed alone
+            measure = _measure_latency_apart if self.in_files else _measure_all_latency
+            self.latency_note = measure(plan, [self.original, *self.variants], self.files, self.settings, self.say,
+                                        self.copies, deadline, decoder)  # fmt: skip
         _lap(self.timings, "latency", lap)
         self.say("Done", 1.0)
         self._emit()
@@ -927,6 +931,91 @@ def _measure_all_latency(
     return text + ("; " + "; ".join(notes) if notes else "")
 
 
+def _measure_latency_apart(
+    plan: list[tuple[int, dict[str, np.ndarray]]],
+    results: list[VariantResult],
+    files: dict[str, list[Path]],
+    settings: CompareSettings,
+    say: Progress,
+    copies: MeasuringCopies,
+    deadline: tuple[float, float] | None = None,
+    decoder: decoder_lm.DecoderLayout | None = None,
+) -> str:
+    """Latency of a model too large for two sessions at once (one measured in its own files): the original
+    timed alone at each (threads, batch), then each variant alone at each, its measuring copy made once and
+    dropped after it (one copy on disk at a time). The latency budget per setting is shared equally by the
+    models. ``deadline`` as in :func:`_measure_all_latency`."""
+    runnable = [r.key for r in results if r.ok and r.key in files and r.key != ORIGINAL]
+    combos = [(t, b, feeds) for t in settings.threads for b, feeds in plan]
+    share = None if settings.latency_budget_s is None else settings.latency_budget_s / (1 + len(runnable))
+    notes: list[str] = []
+    untimed: list[str] = []
+    originals: dict[tuple[int, int], Alone] = {}
+
+    def timing(threads: int, feeds: dict[str, np.ndarray]) -> Timing:
+        return Timing(batch=_batch_of(feeds), threads=threads, runs=settings.runs, warmup=settings.warmup,
+                      budget_s=share, target=settings.latency_target)  # fmt: skip
+
+    def late() -> bool:
+        return deadline is not None and time.perf_counter() >= deadline[0]
+
+    for index, (threads, batch, feeds) in enumerate(combos):
+        label = f"{threads} thread{'s' if threads > 1 else ''}, batch {batch or 'as given'}"
+        if late():
+            untimed.append(label)
+            continue
+        say(f"Timing the original alone: {label}", 0.7 + 0.15 * index / len(combos))
+        try:
+            start = time.perf_counter()
+            session = _open_file_session(files[ORIGINAL], threads, copies)
+            opened_ms = (time.perf_counter() - start) * 1000
+            _run_of(session, feeds, decoder, bounded=f"One run of the original ({label})")()  # a refused batch fails here
+            held = [_run_of(session, feeds, decoder)]
+            session = None
+            originals[(threads, batch)] = time_alone(held.pop, timing(threads, feeds), session_ms=opened_ms)
+        except Exception as exc:  # noqa: BLE001 - a batch size the model refuses is reported, not fatal
+            if batch <= 1:
+                if isinstance(exc, DeadlineExceededError):
+                    raise
+                raise explain_runtime_error(exc) from None
+            notes.append(f"batch {batch} could not run ({str(exc).splitlines()[0][:100]})")
+    timed: dict[str, dict[tuple[int, int], Alone]] = {}
+    for index, key in enumerate(runnable):
+        say(f"Timing {key} alone", 0.85 + 0.15 * index / max(len(runnable), 1))
+        timed[key] = {}
+        for threads, batch, feeds in combos:
+            if (threads, batch) in originals and not late():
+                opener = partial(_runner, files[key], threads, feeds, copies, decoder)
+                timed[key][(threads, batch)] = time_alone(opener, timing(threads, feeds))
+        copies.drop(files[key][0])
+        if len(timed[key]) < len(originals):
+            untimed.append(key)
+    by_key = {r.key: r for r in results}
+    noisy: list[str] = []
+    for (threads, batch), original in originals.items():
+        feeds = next(f for t, b, f in combos if (t, b) == (threads, batch))
+        stats = stats_apart(original, {k: got[(threads, batch)] for k, got in timed.items() if (threads, batch) in got},
+                            ORIGINAL, timing(threads, feeds))  # fmt: skip
+        for key, stat in stats.items():
+            by_key[key].latency.append(stat)
+        noisy += [f"{key} ({threads} thread{'s' if threads > 1 else ''}, batch {s.batch})"
+                  for key, s in stats.items() if key != ORIGINAL and s.too_noisy]  # fmt: skip
+    budget = f"{settings.latency_budget_s:g} s" if settings.latency_budget_s is not None else "no time limit"
+    text = (f"ONNX Runtime CPU, each model timed alone, one session at a time (the model is too large to hold "
+            f"two: runs are not interleaved, so load that changes between them shows in the ratios), after up to "
+            f"{settings.warmup} warm-up runs, until its median is known within ±{settings.latency_target:.0%} or "
+            f"its share of the budget is spent ({budget} per setting, shared by the models); median and p90; "
+            f"threads {settings.threads}")  # fmt: skip
+    if decoder is not None:
+        text += f"; a decoder LM's run writes {GENERATED_TOKENS} tokens from one prompt"
+    if untimed:
+        notes.insert(0, f"not timed, to finish within the run's time limit: {'; '.join(untimed)}")
+    if noisy:
+        notes.insert(0, "too noisy to tell (interval wider than "
+                     f"±{settings.latency_target:.0%} when the budget ended): " + ", ".join(noisy))  # fmt: skip
+    return text + ("; " + "; ".join(notes) if notes else "")
+
+
 #: Runs of a model the least timing of one variant takes: the original's first run (its warm-up when it runs
 #: for a second or more), the variant's warm-up and one round of both (measure.latency.time_pairwise).
 LEAST_PAIR_RUNS = 4
@@ -945,8 +1034,8 @@ def _run_of(session, feeds: dict[str, np.ndarray], decoder: decoder_lm.DecoderLa
     def one(fed: dict[str, np.ndarray]) -> list:
         return run_within(session, fed, what=bounded) if bounded else session.run(None, fed)
 
-    if decoder is None:
-        return partial(one, feeds)
+    if decoder is None:  # timed runs call the session directly: no frame of ours in a sub-millisecond run
+        return partial(run_within, session, feeds, what=bounded) if bounded else partial(session.run, None, feeds)
     names = [o.name for o in session.get_outputs()]
 
     def step(fed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -87,17 +87,36 @@ def test_compare_refuses_before_reading_the_model(tmp_path: Path, monkeypatch, c
     err = capsys.readouterr().err
     size = model_size(path).bytes
     assert "This model is " in err and "comparing needs about" in err and "more than this server allows" in err
-    assert "shrinkray shrink -m weights-int8" in err and "tensor by tensor" in err
+    assert "--methods weights-int8,float16" in err and "tensor by tensor" in err
     assert planned_memory(size) > 100 * 1024
     assert err.count("\n") == 1  # one line, no traceback
+
+
+def test_compare_of_methods_that_stream_plans_one_session_at_a_time(tmp_path: Path, monkeypatch, capsys) -> None:
+    path = tiny_external_model(tmp_path / "m")
+    size = model_size(path).bytes
+    assert planned_memory(size, streamed=True) < 3 * size < planned_memory(size)
+    monkeypatch.setenv("SHRINKRAY_MAX_MEMORY_BYTES", str(3 * size))
+    assert cli.main(["compare", str(path), "--methods", "weights-int8,palettize"]) == 1  # palettize: in memory
+    assert "comparing needs about" in capsys.readouterr().err
+    report = tmp_path / "report.json"
+    assert cli.main(["compare", str(path), "--methods", "weights-int8,float16", "--no-latency", "--json",
+                     str(report)]) == 0  # fmt: skip
+    import json
+
+    variants = json.loads(report.read_text())["variants"][1:]  # the original first
+    assert [v["key"] for v in variants] == ["weights-int8", "float16"]
+    assert all("tensor by tensor" in " ".join(v["notes"]) for v in variants)
 
 
 def test_in_memory_method_refused_early_but_weights_int8_streams(tmp_path: Path, monkeypatch, capsys) -> None:
     path = tiny_external_model(tmp_path / "m")
     monkeypatch.setenv("SHRINKRAY_MAX_MEMORY_BYTES", "100KiB")
-    assert cli.main(["shrink", str(path), "-m", "float16", "-o", str(tmp_path / "f16.onnx")]) == 1
-    assert "shrinking it with float16 needs about" in capsys.readouterr().err
-    assert not (tmp_path / "f16.onnx").exists()
+    assert cli.main(["shrink", str(path), "-m", "palettize", "-o", str(tmp_path / "p.onnx")]) == 1
+    assert "shrinking it with palettize needs about" in capsys.readouterr().err
+    assert not (tmp_path / "p.onnx").exists()
+    assert cli.main(["shrink", str(path), "-m", "float16", "-o", str(tmp_path / "f16.onnx")]) == 0  # streams too
+    assert (tmp_path / "f16.onnx.data").is_file()
     assert cli.main(["shrink", str(path), "-m", "weights-int8", "-o", str(tmp_path / "int8.onnx")]) == 0
     assert (tmp_path / "int8.onnx.data").is_file()
 

@@ -655,3 +655,32 @@ def test_pairs_that_would_start_after_the_deadline_are_not_timed():
                                   deadline=1.0)  # fmt: skip
     assert "a" in stats and "b" not in stats and clock.now >= 1.0
     assert latency.time_pairwise("original", runners["original"], openers, timer=clock, deadline=0.0) == {}
+
+
+def test_models_timed_alone_give_the_true_ratio_within_their_shares_of_the_budget():
+    clock, runners = synthetic({"original": 1.0, "variant": 1.5}, jitter=0.01, seed=2, base_ms=20.0)
+    alive: list[str] = []
+
+    class Session:  # closes when its runner is dropped
+        def __init__(self, key: str) -> None:
+            assert not alive, "one session at a time"
+            self.key = key
+            alive.append(key)
+
+        def __call__(self) -> None:
+            runners[self.key]()
+
+        def __del__(self) -> None:
+            alive.remove(self.key)
+
+    timing = latency.Timing(budget_s=2.0, timer=clock, warmup=2)
+    original = latency.time_alone(lambda: Session("original"), timing)
+    variant = latency.time_alone(lambda: Session("variant"), timing)
+    assert not alive
+    assert clock.now <= 4.0 + 0.03 * 2  # each within its own budget (one run over at most)
+    stats = latency.stats_apart(original, {"variant": variant}, "original", timing)
+    v = stats["variant"]
+    assert v.ratio == pytest.approx(1.5, rel=0.02) and v.ratio_low <= 1.5 <= v.ratio_high
+    assert stats["original"].median_ms == pytest.approx(20.0, rel=0.02)
+    assert stats["original"].settled is v.settled is True
+    assert latency.stats_apart(latency.Alone([], "budget", 1, 0.0), {"variant": variant}, "original", timing) == {}

@@ -354,6 +354,8 @@ class ComparePipeline:
         if any(get_method(method).uses_context for method, _ in self.requested):
             self.split = split_for_calibration(self.inputs, self.source, self.settings, session)
         del session
+        if self.in_files:  # its copy (a tied embedding folded, say) is made again for latency: one copy on disk at a time
+            self.copies.drop(self.files[ORIGINAL][0])
         self.input_note = self.inputs.note
         self.inputs_digest = samples_digest(self.inputs.samples)
         self.original.parity = judge(self.inputs.reference, self.inputs.reference, self.inputs, self.settings)
@@ -979,6 +981,7 @@ def _measure_latency_apart(
                     raise
                 raise explain_runtime_error(exc) from None
             notes.append(f"batch {batch} could not run ({str(exc).splitlines()[0][:100]})")
+    copies.drop(files[ORIGINAL][0])
     timed: dict[str, dict[tuple[int, int], Alone]] = {}
     for index, key in enumerate(runnable):
         say(f"Timing {key} alone", 0.85 + 0.15 * index / max(len(runnable), 1))

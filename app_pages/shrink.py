@@ -23,13 +23,13 @@ if loaded is None:
     st.info("Load a model on the **Model** page first.", icon=":material/info:")
     st.page_link("app_pages/model.py", label="Go to Model", icon=":material/upload_file:")
     st.stop()
-if loaded.is_lazy:  # too large to load whole here: only the methods that stream, into a zip to download
+specs = all_methods()
+if loaded.is_lazy:  # too large to load whole here: the methods that stream, into a zip or measured in its files
     from app_ui.large_models import large_shrink_panel
 
     large_shrink_panel(loaded)
-    st.stop()
-
-specs = all_methods()
+    specs = [s for s in specs if s.stream is not None]
+    st.markdown("#### Or compare them, measured in the model's own files")
 with st.container(border=True):
     st.markdown("**The methods**")
     for spec in specs:
@@ -39,7 +39,8 @@ with st.container(border=True):
 # its starting value (session_setting), never also a default= / value= (Streamlit warns about both).
 chosen = st.multiselect(
     "Methods to compare", [s.name for s in specs], format_func=lambda n: next(s.title for s in specs if s.name == n),
-    key=session_setting("shrink.methods", [s.name for s in specs if s.in_default_set]), persist_state="session",
+    key=session_setting("shrink.methods.streaming" if loaded.is_lazy else "shrink.methods",  # its own choices
+                        [s.name for s in specs if s.in_default_set]), persist_state="session",
 )  # fmt: skip
 methods = []
 for spec in specs:
@@ -112,7 +113,7 @@ busy = current is not None and current.live  # one run at a time per session: ca
 buttons = st.container(horizontal=True)  # each button as wide as its label (columns cut it on a narrow page)
 measure = buttons.button("Shrink and measure", type="primary", disabled=not methods or verdict is None or busy,
                       icon=":material/compress:", help="A run is under way: wait for it or cancel it" if busy else None)  # fmt: skip
-smallest = buttons.button(
+smallest = loaded.is_lazy is False and buttons.button(  # the search holds the model whole: not for one this large
     "Smallest that passes", disabled=verdict is None or busy, icon=":material/auto_awesome:",
     help="Measures how far each tensor's precision moves the outputs, then gives every tensor the smallest of "
     "float16, 8-bit or 4-bit that keeps the whole model within the parity verdict set under \"Measurement "

@@ -5,10 +5,11 @@ Streamlit keeps an upload in the server's memory once (that is what bounds
 is copied into the session's folder a chunk at a time (no second in-memory
 copy). A model that fits this server's memory plan is loaded whole as before
 (and the copy removed); a larger one with external data is loaded lazily (its
-tensors stay in their files) and only a streaming method (weights-int8) may
-shrink it, in the capped worker, into a stored zip offered for download.
-Anything that would read it whole (Compare, the other methods) is refused
-with :func:`refusal` before it starts.
+tensors stay in their files) and only the streaming methods (weights-int8,
+float16) may shrink it, in the capped worker: into a stored zip offered for
+download, or compared with the original in its own files (a run like any
+other, measured one session at a time). Anything that would read it whole
+(the other methods) is refused with :func:`refusal` before it starts.
 """
 
 from __future__ import annotations
@@ -100,11 +101,12 @@ def refusal(loaded: LoadedModel, doing: str) -> ShrinkRayError:
     """Why ``doing`` (``"comparing"``) cannot run on a model loaded as its graph alone, in one sentence."""
     size = ModelSize(loaded.file_bytes, external=True)
     try:
-        check_fits(size, doing, limits=None)
+        check_fits(size, doing, limits=None, comparing=doing == "comparing")
     except ShrinkRayError as exc:
         return exc
     return ShrinkRayError(f"This model was loaded as its graph alone, so {doing} cannot read its weights",
-                          "Shrink it with weights-int8, which works tensor by tensor", "stream")  # fmt: skip
+                          "Compare only weights-int8 and float16, which work tensor by tensor",
+                          "stream_compare")  # fmt: skip
 
 
 def job_input(loaded: LoadedModel) -> Path:
@@ -168,7 +170,7 @@ def large_shrink_panel(loaded: LoadedModel) -> None:
     spec = next(s for s in specs if s.name == method)
     st.markdown(f"**{spec.title}**: {spec.summary}")
     with st.expander(f"Options: {spec.title}"):
-        options = method_controls(spec, "shrink")
+        options = method_controls(spec, "shrink-to-zip")  # the comparison below has its own
     results = st.session_state.setdefault("large_results", {})
     key = (loaded.sha256, method)
     if st.button("Shrink tensor by tensor", type="primary", icon=":material/compress:"):

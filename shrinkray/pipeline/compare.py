@@ -207,6 +207,8 @@ def compare(
     settings: CompareSettings | None = None,
     progress: Progress | None = None,
     on_partial: Snapshot | None = None,
+    *,
+    owns_model: bool = False,
 ) -> Comparison:
     """Shrink with every requested method and measure everything against the original.
 
@@ -215,9 +217,10 @@ def compare(
     request) and latency. ``on_partial(snapshot)`` receives the whole comparison so far, small
     and picklable (no models), after the original is measured, when a variant is built (its card
     can show what was rewritten), when its sizes are known, when its parity is judged (whichever of
-    the two lands first), and after latency.
+    the two lands first), and after latency. ``owns_model``: the caller hands ``loaded`` over (see
+    :class:`ComparePipeline`): a model loaded as its graph alone is then measured in its own files.
     """
-    with ComparePipeline(loaded, settings, progress, on_partial) as pipeline:
+    with ComparePipeline(loaded, settings, progress, on_partial, owns_model=owns_model) as pipeline:
         return pipeline.run()
 
 

@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from shrinkray.cores import usable_cores
 from shrinkray.errors import OptionError, ShrinkRayError
-from shrinkray.io.limits import SHRINK_MEMORY_FACTOR, VARIANT_MEMORY_FACTOR, Limits, _parse_setting
+from shrinkray.io.limits import Limits, _parse_setting, planned_memory
 from shrinkray.runs.sandbox import Cancelled, run_capped
 
 QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
@@ -116,15 +116,15 @@ class RunQueue(Protocol):
     def shutdown(self, cancel_running: bool = True) -> None: ...
 
 
-def estimate_job_memory(tensor_bytes: int, variants: int, limits: Limits | None = None) -> int:
+def estimate_job_memory(tensor_bytes: int, variants: int, limits: Limits | None = None, streamed: bool = False) -> int:
     """Peak memory a comparison's worker is expected to reach, from the model's tensor bytes.
 
-    The same measured factors as :func:`shrinkray.io.limits.check_memory`, plus
-    the interpreter, capped at the worker's hard limit (``RLIMIT_AS`` stops it
-    there anyway).
+    The same plan as :func:`shrinkray.io.limits.check_memory` (``streamed``: a model measured in its own files
+    by methods that all stream), plus the interpreter, capped at the worker's hard limit (``RLIMIT_AS`` stops
+    it there anyway).
     """
     limits = limits or Limits.from_env()
-    planned = WORKER_BASE_BYTES + tensor_bytes * (SHRINK_MEMORY_FACTOR + VARIANT_MEMORY_FACTOR * max(variants - 1, 0))
+    planned = WORKER_BASE_BYTES + planned_memory(tensor_bytes, variants, streamed)
     return int(min(planned, limits.max_job_memory_bytes))
 
 

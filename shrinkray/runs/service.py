@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
+import os
 import shutil
 import sqlite3
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from shrinkray.errors import ShrinkRayError
 from shrinkray.io.files import PROMPTS_FILE, TOKENIZER_FILE, LoadedModel, load, save, tensor_payload_bytes
 from shrinkray.measure.results import CompareSettings
 from shrinkray.pipeline.compare import compare
+from shrinkray.pipeline.streaming import streams
 from shrinkray.runs.hooks import run_hooks
 from shrinkray.runs.queue import DONE, FINISHED, JobStatus, RunQueue, estimate_job_memory
 from shrinkray.runs.queue_rq import queue_from_env
@@ -48,9 +50,9 @@ def compare_run(model_path: str, name: str, settings: Any, run_folder: str, prog
     folder = Path(run_folder)
     variants = folder / "variants"
     variants.mkdir(exist_ok=True)
-    loaded = load(model_path)
+    loaded = load(model_path, lazy_external=True)  # a model in external data files is measured in them
     loaded.name = name
-    kwargs: dict[str, Any] = {"progress": progress}
+    kwargs: dict[str, Any] = {"progress": progress, "owns_model": True}  # dropped once its file exists
     if on_partial is not None and _compare_supports("on_partial"):
         kwargs["on_partial"] = on_partial
     if _settings_support("variants_dir"):
@@ -134,14 +136,18 @@ class Runs:
         try:
             if watched:
                 store.mark_watched(run_id)
-            save(loaded.model, folder / "model.onnx", overwrite=True)
+            if loaded.is_lazy:  # its graph alone was loaded: its files, linked (no second copy) or copied
+                _keep_files(loaded, folder / "model.onnx")
+            else:
+                save(loaded.model, folder / "model.onnx", overwrite=True)
             for companion, name in ((loaded.tokenizer, TOKENIZER_FILE), (loaded.prompts, PROMPTS_FILE)):
                 if companion:  # a decoder's tokenizer and text travel with its copy: the worker finds them beside it
                     shutil.copyfile(companion, folder / name)
             settings = self._keep_inputs(settings, folder)
             store.set_settings(run_id, settings)
-            methods = len(getattr(settings, "methods", []) or []) or 4
-            memory = estimate_job_memory(tensor_payload_bytes(loaded.model), methods)
+            requested = list(getattr(settings, "methods", []) or [])
+            streamed = loaded.is_lazy and bool(requested) and all(streams(m, o) for m, o in requested)
+            memory = estimate_job_memory(tensor_payload_bytes(loaded.model), len(requested) or 4, streamed=streamed)
             self.queue.submit(
                 compare_run, str(folder / "model.onnx"), loaded.name, settings, str(folder),
                 memory_bytes=memory, what=what, hooks=run_hooks(store, run_id), job_id=run_id,
@@ -264,3 +270,20 @@ def absolute_files(comparison: Any, folder: Path) -> Any:
 
 
 __all__ = ["FINISHED", "RunNotFound", "RunView", "Runs", "absolute_files", "compare_run"]
+
+
+def _keep_files(loaded: LoadedModel, target: Path) -> None:
+    """A model loaded as its graph alone kept in a run: its graph file as ``target`` and its data files beside it
+    under the names the graph gives them, each hard-linked when the file system allows (a 2.5 GB upload is not
+    copied again for its run) and copied otherwise."""
+    base = Path(loaded.external_base)
+    pairs = [(Path(loaded.path), target)] + [(base / name, target.parent / name) for name in loaded.external_data_files]
+    for source, copy in pairs:
+        if copy.name in (target.name, "inputs") and copy != target:
+            raise ShrinkRayError(f"The model's data file is named {copy.name}, which a run keeps for itself",
+                                 "Save the model's weights under another file name")  # fmt: skip
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(source, copy)
+        except OSError:
+            shutil.copyfile(source, copy)

@@ -76,8 +76,11 @@ def test_shrink_page_streams_and_offers_the_zip(big_zip: Path, tmp_path: Path) -
     assert not at.exception
     info = " ".join(i.value for i in at.info)
     assert "This model is " in info and "comparing needs about" in info
-    assert "on the Shrink page, which works tensor by tensor" in info and "SHRINKRAY" not in info
-    assert not [b for b in at.button if b.label == "Shrink and measure"]  # the in-memory page is not offered
+    assert "Compare only weights-int8 and float16" in info and "SHRINKRAY" not in info and "--" not in info
+    # the methods that stream can be compared, measured in the model's own files; the search cannot
+    assert at.multiselect[0].options == ["Weights-only 8-bit", "float16 weights"]
+    assert [b for b in at.button if b.label == "Shrink and measure"]
+    assert not [b for b in at.button if b.label == "Smallest that passes"]
     next(b for b in at.button if b.label == "Shrink tensor by tensor").click()
     at.run()
     assert not at.exception and not at.error, [e.value for e in at.error]
@@ -114,7 +117,7 @@ def test_a_run_of_a_model_kept_as_its_graph_is_refused_in_the_apps_words(big_zip
     assert not at.exception
     text = " ".join(e.value for e in at.error)
     assert "This model is " in text and "comparing needs about" in text
-    assert "on the Shrink page, which works tensor by tensor" in text and "--" not in text and "SHRINKRAY" not in text
+    assert "Compare only weights-int8 and float16" in text and "--" not in text and "SHRINKRAY" not in text
 
 
 def test_a_model_kept_as_its_graph_leaves_no_files_once_another_replaces_it(big_zip: Path, tmp_path: Path,
@@ -163,3 +166,25 @@ def test_a_saved_upload_keeps_the_users_file_name_made_safe(tmp_path):
     assert save_upload(Upload("weights.zip"), tmp_path).name == "weights.zip"
     assert save_upload(Upload("model"), tmp_path).name == "model.onnx"
     assert all(p.parent.parent == tmp_path for p in tmp_path.glob("*/*"))  # each in its own private folder
+
+
+def test_the_methods_that_stream_are_compared_in_the_models_own_files(big_zip: Path, tmp_path: Path,
+                                                                      monkeypatch) -> None:  # fmt: skip
+    from app_ui.runs import runs_service, wait_until_idle
+
+    # room for a comparison one session at a time (2x the model), not for one in memory (5x)
+    monkeypatch.setenv("SHRINKRAY_MAX_MEMORY_BYTES", "800KiB")
+    loaded = load_uploaded(_upload(big_zip), tmp_path / "ws")
+    at = AppTest.from_file(str(ROOT / "app_pages" / "shrink.py"), default_timeout=180)
+    at.session_state["model"] = loaded
+    at.run()
+    next(t for t in at.toggle if t.label == "Measure latency").set_value(False).run()
+    next(b for b in at.button if b.label == "Shrink and measure").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert wait_until_idle(600), "the run did not finish"
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert loaded.is_lazy
+    comparison = runs_service().comparison(at.session_state["run_id"])
+    assert [r.key for r in comparison.variants] == ["weights-int8", "float16"]
+    assert all(r.ok and r.parity is not None and "tensor by tensor" in " ".join(r.notes) for r in comparison.variants)

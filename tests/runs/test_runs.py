@@ -90,3 +90,27 @@ def test_a_cancelled_run_leaves_no_variant_files_and_says_so(tmp_path):
     assert not (record.folder / "variants").exists()
     assert [p.name for p in record.folder.iterdir()] == ["model.onnx"]
     assert not runs.cancel(run_id)  # already over
+
+
+def test_a_model_loaded_as_its_graph_runs_from_links_to_its_files_and_streams(tmp_path):
+    """An upload too large to load whole (the app keeps its graph): its run links the graph's files instead of
+    copying them, and compares the methods that stream in them."""
+    from tests.io.test_large_models import tiny_external_model
+
+    path = tiny_external_model(tmp_path / "upload")
+    loaded = shrinkray.load(path, lazy_external=True)
+    assert loaded.is_lazy
+    runs = Runs(RunStore(tmp_path / "store"), LocalQueue(workers=1))
+    run_id = runs.start(loaded, QUICK)
+    assert runs.queue.wait_idle(WAIT)
+    view = runs.view(run_id)
+    assert view.status == "done", view.record.error
+    data = view.record.folder / "model.onnx.data"
+    assert data.stat().st_ino == (path.parent / "model.onnx.data").stat().st_ino  # a link, not a second copy
+    comparison = runs.comparison(run_id)
+    assert [r.key for r in comparison.variants] == ["weights-int8", "float16"]
+    for result in comparison.variants:
+        assert result.ok and result.parity is not None, result.error
+        assert "tensor by tensor" in " ".join(result.notes)
+        assert Path(result.file).with_name(Path(result.file).name + ".data").is_file()
+    assert (path.parent / "model.onnx.data").is_file()  # the upload's own files stay

@@ -78,6 +78,7 @@ _WHAT = {
     "max_job_memory_bytes": "the memory a worker running a model may use",
     "max_job_seconds": "the time a worker running a model may take",
     "max_inference_seconds": "the time one inference may take",
+    "max_live_runs": "the runs one visitor may have queued or running at once",
 }
 
 
@@ -140,6 +141,9 @@ class Limits:
     # Every write (an upload, a run's copy, variants, reports) leaves at least this much free on its disk, so
     # one visitor's files cannot fill the disk the server, its store and other visitors share (io/files.py).
     min_free_disk_bytes: int = GiB // 4
+    # Runs one visitor of the app may have queued or running at once (runs/fairness.py): one visitor's runs
+    # cannot fill the queue; the command line and the Python API are not capped.
+    max_live_runs: int = 2
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

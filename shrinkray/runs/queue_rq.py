@@ -13,6 +13,9 @@ redis://host:6379/0``; ``pip install shrinkray-studio[redis]``):
 - *Status*: the RQ job's meta (state, step, fraction, the error's message,
   problem, hint and setting), written by the worker, read by any replica;
   the queue position is the job's place in the RQ list.
+- *Turns*: round-robin across visitors, as in LocalQueue (:mod:`shrinkray.runs.fairness`): each job is
+  put into the RQ list at its fair place (by its round, then arrival) by one Lua script, so workers that
+  take the list's head take runs in turn; a visitor's running jobs count from RQ's own job states.
 - *Cancel*: a flag in Redis that the worker polls every 0.2 s (its
   ``run_capped`` then kills the child); a queued job is taken off the list.
 - *Memory admission*: per host, a job starts only when its estimate plus the
@@ -65,6 +68,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from shrinkray.errors import OptionError, ShrinkRayError
 from shrinkray.io.limits import Limits
+from shrinkray.runs.fairness import LOCAL
 from shrinkray.runs.hooks import run_hooks
 from shrinkray.runs.queue import (
     CANCELLED,
@@ -99,6 +103,52 @@ POLL_S = 0.2
 META_EVERY_S = 0.25
 #: A run record left live this long with no job Redis knows is a leftover (the gap between create and submit is shorter).
 RECOVER_AFTER_S = 120.0
+
+#: Put a job just enqueued (the last of the RQ list) at its fair place: before the first waiting job of a later
+#: round (shrinkray.runs.fairness: a job's round is its visitor's running jobs plus its visitor's waiting jobs
+#: ahead of it). KEYS: the RQ list, the job -> visitor hash. ARGV: the job's id, its visitor, RQ's job key
+#: prefix. Running jobs are the hash's entries RQ says have started; entries of jobs that ended are dropped.
+#: Returns the job's index in the list, or -1 when a worker took it already.
+_FAIR_PLACE = """
+local queue, visitors = KEYS[1], KEYS[2]
+local job, visitor, prefix = ARGV[1], ARGV[2], ARGV[3]
+redis.call('HSET', visitors, job, visitor)
+local ids = redis.call('LRANGE', queue, 0, -1)
+local waiting = {}
+for _, id in ipairs(ids) do waiting[id] = true end
+if not waiting[job] then return -1 end
+local running = {}
+local all = redis.call('HGETALL', visitors)
+for i = 1, #all, 2 do
+  local id, v = all[i], all[i + 1]
+  if not waiting[id] then
+    local state = redis.call('HGET', prefix .. id, 'status')
+    if state == 'started' then
+      running[v] = (running[v] or 0) + 1
+    elseif not state or state == 'finished' or state == 'failed' or state == 'canceled' or state == 'stopped' then
+      redis.call('HDEL', visitors, id)
+    end
+  end
+end
+local seen, rounds, mine = {}, {}, 0
+for i, id in ipairs(ids) do
+  if id ~= job then
+    local v = redis.call('HGET', visitors, id) or ''
+    rounds[i] = (running[v] or 0) + (seen[v] or 0)
+    seen[v] = (seen[v] or 0) + 1
+    if v == visitor then mine = mine + 1 end
+  end
+end
+local round = (running[visitor] or 0) + mine
+for i, id in ipairs(ids) do
+  if id ~= job and rounds[i] > round then
+    redis.call('LREM', queue, 1, job)
+    redis.call('LINSERT', queue, 'BEFORE', id, job)
+    return i - 1
+  end
+end
+return #ids - 1
+"""
 
 _FINAL = (DONE, FAILED, CANCELLED)
 log = logging.getLogger(__name__)
@@ -183,6 +233,10 @@ class _Keys:
 
     def held(self, host: str) -> str:
         return self._key("held", host)
+
+    def visitors(self) -> str:
+        """A hash of live jobs' visitors (job id -> visitor), for their turns."""
+        return f"shrinkray:{self.queue}:visitors"
 
 
 @dataclass(frozen=True)
@@ -508,8 +562,10 @@ class RedisQueue:
 
     def submit(self, fn: Callable[..., Any], *args: Any, memory_bytes: int = 0, what: str = "This run",
                hooks: JobHooks | None = None, job_id: str | None = None,
-               hooks_factory: Callable[[], JobHooks] | None = None, **kwargs: Any) -> str:  # fmt: skip
-        """Put ``fn(*args, **kwargs)`` on the shared queue; returns its id at once (``job_id`` if given).
+               hooks_factory: Callable[[], JobHooks] | None = None, visitor: str = LOCAL,
+               **kwargs: Any) -> str:  # fmt: skip
+        """Put ``fn(*args, **kwargs)`` on the shared queue for ``visitor`` at its fair place (round-robin across
+        visitors); returns its id at once (``job_id`` if given).
 
         ``fn`` must be importable by the workers (a module-level function) and
         its arguments picklable; paths in them must mean the same on the workers.
@@ -525,7 +581,8 @@ class RedisQueue:
         follow = hooks is not None and hooks_factory is None
         spec = _Spec(fn, tuple(args), dict(kwargs), what, max(int(memory_bytes), 0), self.name, keep_result=follow,
                      wants_partial=hooks is not None and hooks.partial is not None)  # fmt: skip
-        meta: dict[str, Any] = {"state": QUEUED, "what": what, "memory_bytes": spec.memory_bytes}
+        meta: dict[str, Any] = {"state": QUEUED, "what": what, "memory_bytes": spec.memory_bytes,
+                                "visitor": str(visitor)}  # fmt: skip
         if hooks_factory is not None:
             meta["hooks"] = hooks_factory
         # no RQ timeout: run_capped's deadline (max_job_seconds) bounds the work, and a wait for memory is no work
@@ -533,8 +590,10 @@ class RedisQueue:
             waiting = self._queue.count  # shared by every replica: at most max_waiting in line, as with LocalQueue
             if waiting >= self.max_waiting:
                 raise server_busy(waiting)
+            self.connection.hset(self.keys.visitors(), job_id, str(visitor))  # seen by others' fair places at once
             self._queue.enqueue(perform, spec, job_id=job_id, meta=meta, job_timeout=-1, result_ttl=KEEP_S,
                                 failure_ttl=KEEP_S, description=f"{what} ({job_id[:6]})")  # fmt: skip
+            self._fair_place(job_id, str(visitor))
         thread = None
         if follow:
             thread = threading.Thread(target=self._follow, args=(job_id, hooks), daemon=True,
@@ -690,6 +749,14 @@ class RedisQueue:
             log.warning("the job queue's Redis at %s failed: %s", redact(self.url), exc)
             raise ShrinkRayError("The server's job queue cannot be reached just now",
                                  "Try again in a moment; if it lasts, the server's Redis needs attention") from exc  # fmt: skip
+
+    def _fair_place(self, job_id: str, visitor: str) -> int:
+        """Move the job just enqueued to its turn in the RQ list (round-robin across visitors); its index, or
+        -1 when a worker took it already."""
+        place = self.connection.register_script(_FAIR_PLACE)
+        prefix = self._rq.job.Job.key_for("")
+        prefix = prefix.decode() if isinstance(prefix, bytes) else str(prefix)
+        return int(place(keys=[self._queue.key, self.keys.visitors()], args=[job_id, visitor, prefix]))
 
     def _fetch(self, job_id: str):
         rq = self._rq

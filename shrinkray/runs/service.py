@@ -21,8 +21,10 @@ from typing import Any
 
 from shrinkray.errors import ShrinkRayError
 from shrinkray.io.files import PROMPTS_FILE, TOKENIZER_FILE, LoadedModel, load, save, tensor_payload_bytes
+from shrinkray.io.limits import Limits
 from shrinkray.measure.results import CompareSettings
 from shrinkray.pipeline.compare import compare
+from shrinkray.runs.fairness import LOCAL
 from shrinkray.runs.hooks import run_hooks
 from shrinkray.runs.queue import DONE, FINISHED, JobStatus, RunQueue, estimate_job_memory
 from shrinkray.runs.queue_rq import queue_from_env
@@ -120,14 +122,18 @@ class Runs:
         return shared(self.store) if shared is not None else self.store.recover()
 
     def start(self, loaded: LoadedModel, settings: Any, what: str = "Shrinking and measuring",
-              watched: bool = False) -> str:  # fmt: skip
+              watched: bool = False, visitor: str = LOCAL) -> str:  # fmt: skip
         """Keep the model and the inputs in a new run, queue its work, and return the run's id at once.
         ``watched``: a page follows the run and calls :meth:`watch` while it shows it; when its turn in line
-        comes after no page has shown it for a while (``runs.hooks.unwatched_limit``), it is not started."""
+        comes after no page has shown it for a while (``runs.hooks.unwatched_limit``), it is not started.
+        ``visitor``: whose run it is (:mod:`shrinkray.runs.fairness`): runs are taken round-robin across
+        visitors, and a visitor other than ``local`` with ``max_live_runs`` runs going is refused
+        (:class:`~shrinkray.runs.fairness.TooManyRuns`)."""
         store = self.store
         try:
             run_id = store.create(model_name=loaded.name, model_sha256=loaded.sha256, model_bytes=loaded.file_bytes,
-                                  settings=None, kind=what)  # fmt: skip
+                                  settings=None, kind=what, visitor=visitor,
+                                  max_live=Limits.from_env().max_live_runs)  # fmt: skip
         except (OSError, sqlite3.Error) as exc:
             raise _cannot_keep(exc) from exc
         folder = store.folder(run_id)
@@ -144,7 +150,7 @@ class Runs:
             memory = estimate_job_memory(tensor_payload_bytes(loaded.model), methods)
             self.queue.submit(
                 compare_run, str(folder / "model.onnx"), loaded.name, settings, str(folder),
-                memory_bytes=memory, what=what, hooks=run_hooks(store, run_id), job_id=run_id,
+                memory_bytes=memory, what=what, hooks=run_hooks(store, run_id), job_id=run_id, visitor=visitor,
             )  # fmt: skip
         except BaseException as exc:
             # nobody holds this id yet: a run the queue refused (busy) or that could not be kept leaves nothing

@@ -104,51 +104,92 @@ META_EVERY_S = 0.25
 #: A run record left live this long with no job Redis knows is a leftover (the gap between create and submit is shorter).
 RECOVER_AFTER_S = 120.0
 
-#: Put a job just enqueued (the last of the RQ list) at its fair place: before the first waiting job of a later
-#: round (shrinkray.runs.fairness: a job's round is its visitor's running jobs plus its visitor's waiting jobs
-#: ahead of it). KEYS: the RQ list, the job -> visitor hash. ARGV: the job's id, its visitor, RQ's job key
-#: prefix. Running jobs are the hash's entries RQ says have started; entries of jobs that ended are dropped.
-#: Returns the job's index in the list, or -1 when a worker took it already.
-_FAIR_PLACE = """
-local queue, visitors = KEYS[1], KEYS[2]
-local job, visitor, prefix = ARGV[1], ARGV[2], ARGV[3]
-redis.call('HSET', visitors, job, visitor)
+#: Put the RQ list in turn (shrinkray.runs.fairness.fair_order, in Lua): the next job is the oldest waiting job
+#: of the visitor with the fewest jobs running, then the one served least recently, then the one whose oldest
+#: waiting job came first. Run when a job is submitted, when a worker takes one (ARGV[2], its visitor is served
+#: now) and when one ends. KEYS: the RQ list, job -> visitor, job -> arrival number, visitor -> last served.
+#: ARGV: RQ's job key prefix, the job just taken or ''. Running jobs are the live jobs RQ says have started;
+#: entries of jobs that ended are dropped, and so are the served marks of visitors with nothing live.
+_TURNS = """
+local queue, visitors, arrivals, served = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local prefix, taken = ARGV[1], ARGV[2]
+local tick_key = served .. ':tick'
+if taken ~= '' then
+  local v = redis.call('HGET', visitors, taken)
+  if v then redis.call('HSET', served, v, redis.call('INCR', tick_key)) end
+end
 local ids = redis.call('LRANGE', queue, 0, -1)
 local waiting = {}
 for _, id in ipairs(ids) do waiting[id] = true end
-if not waiting[job] then return -1 end
-local running = {}
+local running, live = {}, {}
 local all = redis.call('HGETALL', visitors)
 for i = 1, #all, 2 do
   local id, v = all[i], all[i + 1]
-  if not waiting[id] then
+  if waiting[id] then
+    live[v] = true
+  else
     local state = redis.call('HGET', prefix .. id, 'status')
     if state == 'started' then
       running[v] = (running[v] or 0) + 1
+      live[v] = true
     elseif not state or state == 'finished' or state == 'failed' or state == 'canceled' or state == 'stopped' then
       redis.call('HDEL', visitors, id)
+      redis.call('HDEL', arrivals, id)
+    else
+      live[v] = true
     end
   end
 end
-local seen, rounds, mine = {}, {}, 0
-for i, id in ipairs(ids) do
-  if id ~= job then
-    local v = redis.call('HGET', visitors, id) or ''
-    rounds[i] = (running[v] or 0) + (seen[v] or 0)
-    seen[v] = (seen[v] or 0) + 1
-    if v == visitor then mine = mine + 1 end
-  end
+local marks = {}
+local kept = redis.call('HGETALL', served)
+for i = 1, #kept, 2 do
+  if live[kept[i]] then marks[kept[i]] = tonumber(kept[i + 1]) else redis.call('HDEL', served, kept[i]) end
 end
-local round = (running[visitor] or 0) + mine
-for i, id in ipairs(ids) do
-  if id ~= job and rounds[i] > round then
-    redis.call('LREM', queue, 1, job)
-    redis.call('LINSERT', queue, 'BEFORE', id, job)
-    return i - 1
-  end
+local lines, heads, names = {}, {}, {}
+for _, id in ipairs(ids) do
+  local v = redis.call('HGET', visitors, id) or ''
+  if not lines[v] then lines[v] = {}; heads[v] = 1; names[#names + 1] = v end
+  table.insert(lines[v], id)
 end
-return #ids - 1
+local tick = tonumber(redis.call('GET', tick_key) or '0')
+local out = {}
+for _ = 1, #ids do
+  local best, b1, b2, b3
+  for _, v in ipairs(names) do
+    local id = lines[v][heads[v]]
+    if id then
+      local k1, k2 = running[v] or 0, marks[v] or -1
+      local k3 = tonumber(redis.call('HGET', arrivals, id) or '0')
+      if not best or k1 < b1 or (k1 == b1 and (k2 < b2 or (k2 == b2 and k3 < b3))) then
+        best, b1, b2, b3 = v, k1, k2, k3
+      end
+    end
+  end
+  out[#out + 1] = lines[best][heads[best]]
+  heads[best] = heads[best] + 1
+  running[best] = (running[best] or 0) + 1
+  tick = tick + 1
+  marks[best] = tick
+end
+local same = true
+for i, id in ipairs(ids) do if out[i] ~= id then same = false end end
+if not same then
+  redis.call('DEL', queue)
+  redis.call('RPUSH', queue, unpack(out))
+end
+return #ids
 """
+
+
+def _turns(connection, keys: _Keys, queue_key: str, taken: str = "") -> None:
+    """Put the RQ list in turn (round-robin across visitors); ``taken``: the job a worker has just taken."""
+    import rq
+
+    prefix = rq.job.Job.key_for("")
+    prefix = prefix.decode() if isinstance(prefix, bytes) else str(prefix)
+    script = connection.register_script(_TURNS)
+    script(keys=[queue_key, keys.visitors(), keys.arrivals(), keys.served()], args=[prefix, taken])
+
 
 _FINAL = (DONE, FAILED, CANCELLED)
 log = logging.getLogger(__name__)
@@ -235,8 +276,16 @@ class _Keys:
         return self._key("held", host)
 
     def visitors(self) -> str:
-        """A hash of live jobs' visitors (job id -> visitor), for their turns."""
+        """For turns (:data:`_TURNS`): live jobs' visitors (job id -> visitor)."""
         return f"shrinkray:{self.queue}:visitors"
+
+    def arrivals(self) -> str:
+        """Live jobs' arrival numbers (job id -> n, from ``arrivals:tick``)."""
+        return f"shrinkray:{self.queue}:arrivals"
+
+    def served(self) -> str:
+        """When each visitor with live jobs last had one taken (visitor -> n, from ``served:tick``)."""
+        return f"shrinkray:{self.queue}:served"
 
 
 @dataclass(frozen=True)
@@ -406,6 +455,9 @@ def perform(spec: _Spec) -> None:
 
     watcher = threading.Thread(target=watch_cancel, daemon=True, name="shrinkray-cancel-flag")
     watcher.start()
+    queue_key = rq.Queue(job.origin, connection=connection).key
+    with contextlib.suppress(Exception):  # turns are best effort: a Redis hiccup must not fail the run
+        _turns(connection, keys, queue_key, taken=job.id)  # its visitor is served now: the others come first
     host_key = keys.held(socket.gethostname())
     admitted = False
     result: Any = None
@@ -462,6 +514,10 @@ def perform(spec: _Spec) -> None:
     if outcome is None:
         outcome = replace(status, state=DONE, step="Done", fraction=1.0)
     _deliver(connection, keys, job, outcome, hooks, result, spec.keep_result)
+    with contextlib.suppress(Exception):  # it no longer runs: the line is put in turn without it
+        connection.hdel(keys.visitors(), job.id)
+        connection.hdel(keys.arrivals(), job.id)
+        _turns(connection, keys, queue_key)
 
 
 def _admit(connection, keys: _Keys, host_key: str, job_id: str, memory_bytes: int, cancel: threading.Event,
@@ -590,10 +646,12 @@ class RedisQueue:
             waiting = self._queue.count  # shared by every replica: at most max_waiting in line, as with LocalQueue
             if waiting >= self.max_waiting:
                 raise server_busy(waiting)
-            self.connection.hset(self.keys.visitors(), job_id, str(visitor))  # seen by others' fair places at once
+            arrival = self.connection.incr(self.keys.arrivals() + ":tick")
+            self.connection.hset(self.keys.visitors(), job_id, str(visitor))
+            self.connection.hset(self.keys.arrivals(), job_id, arrival)
             self._queue.enqueue(perform, spec, job_id=job_id, meta=meta, job_timeout=-1, result_ttl=KEEP_S,
                                 failure_ttl=KEEP_S, description=f"{what} ({job_id[:6]})")  # fmt: skip
-            self._fair_place(job_id, str(visitor))
+            _turns(self.connection, self.keys, self._queue.key)
         thread = None
         if follow:
             thread = threading.Thread(target=self._follow, args=(job_id, hooks), daemon=True,
@@ -749,14 +807,6 @@ class RedisQueue:
             log.warning("the job queue's Redis at %s failed: %s", redact(self.url), exc)
             raise ShrinkRayError("The server's job queue cannot be reached just now",
                                  "Try again in a moment; if it lasts, the server's Redis needs attention") from exc  # fmt: skip
-
-    def _fair_place(self, job_id: str, visitor: str) -> int:
-        """Move the job just enqueued to its turn in the RQ list (round-robin across visitors); its index, or
-        -1 when a worker took it already."""
-        place = self.connection.register_script(_FAIR_PLACE)
-        prefix = self._rq.job.Job.key_for("")
-        prefix = prefix.decode() if isinstance(prefix, bytes) else str(prefix)
-        return int(place(keys=[self._queue.key, self.keys.visitors()], args=[job_id, visitor, prefix]))
 
     def _fetch(self, job_id: str):
         rq = self._rq

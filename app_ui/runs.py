@@ -22,6 +22,7 @@ from app_ui.controls import app_message
 from app_ui.large_models import discard_upload, refusal
 from app_ui.results import show_results
 from app_ui.state import settings_key, store_comparison, workspace
+from app_ui.visitor import current_visitor, keep_visitor_cookie, visitor_keys
 from shrinkray.errors import ShrinkRayError
 from shrinkray.runs.hooks import unwatched_limit
 from shrinkray.runs.service import Runs, RunView
@@ -45,6 +46,16 @@ def runs_service() -> Runs:
     runs = Runs()
     runs.recover()  # runs a stopped server left half-done are marked failed (a shared queue spares its live ones)
     return runs
+
+
+def visitor() -> str:
+    """This session's visitor, whose runs are taken in turn with other visitors' and capped (app_ui.visitor)."""
+    return current_visitor(visitor_keys(str(runs_service().store.root)))
+
+
+def keep_visitor() -> None:
+    """Every page (from ``app.py``): the visitor's signed cookie given, or taken once the browser holds it."""
+    keep_visitor_cookie(visitor_keys(str(runs_service().store.root)))
 
 
 def run_id() -> str | None:
@@ -84,7 +95,7 @@ def start_run(loaded, settings, what: str = "Shrinking and measuring") -> str:
                 return earlier
         except RunNotFound:
             pass
-    rid = runs_service().start(loaded, settings, what=what, watched=True)
+    rid = runs_service().start(loaded, settings, what=what, watched=True, visitor=visitor())
     st.session_state["runs_by_settings"][key] = rid
     _make_current(rid)
     return rid

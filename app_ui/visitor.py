@@ -31,24 +31,29 @@ def visitor_keys(root: str) -> VisitorKeys:
 
 def _cookie_sent() -> str | None:
     try:
-        return st.context.cookies.get(COOKIE)
+        value = st.context.cookies.get(COOKIE)
     except Exception:  # noqa: BLE001 - no request behind this session (a test harness): no cookie
         return None
+    return value if isinstance(value, str) else None
 
 
 def _address() -> str | None:
+    """The client's address (None on this machine itself, or with no request behind the session)."""
     try:
-        return st.context.ip_address
+        value = st.context.ip_address
     except Exception:  # noqa: BLE001 - no request behind this session
         return None
+    return value if isinstance(value, str) else None
 
 
 def current_visitor(keys: VisitorKeys) -> str:
     """This session's visitor (``cookie:<id>``, or ``address:<ip>`` until the browser holds a valid cookie)."""
     state = st.session_state
     if _KEY not in state:
-        found = keys.identify(_cookie_sent(), _address())
+        sent = _cookie_sent()
+        found = keys.identify(sent, _address())
         state[_KEY], state[_OFFER] = found.key, found.set_cookie
+        state[_REPLACE] = bool(found.set_cookie and sent)  # it sent one that is not ours: replaced, not kept
     return state[_KEY]
 
 
@@ -67,7 +72,7 @@ def keep_visitor_cookie(keys: VisitorKeys) -> None:
         return
     visitor_id = keys.verify(held)
     if visitor_id is None:
-        state[_REPLACE] = True  # the browser holds a cookie that is not ours: the next render replaces it
+        state[_REPLACE] = True  # it holds one that is not ours (set by another tab meanwhile?): the next render replaces it
         return
     state[_KEY], state[_OFFER] = f"cookie:{visitor_id}", ""
 

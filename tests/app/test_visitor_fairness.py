@@ -64,4 +64,5 @@ def test_a_signed_cookie_names_the_visitor_and_a_tampered_one_falls_back_to_the_
         assert at.session_state["visitor"] == expected
         offer = at.session_state["visitor_offer"]
         assert bool(offer) is offered  # a new signed cookie for the browser only when it sent none valid
+        assert at.session_state["visitor_replace"] is offered  # ... replacing the tampered one
         assert not offer or keys.verify(offer) not in (None, visitor_id)

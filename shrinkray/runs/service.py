@@ -77,6 +77,12 @@ def compare_run(model_path: str, name: str, settings: Any, run_folder: str, prog
     return comparison
 
 
+def planned_bytes(loaded: LoadedModel, methods: int) -> int:
+    """The run-store disk a run may take: its copy of the model and, at most, one copy per method's variant (no
+    method makes a model larger; the visitor's quota counts a live run at this until it ends)."""
+    return int(loaded.file_bytes) * (1 + max(int(methods), 1))
+
+
 @dataclass(frozen=True)
 class RunView:
     """What a page shows about one run: the record, and where it is in this server's queue."""
@@ -130,10 +136,13 @@ class Runs:
         visitors, and a visitor other than ``local`` with ``max_live_runs`` runs going is refused
         (:class:`~shrinkray.runs.fairness.TooManyRuns`)."""
         store = self.store
+        limits = Limits.from_env()
+        methods = len(getattr(settings, "methods", []) or []) or 4
         try:
             run_id = store.create(model_name=loaded.name, model_sha256=loaded.sha256, model_bytes=loaded.file_bytes,
-                                  settings=None, kind=what, visitor=visitor,
-                                  max_live=Limits.from_env().max_live_runs)  # fmt: skip
+                                  settings=None, kind=what, visitor=visitor, max_live=limits.max_live_runs,
+                                  planned_bytes=planned_bytes(loaded, methods),
+                                  max_visitor_bytes=limits.max_visitor_disk_bytes)  # fmt: skip
         except (OSError, sqlite3.Error) as exc:
             raise _cannot_keep(exc) from exc
         folder = store.folder(run_id)
@@ -146,7 +155,6 @@ class Runs:
                     shutil.copyfile(companion, folder / name)
             settings = self._keep_inputs(settings, folder)
             store.set_settings(run_id, settings)
-            methods = len(getattr(settings, "methods", []) or []) or 4
             memory = estimate_job_memory(tensor_payload_bytes(loaded.model), methods)
             self.queue.submit(
                 compare_run, str(folder / "model.onnx"), loaded.name, settings, str(folder),

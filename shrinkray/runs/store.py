@@ -45,11 +45,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shrinkray.errors import ShrinkRayError
-from shrinkray.io.limits import _parse_setting
+from shrinkray.errors import LimitExceededError, ShrinkRayError
+from shrinkray.io.limits import Limits, _parse_setting
 from shrinkray.measure.results_json import StoredFormatError, results_codec
 from shrinkray.pipeline.inspect import ModelSummary
 from shrinkray.runs.fairness import LOCAL, capped, too_many_runs
+from shrinkray.units import format_bytes
 
 ROOT_ENV = "SHRINKRAY_RUNS_DIR"
 MAX_BYTES_ENV = "SHRINKRAY_RUNS_MAX_BYTES"
@@ -177,6 +178,17 @@ def _private_database(path: Path) -> None:
         wrong = _not_private(path, "The run store's database", folder=False)
         if wrong:
             raise StoreNotPrivate(*wrong)
+
+
+def _over_quota(held: int, planned: int, quota: int) -> LimitExceededError:
+    """A run refused because the visitor's live runs and this one would hold more disk than one visitor may."""
+    problem = f"This run may write up to {format_bytes(planned)}"
+    if held:
+        problem += f" beside the {format_bytes(held)} your runs going already hold"
+    return Limits(max_visitor_disk_bytes=quota).exceeded(
+        "max_visitor_disk_bytes", problem,
+        "Wait for a run to finish or cancel one" if held else "Shrink this model with the command line instead",
+    )  # fmt: skip
 
 
 def _add_visitor_column(db: sqlite3.Connection) -> None:
@@ -321,14 +333,22 @@ class RunStore:
     # ------------------------------------------------------------------ making and finding runs
 
     def create(self, *, model_name: str, model_sha256: str = "", model_bytes: int = 0, settings: Any = None,
-               kind: str = "Shrinking and measuring", visitor: str = LOCAL, max_live: int | None = None) -> str:  # fmt: skip
+               kind: str = "Shrinking and measuring", visitor: str = LOCAL, max_live: int | None = None,
+               planned_bytes: int = 0, max_visitor_bytes: int | None = None) -> str:  # fmt: skip
         """A new queued run of ``visitor`` with its own folder; returns its id. Cleans up old runs first.
 
         ``max_live``: refused (:class:`~shrinkray.runs.fairness.TooManyRuns`, one sentence) when the visitor
-        already has this many runs queued or running; counted and recorded in one transaction, so two pages
-        (or replicas) starting at once cannot both slip under the cap. The :data:`LOCAL` visitor is not capped.
+        already has this many runs queued or running. ``max_visitor_bytes``: the disk the visitor's runs may
+        hold, the new one counted at ``planned_bytes`` (what it may write) and every live one at the larger of
+        its plan and its folder; the visitor's own oldest finished runs are removed to make room, and the run
+        is refused (:class:`~shrinkray.errors.LimitExceededError`) when its live runs leave none. Counted and
+        recorded in one transaction, so two pages (or replicas) starting at once cannot both slip under a cap.
+        The :data:`LOCAL` visitor (the command line, the API) is not capped.
         """
         self.cleanup()
+        planned_bytes = max(int(planned_bytes), 0)
+        if max_visitor_bytes is not None and capped(visitor):
+            self._make_room(visitor, planned_bytes, int(max_visitor_bytes))
         run_id = new_run_id()
         folder = self.runs_dir / run_id
         folder.mkdir(mode=0o700)
@@ -340,12 +360,16 @@ class RunStore:
                     live = self._live_of(db, visitor)
                     if live >= max_live:
                         raise too_many_runs(live)
+                if max_visitor_bytes is not None and capped(visitor):
+                    held = self._held_by(db, visitor)
+                    if held + planned_bytes > max_visitor_bytes:
+                        raise _over_quota(held, planned_bytes, int(max_visitor_bytes))
                 db.execute(
                     "INSERT INTO runs (id, created, updated, status, step, fraction, error, problem, hint, setting, "
                     "model_name, model_sha256, model_bytes, kind, bytes, settings, visitor) "
-                    "VALUES (?, ?, ?, 'queued', '', 0, '', '', '', '', ?, ?, ?, ?, 0, ?, ?)",
-                    (run_id, now, now, model_name, model_sha256, int(model_bytes), kind, _write(settings),
-                     str(visitor)),
+                    "VALUES (?, ?, ?, 'queued', '', 0, '', '', '', '', ?, ?, ?, ?, ?, ?, ?)",
+                    (run_id, now, now, model_name, model_sha256, int(model_bytes), kind, planned_bytes,
+                     _write(settings), str(visitor)),
                 )  # fmt: skip
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
@@ -356,6 +380,28 @@ class RunStore:
         """How many runs ``visitor`` has queued or running."""
         with self._db() as db:
             return self._live_of(db, visitor)
+
+    def visitor_bytes(self, visitor: str) -> int:
+        """The disk ``visitor``'s runs hold: finished ones as kept, live ones at the larger of plan and folder."""
+        with self._db() as db:
+            return self._held_by(db, visitor)
+
+    def _held_by(self, db: sqlite3.Connection, visitor: str) -> int:
+        rows = db.execute("SELECT id, status, bytes FROM runs WHERE visitor = ?", (str(visitor),)).fetchall()
+        return sum(max(int(size or 0), folder_bytes(self.runs_dir / run_id)) if status in LIVE else int(size or 0)
+                   for run_id, status, size in rows)  # fmt: skip
+
+    def _make_room(self, visitor: str, planned: int, quota: int) -> None:
+        """Remove ``visitor``'s oldest finished runs until their runs and ``planned`` bytes fit ``quota``."""
+        with self._db() as db:
+            held = self._held_by(db, visitor)
+            finished = db.execute("SELECT id, bytes FROM runs WHERE visitor = ? AND status NOT IN ('queued', "
+                                  "'running') ORDER BY created", (str(visitor),)).fetchall()  # fmt: skip
+        for run_id, size in finished:
+            if held + planned <= quota:
+                return
+            self._remove(run_id, "the space its visitor may use was needed for their newer runs")
+            held -= int(size or 0)
 
     @staticmethod
     def _live_of(db: sqlite3.Connection, visitor: str) -> int:

@@ -201,3 +201,31 @@ def test_a_visitors_secret_others_may_read_or_write_is_refused(tmp_path):
     os.chmod(tmp_path / KEY_FILE, 0o666)
     with pytest.raises(StoreNotPrivate, match="writable by other users"):
         VisitorKeys(tmp_path)
+
+
+# ---------------------------------------------------------------------------------------------- disk per visitor
+
+
+def test_a_visitors_runs_hold_at_most_their_disk_quota_their_oldest_finished_runs_making_room(tmp_path):
+    from shrinkray.errors import LimitExceededError
+    from shrinkray.runs.store import RunNotFound
+
+    store = RunStore(tmp_path / "runs")
+    old = store.create(model_name="m", visitor="cookie:a")
+    store.write_file(old, "model.onnx", b"x" * 600)
+    store.fail(old, "failed")  # finished, keeping 600 bytes
+    newer = store.create(model_name="m", visitor="cookie:a", planned_bytes=300, max_visitor_bytes=1000)
+    assert store.get(old).status == "failed"  # 600 + 300 fit: nothing removed
+    store.create(model_name="m", visitor="cookie:a", planned_bytes=400, max_visitor_bytes=1000)
+    with pytest.raises(RunNotFound, match="was removed"):  # its visitor's oldest finished run made room
+        store.get(old)
+    assert store.visitor_bytes("cookie:a") == 700  # two live runs, counted at what they may write
+    with pytest.raises(LimitExceededError, match="beside the 700 B your runs going already hold") as refused:
+        store.create(model_name="m", visitor="cookie:a", planned_bytes=400, max_visitor_bytes=1000)
+    assert "SHRINKRAY_MAX_VISITOR_DISK_BYTES" in str(refused.value)
+    assert "Wait for a run to finish or cancel one" in str(refused.value)
+    store.create(model_name="m", visitor="cookie:b", planned_bytes=400, max_visitor_bytes=1000)  # not b's problem
+    store.create(model_name="m", visitor=LOCAL, planned_bytes=10**9, max_visitor_bytes=1000)  # the CLI: not capped
+    store.fail(newer, "cancelled")  # one ended (nothing written): room again
+    store.create(model_name="m", visitor="cookie:a", planned_bytes=400, max_visitor_bytes=1000)
+    assert Limits.from_env({"SHRINKRAY_MAX_VISITOR_DISK_BYTES": "2GiB"}).max_visitor_disk_bytes == 2 * 2**30

@@ -386,17 +386,20 @@ class RunStore:
         with self._db() as db:
             return self._held_by(db, visitor)
 
-    def _held_by(self, db: sqlite3.Connection, visitor: str) -> int:
+    def _held_by(self, db: sqlite3.Connection, visitor: str, live_only: bool = False) -> int:
         rows = db.execute("SELECT id, status, bytes FROM runs WHERE visitor = ?", (str(visitor),)).fetchall()
         return sum(max(int(size or 0), folder_bytes(self.runs_dir / run_id)) if status in LIVE else int(size or 0)
-                   for run_id, status, size in rows)  # fmt: skip
+                   for run_id, status, size in rows if status in LIVE or not live_only)  # fmt: skip
 
     def _make_room(self, visitor: str, planned: int, quota: int) -> None:
         """Remove ``visitor``'s oldest finished runs until their runs and ``planned`` bytes fit ``quota``."""
         with self._db() as db:
             held = self._held_by(db, visitor)
+            live = self._held_by(db, visitor, live_only=True)
             finished = db.execute("SELECT id, bytes FROM runs WHERE visitor = ? AND status NOT IN ('queued', "
                                   "'running') ORDER BY created", (str(visitor),)).fetchall()  # fmt: skip
+        if live + planned > quota:
+            return  # refused anyway: the visitor keeps the runs they have
         for run_id, size in finished:
             if held + planned <= quota:
                 return

@@ -226,6 +226,12 @@ def test_a_visitors_runs_hold_at_most_their_disk_quota_their_oldest_finished_run
     assert "Wait for a run to finish or cancel one" in str(refused.value)
     store.create(model_name="m", visitor="cookie:b", planned_bytes=400, max_visitor_bytes=1000)  # not b's problem
     store.create(model_name="m", visitor=LOCAL, planned_bytes=10**9, max_visitor_bytes=1000)  # the CLI: not capped
+    kept = store.create(model_name="m", visitor="cookie:a")
+    store.write_file(kept, "model.onnx", b"x" * 50)
+    store.fail(kept, "failed")
+    with pytest.raises(LimitExceededError):  # refused because of live runs: no finished run is removed for nothing
+        store.create(model_name="m", visitor="cookie:a", planned_bytes=400, max_visitor_bytes=1000)
+    assert store.get(kept).status == "failed"
     store.fail(newer, "cancelled")  # one ended (nothing written): room again
     store.create(model_name="m", visitor="cookie:a", planned_bytes=400, max_visitor_bytes=1000)
     assert Limits.from_env({"SHRINKRAY_MAX_VISITOR_DISK_BYTES": "2GiB"}).max_visitor_disk_bytes == 2 * 2**30

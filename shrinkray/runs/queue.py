@@ -4,8 +4,9 @@ The app must not do heavy work in a page's script thread: several users at
 once would each hold a thread, the CPU and up to gigabytes of memory with no
 limit. So a run is a *job*: :meth:`RunQueue.submit` returns an id at once, the
 job waits in line for a free slot (one per usable core by default; the line is
-taken round-robin across visitors, :mod:`shrinkray.runs.fairness`) and for memory (its estimate plus what running jobs hold must fit
-the pool's budget, else it waits rather than overcommit), then runs through
+taken round-robin across visitors, :mod:`shrinkray.runs.fairness`) and for
+memory (its estimate plus what running jobs hold must fit the pool's budget,
+else it waits rather than overcommit), then runs through
 :func:`shrinkray.runs.sandbox.run_capped` in a background thread of this process,
 so the work itself happens in a capped, killable child process. The page
 polls :meth:`RunQueue.status` (queue position, step and fraction) and may

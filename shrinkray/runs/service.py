@@ -134,7 +134,8 @@ class Runs:
         comes after no page has shown it for a while (``runs.hooks.unwatched_limit``), it is not started.
         ``visitor``: whose run it is (:mod:`shrinkray.runs.fairness`): runs are taken round-robin across
         visitors, and a visitor other than ``local`` with ``max_live_runs`` runs going is refused
-        (:class:`~shrinkray.runs.fairness.TooManyRuns`)."""
+        (:class:`~shrinkray.runs.fairness.TooManyRuns`), as is a run that would take the visitor's runs past
+        ``max_visitor_disk_bytes`` of the store once their own oldest finished runs made room."""
         store = self.store
         limits = Limits.from_env()
         methods = len(getattr(settings, "methods", []) or []) or 4

@@ -252,8 +252,8 @@ def _live_panel(rid: str, cards: bool) -> None:
             job = v.job
             waiting = f"position {v.position} of {job.queued}" if job is not None else "waiting"
             why = f" (waiting for {job.waiting_for})" if job is not None and job.waiting_for else ""
-            left.markdown(f":material/hourglass_top: **Queued**, {waiting}{why}: runs start in order as workers "
-                          "free up.")  # fmt: skip
+            left.markdown(f":material/hourglass_top: **Queued**, {waiting}{why}: runs start as workers free up, "
+                          "each visitor's in turn with the others'.")  # fmt: skip
         else:
             left.progress(min(max(v.fraction, 0.0), 1.0), text=md(v.step or "Starting"))
         problems = st.session_state.setdefault("cancel_problems", {})

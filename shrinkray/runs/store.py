@@ -153,6 +153,14 @@ def _not_private(path: Path, what: str, folder: bool) -> tuple[str, str] | None:
     return None
 
 
+def refuse_unless_private(path: Path, what: str) -> None:
+    """:class:`StoreNotPrivate` unless the file ``path`` is this user's own, no one else may write it, and it is
+    not a symbolic link (a file the store keeps beside its database, such as the visitors' secret)."""
+    wrong = _not_private(path, what, folder=False)
+    if wrong:
+        raise StoreNotPrivate(*wrong)
+
+
 def _private_folder(path: Path, what: str) -> None:
     """Make ``path`` (mode 0700) when it is missing; refuse it when it is not private, before changing its mode."""
     if not os.path.lexists(path):

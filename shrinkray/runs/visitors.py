@@ -27,7 +27,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from shrinkray.runs.store import StoreNotPrivate, _not_private
+from shrinkray.runs.store import StoreNotPrivate, refuse_unless_private
 
 #: The cookie's name, and how long a browser keeps it (seconds).
 COOKIE = "shrinkray_visitor"
@@ -100,9 +100,7 @@ def _load_or_make(path: Path) -> bytes:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-    wrong = _not_private(path, "The visitors' secret", folder=False)
-    if wrong:
-        raise StoreNotPrivate(*wrong)
+    refuse_unless_private(path, "The visitors' secret")
     if hasattr(os, "getuid") and os.lstat(path).st_mode & 0o077:
         raise StoreNotPrivate(f"The visitors' secret {path} can be read by other users",
                               f"Make it private (chmod 600 {path}), or delete it to make a new one")  # fmt: skip

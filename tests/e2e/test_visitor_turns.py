@@ -30,7 +30,7 @@ def one_slot_app(chromium, tmp_path_factory):
            "SHRINKRAY_MAX_JOB_SECONDS": "3000", "SHRINKRAY_RUNS_DIR": str(store)}  # fmt: skip
     port = _free_port()
     SHOTS.mkdir(exist_ok=True)
-    log = open(SHOTS.parent / "streamlit-turns.log", "w")  # noqa: SIM115 - closed below
+    log = open(SHOTS / "streamlit-turns.log", "w")  # noqa: SIM115 - closed below (screenshots/ is not kept)
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.headless", "true",
          "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],

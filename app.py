@@ -3,7 +3,7 @@
 import streamlit as st
 
 from app_ui.controls import sidebar_model_badge
-from app_ui.runs import keep_method_settings, open_run_from_address, show_run_problem
+from app_ui.runs import keep_method_settings, keep_visitor, open_run_from_address, show_run_problem
 
 # An emoji icon is drawn inline; a :material/...: page icon makes the browser fetch it from fonts.gstatic.com.
 st.set_page_config(page_title="Shrink Ray Studio", page_icon="🗜️", layout="wide")
@@ -15,6 +15,7 @@ pages = [
     st.Page("app_pages/pricing.py", title="Pricing", icon=":material/payments:"),
 ]
 navigation = st.navigation(pages)
+keep_visitor()  # who this visitor is (a signed cookie; runs are taken in turn per visitor, and capped)
 keep_method_settings()  # the Shrink page's method options survive a visit to another page
 open_run_from_address()  # ?run=<id>: that run's model and results, after a reload or from a shared link
 sidebar_model_badge()

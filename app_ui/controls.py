@@ -18,6 +18,7 @@ from app_ui.state import SAMPLES_DIR, current_model, session_setting
 from shrinkray.errors import ShrinkRayError
 from shrinkray.measure.budget import BUDGET_SETTING
 from shrinkray.methods import MethodSpec
+from shrinkray.runs.fairness import TooManyRuns
 from shrinkray.text_safety import streamlit_markdown as md
 from shrinkray.units import format_bytes
 
@@ -161,6 +162,8 @@ def friendly_errors(action: str) -> Iterator[None]:
     """Show what went wrong and what to do; never a traceback in the page."""
     try:
         yield
+    except TooManyRuns as exc:  # not a failure: the visitor's own runs are going (one sentence, nothing before it)
+        st.warning(md(app_message(exc)), icon=":material/hourglass_top:")
     except ShrinkRayError as exc:
         st.error(md(f"{action} failed: {app_message(exc)}"), icon=":material/error:")
     except Exception as exc:

@@ -22,6 +22,7 @@ from app_ui.controls import app_message
 from app_ui.large_models import discard_upload, refusal
 from app_ui.results import show_results
 from app_ui.state import settings_key, store_comparison, workspace
+from app_ui.visitor import current_visitor, keep_visitor_cookie, visitor_keys
 from shrinkray.errors import ShrinkRayError
 from shrinkray.methods import all_methods
 from shrinkray.pipeline.streaming import streams
@@ -47,6 +48,16 @@ def runs_service() -> Runs:
     runs = Runs()
     runs.recover()  # runs a stopped server left half-done are marked failed (a shared queue spares its live ones)
     return runs
+
+
+def visitor() -> str:
+    """This session's visitor, whose runs are taken in turn with other visitors' and capped (app_ui.visitor)."""
+    return current_visitor(visitor_keys(str(runs_service().store.root)))
+
+
+def keep_visitor() -> None:
+    """Every page (from ``app.py``): the visitor's signed cookie given, or taken once the browser holds it."""
+    keep_visitor_cookie(visitor_keys(str(runs_service().store.root)))
 
 
 def run_id() -> str | None:
@@ -86,7 +97,7 @@ def start_run(loaded, settings, what: str = "Shrinking and measuring") -> str:
                 return earlier
         except RunNotFound:
             pass
-    rid = runs_service().start(loaded, settings, what=what, watched=True)
+    rid = runs_service().start(loaded, settings, what=what, watched=True, visitor=visitor())
     st.session_state["runs_by_settings"][key] = rid
     _make_current(rid)
     return rid
@@ -243,8 +254,8 @@ def _live_panel(rid: str, cards: bool) -> None:
             job = v.job
             waiting = f"position {v.position} of {job.queued}" if job is not None else "waiting"
             why = f" (waiting for {job.waiting_for})" if job is not None and job.waiting_for else ""
-            left.markdown(f":material/hourglass_top: **Queued**, {waiting}{why}: runs start in order as workers "
-                          "free up.")  # fmt: skip
+            left.markdown(f":material/hourglass_top: **Queued**, {waiting}{why}: runs start as workers free up, "
+                          "each visitor's in turn with the others'.")  # fmt: skip
         else:
             left.progress(min(max(v.fraction, 0.0), 1.0), text=md(v.step or "Starting"))
         problems = st.session_state.setdefault("cancel_problems", {})

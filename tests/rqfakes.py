@@ -21,3 +21,10 @@ def steps(count: int, delay: float, progress=None, on_partial=None) -> dict:
 def refuse(progress=None) -> None:
     """Fails the way the engine does: a message, what to do, and which setting."""
     raise OptionError("16 levels cannot hold this tensor's outliers", "Choose more palette levels", "levels")
+
+
+def note(path: str, name: str, progress=None, on_partial=None) -> str:
+    """Appends ``name`` to the file ``path`` (one line): the order jobs ran in, across worker processes."""
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(name + "\n")
+    return name

@@ -57,7 +57,7 @@ GiB = 2**30
 ENV_PREFIX = "SHRINKRAY_"
 
 _BYTE_FIELDS = {"max_file_bytes", "max_tensor_bytes", "max_unpacked_bytes", "max_memory_bytes", "max_job_memory_bytes",
-                "min_free_disk_bytes"}
+                "min_free_disk_bytes", "max_visitor_disk_bytes"}
 
 _WHAT = {
     "min_free_disk_bytes": "the disk space every write leaves free",
@@ -78,6 +78,8 @@ _WHAT = {
     "max_job_memory_bytes": "the memory a worker running a model may use",
     "max_job_seconds": "the time a worker running a model may take",
     "max_inference_seconds": "the time one inference may take",
+    "max_live_runs": "the runs one visitor may have queued or running at once",
+    "max_visitor_disk_bytes": "the disk space one visitor's runs may hold",
 }
 
 
@@ -143,6 +145,12 @@ class Limits:
     # Every write (an upload, a run's copy, variants, reports) leaves at least this much free on its disk, so
     # one visitor's files cannot fill the disk the server, its store and other visitors share (io/files.py).
     min_free_disk_bytes: int = GiB // 4
+    # Runs one visitor of the app may have queued or running at once (runs/fairness.py): one visitor's runs
+    # cannot fill the queue; the command line and the Python API are not capped.
+    max_live_runs: int = 2
+    # The run store's disk one visitor's runs may hold (their model copies and variants; a live run counted at
+    # what it may need): the visitor's own oldest finished runs make room first, else a new run is refused.
+    max_visitor_disk_bytes: int = 5 * GiB
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

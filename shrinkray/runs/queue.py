@@ -3,9 +3,10 @@
 The app must not do heavy work in a page's script thread: several users at
 once would each hold a thread, the CPU and up to gigabytes of memory with no
 limit. So a run is a *job*: :meth:`RunQueue.submit` returns an id at once, the
-job waits in a first-in-first-out queue for a free slot (one per usable core
-by default) and for memory (its estimate plus what running jobs hold must fit
-the pool's budget, else it waits rather than overcommit), then runs through
+job waits in line for a free slot (one per usable core by default; the line is
+taken round-robin across visitors, :mod:`shrinkray.runs.fairness`) and for
+memory (its estimate plus what running jobs hold must fit the pool's budget,
+else it waits rather than overcommit), then runs through
 :func:`shrinkray.runs.sandbox.run_capped` in a background thread of this process,
 so the work itself happens in a capped, killable child process. The page
 polls :meth:`RunQueue.status` (queue position, step and fraction) and may
@@ -32,6 +33,7 @@ from typing import Any, Protocol
 from shrinkray.cores import usable_cores
 from shrinkray.errors import OptionError, ShrinkRayError
 from shrinkray.io.limits import Limits, _parse_setting, planned_memory
+from shrinkray.runs.fairness import LOCAL, count, fair_order
 from shrinkray.runs.sandbox import Cancelled, run_capped
 
 QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
@@ -107,7 +109,8 @@ class RunQueue(Protocol):
     """Where jobs wait and run. A second backend (e.g. Redis + RQ) implements the same four calls."""
 
     def submit(self, fn: Callable[..., Any], *args: Any, memory_bytes: int = 0, what: str = "This run",
-               hooks: JobHooks | None = None, job_id: str | None = None, **kwargs: Any) -> str: ...  # fmt: skip
+               hooks: JobHooks | None = None, job_id: str | None = None, visitor: str = LOCAL,
+               **kwargs: Any) -> str: ...  # fmt: skip
 
     def status(self, job_id: str) -> JobStatus | None: ...
 
@@ -176,6 +179,7 @@ class _Job:
     hooks: JobHooks
     order: int
     status: JobStatus
+    visitor: str = LOCAL
     cancel: threading.Event = field(default_factory=threading.Event)
 
 
@@ -187,7 +191,8 @@ class _Abandoned(Exception):
 
 
 class LocalQueue:
-    """Jobs in this process: ``workers`` slots, first in first out, admitted by memory.
+    """Jobs in this process: ``workers`` slots, round-robin across visitors (:mod:`shrinkray.runs.fairness`),
+    admitted by memory.
 
     ``runner`` runs one job (default :func:`shrinkray.runs.sandbox.run_capped`, so
     each job is a capped child process); tests pass a runner that calls the
@@ -211,13 +216,16 @@ class LocalQueue:
         self._finished: OrderedDict[str, JobStatus] = OrderedDict()
         self._counter = itertools.count()
         self._idle = threading.Condition(self._lock)
+        self._served: dict[str, int] = {}  # visitor -> when it last had a job started (fairness)
+        self._ticks = itertools.count(1)
         self._closed = False
 
     # ------------------------------------------------------------------ the interface
 
     def submit(self, fn: Callable[..., Any], *args: Any, memory_bytes: int = 0, what: str = "This run",
-               hooks: JobHooks | None = None, job_id: str | None = None, **kwargs: Any) -> str:  # fmt: skip
-        """Queue ``fn(*args, **kwargs)``; returns its id at once (``job_id`` if given)."""
+               hooks: JobHooks | None = None, job_id: str | None = None, visitor: str = LOCAL,
+               **kwargs: Any) -> str:  # fmt: skip
+        """Queue ``fn(*args, **kwargs)`` for ``visitor``; returns its id at once (``job_id`` if given)."""
         job_id = job_id or secrets.token_urlsafe(16)
         with self._lock:
             if self._closed:
@@ -225,7 +233,8 @@ class LocalQueue:
             if len(self._waiting) >= self.max_waiting:
                 raise server_busy(len(self._waiting))
             job = _Job(job_id, fn, args, kwargs, max(int(memory_bytes), 0), what, hooks or JobHooks(),
-                       next(self._counter), JobStatus(job_id, QUEUED, memory_bytes=int(memory_bytes)))  # fmt: skip
+                       next(self._counter), JobStatus(job_id, QUEUED, memory_bytes=int(memory_bytes)),
+                       visitor=str(visitor))  # fmt: skip
             self._waiting.append(job)
             self._dispatch()
         return job_id
@@ -233,7 +242,7 @@ class LocalQueue:
     def status(self, job_id: str) -> JobStatus | None:
         """Where the job is now, or None for an id this queue does not know."""
         with self._lock:
-            for index, job in enumerate(self._waiting):
+            for index, job in enumerate(self._in_turn()):
                 if job.id == job_id:
                     waiting_for = "a worker" if len(self._running) >= self.workers else "memory"
                     return replace(job.status, position=index + 1, queued=len(self._waiting), waiting_for=waiting_for)
@@ -326,13 +335,25 @@ class LocalQueue:
         held = sum(j.memory_bytes for j in self._running.values())
         return held + job.memory_bytes <= self.memory_budget
 
+    def _in_turn(self) -> list[_Job]:
+        """The waiting jobs in the order they will start: round-robin across visitors (lock held)."""
+        running = count(j.visitor for j in self._running.values())
+        return fair_order(self._waiting, lambda j: j.visitor, running, self._served)
+
     def _dispatch(self) -> None:
-        """Start waiting jobs in order while the head is admitted (called with the lock held)."""
-        while self._waiting and self._admits(self._waiting[0]):
-            job = self._waiting.pop(0)
+        """Start waiting jobs in turn while the next one is admitted (called with the lock held)."""
+        while self._waiting:
+            job = self._in_turn()[0]
+            if not self._admits(job):
+                break
+            self._waiting.remove(job)
+            self._served[job.visitor] = next(self._ticks)
             job.status = replace(job.status, state=RUNNING, step="Starting", fraction=0.0)
             self._running[job.id] = job
             threading.Thread(target=self._run, args=(job,), daemon=True, name=f"shrinkray-job-{job.id[:6]}").start()
+        live = {j.visitor for j in self._waiting} | {j.visitor for j in self._running.values()}
+        for visitor in [v for v in self._served if v not in live]:
+            del self._served[visitor]  # nothing of theirs is live: their next run comes in turn by its arrival
         if not self._waiting and not self._running:
             self._idle.notify_all()
 

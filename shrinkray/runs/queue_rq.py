@@ -13,6 +13,9 @@ redis://host:6379/0``; ``pip install shrinkray-studio[redis]``):
 - *Status*: the RQ job's meta (state, step, fraction, the error's message,
   problem, hint and setting), written by the worker, read by any replica;
   the queue position is the job's place in the RQ list.
+- *Turns*: round-robin across visitors, as in LocalQueue (:mod:`shrinkray.runs.fairness`): each job is
+  put into the RQ list at its fair place (by its round, then arrival) by one Lua script, so workers that
+  take the list's head take runs in turn; a visitor's running jobs count from RQ's own job states.
 - *Cancel*: a flag in Redis that the worker polls every 0.2 s (its
   ``run_capped`` then kills the child); a queued job is taken off the list.
 - *Memory admission*: per host, a job starts only when its estimate plus the
@@ -65,6 +68,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from shrinkray.errors import OptionError, ShrinkRayError
 from shrinkray.io.limits import Limits
+from shrinkray.runs.fairness import LOCAL
 from shrinkray.runs.hooks import run_hooks
 from shrinkray.runs.queue import (
     CANCELLED,
@@ -99,6 +103,93 @@ POLL_S = 0.2
 META_EVERY_S = 0.25
 #: A run record left live this long with no job Redis knows is a leftover (the gap between create and submit is shorter).
 RECOVER_AFTER_S = 120.0
+
+#: Put the RQ list in turn (shrinkray.runs.fairness.fair_order, in Lua): the next job is the oldest waiting job
+#: of the visitor with the fewest jobs running, then the one served least recently, then the one whose oldest
+#: waiting job came first. Run when a job is submitted, when a worker takes one (ARGV[2], its visitor is served
+#: now) and when one ends. KEYS: the RQ list, job -> visitor, job -> arrival number, visitor -> last served.
+#: ARGV: RQ's job key prefix, the job just taken or ''. Running jobs are the live jobs RQ says have started;
+#: entries of jobs that ended are dropped, and so are the served marks of visitors with nothing live.
+_TURNS = """
+local queue, visitors, arrivals, served = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local prefix, taken = ARGV[1], ARGV[2]
+local tick_key = served .. ':tick'
+if taken ~= '' then
+  local v = redis.call('HGET', visitors, taken)
+  if v then redis.call('HSET', served, v, redis.call('INCR', tick_key)) end
+end
+local ids = redis.call('LRANGE', queue, 0, -1)
+local waiting = {}
+for _, id in ipairs(ids) do waiting[id] = true end
+local running, live = {}, {}
+local all = redis.call('HGETALL', visitors)
+for i = 1, #all, 2 do
+  local id, v = all[i], all[i + 1]
+  if waiting[id] then
+    live[v] = true
+  else
+    local state = redis.call('HGET', prefix .. id, 'status')
+    if state == 'started' then
+      running[v] = (running[v] or 0) + 1
+      live[v] = true
+    elseif not state or state == 'finished' or state == 'failed' or state == 'canceled' or state == 'stopped' then
+      redis.call('HDEL', visitors, id)
+      redis.call('HDEL', arrivals, id)
+    else
+      live[v] = true
+    end
+  end
+end
+local marks = {}
+local kept = redis.call('HGETALL', served)
+for i = 1, #kept, 2 do
+  if live[kept[i]] then marks[kept[i]] = tonumber(kept[i + 1]) else redis.call('HDEL', served, kept[i]) end
+end
+local lines, heads, names = {}, {}, {}
+for _, id in ipairs(ids) do
+  local v = redis.call('HGET', visitors, id) or ''
+  if not lines[v] then lines[v] = {}; heads[v] = 1; names[#names + 1] = v end
+  table.insert(lines[v], id)
+end
+local tick = tonumber(redis.call('GET', tick_key) or '0')
+local out = {}
+for _ = 1, #ids do
+  local best, b1, b2, b3
+  for _, v in ipairs(names) do
+    local id = lines[v][heads[v]]
+    if id then
+      local k1, k2 = running[v] or 0, marks[v] or -1
+      local k3 = tonumber(redis.call('HGET', arrivals, id) or '0')
+      if not best or k1 < b1 or (k1 == b1 and (k2 < b2 or (k2 == b2 and k3 < b3))) then
+        best, b1, b2, b3 = v, k1, k2, k3
+      end
+    end
+  end
+  out[#out + 1] = lines[best][heads[best]]
+  heads[best] = heads[best] + 1
+  running[best] = (running[best] or 0) + 1
+  tick = tick + 1
+  marks[best] = tick
+end
+local same = true
+for i, id in ipairs(ids) do if out[i] ~= id then same = false end end
+if not same then
+  redis.call('DEL', queue)
+  redis.call('RPUSH', queue, unpack(out))
+end
+return #ids
+"""
+
+
+def _turns(connection, keys: _Keys, queue_key: str, taken: str = "") -> None:
+    """Put the RQ list in turn (round-robin across visitors); ``taken``: the job a worker has just taken."""
+    import rq
+
+    prefix = rq.job.Job.key_for("")
+    prefix = prefix.decode() if isinstance(prefix, bytes) else str(prefix)
+    script = connection.register_script(_TURNS)
+    script(keys=[queue_key, keys.visitors(), keys.arrivals(), keys.served()], args=[prefix, taken])
+
 
 _FINAL = (DONE, FAILED, CANCELLED)
 log = logging.getLogger(__name__)
@@ -183,6 +274,18 @@ class _Keys:
 
     def held(self, host: str) -> str:
         return self._key("held", host)
+
+    def visitors(self) -> str:
+        """For turns (:data:`_TURNS`): live jobs' visitors (job id -> visitor)."""
+        return f"shrinkray:{self.queue}:visitors"
+
+    def arrivals(self) -> str:
+        """Live jobs' arrival numbers (job id -> n, from ``arrivals:tick``)."""
+        return f"shrinkray:{self.queue}:arrivals"
+
+    def served(self) -> str:
+        """When each visitor with live jobs last had one taken (visitor -> n, from ``served:tick``)."""
+        return f"shrinkray:{self.queue}:served"
 
 
 @dataclass(frozen=True)
@@ -352,6 +455,9 @@ def perform(spec: _Spec) -> None:
 
     watcher = threading.Thread(target=watch_cancel, daemon=True, name="shrinkray-cancel-flag")
     watcher.start()
+    queue_key = rq.Queue(job.origin, connection=connection).key
+    with contextlib.suppress(Exception):  # turns are best effort: a Redis hiccup must not fail the run
+        _turns(connection, keys, queue_key, taken=job.id)  # its visitor is served now: the others come first
     host_key = keys.held(socket.gethostname())
     admitted = False
     result: Any = None
@@ -408,6 +514,10 @@ def perform(spec: _Spec) -> None:
     if outcome is None:
         outcome = replace(status, state=DONE, step="Done", fraction=1.0)
     _deliver(connection, keys, job, outcome, hooks, result, spec.keep_result)
+    with contextlib.suppress(Exception):  # it no longer runs: the line is put in turn without it
+        connection.hdel(keys.visitors(), job.id)
+        connection.hdel(keys.arrivals(), job.id)
+        _turns(connection, keys, queue_key)
 
 
 def _admit(connection, keys: _Keys, host_key: str, job_id: str, memory_bytes: int, cancel: threading.Event,
@@ -508,8 +618,10 @@ class RedisQueue:
 
     def submit(self, fn: Callable[..., Any], *args: Any, memory_bytes: int = 0, what: str = "This run",
                hooks: JobHooks | None = None, job_id: str | None = None,
-               hooks_factory: Callable[[], JobHooks] | None = None, **kwargs: Any) -> str:  # fmt: skip
-        """Put ``fn(*args, **kwargs)`` on the shared queue; returns its id at once (``job_id`` if given).
+               hooks_factory: Callable[[], JobHooks] | None = None, visitor: str = LOCAL,
+               **kwargs: Any) -> str:  # fmt: skip
+        """Put ``fn(*args, **kwargs)`` on the shared queue for ``visitor`` at its fair place (round-robin across
+        visitors); returns its id at once (``job_id`` if given).
 
         ``fn`` must be importable by the workers (a module-level function) and
         its arguments picklable; paths in them must mean the same on the workers.
@@ -525,7 +637,8 @@ class RedisQueue:
         follow = hooks is not None and hooks_factory is None
         spec = _Spec(fn, tuple(args), dict(kwargs), what, max(int(memory_bytes), 0), self.name, keep_result=follow,
                      wants_partial=hooks is not None and hooks.partial is not None)  # fmt: skip
-        meta: dict[str, Any] = {"state": QUEUED, "what": what, "memory_bytes": spec.memory_bytes}
+        meta: dict[str, Any] = {"state": QUEUED, "what": what, "memory_bytes": spec.memory_bytes,
+                                "visitor": str(visitor)}  # fmt: skip
         if hooks_factory is not None:
             meta["hooks"] = hooks_factory
         # no RQ timeout: run_capped's deadline (max_job_seconds) bounds the work, and a wait for memory is no work
@@ -533,8 +646,12 @@ class RedisQueue:
             waiting = self._queue.count  # shared by every replica: at most max_waiting in line, as with LocalQueue
             if waiting >= self.max_waiting:
                 raise server_busy(waiting)
+            arrival = self.connection.incr(self.keys.arrivals() + ":tick")
+            self.connection.hset(self.keys.visitors(), job_id, str(visitor))
+            self.connection.hset(self.keys.arrivals(), job_id, arrival)
             self._queue.enqueue(perform, spec, job_id=job_id, meta=meta, job_timeout=-1, result_ttl=KEEP_S,
                                 failure_ttl=KEEP_S, description=f"{what} ({job_id[:6]})")  # fmt: skip
+            _turns(self.connection, self.keys, self._queue.key)
         thread = None
         if follow:
             thread = threading.Thread(target=self._follow, args=(job_id, hooks), daemon=True,

@@ -22,9 +22,11 @@ from typing import Any
 
 from shrinkray.errors import ShrinkRayError
 from shrinkray.io.files import PROMPTS_FILE, TOKENIZER_FILE, LoadedModel, load, save, tensor_payload_bytes
+from shrinkray.io.limits import Limits
 from shrinkray.measure.results import CompareSettings
 from shrinkray.pipeline.compare import compare
 from shrinkray.pipeline.streaming import streams
+from shrinkray.runs.fairness import LOCAL
 from shrinkray.runs.hooks import run_hooks
 from shrinkray.runs.queue import DONE, FINISHED, JobStatus, RunQueue, estimate_job_memory
 from shrinkray.runs.queue_rq import queue_from_env
@@ -77,6 +79,12 @@ def compare_run(model_path: str, name: str, settings: Any, run_folder: str, prog
     return comparison
 
 
+def planned_bytes(loaded: LoadedModel, methods: int) -> int:
+    """The run-store disk a run may take: its copy of the model and, at most, one copy per method's variant (no
+    method makes a model larger; the visitor's quota counts a live run at this until it ends)."""
+    return int(loaded.file_bytes) * (1 + max(int(methods), 1))
+
+
 @dataclass(frozen=True)
 class RunView:
     """What a page shows about one run: the record, and where it is in this server's queue."""
@@ -122,14 +130,22 @@ class Runs:
         return shared(self.store) if shared is not None else self.store.recover()
 
     def start(self, loaded: LoadedModel, settings: Any, what: str = "Shrinking and measuring",
-              watched: bool = False) -> str:  # fmt: skip
+              watched: bool = False, visitor: str = LOCAL) -> str:  # fmt: skip
         """Keep the model and the inputs in a new run, queue its work, and return the run's id at once.
         ``watched``: a page follows the run and calls :meth:`watch` while it shows it; when its turn in line
-        comes after no page has shown it for a while (``runs.hooks.unwatched_limit``), it is not started."""
+        comes after no page has shown it for a while (``runs.hooks.unwatched_limit``), it is not started.
+        ``visitor``: whose run it is (:mod:`shrinkray.runs.fairness`): runs are taken round-robin across
+        visitors, and a visitor other than ``local`` with ``max_live_runs`` runs going is refused
+        (:class:`~shrinkray.runs.fairness.TooManyRuns`), as is a run that would take the visitor's runs past
+        ``max_visitor_disk_bytes`` of the store once their own oldest finished runs made room."""
         store = self.store
+        limits = Limits.from_env()
+        methods = len(getattr(settings, "methods", []) or []) or 4
         try:
             run_id = store.create(model_name=loaded.name, model_sha256=loaded.sha256, model_bytes=loaded.file_bytes,
-                                  settings=None, kind=what)  # fmt: skip
+                                  settings=None, kind=what, visitor=visitor, max_live=limits.max_live_runs,
+                                  planned_bytes=planned_bytes(loaded, methods),
+                                  max_visitor_bytes=limits.max_visitor_disk_bytes)  # fmt: skip
         except (OSError, sqlite3.Error) as exc:
             raise _cannot_keep(exc) from exc
         folder = store.folder(run_id)
@@ -147,10 +163,10 @@ class Runs:
             store.set_settings(run_id, settings)
             requested = list(getattr(settings, "methods", []) or [])
             streamed = loaded.is_lazy and bool(requested) and all(streams(m, o) for m, o in requested)
-            memory = estimate_job_memory(tensor_payload_bytes(loaded.model), len(requested) or 4, streamed=streamed)
+            memory = estimate_job_memory(tensor_payload_bytes(loaded.model), methods, streamed=streamed)
             self.queue.submit(
                 compare_run, str(folder / "model.onnx"), loaded.name, settings, str(folder),
-                memory_bytes=memory, what=what, hooks=run_hooks(store, run_id), job_id=run_id,
+                memory_bytes=memory, what=what, hooks=run_hooks(store, run_id), job_id=run_id, visitor=visitor,
             )  # fmt: skip
         except BaseException as exc:
             # nobody holds this id yet: a run the queue refused (busy) or that could not be kept leaves nothing

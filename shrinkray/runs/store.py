@@ -8,7 +8,8 @@ runs: whoever has an id sees that run, nobody finds another.
 Layout under the root (``SHRINKRAY_RUNS_DIR``, default a folder in the
 user's cache)::
 
-    runs.sqlite3          one row per run: status, progress, settings, the latest snapshot, the result
+    runs.sqlite3          one row per run: status, progress, settings, the latest snapshot, the result, its visitor
+    visitor.key           the secret that signs visitors' cookies (made once, mode 0600: runs/visitors.py)
     runs/<id>/model.onnx  the model the run measured (so other pages work when the run is reopened)
     runs/<id>/variants/   the variant models, written by the worker
     runs/<id>/inputs/     uploaded parity inputs (images, WAV, .npz)
@@ -44,10 +45,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shrinkray.errors import ShrinkRayError
-from shrinkray.io.limits import _parse_setting
+from shrinkray.errors import LimitExceededError, ShrinkRayError
+from shrinkray.io.limits import Limits, _parse_setting
 from shrinkray.measure.results_json import StoredFormatError, results_codec
 from shrinkray.pipeline.inspect import ModelSummary
+from shrinkray.runs.fairness import LOCAL, capped, too_many_runs
+from shrinkray.units import format_bytes
 
 ROOT_ENV = "SHRINKRAY_RUNS_DIR"
 MAX_BYTES_ENV = "SHRINKRAY_RUNS_MAX_BYTES"
@@ -150,6 +153,14 @@ def _not_private(path: Path, what: str, folder: bool) -> tuple[str, str] | None:
     return None
 
 
+def refuse_unless_private(path: Path, what: str) -> None:
+    """:class:`StoreNotPrivate` unless the file ``path`` is this user's own, no one else may write it, and it is
+    not a symbolic link (a file the store keeps beside its database, such as the visitors' secret)."""
+    wrong = _not_private(path, what, folder=False)
+    if wrong:
+        raise StoreNotPrivate(*wrong)
+
+
 def _private_folder(path: Path, what: str) -> None:
     """Make ``path`` (mode 0700) when it is missing; refuse it when it is not private, before changing its mode."""
     if not os.path.lexists(path):
@@ -175,6 +186,29 @@ def _private_database(path: Path) -> None:
         wrong = _not_private(path, "The run store's database", folder=False)
         if wrong:
             raise StoreNotPrivate(*wrong)
+
+
+def _over_quota(held: int, planned: int, quota: int) -> LimitExceededError:
+    """A run refused because the visitor's live runs and this one would hold more disk than one visitor may."""
+    problem = f"This run may write up to {format_bytes(planned)}"
+    if held:
+        problem += f" beside the {format_bytes(held)} your runs going already hold"
+    return Limits(max_visitor_disk_bytes=quota).exceeded(
+        "max_visitor_disk_bytes", problem,
+        "Wait for a run to finish or cancel one" if held else "Shrink this model with the command line instead",
+    )  # fmt: skip
+
+
+def _add_visitor_column(db: sqlite3.Connection) -> None:
+    """A store an older version made has no ``visitor`` column: added, its rows read with visitor ""."""
+    names = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
+    if "visitor" in names:
+        return
+    try:
+        db.execute("ALTER TABLE runs ADD COLUMN visitor TEXT NOT NULL DEFAULT ''")
+    except sqlite3.OperationalError:  # another process (a replica) added it just now
+        if "visitor" not in {row[1] for row in db.execute("PRAGMA table_info(runs)")}:
+            raise
 
 
 def folder_bytes(folder: Path) -> int:
@@ -209,6 +243,9 @@ class RunRecord:
     _settings: str | bytes | None
     _snapshot: str | bytes | None
     _result: str | bytes | None
+    #: Who started it (runs/fairness.py): ``local`` for the command line and the API, a visitor of the app's
+    #: signed cookie or address otherwise; "" for a run kept before visitors were recorded.
+    visitor: str = ""
 
     @property
     def live(self) -> bool:
@@ -253,7 +290,8 @@ def _read(data: str | bytes | None) -> Any:
 
 
 _COLUMNS = ("id", "created", "updated", "status", "step", "fraction", "error", "problem", "hint", "setting",
-            "model_name", "model_sha256", "model_bytes", "kind", "bytes", "settings", "snapshot", "result")  # fmt: skip
+            "model_name", "model_sha256", "model_bytes", "kind", "bytes", "settings", "snapshot", "result",
+            "visitor")  # fmt: skip
 
 
 class RunStore:
@@ -285,8 +323,9 @@ class RunStore:
                 "CREATE TABLE IF NOT EXISTS runs (id TEXT PRIMARY KEY, created REAL, updated REAL, status TEXT, "
                 "step TEXT, fraction REAL, error TEXT, problem TEXT, hint TEXT, setting TEXT, model_name TEXT, "
                 "model_sha256 TEXT, model_bytes INTEGER, kind TEXT, bytes INTEGER, settings BLOB, snapshot BLOB, "
-                "result BLOB)"
+                "result BLOB, visitor TEXT NOT NULL DEFAULT '')"
             )
+            _add_visitor_column(db)
             db.execute("CREATE TABLE IF NOT EXISTS removed (id TEXT PRIMARY KEY, removed REAL, reason TEXT)")
 
     @contextlib.contextmanager
@@ -302,21 +341,83 @@ class RunStore:
     # ------------------------------------------------------------------ making and finding runs
 
     def create(self, *, model_name: str, model_sha256: str = "", model_bytes: int = 0, settings: Any = None,
-               kind: str = "Shrinking and measuring") -> str:  # fmt: skip
-        """A new queued run with its own folder; returns its id. Cleans up old runs first."""
+               kind: str = "Shrinking and measuring", visitor: str = LOCAL, max_live: int | None = None,
+               planned_bytes: int = 0, max_visitor_bytes: int | None = None) -> str:  # fmt: skip
+        """A new queued run of ``visitor`` with its own folder; returns its id. Cleans up old runs first.
+
+        ``max_live``: refused (:class:`~shrinkray.runs.fairness.TooManyRuns`, one sentence) when the visitor
+        already has this many runs queued or running. ``max_visitor_bytes``: the disk the visitor's runs may
+        hold, the new one counted at ``planned_bytes`` (what it may write) and every live one at the larger of
+        its plan and its folder; the visitor's own oldest finished runs are removed to make room, and the run
+        is refused (:class:`~shrinkray.errors.LimitExceededError`) when its live runs leave none. Counted and
+        recorded in one transaction, so two pages (or replicas) starting at once cannot both slip under a cap.
+        The :data:`LOCAL` visitor (the command line, the API) is not capped.
+        """
         self.cleanup()
+        planned_bytes = max(int(planned_bytes), 0)
+        if max_visitor_bytes is not None and capped(visitor):
+            self._make_room(visitor, planned_bytes, int(max_visitor_bytes))
         run_id = new_run_id()
         folder = self.runs_dir / run_id
         folder.mkdir(mode=0o700)
         now = time.time()
-        with self._db() as db:
-            db.execute(
-                "INSERT INTO runs (id, created, updated, status, step, fraction, error, problem, hint, setting, "
-                "model_name, model_sha256, model_bytes, kind, bytes, settings) "
-                "VALUES (?, ?, ?, 'queued', '', 0, '', '', '', '', ?, ?, ?, ?, 0, ?)",
-                (run_id, now, now, model_name, model_sha256, int(model_bytes), kind, _write(settings)),
-            )  # fmt: skip
+        try:
+            with self._db() as db:
+                db.execute("BEGIN IMMEDIATE")  # count and insert as one step
+                if max_live is not None and capped(visitor):
+                    live = self._live_of(db, visitor)
+                    if live >= max_live:
+                        raise too_many_runs(live)
+                if max_visitor_bytes is not None and capped(visitor):
+                    held = self._held_by(db, visitor)
+                    if held + planned_bytes > max_visitor_bytes:
+                        raise _over_quota(held, planned_bytes, int(max_visitor_bytes))
+                db.execute(
+                    "INSERT INTO runs (id, created, updated, status, step, fraction, error, problem, hint, setting, "
+                    "model_name, model_sha256, model_bytes, kind, bytes, settings, visitor) "
+                    "VALUES (?, ?, ?, 'queued', '', 0, '', '', '', '', ?, ?, ?, ?, ?, ?, ?)",
+                    (run_id, now, now, model_name, model_sha256, int(model_bytes), kind, planned_bytes,
+                     _write(settings), str(visitor)),
+                )  # fmt: skip
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
         return run_id
+
+    def live_runs(self, visitor: str) -> int:
+        """How many runs ``visitor`` has queued or running."""
+        with self._db() as db:
+            return self._live_of(db, visitor)
+
+    def visitor_bytes(self, visitor: str) -> int:
+        """The disk ``visitor``'s runs hold: finished ones as kept, live ones at the larger of plan and folder."""
+        with self._db() as db:
+            return self._held_by(db, visitor)
+
+    def _held_by(self, db: sqlite3.Connection, visitor: str, live_only: bool = False) -> int:
+        rows = db.execute("SELECT id, status, bytes FROM runs WHERE visitor = ?", (str(visitor),)).fetchall()
+        return sum(max(int(size or 0), folder_bytes(self.runs_dir / run_id)) if status in LIVE else int(size or 0)
+                   for run_id, status, size in rows if status in LIVE or not live_only)  # fmt: skip
+
+    def _make_room(self, visitor: str, planned: int, quota: int) -> None:
+        """Remove ``visitor``'s oldest finished runs until their runs and ``planned`` bytes fit ``quota``."""
+        with self._db() as db:
+            held = self._held_by(db, visitor)
+            live = self._held_by(db, visitor, live_only=True)
+            finished = db.execute("SELECT id, bytes FROM runs WHERE visitor = ? AND status NOT IN ('queued', "
+                                  "'running') ORDER BY created", (str(visitor),)).fetchall()  # fmt: skip
+        if live + planned > quota:
+            return  # refused anyway: the visitor keeps the runs they have
+        for run_id, size in finished:
+            if held + planned <= quota:
+                return
+            self._remove(run_id, "the space its visitor may use was needed for their newer runs")
+            held -= int(size or 0)
+
+    @staticmethod
+    def _live_of(db: sqlite3.Connection, visitor: str) -> int:
+        return int(db.execute("SELECT COUNT(*) FROM runs WHERE visitor = ? AND status IN ('queued', 'running')",
+                              (str(visitor),)).fetchone()[0])  # fmt: skip
 
     def get(self, run_id: str) -> RunRecord:
         """The run, or :class:`RunNotFound` with a message for a malformed, unknown, removed or expired id."""
@@ -335,7 +436,7 @@ class RunStore:
                 raise RunNotFound(f"This run was removed on {when} ({gone[1]})", "Start a new run on the Shrink page")
             raise RunNotFound("No run with this id is kept here", "Check the link, or start a new run on the Shrink page")
         record = RunRecord(*row[:15], folder=self.runs_dir / run_id, _settings=row[15], _snapshot=row[16],
-                           _result=row[17])  # fmt: skip
+                           _result=row[17], visitor=row[18] or "")  # fmt: skip
         if not record.live and time.time() - record.created > self.max_age_s:
             self._remove(run_id, f"runs are kept {self.max_age_s / 86400:g} days")
             return self.get(run_id)

@@ -406,3 +406,32 @@ def test_a_cancel_landing_as_the_job_ends_is_refused(redis_url):
     assert hook.fired
     assert owner.status(job_id).state == "done"
     assert not owner.connection.exists(owner.keys.cancel(job_id))
+
+
+def test_runs_are_taken_in_turn_across_visitors_not_first_in_first_out(redis_url, tmp_path):
+    """Visitor A queues five runs, then visitor B one: B's is taken second (issue 27), by one worker."""
+    queue = RedisQueue(redis_url, name="turns")
+    log = tmp_path / "order.txt"
+    a = [queue.submit(rqfakes.note, str(log), f"a{i}", visitor="cookie:a") for i in range(5)]
+    b = queue.submit(rqfakes.note, str(log), "b0", visitor="cookie:b")
+    assert [queue.status(j).position for j in [a[0], b, *a[1:]]] == [1, 2, 3, 4, 5, 6]
+    worker = start_worker(redis_url, "turns", tmp_path / "worker.log")
+    try:
+        for job_id in [*a, b]:
+            assert finished(queue, job_id).state == "done"
+    finally:
+        stop_worker(worker)
+    assert log.read_text().split() == ["a0", "b0", "a1", "a2", "a3", "a4"]
+
+
+def test_a_second_visitors_run_is_next_while_the_first_visitors_run(redis_url, worker):
+    queue = RedisQueue(redis_url, name="tests")
+    long = queue.submit(rqfakes.steps, 600, 0.1, what="Long", visitor="cookie:a")
+    wait_for(lambda: queue.status(long).state == "running", what="the first visitor's run to start")
+    more = [queue.submit(rqfakes.steps, 1, 0.0, visitor="cookie:a") for _ in range(3)]
+    other = queue.submit(rqfakes.steps, 1, 0.0, visitor="cookie:b")
+    assert queue.status(other).position == 1  # ahead of everything the first visitor queued
+    assert [queue.status(j).position for j in more] == [2, 3, 4]
+    for job_id in (long, *more, other):
+        queue.cancel(job_id)
+    assert queue.wait_idle(WAIT)

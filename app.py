@@ -13,6 +13,7 @@ pages = [
     st.Page("app_pages/shrink.py", title="Shrink", icon=":material/compress:"),
     st.Page("app_pages/compare.py", title="Compare", icon=":material/bar_chart:"),
     st.Page("app_pages/pricing.py", title="Pricing", icon=":material/payments:"),
+    st.Page("app_pages/runs.py", title="Past runs", icon=":material/history:"),
 ]
 navigation = st.navigation(pages)
 keep_visitor()  # who this visitor is (a signed cookie; runs are taken in turn per visitor, and capped)

@@ -55,6 +55,19 @@ def visitor() -> str:
     return current_visitor(visitor_keys(str(runs_service().store.root)))
 
 
+def past_runs() -> list:
+    """This visitor's kept runs, newest first (runs.service.PastRun: model, when, status, headline)."""
+    return runs_service().history(visitor())
+
+
+def remove_past_run(rid: str) -> None:
+    """Remove one of this visitor's runs; the session forgets it if it was showing it."""
+    runs_service().remove(rid, visitor())
+    if st.session_state.get("run_id") == rid:
+        forget_run()
+    st.session_state.get(_RESULTS, {}).pop(rid, None)
+
+
 def keep_visitor() -> None:
     """Every page (from ``app.py``): the visitor's signed cookie given, or taken once the browser holds it."""
     keep_visitor_cookie(visitor_keys(str(runs_service().store.root)))

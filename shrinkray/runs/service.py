@@ -16,6 +16,7 @@ import inspect
 import os
 import shutil
 import sqlite3
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from shrinkray.runs.hooks import run_hooks
 from shrinkray.runs.queue import DONE, FINISHED, JobStatus, RunQueue, estimate_job_memory
 from shrinkray.runs.queue_rq import queue_from_env
 from shrinkray.runs.store import RunNotFound, RunRecord, RunStore, is_run_id, safe_file_name
+from shrinkray.verdict.headline import headline_of
 
 #: Progress is written to the store at most this often (the queue's own status is live).
 
@@ -83,6 +85,32 @@ def planned_bytes(loaded: LoadedModel, methods: int) -> int:
     """The run-store disk a run may take: its copy of the model and, at most, one copy per method's variant (no
     method makes a model larger; the visitor's quota counts a live run at this until it ends)."""
     return int(loaded.file_bytes) * (1 + max(int(methods), 1))
+
+
+@dataclass(frozen=True)
+class PastRun:
+    """One line of a visitor's past runs: the model, when, how it ended and its one-sentence headline."""
+
+    id: str
+    model_name: str
+    created: float
+    status: str
+    headline: str
+    browser_runs: int
+
+    @classmethod
+    def of(cls, record: RunRecord) -> PastRun:
+        headline, browser = "", 0
+        if record.status == DONE:
+            try:
+                comparison = record.result
+                headline = headline_of(comparison).text()
+                browser = len(comparison.browser)
+            except Exception:  # noqa: BLE001 - a result this version cannot read still lists, without a headline
+                headline = ""
+        elif record.error:
+            headline = record.error
+        return cls(record.id, record.model_name, record.created, record.status, headline, browser)
 
 
 @dataclass(frozen=True)
@@ -238,6 +266,20 @@ class Runs:
             self.store.fail(run_id, "cancelled", error="The run was cancelled", problem="The run was cancelled")
             return True
         return False
+
+    def history(self, visitor: str, limit: int = 50) -> list[PastRun]:
+        """``visitor``'s kept runs, newest first, each with its headline when it finished (what "Past runs" shows)."""
+        return [PastRun.of(record) for record in self.store.runs_of(visitor, limit)]
+
+    def remove(self, run_id: str, visitor: str) -> None:
+        """Remove ``visitor``'s own finished run (a live one is cancelled first)."""
+        record = self.store.get(run_id)
+        if record.live and record.visitor == visitor:
+            self.cancel(run_id)
+            deadline = time.monotonic() + 10
+            while self.store.get(run_id).live and time.monotonic() < deadline:  # its job stops within a step
+                time.sleep(0.1)
+        self.store.remove(run_id, visitor)
 
     def keep_browser_runs(self, run_id: str, browser_runs: list) -> bool:
         """Keep the visitor's ONNX Runtime Web measurements with the finished run (its link then shows them)."""

@@ -442,6 +442,28 @@ class RunStore:
             return self.get(run_id)
         return record
 
+    def runs_of(self, visitor: str, limit: int = 50) -> list[RunRecord]:
+        """``visitor``'s runs still kept, newest first (at most ``limit``): what "Past runs" lists. A run past its
+        age is left out (reading it by id removes it)."""
+        with self._db() as db:
+            ids = [r[0] for r in db.execute("SELECT id FROM runs WHERE visitor = ? ORDER BY created DESC LIMIT ?",
+                                            (str(visitor), int(limit)))]  # fmt: skip
+        records = []
+        for run_id in ids:
+            with contextlib.suppress(RunNotFound):
+                records.append(self.get(run_id))
+        return records
+
+    def remove(self, run_id: str, visitor: str) -> None:
+        """Remove a finished run of ``visitor``'s own, at their request: its folder and its record (its link then
+        says it was removed). Another visitor's run, or one still going, is refused (RunNotFound / ValueError)."""
+        record = self.get(run_id)
+        if record.visitor != visitor:
+            raise RunNotFound("No run with this id is kept here for you", "Start a new run on the Shrink page")
+        if record.live:
+            raise ValueError("a run still going is cancelled, not removed")
+        self._remove(run_id, "its visitor removed it")
+
     def exists(self, run_id: str) -> bool:
         try:
             self.get(run_id)

@@ -2,7 +2,7 @@
 scrolling sideways, no text cut off with an ellipsis, no console errors (a stakeholder's demo, issue 29).
 
 One run of the cnn sample; the other three visitors open its run link (runs are kept and addressable), then
-each visits the Model, Shrink, Compare and Pricing pages. Screenshots: tests/e2e/screenshots/page-*.png.
+each visits the Model, Shrink, Compare, Pricing and Past runs pages. Screenshots: tests/e2e/screenshots/page-*.png.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ SIDEWAYS = """() => [...document.querySelectorAll('[data-testid=stMain] *')].fil
         && !e.closest('.js-plotly-plot') && !e.closest('[data-testid=stDataFrameGlideDataEditor]')
         && !(e.className || '').toString().includes('dvn-scroller');
 }).map(e => (e.getAttribute('data-testid') || e.className || e.tagName) + ' ' + e.scrollWidth + '>' + e.clientWidth)"""
-PAGES = ("Model", "Shrink", "Compare", "Pricing")
+PAGES = ("Model", "Shrink", "Compare", "Pricing", "Past runs")
 
 
 @pytest.fixture(scope="module")

@@ -35,7 +35,7 @@ def _open_measurement_settings(page) -> None:
     for _ in range(5):
         if toggle.is_visible():
             return
-        page.get_by_text("Measurement settings", exact=True).click()
+        page.get_by_text("Measurement settings", exact=True).first.click()  # a redraw may hold stale copies
         page.wait_for_timeout(1000)
     assert toggle.is_visible()
 
@@ -127,4 +127,31 @@ def test_a_run_is_kept_and_reopens_from_its_address(app_url, pages, tmp_path):  
     fresh.goto(f"{app_url}/shrink?run={'A' * 22}")
     fresh.wait_for_selector("text=No run with this id is kept here", timeout=60_000)
     _no_traceback(fresh)
+    assert not pages.errors, pages.errors
+
+
+def test_past_runs_lists_this_browsers_run_after_a_reload_and_opens_it(app_url, pages):  # noqa: F811
+    """Issue 29: a browser's past runs (its signed cookie), reopened from the list after a reload; another
+    browser's list does not show them."""
+    SHOTS.mkdir(exist_ok=True)
+    page = pages.open()
+    start_small_run(page, app_url)
+    _wait_results(page)
+    page.reload()
+    page.wait_for_selector("text=Reports", timeout=60_000)
+    page.get_by_role("link", name="Past runs").click()
+    page.wait_for_selector("text=Finished", timeout=30_000)
+    page.screenshot(path=str(SHOTS / "past_runs.png"), full_page=True)
+    assert page.get_by_text("cnn", exact=False).count() >= 1
+    assert page.get_by_text("as served", exact=False).count() >= 1  # its headline
+    _no_traceback(page)
+    with page.context.expect_page() as opened:  # the run opens in a tab of its own
+        page.get_by_role("link", name="Open").first.click()
+    run_page = opened.value
+    _wait_results(run_page)
+    assert "run=" in run_page.url
+
+    other = pages.open(app_url)  # another browser: its own list, empty
+    other.get_by_role("link", name="Past runs").click()
+    other.wait_for_selector("text=No runs from this browser yet", timeout=30_000)
     assert not pages.errors, pages.errors

@@ -46,8 +46,8 @@ TOP_CLASSES = 5
 MAX_BOXES = 30
 MAX_TEXT = 240
 #: The input picture kept under a box view: its longer side in pixels, JPEG quality.
-THUMBNAIL_SIDE = 256
-THUMBNAIL_QUALITY = 80
+THUMBNAIL_SIDE = 192
+THUMBNAIL_QUALITY = 70
 #: Inputs looked at per output at most (a long stream of steps: its first ones).
 MAX_ITEMS = 512
 

@@ -15,12 +15,15 @@ from datetime import date
 from shrinkray import pricing as _pricing
 from shrinkray.measure.results import Comparison, VariantResult
 from shrinkray.measure.waits import connections, download_seconds
+from shrinkray.report import changes
 from shrinkray.units import format_bytes, format_seconds
 from shrinkray.verdict import verdict_of
 from shrinkray.verdict.headline import Headline, default_pricing, headline_of
 
 #: Connections shown as columns (the profiles' ids, slowest first); the headline's own is always among them.
 COLUMNS = ("3g", "4g", "cable")
+#: Worst examples shown per output (the page stays one page).
+WORST_SHOWN = 3
 
 _CSS = """
 @page { size: A4; margin: 12mm; }
@@ -42,6 +45,8 @@ td.n, th.n { text-align: right; white-space: nowrap; }
 code { font-size: 9pt; } td:first-child { white-space: nowrap; }
 .pass { color: #1a7f37; } .fail { color: #cf222e; } .undecided { color: #9a6700; }
 .foot { color: #57606a; font-size: 8.5pt; margin-top: 5mm; }
+.worst { font-size: 9pt; } .worst .sr-frame { max-width: 40mm; } .worst .sr-ex { break-inside: avoid; }
+.worst .sr-out { font-size: 9.5pt; } .worst td:first-child { white-space: normal; }
 """
 
 
@@ -110,7 +115,12 @@ def _what_changes(c: Comparison, h: Headline) -> str:
     verdict = verdict_of(c.get(h.variant))
     items = "".join(f'<tr><td><code>{_h(o.output)}</code></td><td class="{o.status}">{_h(o.sentence)}</td></tr>'
                     for o in verdict.outputs)  # fmt: skip
-    return f"<h2>What changes in {_h(h.variant)}'s outputs</h2><table>{items}</table>" if items else ""
+    if not items:
+        return ""
+    worst = changes.variant_html(c.get(h.variant), most=WORST_SHOWN)
+    worst = (f'<div class="worst"><p>The inputs where it differs most from the original, worst first:</p>{worst}</div>'
+             if worst else "")  # fmt: skip
+    return f"<h2>What changes in {_h(h.variant)}'s outputs</h2><table>{items}</table>{worst}"
 
 
 def to_one_page(c: Comparison, pricing: _pricing.PricingChoice | None = None, connection: str | None = None,
@@ -122,7 +132,7 @@ def to_one_page(c: Comparison, pricing: _pricing.PricingChoice | None = None, co
     when = (today or date.today()).isoformat()
     return "".join([
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">",
-        f"<title>{_h(c.name)}: shrink result</title><style>{_CSS}</style></head><body>",
+        f"<title>{_h(c.name)}: shrink result</title><style>{_CSS}{changes.CSS}</style></head><body>",
         f"<h1>{_h(c.name)}: what shrinking it changes</h1>",
         _card(h),
         "<h2>Size, wait and cost of each file</h2>",

@@ -14,8 +14,9 @@ from shrinkray.report.changes import CSS, examples_html
 from shrinkray.text_safety import streamlit_markdown as md
 
 VARIANT_KEY = "what-changes:variant"
-#: Examples shown per output.
-SHOWN = 5
+SHOWN_KEY = "what-changes:shown"
+#: How many inputs a visitor may see per output; the first is the default.
+SHOWN = (3, 1, 5)
 
 
 def what_changes(c: Comparison, recommended: str | None) -> str | None:
@@ -32,10 +33,13 @@ def what_changes(c: Comparison, recommended: str | None) -> str | None:
                        help="Its outputs beside the original's, on the inputs its verdict was measured on: the "
                        "inputs where it differs most first, each output judged in its own terms")  # fmt: skip
     result = c.get(key)
+    if st.session_state.get(SHOWN_KEY) not in SHOWN:
+        st.session_state[SHOWN_KEY] = SHOWN[0]
+    most = st.radio("Inputs shown per output", sorted(SHOWN), key=SHOWN_KEY, horizontal=True)
     used = f"the {result.parity.samples} inputs" if result.parity is not None else "the inputs"
     st.caption(md(f"The inputs where it differs most from the original come first, of {used} its verdict was "
                   "measured on; differing characters are marked."))  # fmt: skip
     with st.container(border=True, key="what-changes"):
-        body = "".join(examples_html(oe, result.key, SHOWN) for oe in result.examples)
+        body = "".join(examples_html(oe, result.key, most) for oe in result.examples)
         st.html(f"<style>{CSS}</style>{body}")
     return key

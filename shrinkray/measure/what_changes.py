@@ -49,7 +49,7 @@ MAX_TEXT = 240
 THUMBNAIL_SIDE = 192
 THUMBNAIL_QUALITY = 70
 #: Inputs looked at per output at most (a long stream of steps: its first ones).
-MAX_ITEMS = 512
+MAX_ITEMS = 2048
 
 
 def examples_of(parity: Parity, reference: dict[str, np.ndarray], outputs: dict[str, np.ndarray],

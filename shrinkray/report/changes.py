@@ -37,7 +37,8 @@ CSS = """
 .sr-text { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: .9em;
            white-space: pre-wrap; overflow-wrap: anywhere; }
 .sr-changes mark { background: #ffd33d; color: #1f2328; border-radius: 2px; padding: 0 1px; }
-.sr-changes table { border-collapse: collapse; font-size: .88em; width: 100%; }
+.sr-changes table { border-collapse: collapse; font-size: .88em; width: 100%; max-width: 24rem; }
+.sr-changes table.sr-values { max-width: 40rem; }
 .sr-changes th, .sr-changes td { text-align: left; padding: .1rem .5rem .1rem 0;
                                  border-bottom: 1px solid rgba(128,128,128,.25); }
 .sr-changes td.n, .sr-changes th.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
@@ -89,7 +90,7 @@ def marked_html(text: str, marks: list[list[int]]) -> str:
 
 def summary(oe: OutputExamples) -> str:
     """'class scores · top-1 class changed on 6 of 512 inputs · worst first by ...' in words."""
-    kind = KIND_WORDS.get(oe.kind, oe.kind)
+    kind = "decoded text" if oe.view == "text" and oe.kind == "scores" else KIND_WORDS.get(oe.kind, oe.kind)
     if oe.view == "values":
         told = f"{oe.inputs} input{'s' if oe.inputs != 1 else ''}"
     else:
@@ -173,7 +174,7 @@ def examples_html(oe: OutputExamples, variant: str, most: int | None = None) -> 
             f'<tr><td>{_h(e.where)}</td><td class="n">{_h(_num(e.differs))}</td><td class="n">{_h(_num(e.max_abs_diff))}</td>'
             f'<td class="n">{_h(_num(e.cosine, ".6f"))}</td></tr>' for e in examples
         )  # fmt: skip
-        table = (f'<table><tr><th>Input</th><th class="n">{_h(oe.measure)}</th><th class="n">Max abs diff</th>'
+        table = (f'<table class="sr-values"><tr><th>Input</th><th class="n">{_h(oe.measure)}</th><th class="n">Max abs diff</th>'
                  f'<th class="n">Cosine</th></tr>{rows}</table>')  # fmt: skip
         return f'<div class="sr-changes">{head}{table}</div>'
     items = []

@@ -22,8 +22,9 @@ from shrinkray.verdict.headline import Headline, default_pricing, headline_of
 
 #: Connections shown as columns (the profiles' ids, slowest first); the headline's own is always among them.
 COLUMNS = ("3g", "4g", "cable")
-#: Worst examples shown per output (the page stays one page).
-WORST_SHOWN = 3
+#: Worst examples shown per output, and outputs shown (those that changed most): the page stays one page.
+WORST_SHOWN = 2
+WORST_OUTPUTS = 2
 
 _CSS = """
 @page { size: A4; margin: 12mm; }
@@ -45,8 +46,10 @@ td.n, th.n { text-align: right; white-space: nowrap; }
 code { font-size: 9pt; } td:first-child { white-space: nowrap; }
 .pass { color: #1a7f37; } .fail { color: #cf222e; } .undecided { color: #9a6700; }
 .foot { color: #57606a; font-size: 8.5pt; margin-top: 5mm; }
-.worst { font-size: 9pt; } .worst .sr-frame { max-width: 40mm; } .worst .sr-ex { break-inside: avoid; }
-.worst .sr-out { font-size: 9.5pt; } .worst td:first-child { white-space: normal; }
+.worst { font-size: 9pt; } .worst .sr-frame { max-width: 24mm; } .worst .sr-ex { break-inside: avoid; padding: 1mm 0; }
+.worst .sr-out { font-size: 9.5pt; margin: 1.5mm 0 .5mm; } .worst td:first-child { white-space: normal; }
+.worst .sr-pair { grid-template-columns: 1fr 1fr; } .worst table tr:nth-child(n+5) { display: none; }
+.worst p { margin: 1mm 0; }
 """
 
 
@@ -117,9 +120,12 @@ def _what_changes(c: Comparison, h: Headline) -> str:
                     for o in verdict.outputs)  # fmt: skip
     if not items:
         return ""
-    worst = changes.variant_html(c.get(h.variant), most=WORST_SHOWN)
-    worst = (f'<div class="worst"><p>The inputs where it differs most from the original, worst first:</p>{worst}</div>'
-             if worst else "")  # fmt: skip
+    shown = sorted(c.get(h.variant).examples, key=lambda oe: -oe.changed / max(oe.inputs, 1))[:WORST_OUTPUTS]
+    worst = "".join(changes.examples_html(oe, h.variant, WORST_SHOWN) for oe in shown)
+    others = len(c.get(h.variant).examples) - len(shown)
+    more = f"<p>{others} other output{'s' if others > 1 else ''}: in the full report.</p>" if others > 0 else ""
+    worst = (f'<div class="worst"><p>The inputs where it differs most from the original, worst first:</p>{worst}{more}'
+             "</div>" if worst else "")  # fmt: skip
     return f"<h2>What changes in {_h(h.variant)}'s outputs</h2><table>{items}</table>{worst}"
 
 

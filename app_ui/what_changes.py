@@ -28,16 +28,17 @@ def what_changes(c: Comparison, recommended: str | None) -> str | None:
     st.markdown("#### What changes")
     if st.session_state.get(VARIANT_KEY) not in keys:
         st.session_state[VARIANT_KEY] = recommended if recommended in keys else keys[0]
-    key = st.selectbox("Variant", keys, key=VARIANT_KEY,
+    picker = st.container(key="what-changes-picker")
+    key = picker.selectbox("Variant", keys, key=VARIANT_KEY,
                        format_func=lambda k: f"{k} (recommended)" if k == recommended else k,
-                       help="Its outputs beside the original's, on the inputs its verdict was measured on: the "
+                       help="Its outputs beside the original's, on the inputs the verdict was measured on: the "
                        "inputs where it differs most first, each output judged in its own terms")  # fmt: skip
     result = c.get(key)
     if st.session_state.get(SHOWN_KEY) not in SHOWN:
         st.session_state[SHOWN_KEY] = SHOWN[0]
     most = st.radio("Inputs shown per output", sorted(SHOWN), key=SHOWN_KEY, horizontal=True)
     used = f"the {result.parity.samples} inputs" if result.parity is not None else "the inputs"
-    st.caption(md(f"The inputs where it differs most from the original come first, of {used} its verdict was "
+    st.caption(md(f"The inputs where it differs most from the original come first, of {used} the verdict was "
                   "measured on; differing characters are marked."))  # fmt: skip
     with st.container(border=True, key="what-changes"):
         body = "".join(examples_html(oe, result.key, most) for oe in result.examples)

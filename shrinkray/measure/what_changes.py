@@ -28,8 +28,9 @@ from PIL import Image
 
 from shrinkray.measure import decisions, lm_text
 from shrinkray.measure.examples import Box, Example, OutputExamples, TopClass
-from shrinkray.measure.generation import PROMPT_LOSS
+from shrinkray.measure.generation import PROMPT_LOSS, TIE_LOGODDS
 from shrinkray.measure.parity import (
+    TIE_SHARE,
     OutputKind,
     Parity,
     cosine_similarity,
@@ -262,14 +263,18 @@ def _top(scores: np.ndarray) -> list[TopClass]:
 
 
 def _classes(name: str, kind: OutputKind, refs, vars_, spread: float) -> OutputExamples:
-    """The position of each input whose top-1 class changed (else whose scores moved most), its top classes."""
+    """The position of each input whose top-1 class changed (else whose scores moved most), its top classes. A
+    position whose two best classes the original itself could not tell apart (parity's tie) is no change."""
     found = OutputExamples(name, "scores", "classes", "top-1 class changed, then the largest change of a score")
+    tie = TIE_LOGODDS if kind.tokens else TIE_SHARE * spread
     for item, (r, v) in enumerate(zip(refs, vars_, strict=True)):
         r = np.moveaxis(np.asarray(r, np.float64), kind.axis if r.ndim else -1, -1)
         v = np.moveaxis(np.asarray(v, np.float64), kind.axis if v.ndim else -1, -1)
         r2 = np.where(np.isfinite(r), r, 0.0).reshape(-1, r.shape[-1])
         v2 = np.where(np.isfinite(v), v, 0.0).reshape(r2.shape)
-        flipped = np.argmax(r2, axis=1) != np.argmax(v2, axis=1)
+        best_two = np.partition(r2, r2.shape[1] - 2, axis=1)[:, -2:] if r2.shape[1] >= 2 else np.zeros((len(r2), 2))
+        decided = (best_two[:, 1] - best_two[:, 0]) > tie  # float16-safe: float64 scores
+        flipped = (np.argmax(r2, axis=1) != np.argmax(v2, axis=1)) & decided
         moved = np.abs(r2 - v2).max(axis=1)
         position = int(np.lexsort((moved, flipped))[-1])  # a flipped one first, then the largest change
         found.examples.append(Example(
@@ -281,25 +286,33 @@ def _classes(name: str, kind: OutputKind, refs, vars_, spread: float) -> OutputE
 
 
 def _generation(name: str, refs, vars_, tokenizer: str) -> OutputExamples:
-    """Each prompt's greedy continuation ([tokens, 2]: token, margin); ranked by the tokens that differ."""
-    found = OutputExamples(name, "generation", "text", "tokens of the continuation that differ")
+    """Each prompt's greedy continuation ([tokens, 2]: token, margin); ranked by how early it parts from the
+    original's (the tokens from there on are marked)."""
+    found = OutputExamples(name, "generation", "text", "tokens generated after the continuations part")
     prompts = []
     for r, v in zip(refs, vars_, strict=True):
         r2 = np.asarray(r, np.float64).reshape(-1, np.shape(r)[-2], 2)
         prompts.extend(zip(r2, np.asarray(v, np.float64).reshape(r2.shape), strict=True))
     for item, (r, v) in enumerate(prompts[:MAX_ITEMS]):
         a, b = r[:, 0].astype(np.int64), v[:, 0].astype(np.int64)
-        if tokenizer:
-            try:
-                ta = [lm_text.decode(tokenizer, [t]) for t in a]
-                tb = [lm_text.decode(tokenizer, [t]) for t in b]
-            except Exception:  # noqa: BLE001 - a tokenizer that cannot read them: token numbers then
-                ta, tb = [f"{t} " for t in a], [f"{t} " for t in b]
-        else:
-            ta, tb = [f"{t} " for t in a], [f"{t} " for t in b]
-        example = _text_example(item, f"prompt {item + 1}", ta, tb, float(np.sum(a != b)))
-        found.examples.append(example)
+        ta, tb = _token_texts(a, tokenizer), _token_texts(b, tokenizer)
+        same = a == b
+        first = int(np.argmin(same)) if not same.all() else len(a)  # where the continuations part
+        text_a, marks_a = marked_text(ta, list(range(first, len(ta))))
+        text_b, marks_b = marked_text(tb, list(range(first, len(tb))))
+        found.examples.append(Example(item, f"prompt {item + 1}", float(len(a) - first), first < len(a),
+                                      text_a, text_b, marks_a, marks_b))  # fmt: skip
     return found
+
+
+def _token_texts(ids: np.ndarray, tokenizer: str) -> list[str]:
+    """Each token as text through the tokenizer, else as its number."""
+    if tokenizer:
+        try:
+            return [lm_text.decode(tokenizer, [t]) for t in ids]
+        except Exception:  # noqa: BLE001 - a tokenizer that cannot read them: token numbers then
+            pass
+    return [f"{t} " for t in ids]
 
 
 def _boxes_of(boxes: np.ndarray, labels: np.ndarray, scores: np.ndarray) -> list[Box]:

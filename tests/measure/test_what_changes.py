@@ -163,3 +163,47 @@ def test_examples_are_kept_with_the_run_and_old_runs_still_load():
     for r in [old["data"]["original"], *old["data"]["variants"]]:
         del r["examples"]
     assert codec.loads(json.dumps(old)).variants[0].examples == []
+
+
+def test_a_continuation_is_marked_from_where_it_parts_the_earliest_first():
+    from shrinkray.measure.generation import GENERATED
+
+    ref = np.zeros((3, 4, 2))
+    ref[:, :, 1] = 5.0  # sure of every token (no coin toss)
+    ref[:, :, 0] = [[1, 2, 3, 4], [5, 6, 7, 8], [1, 1, 1, 1]]
+    var = ref.copy()
+    var[0, 2:, 0] = 9  # parts at token 3
+    var[1, :, 0] = [6, 6, 7, 8]  # parts at once
+    kinds = {GENERATED: OutputKind("generation")}
+    oe = _examples({GENERATED: ref}, {GENERATED: var}, kinds, [{"ids": np.zeros((3, 8), np.int64)}])[GENERATED]
+    assert oe.view == "text" and oe.changed == 2
+    first, second, same = oe.examples
+    assert first.where == "prompt 2" and first.differs == 4
+    assert (first.original_text, first.original_marks) == ("5 6 7 8 ", [[0, 8]])
+    assert (second.original_text, second.variant_text) == ("1 2 3 4 ", "1 2 9 9 ")
+    assert second.original_marks == second.variant_marks == [[4, 8]]
+    assert not same.changed and same.original_marks == []
+
+
+def test_a_probability_map_shows_its_regions_moved():
+    ref = np.zeros((2, 1, 32, 32))
+    ref[:, :, 4:12, 4:12] = 0.95
+    ref[:, :, 20:28, 16:30] = 0.9
+    var = ref.copy()
+    var[1, :, 20:28, 16:30] = 0.0
+    var[1, :, 22:30, 20:30] = 0.9  # the second region moves
+    kinds = {"maps": OutputKind("map")}
+    image = np.zeros((2, 3, 64, 64), np.float32)
+    oe = _examples({"maps": ref}, {"maps": var}, kinds, [{"x": image}])["maps"]
+    assert oe.view == "boxes" and oe.changed == 1
+    worst = oe.examples[0]
+    assert worst.item == 1 and worst.frame == [32.0, 32.0] and worst.image.startswith("data:image/jpeg")
+    assert sorted(b.status for b in worst.original_boxes) == ["kept", "moved"]
+    assert (worst.original_boxes[0].x1, worst.original_boxes[0].y1) in ((4.0, 4.0), (16.0, 20.0))
+
+
+def test_a_near_tie_in_the_original_is_no_change():
+    ref = np.array([[1.0, 0.9995, 0.0], [1.0, 0.0, 0.0]])
+    var = np.array([[0.9995, 1.0, 0.0], [1.0, 0.0, 0.0]])  # the tied position flips: a coin toss
+    oe = _examples({"p": ref}, {"p": var}, {"p": SCORES}, _batch(2))["p"]
+    assert oe.changed == 0

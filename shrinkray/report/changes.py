@@ -31,7 +31,7 @@ CSS = """
 .sr-out span { font-weight: 400; opacity: .75; font-size: .9em; }
 .sr-ex { border-top: 1px solid rgba(128,128,128,.35); padding: .4rem 0; }
 .sr-where { font-size: .85em; opacity: .75; margin-bottom: .2rem; }
-.sr-pair { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(100%, 220px), 1fr)); gap: .4rem 1rem; }
+.sr-pair { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(100%, 170px), 1fr)); gap: .4rem 1rem; }
 .sr-side { min-width: 0; }
 .sr-label { font-size: .8em; font-weight: 600; opacity: .8; overflow-wrap: anywhere; }
 .sr-text { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: .9em;
@@ -39,7 +39,7 @@ CSS = """
 .sr-changes mark { background: #ffd33d; color: #1f2328; border-radius: 2px; padding: 0 1px; }
 .sr-changes table { border-collapse: collapse; font-size: .88em; width: 100%; max-width: 24rem; }
 .sr-changes table.sr-values { max-width: 40rem; }
-.sr-changes th, .sr-changes td { text-align: left; padding: .1rem .5rem .1rem 0;
+.sr-changes th, .sr-changes td { text-align: left; padding: .05rem .5rem .05rem 0; line-height: 1.3;
                                  border-bottom: 1px solid rgba(128,128,128,.25); }
 .sr-changes td.n, .sr-changes th.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 .sr-frame { position: relative; width: 100%; max-width: 320px; background: rgba(128,128,128,.18);

@@ -29,7 +29,9 @@ def test_the_headline_card_after_a_run(app_url, pages, width, scheme, tmp_path):
     changes = page.locator(".st-key-what-changes")
     changes.locator(".sr-ex").first.wait_for(timeout=30_000)
     assert changes.locator(".sr-ex").count() >= 1 and "Original" in changes.inner_text()
-    assert "(recommended)" in page.locator(".st-key-what-changes-picker").inner_text()
+    picked = page.locator(".st-key-what-changes-picker").evaluate(
+        "e => e.textContent + ' ' + [...e.querySelectorAll('input')].map(i => i.value).join(' ')")
+    assert "(recommended)" in picked, picked
     assert changes.evaluate("""s => [...s.querySelectorAll('*')].every(e => e.getBoundingClientRect().right
                                     <= s.getBoundingClientRect().right + 1)""")  # fmt: skip
     changes.scroll_into_view_if_needed()

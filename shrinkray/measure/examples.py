@@ -29,6 +29,7 @@ class TopClass:
 
     index: int
     score: float
+    label: str = ""  # its name when known (a decoder LM's token, as its tokenizer writes it)
 
 
 @dataclass

@@ -28,8 +28,9 @@ from PIL import Image
 
 from shrinkray.measure import decisions, lm_text
 from shrinkray.measure.examples import Box, Example, OutputExamples, TopClass
-from shrinkray.measure.generation import PROMPT_LOSS, TIE_LOGODDS
+from shrinkray.measure.generation import TIE_LOGODDS
 from shrinkray.measure.parity import (
+    PERPLEXITY,
     TIE_SHARE,
     OutputKind,
     Parity,
@@ -60,31 +61,32 @@ def examples_of(parity: Parity, reference: dict[str, np.ndarray], outputs: dict[
     metadata = {p.key: p.value for p in model.metadata_props} if model is not None else {}
     try:
         return worst_examples(parity, reference, outputs, inputs.samples, inputs.kinds, inputs.options.tokenizer,
-                              ctc_alphabet(metadata))  # fmt: skip
+                              ctc_alphabet(metadata), prompts=inputs.decoder.input_ids if inputs.decoder else "")  # fmt: skip
     except (ValueError, IndexError, TypeError, OSError, MemoryError):
         return []
 
 
 def worst_examples(parity: Parity, reference: dict[str, np.ndarray], outputs: dict[str, np.ndarray],
                    samples: Sequence[dict[str, np.ndarray]], kinds: dict[str, OutputKind] | None = None,
-                   tokenizer: str = "", alphabet: Sequence[str] | None = None,
-                   worst: int = WORST) -> list[OutputExamples]:  # fmt: skip
+                   tokenizer: str = "", alphabet: Sequence[str] | None = None, worst: int = WORST,
+                   prompts: str = "") -> list[OutputExamples]:  # fmt: skip
     """Per output of ``parity`` (judged on ``reference`` vs ``outputs``, the runs of ``samples``), its worst
     inputs. ``tokenizer``: a decoder LM's tokenizer.json, to read continuations; ``alphabet``: a CTC reader's
-    characters (class 1 is its first, as PaddleOCR keeps them). An output that cannot be split or shown is
+    characters (class 1 is its first, as PaddleOCR keeps them); ``prompts``: a decoder LM's input of token ids
+    (each continuation is told after its prompt's last words). An output that cannot be split or shown is
     left out; nothing here raises for a model's odd outputs."""
     kinds = kinds or {}
     found = []
     for judged in parity.outputs:
         name = judged.name
-        if name not in reference or name not in outputs or judged.kind == PROMPT_LOSS:
+        if name not in reference or name not in outputs or judged.kind == PERPLEXITY:
             continue
         ref, var = np.asarray(reference[name]), np.asarray(outputs[name])
         if ref.shape != var.shape or ref.size == 0:
             continue
         kind = kinds.get(name) or OutputKind(judged.kind)
         try:
-            shown = _examples(name, judged.kind, kind, judged.measures, ref, var, samples, tokenizer, alphabet)
+            shown = _examples(name, judged.kind, kind, judged.measures, ref, var, samples, tokenizer, alphabet, prompts)
         except (ValueError, IndexError, TypeError, FloatingPointError, OverflowError):
             continue  # an output this cannot read as its kind: parity's table still tells it
         if shown is None:
@@ -171,14 +173,15 @@ def _where(item: int, position: int | None = None, positions: int = 1, noun: str
 
 
 def _examples(name: str, judged_kind: str, kind: OutputKind, measures: dict[str, float | None], ref: np.ndarray,
-              var: np.ndarray, samples, tokenizer: str, alphabet) -> OutputExamples | None:  # fmt: skip
+              var: np.ndarray, samples, tokenizer: str, alphabet, prompts: str = "") -> OutputExamples | None:  # fmt: skip
     refs, vars_ = split_items(ref, samples), split_items(var, samples)
     if judged_kind == "generation":
-        return _generation(name, refs, vars_, tokenizer)
+        ids = [np.asarray(s[prompts]).reshape(-1, np.shape(s[prompts])[-1]) for s in samples if prompts in s]
+        return _generation(name, refs, vars_, tokenizer, np.concatenate(ids) if ids else None)
     if judged_kind == "scores" and ref.dtype.kind == "f":
         if measures.get("ctc_blank") is not None:
             return _ctc(name, kind, int(measures["ctc_blank"]), refs, vars_, alphabet)
-        return _classes(name, kind, refs, vars_, robust_range(ref, full=True))
+        return _classes(name, kind, refs, vars_, robust_range(ref, full=True), tokenizer if kind.tokens else "")
     if judged_kind == "detections" and not kind.levels and measures.get("box_agreement") is not None:
         layout = decisions.head_layout(ref, kind.input_size, kind.masks)
         if layout is not None:
@@ -257,12 +260,14 @@ def _ctc(name: str, kind: OutputKind, blank: int, refs, vars_, alphabet) -> Outp
     return found
 
 
-def _top(scores: np.ndarray) -> list[TopClass]:
+def _top(scores: np.ndarray, tokenizer: str = "") -> list[TopClass]:
+    """The best classes, each named by its token when the classes are a tokenizer's vocabulary."""
     order = np.argsort(-np.asarray(scores, np.float64), kind="stable")[:TOP_CLASSES]  # float16-safe: float64
-    return [TopClass(int(i), float(scores[i])) for i in order]
+    labels = _token_texts(order, tokenizer) if tokenizer else [""] * len(order)
+    return [TopClass(int(i), float(scores[i]), label) for i, label in zip(order, labels, strict=True)]
 
 
-def _classes(name: str, kind: OutputKind, refs, vars_, spread: float) -> OutputExamples:
+def _classes(name: str, kind: OutputKind, refs, vars_, spread: float, tokenizer: str = "") -> OutputExamples:
     """The position of each input whose top-1 class changed (else whose scores moved most), its top classes. A
     position whose two best classes the original itself could not tell apart (parity's tie) is no change."""
     found = OutputExamples(name, "scores", "classes", "top-1 class changed, then the largest change of a score")
@@ -279,15 +284,20 @@ def _classes(name: str, kind: OutputKind, refs, vars_, spread: float) -> OutputE
         position = int(np.lexsort((moved, flipped))[-1])  # a flipped one first, then the largest change
         found.examples.append(Example(
             item, _where(item, position, len(r2)), float(moved[position]), bool(flipped[position]),
-            original_top=_top(r2[position]), variant_top=_top(v2[position]),
+            original_top=_top(r2[position], tokenizer), variant_top=_top(v2[position], tokenizer),
             max_abs_diff=float(moved[position]),
         ))  # fmt: skip
     return found
 
 
-def _generation(name: str, refs, vars_, tokenizer: str) -> OutputExamples:
+#: Tokens of a prompt told before its continuation.
+PROMPT_TAIL = 6
+
+
+def _generation(name: str, refs, vars_, tokenizer: str, prompt_ids: np.ndarray | None = None) -> OutputExamples:
     """Each prompt's greedy continuation ([tokens, 2]: token, margin); ranked by how early it parts from the
-    original's (the tokens from there on are marked)."""
+    original's (the tokens that differ from there on are marked). One that parts where the original itself
+    hesitated (parity's coin toss) is no change."""
     found = OutputExamples(name, "generation", "text", "tokens generated after the continuations part")
     prompts = []
     for r, v in zip(refs, vars_, strict=True):
@@ -298,9 +308,17 @@ def _generation(name: str, refs, vars_, tokenizer: str) -> OutputExamples:
         ta, tb = _token_texts(a, tokenizer), _token_texts(b, tokenizer)
         same = a == b
         first = int(np.argmin(same)) if not same.all() else len(a)  # where the continuations part
-        text_a, marks_a = marked_text(ta, list(range(first, len(ta))))
-        text_b, marks_b = marked_text(tb, list(range(first, len(tb))))
-        found.examples.append(Example(item, f"prompt {item + 1}", float(len(a) - first), first < len(a),
+        ties = np.flatnonzero(r[:, 1] < TIE_LOGODDS)
+        hesitated = ties.size > 0 and first < len(a) and ties[0] <= first  # parity does not count it
+        after_a, after_b = _token_marks(ta[first:], tb[first:])  # from where they part: what differs
+        text_a, marks_a = marked_text(ta, [first + k for k in after_a])
+        text_b, marks_b = marked_text(tb, [first + k for k in after_b])
+        where = f"prompt {item + 1}"
+        if prompt_ids is not None and item < len(prompt_ids):
+            where += f' ("…{"".join(_token_texts(prompt_ids[item, -PROMPT_TAIL:], tokenizer)).strip()}")'
+        if hesitated:
+            where += f"; they part after the original hesitated (two best tokens within {TIE_LOGODDS:g} log-odds)"
+        found.examples.append(Example(item, where, float(len(a) - first), first < len(a) and not hesitated,
                                       text_a, text_b, marks_a, marks_b))  # fmt: skip
     return found
 

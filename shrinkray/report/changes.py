@@ -101,11 +101,15 @@ def summary(oe: OutputExamples) -> str:
 # ---------------------------------------------------------------------------------------------- HTML
 
 
+def _class_name(t: TopClass) -> str:
+    return f"{t.label!r} ({t.index})" if t.label else f"class {t.index}"
+
+
 def _classes_html(top: list[TopClass], other: list[TopClass]) -> str:
     first_other = other[0].index if other else None
     rows = []
     for rank, t in enumerate(top):
-        name = f"class {t.index}"
+        name = _class_name(t)
         cell = f"<mark>{_h(name)}</mark>" if rank == 0 and first_other is not None and t.index != first_other else _h(name)
         rows.append(f'<tr><td>{cell}</td><td class="n">{_h(_num(t.score))}</td></tr>')
     return f'<table><tr><th>Top classes</th><th class="n">Score</th></tr>{"".join(rows)}</table>'
@@ -179,7 +183,7 @@ def examples_html(oe: OutputExamples, variant: str, most: int | None = None) -> 
         return f'<div class="sr-changes">{head}{table}</div>'
     items = []
     for e in examples:
-        same = "" if e.changed else " (no visible change)"
+        same = "" if e.changed or e.original_marks or e.variant_marks else " (no visible change)"
         items.append(
             f'<div class="sr-ex"><div class="sr-where">{_h(e.where + same)}</div><div class="sr-pair">'
             f'<div class="sr-side"><div class="sr-label">Original</div>{_side(e, oe, True)}</div>'
@@ -202,7 +206,7 @@ def _plain_marked(text: str, marks: list[list[int]]) -> str:
 
 
 def _top_words(top: list[TopClass]) -> str:
-    return f"class {top[0].index} ({_num(top[0].score, '.3g')})" if top else "–"
+    return f"{_class_name(top[0])} ({_num(top[0].score, '.3g')})" if top else "–"
 
 
 def example_words(oe: OutputExamples, e: Example) -> str:

@@ -179,10 +179,16 @@ def test_a_continuation_is_marked_from_where_it_parts_the_earliest_first():
     assert oe.view == "text" and oe.changed == 2
     first, second, same = oe.examples
     assert first.where == "prompt 2" and first.differs == 4
-    assert (first.original_text, first.original_marks) == ("5 6 7 8 ", [[0, 8]])
+    assert (first.original_text, first.original_marks) == ("5 6 7 8 ", [[0, 2]])  # "6 7 8" kept, one step on
+    assert (first.variant_text, first.variant_marks) == ("6 6 7 8 ", [[2, 4]])
     assert (second.original_text, second.variant_text) == ("1 2 3 4 ", "1 2 9 9 ")
     assert second.original_marks == second.variant_marks == [[4, 8]]
     assert not same.changed and same.original_marks == []
+    hesitant = ref.copy()
+    hesitant[0, 2, 1] = 0.01  # the original's third token was a coin toss: parting there is no change
+    oe = _examples({GENERATED: hesitant}, {GENERATED: var}, kinds, [{"ids": np.zeros((3, 8), np.int64)}])[GENERATED]
+    told = next(e for e in oe.examples if e.item == 0)
+    assert not told.changed and told.original_marks == [[4, 8]] and "hesitated" in told.where
 
 
 def test_a_probability_map_shows_its_regions_moved():

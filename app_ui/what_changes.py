@@ -28,7 +28,8 @@ def what_changes(c: Comparison, recommended: str | None) -> str | None:
     st.markdown("#### What changes")
     if st.session_state.get(VARIANT_KEY) not in keys:
         st.session_state[VARIANT_KEY] = recommended if recommended in keys else keys[0]
-    picker = st.container(key="what-changes-picker")
+    row = st.container(horizontal=True, gap="large", vertical_alignment="bottom")  # wraps on a narrow page
+    picker = row.container(key="what-changes-picker", width=360)
     key = picker.selectbox("Variant", keys, key=VARIANT_KEY,
                        format_func=lambda k: f"{k} (recommended)" if k == recommended else k,
                        help="Its outputs beside the original's, on the inputs the verdict was measured on: the "
@@ -36,7 +37,7 @@ def what_changes(c: Comparison, recommended: str | None) -> str | None:
     result = c.get(key)
     if st.session_state.get(SHOWN_KEY) not in SHOWN:
         st.session_state[SHOWN_KEY] = SHOWN[0]
-    most = st.radio("Inputs shown per output", sorted(SHOWN), key=SHOWN_KEY, horizontal=True)
+    most = row.radio("Inputs shown per output", sorted(SHOWN), key=SHOWN_KEY, horizontal=True, width="content")
     used = f"the {result.parity.samples} inputs" if result.parity is not None else "the inputs"
     st.caption(md(f"The inputs where it differs most from the original come first, of {used} the verdict was "
                   "measured on; differing characters are marked."))  # fmt: skip

@@ -188,6 +188,8 @@ def _examples(name: str, judged_kind: str, kind: OutputKind, measures: dict[str,
             return _detections(name, layout, kind, refs, vars_, image_items(samples))
     if judged_kind == "map" and measures.get("region_agreement") is not None:
         return _maps(name, refs, vars_, image_items(samples))
+    if judged_kind == "exact" and all(np.size(r) <= MAX_EXACT_VALUES for r in refs):
+        return _exact(name, refs, vars_)
     return _values(name, judged_kind, refs, vars_, measures)
 
 
@@ -437,6 +439,25 @@ def _maps(name: str, refs, vars_, images) -> OutputExamples:
             found.examples.append(_box_example(item, where, a, b, frame, image))
         else:
             found.examples.append(Example(item, where, differs, changed))
+    return found
+
+
+#: Exact outputs with at most this many values an input (labels, ids, flags) are shown as their values.
+MAX_EXACT_VALUES = 64
+
+
+def _exact(name: str, refs, vars_) -> OutputExamples:
+    """Labels, ids and flags as text, value by value, those that differ marked; ranked by the share differing."""
+    found = OutputExamples(name, "exact", "text", "share of values that differ")
+    for item, (r, v) in enumerate(zip(refs, vars_, strict=True)):
+        a, b = np.asarray(r).ravel(), np.asarray(v).ravel()
+        ta = [f"{x} " for x in a.tolist()]
+        tb = [f"{x} " for x in b.tolist()]
+        differ = [k for k in range(len(a)) if a[k] != b[k]]
+        text_a, marks_a = marked_text(ta, differ)
+        text_b, marks_b = marked_text(tb, differ)
+        share = len(differ) / max(len(a), 1)
+        found.examples.append(Example(item, _where(item), share, bool(differ), text_a, text_b, marks_a, marks_b))
     return found
 
 

@@ -213,3 +213,14 @@ def test_a_near_tie_in_the_original_is_no_change():
     var = np.array([[0.9995, 1.0, 0.0], [1.0, 0.0, 0.0]])  # the tied position flips: a coin toss
     oe = _examples({"p": ref}, {"p": var}, {"p": SCORES}, _batch(2))["p"]
     assert oe.changed == 0
+
+
+def test_labels_show_as_values_the_changed_ones_marked():
+    ref = np.array([[3, 1], [2, 2], [0, 7]], np.int64)
+    var = ref.copy()
+    var[2, 1] = 5
+    oe = _examples({"label": ref}, {"label": var}, {"label": OutputKind("exact", labels=True)}, _batch(3))["label"]
+    assert oe.view == "text" and oe.changed == 1
+    worst = oe.examples[0]
+    assert (worst.where, worst.original_text, worst.variant_text) == ("input 3", "0 7 ", "0 5 ")
+    assert worst.original_marks == worst.variant_marks == [[2, 4]] and worst.differs == 0.5

@@ -224,3 +224,20 @@ def test_labels_show_as_values_the_changed_ones_marked():
     worst = oe.examples[0]
     assert (worst.where, worst.original_text, worst.variant_text) == ("input 3", "0 7 ", "0 5 ")
     assert worst.original_marks == worst.variant_marks == [[2, 4]] and worst.differs == 0.5
+
+
+def test_an_output_that_cannot_be_shown_leaves_the_others(monkeypatch):
+    import shrinkray.measure.what_changes as what_changes
+
+    real = what_changes._examples
+
+    def broken(name, *args):
+        if name == "bad":
+            raise RuntimeError("an odd output")
+        return real(name, *args)
+
+    monkeypatch.setattr(what_changes, "_examples", broken)
+    ref = np.random.default_rng(3).normal(size=(2, 5))
+    kinds = {"bad": SCORES, "good": SCORES}
+    found = _examples({"bad": ref, "good": ref}, {"bad": ref, "good": ref + 0.1}, kinds, _batch(2))
+    assert set(found) == {"good"}

@@ -22,7 +22,8 @@ from shrinkray.verdict.headline import Headline, default_pricing, headline_of
 
 #: Connections shown as columns (the profiles' ids, slowest first); the headline's own is always among them.
 COLUMNS = ("3g", "4g", "cable")
-#: Worst examples shown per output, and outputs shown (those that changed most): the page stays one page.
+#: Worst examples shown of a single output (of several: one each), and outputs shown (those that changed most):
+#: the page stays one page.
 WORST_SHOWN = 2
 WORST_OUTPUTS = 2
 
@@ -48,7 +49,8 @@ code { font-size: 9pt; } td:first-child { white-space: nowrap; }
 .foot { color: #57606a; font-size: 8.5pt; margin-top: 5mm; }
 .worst { font-size: 9pt; } .worst .sr-frame { max-width: 24mm; } .worst .sr-ex { break-inside: avoid; padding: 1mm 0; }
 .worst .sr-out { font-size: 9.5pt; margin: 1.5mm 0 .5mm; } .worst td:first-child { white-space: normal; }
-.worst .sr-pair { grid-template-columns: 1fr 1fr; } .worst table tr:nth-child(n+5) { display: none; }
+.worst .sr-pair { grid-template-columns: 1fr 1fr; } .worst table tr:nth-child(n+4) { display: none; }
+.worst table { font-size: 8.5pt; } .worst .sr-changes td, .worst .sr-changes th { line-height: 1.15; padding: 0 1.5mm 0 0; }
 .worst p { margin: 1mm 0; }
 """
 
@@ -121,7 +123,8 @@ def _what_changes(c: Comparison, h: Headline) -> str:
     if not items:
         return ""
     shown = sorted(c.get(h.variant).examples, key=lambda oe: -oe.changed / max(oe.inputs, 1))[:WORST_OUTPUTS]
-    worst = "".join(changes.examples_html(oe, h.variant, WORST_SHOWN) for oe in shown)
+    each = WORST_SHOWN if len(shown) == 1 else 1  # the worst input of each output, two of a single one
+    worst = "".join(changes.examples_html(oe, h.variant, each) for oe in shown)
     others = len(c.get(h.variant).examples) - len(shown)
     more = f"<p>{others} other output{'s' if others > 1 else ''}: in the full report.</p>" if others > 0 else ""
     worst = (f'<div class="worst"><p>The inputs where it differs most from the original, worst first:</p>{worst}{more}'

@@ -11,8 +11,11 @@ each input is measured by the output's own measure, and the worst :data:`WORST` 
 - a decoder LM's continuations: the tokens generated, ranked by how many differ, read through its tokenizer;
 - detection heads and probability maps: the boxes (after thresholding and NMS, as parity decides them) or
   regions, each marked kept / moved / lost / new by IoU, ranked by how many changed;
+- labels, ids and flags (exact outputs of a few values an input): the values, those that differ marked;
 - every other output: max abs diff and cosine per input, ranked by the output's own error (relative RMS for
   continuous outputs, 1 - cosine for embeddings, the share of values that differ for exact ones).
+
+Never fails a comparison: an output whose examples cannot be made is left out (parity's table still tells it).
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ import streamlit as st
 from app_ui.controls import APP_ADVICE, advice_text, app_words
 from app_ui.headline import CONNECTION_KEY, headline_card, pricing_choice
 from app_ui.state import session_setting
+from app_ui.what_changes import what_changes
 from shrinkray.io.files import serialize
 from shrinkray.measure.results import Comparison, VariantResult
 from shrinkray.measure.sizes import BUDGET_S
@@ -221,7 +222,7 @@ def show_results(c: Comparison, partial: bool = False) -> None:
         for result in c.variants:
             variant_card(c, result, [], partial=True)
         return
-    headline_card(c)
+    card = headline_card(c)
     advice_items = advise(c)
     headline = advice_items[0] if advice_items else None
     if headline is not None and headline.level == "good":
@@ -231,6 +232,7 @@ def show_results(c: Comparison, partial: bool = False) -> None:
     for item in advice_items[1:]:
         if item.variant is None:
             st.info(md(advice_text(item)), icon=_ICONS.get(item.level))
+    what_changes(c, card.variant)
     base = c.original.sizes
     notes = " ".join(f"{n}." for n in (c.input_note, c.latency_note) if n)
     st.caption(

@@ -66,6 +66,14 @@ def test_compare_judges_a_cached_decoder_by_its_continuations_on_real_text(folde
     # the random-weight decoder's 4-bit build changes what it writes: failed; its float16 build keeps it
     assert _verdict(report, "weights-int4")["parity"]["passed"] is False
     assert report["recommended"] in (None, "float16")
+    # what changes: the continuations read through the tokenizer, after their prompts' last words; the prompt
+    # loss is told by the verdict, not shown as examples
+    shown = {oe["output"]: oe for oe in _verdict(report, "weights-int4")["what_changes"]}
+    assert set(shown) == {"logits", "generated tokens"}
+    worst = shown["generated tokens"]["examples"][0]
+    assert worst["changed"] and worst["where"].startswith("prompt ") and '("…' in worst["where"]
+    assert worst["original_text"] != worst["variant_text"] and worst["original_marks"]
+    assert all(t["label"] for t in shown["logits"]["examples"][0]["original_top"])  # tokens name the classes
 
 
 def test_without_a_tokenizer_4_bit_is_not_calibrated_on_made_up_tokens(folder, tmp_path) -> None:

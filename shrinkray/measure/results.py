@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from shrinkray.measure.browser import BrowserRun
+from shrinkray.measure.examples import OutputExamples
 from shrinkray.measure.latency import DEFAULT_BUDGET_S, DEFAULT_WARMUP, TARGET, LatencyStats, default_threads
 from shrinkray.measure.parity import Parity, VerdictSettings
 from shrinkray.measure.sizes import Sizes
@@ -98,6 +99,8 @@ class VariantResult:
     culprits: list[Culprit] = field(default_factory=list)
     error: str | None = None
     file: str | None = None  # where the variant was written (compare --save-dir, settings.variants_dir)
+    #: what changes: per output, the inputs where it differs most from the original's (measure/what_changes.py)
+    examples: list[OutputExamples] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

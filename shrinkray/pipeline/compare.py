@@ -66,6 +66,7 @@ from shrinkray.measure.parity_inputs import (
 from shrinkray.measure.results import ORIGINAL, CompareSettings, Comparison, Culprit, VariantResult
 from shrinkray.measure.sample_files import load_sample_files
 from shrinkray.measure.sizes import BackgroundSizes
+from shrinkray.measure.what_changes import examples_of
 from shrinkray.memory import release_free_memory
 from shrinkray.methods import Variant, all_methods, get_method
 from shrinkray.methods.base import RunContext
@@ -149,12 +150,14 @@ def _measure_parity(result: VariantResult, inputs: ParityInputs, settings: Compa
         session = session or open_session(model)
         outputs = session_outputs(session, inputs.samples, model, inputs.decoder)
         result.parity = judge(inputs.reference, outputs, inputs, settings)
+        judged = inputs
         if result.parity.status == UNDECIDED and inputs.reserve:
             more = session_outputs(session, inputs.reserve, model, inputs.decoder)
-            whole = inputs.with_reserve()
+            judged = inputs.with_reserve()
             outputs = {k: np.concatenate([as_sets(v, len(inputs.samples)), as_sets(more[k], len(inputs.reserve))])
                        for k, v in outputs.items()}  # fmt: skip
-            result.parity = judge(whole.reference, outputs, whole, settings)
+            result.parity = judge(judged.reference, outputs, judged, settings)
+        result.examples = examples_of(result.parity, judged.reference, outputs, judged, model)  # what changes
     except ShrinkRayError as exc:
         result.error = f"Could not run the variant: {exc}"
 
@@ -184,6 +187,7 @@ def _auto_variant(
         parity = judge(inputs.reference, outputs, inputs, settings)
         if parity.passed:
             auto = VariantResult(
+                examples=examples_of(parity, inputs.reference, outputs, inputs, variant.model),
                 key=_label(result.method, {"auto-exclude": count}, taken),
                 method=result.method,
                 options=options,

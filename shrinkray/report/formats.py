@@ -34,6 +34,7 @@ from shrinkray.measure.browser import BrowserRun
 from shrinkray.measure.confidence import FAIL, PASS, UNDECIDED
 from shrinkray.measure.parity import PROFILES, Criterion, VerdictSettings
 from shrinkray.measure.results import ORIGINAL, Comparison, VariantResult
+from shrinkray.report import changes
 from shrinkray.report.card_png import to_card_png
 from shrinkray.report.one_page import to_one_page
 from shrinkray.text_safety import csv_cell, markdown_code, markdown_text
@@ -115,7 +116,16 @@ def _variant_json(c: Comparison, result: VariantResult) -> dict[str, Any]:
         "warnings": result.warnings,
         "notes": result.notes,
         "culprits": [dataclasses.asdict(x) for x in result.culprits],
+        "what_changes": [_examples_json(oe) for oe in result.examples],
     }
+
+
+def _examples_json(oe) -> dict[str, Any]:
+    """An output's worst examples as data, without the input pictures (the HTML pages show those)."""
+    data = dataclasses.asdict(oe)
+    for example in data["examples"]:
+        example.pop("image", None)
+    return plain(data)
 
 
 def _speed_json(c: Comparison, result: VariantResult) -> dict[str, Any]:
@@ -431,6 +441,10 @@ def _md_variant(c: Comparison, r: VariantResult) -> list[str]:
         header, out_rows = output_table(r)
         lines += _md_table(header, [[_md_code(row[0]), *(_md(v) for v in row[1:])] for row in out_rows], escape=False)
         lines.append("")
+    if r.examples:
+        lines += ["What changes (the inputs where it differs most from the original, worst first):", ""]
+        for oe in r.examples:
+            lines += changes.examples_markdown(oe, r.key)
     if r.warnings:
         lines += ["Warnings:", "", *[f"- {_md(w)}" for w in r.warnings], ""]
     if r.notes:
@@ -473,6 +487,14 @@ def verdict_lines(c: Comparison) -> list[str]:
     return lines if c.variants else []
 
 
+def change_lines(c: Comparison) -> list[str]:
+    """'What changes (the worst input per output):' then, per variant and output, its worst example in one line."""
+    lines = ["What changes (the worst input per output; differing characters in [brackets]):"]
+    for r in c.variants:
+        lines += [f"- {r.key} · {changes.worst_line(oe)}" for oe in r.examples if oe.worst is not None]
+    return lines
+
+
 def to_text(c: Comparison, delivery: str = DELIVERY, pricing: _pricing.PricingChoice | None = None,
             hints: bool = True) -> str:  # fmt: skip
     """The summary table and advice for a terminal (with ``pricing``, a download cost table after the summary).
@@ -485,6 +507,7 @@ def to_text(c: Comparison, delivery: str = DELIVERY, pricing: _pricing.PricingCh
     if c.latency_note:
         lines.append(f"Latency: {c.latency_note}")
     lines += [_tolerances(c), "", *text_table([header, *rows]), "", *verdict_lines(c), ""]
+    lines += [*change_lines(c), ""] if any(r.examples for r in c.variants) else []
     if pricing is not None:
         cost_header, cost_rows = _pricing.cost_table(pricing, _pricing.comparison_costs(c, pricing))
         notes = _pricing.cost_notes(pricing)
@@ -710,6 +733,9 @@ def _html_variant(r: VariantResult) -> str:
     if r.parity is not None:
         header, rows = output_table(r)
         parts.append(_html_table(header, rows))
+    if r.examples:
+        parts.append("<p><strong>What changes</strong> (the inputs where it differs most from the original, worst "
+                     "first)</p>" + changes.variant_html(r))  # fmt: skip
     if r.warnings:
         parts.append(
             "<p><strong>Warnings</strong></p><ul>" + "".join(f"<li>{_h(w)}</li>" for w in r.warnings) + "</ul>"
@@ -771,7 +797,7 @@ def to_html(c: Comparison, delivery: str = DELIVERY, pricing: _pricing.PricingCh
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>Shrink Ray report: {_h(c.name)}</title>",
-        f"<style>{_CSS}</style>",
+        f"<style>{_CSS}{changes.CSS}</style>",
         f'<script type="text/javascript">{get_plotlyjs()}</script>',
         "</head><body>",
         f"<h1>Shrink Ray report: {_h(c.name)}</h1>",

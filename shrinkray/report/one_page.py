@@ -15,12 +15,17 @@ from datetime import date
 from shrinkray import pricing as _pricing
 from shrinkray.measure.results import Comparison, VariantResult
 from shrinkray.measure.waits import connections, download_seconds
+from shrinkray.report import changes
 from shrinkray.units import format_bytes, format_seconds
 from shrinkray.verdict import verdict_of
 from shrinkray.verdict.headline import Headline, default_pricing, headline_of
 
 #: Connections shown as columns (the profiles' ids, slowest first); the headline's own is always among them.
 COLUMNS = ("3g", "4g", "cable")
+#: Worst examples shown of a single output (of several: one each), and outputs shown (those that changed most):
+#: the page stays one page.
+WORST_SHOWN = 2
+WORST_OUTPUTS = 2
 
 _CSS = """
 @page { size: A4; margin: 12mm; }
@@ -42,6 +47,11 @@ td.n, th.n { text-align: right; white-space: nowrap; }
 code { font-size: 9pt; } td:first-child { white-space: nowrap; }
 .pass { color: #1a7f37; } .fail { color: #cf222e; } .undecided { color: #9a6700; }
 .foot { color: #57606a; font-size: 8.5pt; margin-top: 5mm; }
+.worst { font-size: 9pt; } .worst .sr-frame { max-width: 24mm; } .worst .sr-ex { break-inside: avoid; padding: 1mm 0; }
+.worst .sr-out { font-size: 9.5pt; margin: 1.5mm 0 .5mm; } .worst td:first-child { white-space: normal; }
+.worst .sr-pair { grid-template-columns: 1fr 1fr; } .worst table tr:nth-child(n+4) { display: none; }
+.worst table { font-size: 8.5pt; } .worst .sr-changes td, .worst .sr-changes th { line-height: 1.15; padding: 0 1.5mm 0 0; }
+.worst p { margin: 1mm 0; }
 """
 
 
@@ -110,7 +120,16 @@ def _what_changes(c: Comparison, h: Headline) -> str:
     verdict = verdict_of(c.get(h.variant))
     items = "".join(f'<tr><td><code>{_h(o.output)}</code></td><td class="{o.status}">{_h(o.sentence)}</td></tr>'
                     for o in verdict.outputs)  # fmt: skip
-    return f"<h2>What changes in {_h(h.variant)}'s outputs</h2><table>{items}</table>" if items else ""
+    if not items:
+        return ""
+    shown = sorted(c.get(h.variant).examples, key=lambda oe: -oe.changed / max(oe.inputs, 1))[:WORST_OUTPUTS]
+    each = WORST_SHOWN if len(shown) == 1 else 1  # the worst input of each output, two of a single one
+    worst = "".join(changes.examples_html(oe, h.variant, each) for oe in shown)
+    others = len(c.get(h.variant).examples) - len(shown)
+    more = f"<p>{others} other output{'s' if others > 1 else ''}: in the full report.</p>" if others > 0 else ""
+    worst = (f'<div class="worst"><p>The inputs where it differs most from the original, worst first:</p>{worst}{more}'
+             "</div>" if worst else "")  # fmt: skip
+    return f"<h2>What changes in {_h(h.variant)}'s outputs</h2><table>{items}</table>{worst}"
 
 
 def to_one_page(c: Comparison, pricing: _pricing.PricingChoice | None = None, connection: str | None = None,
@@ -122,7 +141,7 @@ def to_one_page(c: Comparison, pricing: _pricing.PricingChoice | None = None, co
     when = (today or date.today()).isoformat()
     return "".join([
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">",
-        f"<title>{_h(c.name)}: shrink result</title><style>{_CSS}</style></head><body>",
+        f"<title>{_h(c.name)}: shrink result</title><style>{_CSS}{changes.CSS}</style></head><body>",
         f"<h1>{_h(c.name)}: what shrinking it changes</h1>",
         _card(h),
         "<h2>Size, wait and cost of each file</h2>",

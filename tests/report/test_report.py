@@ -39,7 +39,7 @@ SCHEMA_KEYS = {
 }  # fmt: skip
 VARIANT_KEYS = {
     "key", "is_original", "method", "options", "resolved_options", "ok", "error", "file", "sizes", "saving_vs_original",
-    "parity", "verdict", "speed", "latency", "latency_ratio", "changes", "warnings", "notes", "culprits",
+    "parity", "verdict", "speed", "latency", "latency_ratio", "changes", "warnings", "notes", "culprits", "what_changes",
 }  # fmt: skip
 
 

@@ -1,0 +1,78 @@
+"""What changes in the reports: the CLI's text (the worst input per output), Markdown, HTML and the one page,
+model text escaped everywhere (issue 29, item 2)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from shrinkray.measure.examples import Box, Example, OutputExamples
+from shrinkray.report import changes
+from shrinkray.report import formats as report
+from shrinkray.report.one_page import to_one_page
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+HOSTILE = "<script>alert(1)</script>"
+
+
+@pytest.fixture(scope="module")
+def comparison():
+    from helpers import cached_sample
+
+    from shrinkray.measure.results import CompareSettings
+    from shrinkray.pipeline.compare import compare
+
+    c = compare(cached_sample("cnn"), CompareSettings(methods=[("weights-int8", {})], latency=False, brotli_quality=1))
+    text = f"ab{HOSTILE}"
+    line = OutputExamples("rec", "scores", "text", "characters changed in the decoded line (edit distance)", [
+        Example(2, "input 3", 1.0, True, text, "abc", [[2, len(text)]], [[2, 3]]),
+        Example(0, "input 1", 0.0, False, "same", "same"),
+    ], inputs=2, changed=1)  # fmt: skip
+    boxes = OutputExamples("output0", "detections", "boxes", "boxes moved, lost or new", [
+        Example(1, "input 2", 1.3, True, original_boxes=[Box(10, 10, 50, 40, 1, 0.9, "moved"), Box(60, 60, 90, 90)],
+                variant_boxes=[Box(20, 10, 60, 40, 1, 0.88, "moved"), Box(60, 60, 90, 90)], frame=[100, 100],
+                image='data:image/png;base64,AAAA" onerror="alert(1)'),
+    ], inputs=3, changed=1)  # fmt: skip
+    c.variants[0].examples += [line, boxes]
+    return c
+
+
+def test_the_cli_text_has_the_worst_input_of_each_output(comparison):
+    text = report.to_text(comparison)
+    assert "What changes (the worst input per output; differing characters in [brackets]):" in text
+    first = comparison.variants[0].examples[0]
+    assert f"- weights-int8 · {changes.worst_line(first)}" in text
+    assert first.output == "scores" and "top class" in changes.worst_line(first)
+    assert f'- weights-int8 · rec: input 3: "ab[{HOSTILE}]" → "ab[c]"' in text
+    assert "- weights-int8 · output0: input 2: 1 moved (1 of 2 boxes kept)" in text
+
+
+def test_html_marks_the_characters_and_escapes_model_text(comparison):
+    for page in (report.to_html(comparison), to_one_page(comparison)):
+        assert f"ab<mark>{changes._h(HOSTILE)}</mark>" in page
+        assert HOSTILE not in page and 'onerror="alert(1)' not in page  # a stored image that is not an image: dropped
+        assert 'class="sr-box moved"' in page and "left:10.00%;top:10.00%;width:40.00%;height:30.00%" in page
+    assert "<script" not in to_one_page(comparison)
+
+
+def test_markdown_lists_the_worst_inputs(comparison):
+    md = report.to_markdown(comparison)
+    assert "What changes (the inputs where it differs most from the original, worst first):" in md
+    assert "- input 3: original “ab**\\<script\\>alert(1)\\</script\\>**”, `weights-int8` “ab**c**”" in md
+
+
+def test_json_keeps_the_examples_without_pictures(comparison):
+    data = report.to_json(comparison)
+    variant = next(v for v in data["variants"] if v["key"] == "weights-int8")
+    shown = {oe["output"]: oe for oe in variant["what_changes"]}
+    assert shown["rec"]["examples"][0]["variant_text"] == "abc"
+    assert all("image" not in e for oe in variant["what_changes"] for e in oe["examples"])
+
+
+def test_segments_cut_text_at_its_marks():
+    assert changes.segments("abcdef", [[1, 3], [4, 9]]) == [("a", False), ("bc", True), ("d", False), ("ef", True)]
+    assert changes.segments("abc", [[2, 1], [5, 6]]) == [("abc", False)]
+    assert changes.marked_html("", []) == "<i>(empty)</i>"

@@ -89,6 +89,8 @@ def _is_memory(text: str) -> bool:
 
 #: How often a worker checks that its caller is still there.
 PARENT_CHECK_S = 0.5
+#: The caller's process id, as the caller gives it to its worker.
+PARENT_ENV = "SHRINKRAY_WORKER_PARENT"
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -103,7 +105,10 @@ def _exit_with_parent(parent: int) -> None:
 def _worker_main() -> None:
     """The child: read the call, cap memory, run it, send progress and the outcome."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the parent, which stops the child
-    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True, name="shrinkray-parent").start()
+    # the caller's own id, not getppid(): a caller killed while this worker was still importing has already
+    # handed it to init, whose id getppid() would then watch for ever
+    parent = int(os.environ.get(PARENT_ENV) or os.getppid())
+    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True, name="shrinkray-parent").start()
     source, sink = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing else may write into the message stream
     request = _receive(source)
@@ -182,7 +187,8 @@ def run_capped(
             extra["on_partial"] = partial
         return fn(*args, **kwargs, **extra)
     limits = limits or Limits.from_env()
-    env = {**os.environ, WORKER_ENV: "1", JOB_STARTED_ENV: repr(time.monotonic()), "MALLOC_ARENA_MAX": "2"}
+    env = {**os.environ, WORKER_ENV: "1", JOB_STARTED_ENV: repr(time.monotonic()), "MALLOC_ARENA_MAX": "2",
+           PARENT_ENV: str(os.getpid())}  # fmt: skip
     process = subprocess.Popen(
         [sys.executable, "-m", "shrinkray.runs.sandbox"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,  # stderr shared: status lines, tracebacks

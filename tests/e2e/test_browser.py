@@ -34,30 +34,34 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def app_url(chromium):
-    """`streamlit run` as deployed: no file watcher (an edit to the sources during the run, e.g. other work in
-    the same checkout, would reload shrinkray modules, and objects already in a session would no longer
-    pickle for the capped worker). After ``chromium``: without a browser nothing is started."""
+def start_app(env: dict[str, str] | None, log, timeout_s: float = 90) -> tuple[subprocess.Popen, str]:
+    """`streamlit run app.py` as deployed (no file watcher: an edit to the sources during the run, e.g. other work
+    in the same checkout, would reload shrinkray modules, and objects already in a session would no longer pickle
+    for the capped worker), on a free port, with ``env``; its process and URL once its health check answers."""
     port = _free_port()
-    log = open(SHOTS.parent / "streamlit.log", "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-         "--server.headless", "true", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.headless", "true",
+         "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
+    deadline = time.time() + timeout_s
     while time.time() < deadline:
         try:
             with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as response:
                 if response.status == 200:
-                    break
+                    return proc, url
         except OSError:
             time.sleep(0.5)
-    else:
-        proc.terminate()
-        pytest.fail("streamlit did not start within 60 s")
+    proc.terminate()
+    pytest.fail(f"streamlit did not start within {timeout_s:g} s")
+
+
+@pytest.fixture(scope="module")
+def app_url(chromium):
+    """The app (:func:`start_app`). After ``chromium``: without a browser nothing is started."""
+    log = open(SHOTS.parent / "streamlit.log", "w")  # noqa: SIM115 - closed below
+    proc, url = start_app(None, log)
     yield url
     proc.terminate()
     proc.wait(timeout=20)

@@ -7,38 +7,14 @@ from __future__ import annotations
 import os
 import re
 import signal
-import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
-from rqserver import MISSING, REDIS_SERVER, free_port, start_redis, start_worker, stop
+from rqserver import MISSING, REDIS_SERVER, start_redis, start_worker, stop
 
-from tests.e2e.test_browser import ROOT, SHOTS, _no_traceback
+from tests.e2e.test_browser import SHOTS, _no_traceback, start_app
 from tests.e2e.test_runs import _cards, _wait_results, start_small_run
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=MISSING)
-
-
-def _start_app(env: dict[str, str], log) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.headless", "true",
-         "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 90
-    while time.time() < deadline:
-        try:
-            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as response:
-                if response.status == 200:
-                    return process, url
-        except OSError:
-            time.sleep(0.5)
-    stop(process)
-    pytest.fail("streamlit did not start within 90 s")
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +31,7 @@ def replicas(chromium, tmp_path_factory):
         urls = []
         with open(folder / "apps.log", "ab") as log:
             for _ in range(2):
-                process, url = _start_app(env, log)
+                process, url = start_app(env, log)
                 started.append(process)
                 urls.append(url)
         yield urls

@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 import time
-import urllib.request
 
 import pytest
 from helpers import press
 from hostile.runtime_bombs import loop_bomb
 
 from shrinkray.runs.store import RunStore
-from tests.e2e.test_browser import ROOT, SHOTS, _free_port
+from tests.e2e.test_browser import ROOT, SHOTS, start_app
 
 SAMPLE = ROOT / "sample_models" / "cnn.onnx"
 
@@ -28,26 +25,9 @@ def one_slot_app(chromium, tmp_path_factory):
     store = tmp_path_factory.mktemp("turns-store") / "runs"
     env = {**os.environ, "SHRINKRAY_WORKERS": "1", "SHRINKRAY_MAX_INFERENCE_SECONDS": "3000",
            "SHRINKRAY_MAX_JOB_SECONDS": "3000", "SHRINKRAY_RUNS_DIR": str(store)}  # fmt: skip
-    port = _free_port()
     SHOTS.mkdir(exist_ok=True)
     log = open(SHOTS / "streamlit-turns.log", "w")  # noqa: SIM115 - closed below (screenshots/ is not kept)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.headless", "true",
-         "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as response:
-                if response.status == 200:
-                    break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        proc.terminate()
-        pytest.fail("streamlit did not start within 60 s")
+    proc, url = start_app(env, log)
     yield url, store
     proc.terminate()
     proc.wait(timeout=30)

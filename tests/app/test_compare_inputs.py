@@ -113,7 +113,8 @@ def test_apptest_drives_the_uploader_and_the_data_editor(cnn_app):
     assert set(uploader.allowed_type) >= {".png", ".jpg", ".jpeg", ".wav", ".npz"}
     at.switch_page("app_pages/shrink.py").run()
     assert len(at.data_editor) == 1 and list(at.data_editor[0].value["Output"]) == ["scores"]
-    shown = [r.label for r in at.radio if r.label not in ("Connection", "Name model downloads")]  # the headline card; downloads
+    # besides the headline card's, the downloads' and what-changes' radios, the verdict's own
+    shown = [r.label for r in at.radio if r.label not in ("Connection", "Name model downloads", "Inputs shown per output")]
     assert shown == ["Parity verdict"]
 
 

@@ -282,11 +282,12 @@ def _classes(name: str, kind: OutputKind, refs, vars_, spread: float, tokenizer:
         v = np.moveaxis(np.asarray(v, np.float64), kind.axis if v.ndim else -1, -1)
         r2 = np.where(np.isfinite(r), r, 0.0).reshape(-1, r.shape[-1])
         v2 = np.where(np.isfinite(v), v, 0.0).reshape(r2.shape)
-        best_two = np.partition(r2, r2.shape[1] - 2, axis=1)[:, -2:] if r2.shape[1] >= 2 else np.zeros((len(r2), 2))
+        best_two = (np.partition(r2, r2.shape[1] - 2, axis=1)[:, -2:]  # float16-safe: float64 scores
+                    if r2.shape[1] >= 2 else np.zeros((len(r2), 2)))
         decided = (best_two[:, 1] - best_two[:, 0]) > tie  # float16-safe: float64 scores
         flipped = (np.argmax(r2, axis=1) != np.argmax(v2, axis=1)) & decided
         moved = np.abs(r2 - v2).max(axis=1)
-        position = int(np.lexsort((moved, flipped))[-1])  # a flipped one first, then the largest change
+        position = int(np.lexsort((moved, flipped))[-1])  # flipped first, then the largest: # float16-safe: float64
         found.examples.append(Example(
             item, _where(item, position, len(r2)), float(moved[position]), bool(flipped[position]),
             original_top=_top(r2[position], tokenizer), variant_top=_top(v2[position], tokenizer),

@@ -12,10 +12,16 @@ def _metrics(pg) -> list[str]:
     """Each variant card's text (title, standing, per month and per year with their changes)."""
     pg.wait_for_selector("text=Cost per variant", timeout=120_000)
     pg.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length >= 1", timeout=60_000)
-    return pg.evaluate(
-        "() => [...document.querySelectorAll('[data-testid=stVerticalBlock]')]"
-        ".filter(v => v.querySelectorAll('[data-testid=stMetric]').length === 2).map(v => v.innerText)"
-    )
+    read = ("() => [...document.querySelectorAll('[data-testid=stVerticalBlock]')]"
+            ".filter(v => v.querySelectorAll('[data-testid=stMetric]').length === 2).map(v => v.innerText)")  # fmt: skip
+    # the same text twice, a second apart: a rerun the last change started has drawn (a loaded machine is slow)
+    last, now = None, pg.evaluate(read)
+    for _ in range(30):
+        if now == last:
+            break
+        pg.wait_for_timeout(1000)
+        last, now = now, pg.evaluate(read)
+    return now
 
 
 def _shot(pg, name: str) -> None:

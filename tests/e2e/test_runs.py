@@ -29,7 +29,7 @@ def _wait_results(page, metrics: int = 1) -> None:
     page.wait_for_timeout(500)
 
 
-def _open_measurement_settings(page) -> None:
+def open_measurement_settings(page) -> None:
     """Expand "Measurement settings" (again, if a rerun redrew it closed) until its toggles show."""
     toggle = page.get_by_text("Measure latency")
     for _ in range(5):
@@ -53,7 +53,7 @@ def start_small_run(page, url: str) -> None:
         page.get_by_role("button", name=f"Remove {name}").click()
         page.wait_for_timeout(400)
     page.wait_for_timeout(1000)
-    _open_measurement_settings(page)
+    open_measurement_settings(page)
     page.get_by_text("Measure latency").click()
     page.wait_for_timeout(400)
     press(page, "Shrink and measure")
@@ -88,7 +88,7 @@ def test_a_run_is_kept_and_reopens_from_its_address(app_url, pages, tmp_path):  
     assert page.get_by_role("button", name="Remove Dynamic INT8 (ONNX Runtime)").count() == 0
     assert page.get_by_role("button", name="Remove Weights-only 8-bit").count() == 1
     assert page.get_by_role("button", name="Remove float16 weights").count() == 1
-    _open_measurement_settings(page)
+    open_measurement_settings(page)
     latency = page.locator("label", has_text="Measure latency").locator("input")
     assert not latency.is_checked()
     _wait_results(page, metrics)

@@ -14,6 +14,7 @@ from hostile.runtime_bombs import loop_bomb
 
 from shrinkray.runs.store import RunStore
 from tests.e2e.test_browser import ROOT, SHOTS, start_app
+from tests.e2e.test_runs import open_measurement_settings
 
 SAMPLE = ROOT / "sample_models" / "cnn.onnx"
 
@@ -47,8 +48,8 @@ def _start(page, url: str, model) -> None:
         if button.count():
             button.click()
             page.wait_for_timeout(500)
-    page.get_by_text("Measurement settings", exact=True).click()
-    page.wait_for_timeout(800)
+    page.wait_for_timeout(1000)
+    open_measurement_settings(page)  # a redraw may hold stale copies of the expander: the shared, patient helper
     page.get_by_text("Measure latency").click()
     page.wait_for_timeout(500)
     press(page, "Shrink and measure")

@@ -24,8 +24,7 @@ from app_ui.results import show_results
 from app_ui.state import settings_key, store_comparison, workspace
 from app_ui.visitor import current_visitor, keep_visitor_cookie, visitor_keys
 from shrinkray.errors import ShrinkRayError
-from shrinkray.methods import all_methods
-from shrinkray.pipeline.streaming import streams
+from shrinkray.pipeline.streaming import all_stream
 from shrinkray.runs.hooks import unwatched_limit
 from shrinkray.runs.service import Runs, RunView
 from shrinkray.runs.store import RunNotFound
@@ -96,8 +95,7 @@ def _set_address(rid: str | None) -> None:
 
 def start_run(loaded, settings, what: str = "Shrinking and measuring") -> str:
     """Queue a comparison of ``loaded`` and make it this session's run (its id goes into the address)."""
-    requested = settings.methods or [(s.name, {}) for s in all_methods() if s.in_default_set]
-    if getattr(loaded, "is_lazy", False) and not all(streams(m, o) for m, o in requested):
+    if getattr(loaded, "is_lazy", False) and not all_stream(settings.methods):
         raise refusal(loaded, "comparing")  # loaded as its graph alone (too large): only methods that stream
 
     key = (loaded.sha256, settings_key(settings))

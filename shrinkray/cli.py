@@ -41,7 +41,7 @@ from shrinkray.methods import Variant, all_methods, get_method
 from shrinkray.methods.base import RunContext
 from shrinkray.pipeline.compare import NAMINGS
 from shrinkray.pipeline.inspect import ModelSummary, inspect_model
-from shrinkray.pipeline.streaming import streams
+from shrinkray.pipeline.streaming import all_stream, streams
 from shrinkray.pricing.costs import PricingChoice
 from shrinkray.pricing.numbers import DELIVERIES
 from shrinkray.runs.jobs import compare_job, load_model_file, shrink_job
@@ -410,8 +410,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     # a model too big is refused before it is read; one kept in external data files is measured in them when
     # every method streams (one session at a time)
     size = model_size(args.model)
-    streamed = bool(size and size.external) and all(
-        streams(m, o) for m, o in settings.methods or [(s.name, {}) for s in all_methods() if s.in_default_set])
+    streamed = bool(size and size.external) and all_stream(settings.methods)
     check_fits(size, "comparing", streamed=streamed, comparing=True)
     with scratch_folder() as scratch:
         comparison = run_capped(

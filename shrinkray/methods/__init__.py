@@ -14,7 +14,8 @@ from shrinkray.methods.base import (
     TensorChange,
     Variant,
     all_methods,
+    default_methods,
     get_method,
 )
 
-__all__ = ["MethodOptions", "MethodSpec", "TensorChange", "Variant", "all_methods", "get_method"]
+__all__ = ["MethodOptions", "MethodSpec", "TensorChange", "Variant", "all_methods", "default_methods", "get_method"]

@@ -434,5 +434,10 @@ def get_method(name: str) -> MethodSpec:
     return _REGISTRY[key]
 
 
+def default_methods() -> list[tuple[str, dict[str, Any]]]:
+    """(name, options) of the methods a comparison runs when none are asked for: each in the default set."""
+    return [(spec.name, {}) for spec in all_methods() if spec.in_default_set]
+
+
 def all_methods() -> list[MethodSpec]:
     return sorted(_REGISTRY.values(), key=lambda spec: (spec.position, spec.name))

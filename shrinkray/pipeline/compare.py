@@ -68,11 +68,11 @@ from shrinkray.measure.sample_files import load_sample_files
 from shrinkray.measure.sizes import BackgroundSizes
 from shrinkray.measure.what_changes import examples_of
 from shrinkray.memory import release_free_memory
-from shrinkray.methods import Variant, all_methods, get_method
+from shrinkray.methods import Variant, all_methods, default_methods, get_method
 from shrinkray.methods.base import RunContext
 from shrinkray.pipeline.inspect import inspect_model
 from shrinkray.pipeline.shrink import shrink
-from shrinkray.pipeline.streaming import data_file, shrink_to_files, streams
+from shrinkray.pipeline.streaming import all_stream, data_file, shrink_to_files
 from shrinkray.units import format_seconds
 
 #: Share of the job's time cap kept free when latency starts (results, report): latency times what fits
@@ -267,11 +267,11 @@ class ComparePipeline:
         self.say = progress or (lambda _step, _fraction: None)
         self.on_partial = on_partial
         self.source = loaded.model
-        self.requested = settings.methods or [(spec.name, {}) for spec in all_methods() if spec.in_default_set]
+        self.requested = settings.methods or default_methods()
         for method, _ in self.requested:
             get_method(method)  # unknown names fail before any work
         # with variants_dir one variant is held at a time; otherwise the result keeps every model
-        streamed = self.in_files and all(streams(m, o) for m, o in self.requested)  # one session at a time
+        streamed = self.in_files and all_stream(self.requested)  # one session at a time
         check_memory(tensor_payload_bytes(self.source), variants=1 if settings.variants_dir else len(self.requested),
                      streamed=streamed)  # fmt: skip
         self.summary = inspect_model(loaded)
@@ -577,13 +577,11 @@ class ComparePipeline:
         is written there already (streamed), and only checked and opened.
         """
         model, held.model = held.model, None
-        if files is not None:
-            pass
-        elif self.settings.variants_dir is not None:
+        if files is None and self.settings.variants_dir is not None:  # (streamed variants are written already)
             folder = Path(self.settings.variants_dir)
             folder.mkdir(parents=True, exist_ok=True)
             files = _write_model(model, folder / variant_file_name(self._stem, result.key), atomic=True)
-        else:
+        elif files is None:
             files = _write_model(model, self._scratch / f"variant-{len(self.files)}.onnx", atomic=False)
         method = result.method
         result.model = model if self.keep_models else None
@@ -857,7 +855,7 @@ def _measure_all_latency(
     for index, (threads, batch, feeds) in enumerate(combos):
         if threads in refused and batch >= refused[threads]:
             continue
-        label = f"{threads} thread{'s' if threads > 1 else ''}, batch {batch or 'as given'}"
+        label = _setting_label(threads, batch)
         if deadline is not None and time.perf_counter() >= deadline[0]:
             untimed.append(label)
             continue
@@ -889,12 +887,8 @@ def _measure_all_latency(
                 reference_ms=first_ms if first_ms >= WARMUP_S * 1000 else None,
             )  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - a batch size the model refuses is reported, not fatal
-            if batch <= 1:
-                if isinstance(exc, DeadlineExceededError):
-                    raise  # its own sentence, which names the limit
-                raise explain_runtime_error(exc) from None
             refused[threads] = batch
-            notes.append(f"batch {batch} could not run ({str(exc).splitlines()[0][:100]}); larger batches skipped")
+            notes.append(_batch_refused(exc, batch) + "; larger batches skipped")
             continue
         finally:
             original = run_original = None
@@ -969,7 +963,7 @@ def _measure_latency_apart(
         return deadline is not None and time.perf_counter() >= deadline[0]
 
     for index, (threads, batch, feeds) in enumerate(combos):
-        label = f"{threads} thread{'s' if threads > 1 else ''}, batch {batch or 'as given'}"
+        label = _setting_label(threads, batch)
         if late():
             untimed.append(label)
             continue
@@ -983,11 +977,7 @@ def _measure_latency_apart(
             session = None
             originals[(threads, batch)] = time_alone(held.pop, timing(threads, feeds), session_ms=opened_ms)
         except Exception as exc:  # noqa: BLE001 - a batch size the model refuses is reported, not fatal
-            if batch <= 1:
-                if isinstance(exc, DeadlineExceededError):
-                    raise
-                raise explain_runtime_error(exc) from None
-            notes.append(f"batch {batch} could not run ({str(exc).splitlines()[0][:100]})")
+            notes.append(_batch_refused(exc, batch))
     copies.drop(files[ORIGINAL][0])
     timed: dict[str, dict[tuple[int, int], Alone]] = {}
     for index, key in enumerate(runnable):
@@ -1024,6 +1014,21 @@ def _measure_latency_apart(
         notes.insert(0, "too noisy to tell (interval wider than "
                      f"±{settings.latency_target:.0%} when the budget ended): " + ", ".join(noisy))  # fmt: skip
     return text + ("; " + "; ".join(notes) if notes else "")
+
+
+def _setting_label(threads: int, batch: int) -> str:
+    """'2 threads, batch 8' (batch 0: 'as given')."""
+    return f"{threads} thread{'s' if threads > 1 else ''}, batch {batch or 'as given'}"
+
+
+def _batch_refused(exc: Exception, batch: int) -> str:
+    """The note for a batch the original could not run at; at batch 1 nothing can be timed: ``exc`` is raised,
+    the deadline's own sentence (which names the limit) or ONNX Runtime's error explained."""
+    if batch <= 1:
+        if isinstance(exc, DeadlineExceededError):
+            raise exc
+        raise explain_runtime_error(exc) from None
+    return f"batch {batch} could not run ({str(exc).splitlines()[0][:100]})"
 
 
 #: Runs of a model the least timing of one variant takes: the original's first run (its warm-up when it runs

@@ -38,7 +38,7 @@ from shrinkray.graph.weights import quantized_ops
 from shrinkray.io.external_data import DataFileWriter, finish
 from shrinkray.io.files import LoadedModel, _write_synced, check_output_path, staged_outputs
 from shrinkray.memory import release_free_memory
-from shrinkray.methods import Variant, get_method
+from shrinkray.methods import Variant, default_methods, get_method
 from shrinkray.pipeline.shrink import not_kept, settle
 
 
@@ -46,6 +46,12 @@ def streams(method: str, options: dict[str, Any] | None = None) -> bool:
     """True when ``method`` with ``options`` converts a model tensor by tensor (its spec's ``stream``)."""
     spec = get_method(method)
     return spec.streams(spec.make_options(**(options or {})))
+
+
+def all_stream(methods: list[tuple[str, dict[str, Any]]] | None) -> bool:
+    """True when every method of a comparison (``methods``, or the default set when none are given) streams: a
+    model kept in external data is then measured in its own files, one session at a time."""
+    return all(streams(method, options) for method, options in methods or default_methods())
 
 
 def can_stream(loaded: LoadedModel, method: str, options: dict[str, Any] | None = None) -> bool:

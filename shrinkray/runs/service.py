@@ -26,7 +26,7 @@ from shrinkray.io.files import PROMPTS_FILE, TOKENIZER_FILE, LoadedModel, load, 
 from shrinkray.io.limits import Limits
 from shrinkray.measure.results import CompareSettings
 from shrinkray.pipeline.compare import compare
-from shrinkray.pipeline.streaming import streams
+from shrinkray.pipeline.streaming import all_stream
 from shrinkray.runs.fairness import LOCAL
 from shrinkray.runs.hooks import run_hooks
 from shrinkray.runs.queue import DONE, FINISHED, JobStatus, RunQueue, estimate_job_memory
@@ -189,8 +189,7 @@ class Runs:
                     shutil.copyfile(companion, folder / name)
             settings = self._keep_inputs(settings, folder)
             store.set_settings(run_id, settings)
-            requested = list(getattr(settings, "methods", []) or [])
-            streamed = loaded.is_lazy and bool(requested) and all(streams(m, o) for m, o in requested)
+            streamed = loaded.is_lazy and all_stream(getattr(settings, "methods", None))
             memory = estimate_job_memory(tensor_payload_bytes(loaded.model), methods, streamed=streamed)
             self.queue.submit(
                 compare_run, str(folder / "model.onnx"), loaded.name, settings, str(folder),

@@ -321,41 +321,54 @@ def measure_many(
 CHUNK = 4 << 20
 
 
-def _chunks(source: bytes | Path) -> Iterator[bytes | memoryview]:
+class Abandoned(Exception):
+    """A size measurement stopped part-way because its caller gave it up (:meth:`BackgroundSizes.abandon`)."""
+
+
+def _chunks(source: bytes | Path, stop: threading.Event | None = None) -> Iterator[bytes | memoryview]:
+    """The bytes of ``source`` in :data:`CHUNK` pieces; :class:`Abandoned` once ``stop`` is set."""
+
+    def checked(chunk: bytes | memoryview) -> bytes | memoryview:
+        if stop is not None and stop.is_set():
+            raise Abandoned
+        return chunk
+
     if isinstance(source, (bytes, bytearray)):
         view = memoryview(source)
         for start in range(0, len(view), CHUNK):
-            yield view[start:start + CHUNK]
+            yield checked(view[start:start + CHUNK])
         return
     with open(source, "rb") as fh:
         while chunk := fh.read(CHUNK):
-            yield chunk
+            yield checked(chunk)
 
 
 def _length(source: bytes | Path) -> int:
     return len(source) if isinstance(source, (bytes, bytearray)) else os.path.getsize(source)
 
 
-def gzip_stream_size(source: bytes | Path) -> int:
+def gzip_stream_size(source: bytes | Path, stop: threading.Event | None = None) -> int:
     """``len(gzip.compress(data, 9, mtime=0))``, read in chunks: header 10 + raw deflate + trailer 8."""
     deflate = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
     total = 10 + 8
-    for chunk in _chunks(source):
+    for chunk in _chunks(source, stop):
         total += len(deflate.compress(chunk))
     return total + len(deflate.flush())
 
 
-def brotli_stream_size(source: bytes | Path, quality: int, lgwin: int | None = None) -> int:
+def brotli_stream_size(source: bytes | Path, quality: int, lgwin: int | None = None,
+                       stop: threading.Event | None = None) -> int:  # fmt: skip
     """:func:`brotli_size` of a file read in chunks (the same bytes)."""
-    return sum(map(len, brotli_stream(source, quality, lgwin)))
+    return sum(map(len, brotli_stream(source, quality, lgwin, stop)))
 
 
-def brotli_stream(source: bytes | Path, quality: int, lgwin: int | None = None) -> Iterator[bytes]:
+def brotli_stream(source: bytes | Path, quality: int, lgwin: int | None = None,
+                  stop: threading.Event | None = None) -> Iterator[bytes]:  # fmt: skip
     """Brotli of ``source`` as a server streams it: flushed every :data:`BROTLI_FLUSH_BYTES` of input (the
     window carries over a flush, so repeats up to 2^lgwin apart are still found), whatever the chunking."""
     compressor = brotli.Compressor(quality=quality, lgwin=lgwin or brotli_window(_length(source)))
     pending = 0
-    for chunk in _chunks(source):
+    for chunk in _chunks(source, stop):
         view = memoryview(chunk)
         while len(view):
             take = min(len(view), BROTLI_FLUSH_BYTES - pending)
@@ -367,7 +380,7 @@ def brotli_stream(source: bytes | Path, quality: int, lgwin: int | None = None) 
     yield compressor.finish()
 
 
-def zstd_stream_size(source: bytes | Path, level: int) -> int:
+def zstd_stream_size(source: bytes | Path, level: int, stop: threading.Event | None = None) -> int:
     """:func:`zstd_size` read in chunks."""
     zstandard = _zstandard()
     if level <= 19:
@@ -377,7 +390,7 @@ def zstd_stream_size(source: bytes | Path, level: int) -> int:
         compressor = zstandard.ZstdCompressor(compression_params=params)
     stream = compressor.compressobj(size=_length(source))
     total = 0
-    for chunk in _chunks(source):
+    for chunk in _chunks(source, stop):
         total += len(stream.compress(bytes(chunk)))
     return total + len(stream.flush())
 
@@ -406,6 +419,7 @@ class BackgroundSizes:
         self._raw: dict[str, tuple[int, int]] = {}  # key -> (raw bytes, brotli window)
         self._taken: set[str] = set()
         self._lock = threading.Lock()
+        self._stop = threading.Event()
 
     @classmethod
     def planned(cls, upper_bounds: Sequence[int], brotli_quality: int | str = "auto",
@@ -421,18 +435,21 @@ class BackgroundSizes:
         sources = [f if isinstance(f, (bytes, bytearray)) else Path(f) for f in files]
         raw = sum(_length(f) for f in sources)
         lgwin = brotli_window(max((_length(f) for f in sources), default=0))
+        stop = self._stop
         kinds: list[tuple[str, Callable[[bytes | Path], int]]] = [
-            ("gzip", gzip_stream_size), ("brotli", lambda f: brotli_stream_size(f, self.quality, lgwin))]
+            ("gzip", lambda f: gzip_stream_size(f, stop)),
+            ("brotli", lambda f: brotli_stream_size(f, self.quality, lgwin, stop)),
+        ]
         if self.zstd_level is not None:
-            kinds.append(("zstd", lambda f: zstd_stream_size(f, self.zstd_level)))
+            kinds.append(("zstd", lambda f: zstd_stream_size(f, self.zstd_level, stop)))
         with self._lock:
             self._raw[key] = (raw, lgwin)
             self._jobs[key] = [(kind, self._pool_for(kind, lgwin).submit(_sum_of, fn, sources)) for kind, fn in kinds]
 
     def pending(self) -> set[str]:
-        """Keys whose sizes are not known yet."""
+        """Keys whose sizes are not known yet (and not given up)."""
         with self._lock:
-            return {k for k, jobs in self._jobs.items() if not all(f.done() for _, f in jobs)}
+            return {k for k, jobs in self._jobs.items() if k not in self._taken and not all(f.done() for _, f in jobs)}
 
     def finished(self) -> dict[str, Sizes]:
         """Sizes that became known since the last call (a compression error is raised here)."""
@@ -451,6 +468,19 @@ class BackgroundSizes:
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._large.shutdown(wait=True, cancel_futures=True)
+
+    def abandon(self) -> set[str]:
+        """Give up the sizes not known yet (a run's time limit is near): the compressions stop at their next
+        chunk, and those not started never run. The keys given up; :meth:`finished` never returns them."""
+        self._stop.set()
+        with self._lock:
+            dropped = {
+                k for k, jobs in self._jobs.items() if k not in self._taken and not all(f.done() for _, f in jobs)
+            }
+            self._taken.update(dropped)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._large.shutdown(wait=False, cancel_futures=True)
+        return dropped
 
     def settle_large(self, timeout: float | None = None) -> None:
         """Wait (at most ``timeout`` s) until no large-window brotli runs or waits: compare calls it before it

@@ -41,7 +41,7 @@ from shrinkray.io.files import (
 )
 from shrinkray.io.limits import check_memory, tensor_nbytes
 from shrinkray.measure import decoder_lm
-from shrinkray.measure.budget import PLAN_MARGIN, Budget, job_clock
+from shrinkray.measure.budget import PLAN_MARGIN, Budget, job_clock, limit_words
 from shrinkray.measure.confidence import UNDECIDED
 from shrinkray.measure.deadline import run_within
 from shrinkray.measure.generation import GENERATED_TOKENS
@@ -73,7 +73,7 @@ from shrinkray.methods.base import RunContext
 from shrinkray.pipeline.inspect import inspect_model
 from shrinkray.pipeline.shrink import shrink
 from shrinkray.pipeline.streaming import all_stream, data_file, shrink_to_files
-from shrinkray.units import format_seconds
+from shrinkray.units import format_bytes, format_seconds
 
 #: Share of the job's time cap kept free when latency starts (results, report): latency times what fits
 #: before the rest of the cap, so a slow model's compare still returns its sizes and parity. The budget's plan
@@ -526,14 +526,30 @@ class ComparePipeline:
         self._flush()
 
     def wait_for_sizes(self) -> None:
-        """Every size known (each published as it lands)."""
+        """Every size known (each published as it lands). In a capped worker, sizes still compressing when the
+        budget's share of the cap is spent are given up with a note, so the run returns what it measured (a
+        2.5 GB model on a loaded machine) instead of being stopped at the cap with nothing."""
         lap = time.perf_counter()
         self.say("Measuring sizes (gzip -9, brotli; a server sends the smaller)", 0.6)
+        until = self._job[0] + self._job[1] * (1 - PLAN_MARGIN) if self._job is not None else None
         while self.sizes.pending():
-            self.sizes.wait_any(timeout=1.0)
+            if until is not None and time.perf_counter() >= until:
+                self._give_up_sizes()
+                break
+            self.sizes.wait_any(timeout=1.0 if until is None else max(min(1.0, until - time.perf_counter()), 0.01))
             self._flush()
         self._flush()
         _lap(self.timings, "sizes", lap)
+
+    def _give_up_sizes(self) -> None:
+        """Each model whose sizes are still compressing says so (its raw size is known: its files)."""
+        assert self._job is not None
+        for key in sorted(self.sizes.abandon()):
+            raw = sum(os.path.getsize(f) for f in self.files.get(key, []) if os.path.exists(f))
+            self._get(key).notes.append(
+                f"Download sizes not measured: gzip and brotli of its {format_bytes(raw)} did not finish within "
+                f"the run's {limit_words(self._job[1])}, so the savings and costs leave it out"
+            )
 
     def measure_latency(self) -> None:
         """Each variant against the original, pairwise, from the files (the model itself is not needed)."""
@@ -921,7 +937,7 @@ def _measure_all_latency(
         text += (f"; a decoder LM's run writes {GENERATED_TOKENS} tokens from one prompt (its pass, then "
                  f"{GENERATED_TOKENS - 1} steps {'through its cache' if decoder.cached else 'over the whole sequence'})")
     if untimed and deadline is not None:
-        notes.insert(0, f"not timed, to finish within the run's {deadline[1]:g} s limit (the model runs slowly "
+        notes.insert(0, f"not timed, to finish within the run's {limit_words(deadline[1])} (the model runs slowly "
                      f"here): {'; '.join(untimed)}")  # fmt: skip
     if over_budget:
         budget = f"{settings.latency_budget_s:g} s" if settings.latency_budget_s is not None else "time"

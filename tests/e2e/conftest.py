@@ -73,6 +73,31 @@ class BrowserPages:
         return page
 
 
+#: True once the app has not been running a script for ``quiet`` ms (polled; a run resets the clock).
+_IDLE_FOR = """(quiet) => {
+  const app = document.querySelector("[data-testid=stApp]");
+  const now = performance.now();
+  if (!app || app.dataset.testScriptState !== "notRunning") { window.__shrinkrayBusyAt = now; return false; }
+  return now - window.__shrinkrayBusyAt >= quiet;
+}"""
+
+
+def wait_idle(page: Any, quiet_ms: int = 700, timeout_ms: int = 60_000) -> None:
+    """Wait until the app has drawn and stayed idle for ``quiet_ms`` (a page switch or the visitor cookie's
+    rerun may start just after a click)."""
+    page.evaluate("() => { window.__shrinkrayBusyAt = performance.now(); }")
+    page.wait_for_function(_IDLE_FOR, arg=quiet_ms, polling=100, timeout=timeout_ms)
+
+
+def upload(page: Any, files: Any) -> None:
+    """Set the page's file uploader once the app is idle: Streamlit drops a file given while a page switch is
+    still drawing (the new page's uploader starts empty), as a person clicking "Model" and dropping a file in
+    the same instant would see. ``files``: a path or a list of paths."""
+    wait_idle(page)
+    paths = [str(f) for f in files] if isinstance(files, list | tuple) else str(files)
+    page.locator("input[type=file]").first.set_input_files(paths)
+
+
 @pytest.fixture
 def pages(chromium) -> BrowserPages:
     """``pages.open(url, ...)`` for a test; assert ``not pages.errors`` at its end."""

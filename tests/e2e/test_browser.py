@@ -22,6 +22,7 @@ from helpers import press
 
 import shrinkray
 from shrinkray.graph.validate import validate
+from tests.e2e.conftest import upload
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = Path(__file__).resolve().parent / "screenshots"
@@ -97,7 +98,7 @@ def _no_traceback(page) -> None:
 def test_full_flow_in_a_real_browser(page, tmp_path):
     _shot(page, "1_model_empty")
     sample = ROOT / "sample_models" / "cnn.onnx"
-    page.locator("input[type=file]").set_input_files(str(sample))
+    upload(page, str(sample))
     page.wait_for_selector("text=Weight tensors", timeout=60_000)
     assert "cnn" in page.locator("[data-testid='stSidebar']").inner_text()
     _wait_for_charts(page, 2)
@@ -151,13 +152,13 @@ def test_a_broken_upload_shows_a_message_and_the_app_keeps_working(page, tmp_pat
     broken.write_bytes(b"this is not an onnx model at all")
     page.get_by_role("link", name="Model").click()
     page.wait_for_selector("text=Load an ONNX model", timeout=30_000)
-    page.locator("input[type=file]").set_input_files(str(broken))
+    upload(page, str(broken))
     page.wait_for_selector("text=Loading broken.onnx failed", timeout=30_000)
     _shot(page, "6_broken_upload")
     _no_traceback(page)
     # The failed upload left the previous model in place; a good upload replaces it.
     assert "cnn" in page.locator("[data-testid='stSidebar']").inner_text()
-    page.locator("input[type=file]").set_input_files(str(ROOT / "sample_models" / "mlp.onnx"))
+    upload(page, str(ROOT / "sample_models" / "mlp.onnx"))
     page.locator("[data-testid='stSidebar']").get_by_text("mlp", exact=True).wait_for(timeout=60_000)
     page.wait_for_selector("text=fc2.weight", timeout=60_000)
     _no_traceback(page)
@@ -185,7 +186,7 @@ def test_real_samples_and_parity_settings_in_a_real_browser(pages, app_url, tmp_
     requests: list[str] = []
     pg = pages.open(app_url, height=2400, accept_downloads=True, requests=requests)
     errors = pages.errors
-    pg.locator("input[type=file]").set_input_files(str(ROOT / "sample_models" / "cnn.onnx"))
+    upload(pg, str(ROOT / "sample_models" / "cnn.onnx"))
     pg.wait_for_selector("text=Weight tensors", timeout=60_000)
 
     pg.get_by_role("link", name="Shrink").click()
@@ -201,7 +202,7 @@ def test_real_samples_and_parity_settings_in_a_real_browser(pages, app_url, tmp_
     pg.get_by_role("link", name="Compare").click()
     pg.wait_for_selector("text=Inputs used for parity", timeout=60_000)
     pngs = [_png_file(tmp_path / "red.png", (200, 30, 30)), _png_file(tmp_path / "sky.png", (40, 120, 230))]
-    pg.locator("input[type=file]").set_input_files([str(p) for p in pngs])
+    upload(pg, [str(p) for p in pngs])
     pg.wait_for_selector("text=sky.png", timeout=30_000)  # both listed in the uploader before submitting
     pg.get_by_role("button", name="Re-measure with these inputs").click()
     note = pg.get_by_text("Real samples (2)", exact=False).first

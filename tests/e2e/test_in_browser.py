@@ -15,6 +15,7 @@ from helpers import press
 from onnx import TensorProto, helper, numpy_helper
 
 from shrinkray.methods import all_methods
+from tests.e2e.conftest import upload
 from tests.e2e.test_browser import ROOT, SHOTS, _no_traceback, app_url
 
 __all__ = ["app_url"]  # the fixture: this module gets its own `streamlit run`
@@ -37,7 +38,9 @@ def _unsupported_op_model(path: Path) -> Path:
         nodes, "scaled_silu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 128])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 256])], [weight],
     )  # fmt: skip
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    )
     model.ir_version = 8
     onnx.save(model, path)
     return path
@@ -67,7 +70,7 @@ def _title(name: str) -> str:
 def _shrink(pg, sample: Path, latency: bool) -> None:
     pg.get_by_role("link", name="Model").click()
     pg.wait_for_selector("text=Load an ONNX model", timeout=30_000)
-    pg.locator("input[type=file]").set_input_files(str(sample))
+    upload(pg, str(sample))
     pg.locator("[data-testid='stSidebar']").get_by_text(sample.stem, exact=True).wait_for(timeout=60_000)
     pg.get_by_role("link", name="Shrink").click()
     pg.wait_for_selector("text=Shrink and measure", timeout=30_000)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import onnx
 
 from tests.app.test_names_as_text import NAMES, url_model
+from tests.e2e.conftest import upload
 from tests.e2e.test_browser import SHOTS, _no_traceback, app_url  # noqa: F401
 
 LINKS_TO_EVIL = """() => Array.from(document.querySelectorAll('[data-testid=stApp] a'))
@@ -22,7 +23,7 @@ def test_a_model_whose_names_are_urls_shows_no_link(app_url, pages, tmp_path):  
     path = tmp_path / "names.onnx"
     onnx.save(url_model(), str(path))
     pg = pages.open(app_url, width=1280, height=1600)
-    pg.locator("input[type=file]").set_input_files(str(path))
+    upload(pg, str(path))
     pg.wait_for_selector("text=Weight tensors", timeout=60_000)
     pg.wait_for_timeout(1500)
     pg.screenshot(path=str(SHOTS / "names_as_text.png"), full_page=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from helpers import press
 
+from tests.e2e.conftest import upload
 from tests.e2e.test_browser import ROOT, SHOTS, _no_traceback, app_url  # noqa: F401
 
 
@@ -36,7 +37,7 @@ def _on_page(pg, path: str) -> bool:
 def test_a_pricing_link_shows_the_same_money_elsewhere_and_back_leaves_in_one_press(app_url, pages):  # noqa: F811
     SHOTS.mkdir(exist_ok=True)
     pg = pages.open(app_url, height=1800, color_scheme="light")
-    pg.locator("input[type=file]").set_input_files(str(ROOT / "sample_models" / "mlp.onnx"))
+    upload(pg, str(ROOT / "sample_models" / "mlp.onnx"))
     pg.wait_for_selector("text=Weight tensors", timeout=60_000)
 
     pg.get_by_role("link", name="Shrink").click()

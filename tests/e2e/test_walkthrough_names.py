@@ -12,6 +12,7 @@ import shutil
 
 from helpers import press
 
+from tests.e2e.conftest import upload
 from tests.e2e.test_browser import ROOT, SHOTS, _no_traceback, app_url  # noqa: F401
 
 STEM = "[click](http:x) **bold** <b>x<b> $x$ :red[r]"
@@ -41,7 +42,7 @@ def test_a_model_named_like_markdown_shows_literally_on_every_page(app_url, page
     model = tmp_path / f"{STEM}.onnx"
     shutil.copyfile(ROOT / "sample_models" / "mlp.onnx", model)
     pg = pages.open(app_url, width=1280, height=900)
-    pg.locator("input[type=file]").set_input_files(str(model))
+    upload(pg, str(model))
     pg.wait_for_selector("text=Weight tensors", timeout=60_000)
     _check(pg, "1_model")
 

@@ -517,7 +517,7 @@ def test_background_brotli_of_large_files_runs_one_at_a_time(tmp_path, monkeypat
 
     running, most, lock = [0], [0], threading.Lock()
 
-    def fake_brotli(source, quality, lgwin=None):
+    def fake_brotli(source, quality, lgwin=None, stop=None):
         with lock:
             running[0] += 1
             most[0] = max(most[0], running[0])
@@ -527,7 +527,7 @@ def test_background_brotli_of_large_files_runs_one_at_a_time(tmp_path, monkeypat
         return 1
 
     monkeypatch.setattr(sizes_module, "brotli_stream_size", fake_brotli)
-    monkeypatch.setattr(sizes_module, "gzip_stream_size", lambda source: 2)
+    monkeypatch.setattr(sizes_module, "gzip_stream_size", lambda source, stop=None: 2)
     pool = sizes_module.BackgroundSizes(6, None, workers=4)
     for key in "abcd":
         path = tmp_path / key
@@ -545,8 +545,12 @@ def test_settle_large_waits_for_the_large_brotli_encoders_only(tmp_path, monkeyp
     from shrinkray.measure import sizes as sizes_module
 
     release = threading.Event()
-    monkeypatch.setattr(sizes_module, "brotli_stream_size", lambda source, quality, lgwin=None: time.sleep(0.3) or 1)
-    monkeypatch.setattr(sizes_module, "gzip_stream_size", lambda source: release.wait(10) and 2)  # gzip blocks
+    monkeypatch.setattr(
+        sizes_module, "brotli_stream_size", lambda source, quality, lgwin=None, stop=None: time.sleep(0.3) or 1
+    )
+    monkeypatch.setattr(
+        sizes_module, "gzip_stream_size", lambda source, stop=None: release.wait(10) and 2
+    )  # gzip blocks
     pool = sizes_module.BackgroundSizes(6, None, workers=2)
     big, small = tmp_path / "big", tmp_path / "small"
     big.write_bytes(b"\0" * (5 << 20))
@@ -561,3 +565,22 @@ def test_settle_large_waits_for_the_large_brotli_encoders_only(tmp_path, monkeyp
     while pool.pending():
         pool.wait_any(timeout=5)
     pool.close()
+
+
+def test_abandoned_sizes_stop_at_their_next_chunk_and_are_never_reported():
+    """A run near its time cap gives up the sizes still compressing (pipeline.compare.wait_for_sizes): the
+    threads stop within a chunk, the pool closes, and neither pending() nor finished() names them again."""
+    from shrinkray.measure.sizes import BackgroundSizes
+
+    small = b"a" * 1000
+    large = np.random.default_rng(0).bytes(400 << 20)  # gzip -9 of random bytes: seconds on any machine
+    pool = BackgroundSizes(6, None, workers=1)
+    pool.submit("small", [small])
+    while "small" in pool.pending():
+        pool.wait_any(timeout=1.0)
+    pool.submit("large", [large])
+    assert pool.abandon() == {"large"}
+    assert pool.pending() == set()
+    assert set(pool.finished()) == {"small"}
+    pool.close()
+    assert pool.finished() == {}

@@ -79,9 +79,9 @@ def metric_row(n: int) -> list:
     return [row.container(width="content", gap=None) for _ in range(n)]
 
 
-def _pending(column, label: str, what: str) -> None:
-    """A metric still being measured (partial results while a run goes on)."""
-    column.metric(label, "…", what, delta_color="off", delta_arrow="off")
+def _pending(column, label: str, what: str, value: str = "…") -> None:
+    """A metric still being measured (partial results while a run goes on), or never measured (``value`` —)."""
+    column.metric(label, value, what, delta_color="off", delta_arrow="off")
 
 
 def _model_download(result: VariantResult):
@@ -125,7 +125,7 @@ def variant_card(c: Comparison, result: VariantResult, advice_items, partial: bo
         s = result.sizes
         if s is None or base is None:
             for column, label in zip(cols[:3], ("Raw", "gzip -9", "brotli"), strict=True):
-                _pending(column, label, "measuring…")
+                _pending(column, label, *(("measuring…",) if partial else ("not measured (see its notes)", "—")))
         else:
             cols[0].metric("Raw", format_bytes(s.raw), _delta(s.raw, base.raw), delta_color="inverse")
             cols[1].metric("gzip -9", format_bytes(s.gzip), _delta(s.gzip, base.gzip), delta_color="inverse")

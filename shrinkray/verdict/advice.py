@@ -159,6 +159,12 @@ def _smaller_and_passing(comparison: Comparison, delivery: str) -> list[VariantR
     return [result for _, result in sorted(found, key=lambda pair: pair[0])]
 
 
+def _passing_unsized(comparison: Comparison) -> list[str]:
+    """Variants that pass but whose download sizes were given up at the run's time limit (pipeline.compare)."""
+    return [r.key for r in comparison.variants
+            if r.ok and r.sizes is None and verdict_of(r).passed and r.record.get("tensors_changed")]  # fmt: skip
+
+
 def recommended(comparison: Comparison, delivery: str = "brotli") -> VariantResult | None:
     """The smallest delivered file among variants that pass parity and are not slower."""
     return next((r for r in _smaller_and_passing(comparison, delivery)
@@ -285,6 +291,14 @@ def advise(comparison: Comparison, delivery: str = "brotli") -> list[Advice]:
             "warning", f"No variant passes on these inputs yet: {_either(undecided, 'and')} "
             f"{'is' if len(undecided) == 1 else 'are'} undecided (too few decisions to tell). Until a verdict "
             "is firm, keep the original.", hints=[_own_inputs(comparison)]))  # fmt: skip
+    elif unsized := _passing_unsized(comparison):
+        one = len(unsized) == 1
+        notes.insert(0, _advice(
+            "warning", f"{_either(unsized, 'and')} {'passes' if one else 'pass'}, but "
+            f"{'its download size was' if one else 'their download sizes were'} not measured before the run's time "
+            f"limit, so nothing shows {'it is' if one else 'they are'} smaller: until "
+            f"{'it is' if one else 'they are'} measured, keep the original.",
+            hints=[Hint("", "compare fewer methods at a time, so that each one's sizes are measured")]))  # fmt: skip
     elif comparison.variants:
         notes.insert(0, _advice("warning", "No variant is both smaller and within the parity criteria: keep the "
                                 "original.", hints=[Hint("verdict", "if the criteria are stricter than needed, loosen them knowingly")]))  # fmt: skip

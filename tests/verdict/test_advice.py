@@ -575,3 +575,17 @@ def test_a_decoder_is_asked_for_text_like_its_own_not_for_images(mlp_npz_compari
     assert first.hints[0].value == "text"
     assert "--text FILE" in first.worded(CLI_ADVICE)
     assert "upload a .txt" in first.worded(APP_ADVICE) and "--" not in first.worded(APP_ADVICE)
+
+
+def test_variants_that_pass_without_sizes_are_not_called_larger(steady):
+    """Sizes given up at the run's time limit (pipeline.compare.wait_for_sizes): the advice says they pass but
+    nothing shows they are smaller, rather than 'no variant is both smaller and within the criteria'."""
+    c = copy.deepcopy(steady)
+    passing = [r for r in c.variants if r.ok and r.parity is not None and r.parity.passed]
+    assert passing
+    for r in c.variants:
+        r.sizes = None
+    first = advise(c)[0]
+    assert first.level == "warning"
+    assert "not measured before the run's time limit" in first.text and "keep the original" in first.text
+    assert passing[0].key in first.text and "No variant is both smaller" not in first.text

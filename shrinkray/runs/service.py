@@ -22,7 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from shrinkray.errors import ShrinkRayError
-from shrinkray.io.files import PROMPTS_FILE, TOKENIZER_FILE, LoadedModel, load, save, tensor_payload_bytes
+from shrinkray.io.files import (
+    PROMPTS_FILE,
+    TOKENIZER_FILE,
+    LoadedModel,
+    load,
+    needs_external_data,
+    save,
+    tensor_payload_bytes,
+)
 from shrinkray.io.limits import Limits
 from shrinkray.measure.results import CompareSettings
 from shrinkray.pipeline.compare import compare
@@ -180,7 +188,9 @@ class Runs:
         try:
             if watched:
                 store.mark_watched(run_id)
-            if loaded.is_lazy:  # its graph alone was loaded: its files, linked (no second copy) or copied
+            if _linked_from(store.model_folder(loaded.sha256, run_id), folder, _model_files(loaded)):
+                pass  # a repeat of a model a kept run holds: its files are shared, not written again
+            elif loaded.is_lazy:  # its graph alone was loaded: its files, linked (no second copy) or copied
                 _keep_files(loaded, folder / "model.onnx")
             else:
                 save(loaded.model, folder / "model.onnx", overwrite=True)
@@ -327,6 +337,42 @@ def absolute_files(comparison: Any, folder: Path) -> Any:
 
 
 __all__ = ["FINISHED", "RunNotFound", "RunView", "Runs", "absolute_files", "compare_run"]
+
+
+def _model_files(loaded: LoadedModel) -> dict[str, int] | None:
+    """The files a run keeps the model in (``model.onnx``, its data files) and their sizes; None when they
+    cannot be known before it is written (a model held whole but too large for one file). A kept run's files
+    of the same hash match these sizes unless it was kept the other way (whole vs its graph alone)."""
+    if loaded.is_lazy:
+        base = Path(loaded.external_base)
+        sources = {"model.onnx": Path(loaded.path), **{name: base / name for name in loaded.external_data_files}}
+        try:
+            return {name: source.stat().st_size for name, source in sources.items()}
+        except OSError:
+            return None
+    return None if needs_external_data(loaded.model) else {"model.onnx": loaded.model.ByteSize()}
+
+
+def _linked_from(previous: Path | None, folder: Path, files: dict[str, int] | None) -> bool:
+    """Hard-link ``files`` from ``previous`` (another run of the same model, by its hash) into ``folder`` when each
+    has the size expected; all or nothing: False, with nothing left behind, when one cannot be linked (removed
+    meanwhile, kept the other way, another device)."""
+    if previous is None or not files:
+        return False
+    made: list[Path] = []
+    try:
+        for name, size in files.items():
+            source, target = previous / name, folder / name
+            if source.stat().st_size != size:
+                raise FileNotFoundError(name)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.link(source, target)
+            made.append(target)
+    except OSError:
+        for path in made:
+            path.unlink(missing_ok=True)
+        return False
+    return True
 
 
 def _keep_files(loaded: LoadedModel, target: Path) -> None:

@@ -212,11 +212,14 @@ def _add_visitor_column(db: sqlite3.Connection) -> None:
 
 
 def folder_bytes(folder: Path) -> int:
+    """The disk a run's folder holds. A file hard-linked from elsewhere (a repeat upload's model, kept once for
+    every run of it: ``RunStore.model_folder``) counts its share, so the store's sum is the disk it takes."""
     total = 0
     for root, _dirs, files in os.walk(folder):
         for name in files:
             with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(root, name)).st_size
+                stat = os.lstat(os.path.join(root, name))
+                total += stat.st_size // max(stat.st_nlink, 1)
     return total
 
 
@@ -441,6 +444,16 @@ class RunStore:
             self._remove(run_id, f"runs are kept {self.max_age_s / 86400:g} days")
             return self.get(run_id)
         return record
+
+    def model_folder(self, sha256: str, besides: str) -> Path | None:
+        """The folder of the newest other run of the model with this ``sha256`` that still holds its
+        ``model.onnx`` (a repeat upload links those files instead of writing a second copy); None when none."""
+        if not sha256:
+            return None
+        with self._db() as db:
+            rows = db.execute("SELECT id FROM runs WHERE model_sha256 = ? AND id != ? ORDER BY created DESC",
+                              (sha256, besides)).fetchall()  # fmt: skip
+        return next((self.runs_dir / rid for (rid,) in rows if (self.runs_dir / rid / "model.onnx").is_file()), None)
 
     def runs_of(self, visitor: str, limit: int = 50) -> list[RunRecord]:
         """``visitor``'s runs still kept, newest first (at most ``limit``): what "Past runs" lists. A run past its

@@ -114,3 +114,42 @@ def test_a_model_loaded_as_its_graph_runs_from_links_to_its_files_and_streams(tm
         assert "tensor by tensor" in " ".join(result.notes)
         assert Path(result.file).with_name(Path(result.file).name + ".data").is_file()
     assert (path.parent / "model.onnx.data").is_file()  # the upload's own files stay
+
+
+def test_a_repeat_of_a_kept_model_shares_its_file_and_the_store_counts_it_once(tmp_path):
+    """The same upload run twice (issue 27: 'a repeat upload adds no second copy'): the second run links the
+    first run's model.onnx (found by the model's hash), each folder counts half of it, and removing the first
+    run leaves the second's model whole."""
+    from shrinkray.runs.store import folder_bytes
+
+    store = RunStore(tmp_path / "store")
+    runs = Runs(store, LocalQueue(workers=1))
+    loaded = shrinkray.load(sample_path("cnn"))
+    first = runs.start(loaded, QUICK)
+    second = runs.start(shrinkray.load(sample_path("cnn")), QUICK)
+    assert runs.queue.wait_idle(WAIT)
+    a, b = (runs.view(rid).record for rid in (first, second))
+    assert a.status == b.status == "done", (a.error, b.error)
+    assert a.model_path.stat().st_ino == b.model_path.stat().st_ino and b.model_path.stat().st_nlink == 2
+    size = b.model_path.stat().st_size
+    variants = sum(p.stat().st_size for p in (b.folder / "variants").rglob("*") if p.is_file())
+    assert folder_bytes(b.folder) <= size // 2 + variants + (1 << 16)  # its half of the model, its variants, inputs
+    store.discard(first, "removed by the test")
+    assert not a.folder.exists() and b.model_path.stat().st_nlink == 1 and b.model_path.stat().st_size == size
+    assert shrinkray.load(b.model_path).model.graph == loaded.model.graph
+    assert runs.comparison(second).variants[0].ok
+
+
+def test_a_model_kept_the_other_way_is_written_again_not_linked(tmp_path):
+    """A kept run holds a model's graph alone (it was loaded lazily); the same file loaded whole must not link
+    that graph without its data: sizes differ, so the whole model is saved."""
+    from shrinkray.runs.service import _linked_from, _model_files
+
+    loaded = shrinkray.load(sample_path("cnn"))
+    previous = tmp_path / "previous"
+    previous.mkdir()
+    (previous / "model.onnx").write_bytes(b"a graph alone: far smaller than the whole model")
+    target = tmp_path / "new"
+    target.mkdir()
+    assert not _linked_from(previous, target, _model_files(loaded))
+    assert list(target.iterdir()) == []

@@ -199,6 +199,15 @@ def _over_quota(held: int, planned: int, quota: int) -> LimitExceededError:
     )  # fmt: skip
 
 
+def _server_full(going: int, planned: int, cap: int) -> LimitExceededError:
+    """A run refused because the runs going now, all visitors', and this one would pass the store's cap."""
+    return LimitExceededError(
+        f"This server's space for runs ({format_bytes(cap)}) is taken by the runs going now ({format_bytes(going)}), "
+        f"and this run may write up to {format_bytes(planned)}",
+        "Try again in a few minutes, when some have finished",
+    )
+
+
 def _add_visitor_column(db: sqlite3.Connection) -> None:
     """A store an older version made has no ``visitor`` column: added, its rows read with visitor ""."""
     names = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
@@ -375,6 +384,10 @@ class RunStore:
                     held = self._held_by(db, visitor)
                     if held + planned_bytes > max_visitor_bytes:
                         raise _over_quota(held, planned_bytes, int(max_visitor_bytes))
+                if capped(visitor):
+                    going = self._live_bytes(db)
+                    if going and going + planned_bytes > self.max_bytes:
+                        raise _server_full(going, planned_bytes, self.max_bytes)
                 db.execute(
                     "INSERT INTO runs (id, created, updated, status, step, fraction, error, problem, hint, setting, "
                     "model_name, model_sha256, model_bytes, kind, bytes, settings, visitor) "
@@ -401,6 +414,11 @@ class RunStore:
         rows = db.execute("SELECT id, status, bytes FROM runs WHERE visitor = ?", (str(visitor),)).fetchall()
         return sum(max(int(size or 0), folder_bytes(self.runs_dir / run_id)) if status in LIVE else int(size or 0)
                    for run_id, status, size in rows if status in LIVE or not live_only)  # fmt: skip
+
+    def _live_bytes(self, db: sqlite3.Connection) -> int:
+        """The disk every visitor's runs going now hold or plan to (finished runs can be removed; these cannot)."""
+        rows = db.execute("SELECT id, bytes FROM runs WHERE status IN ('queued', 'running')").fetchall()
+        return sum(max(int(size or 0), folder_bytes(self.runs_dir / run_id)) for run_id, size in rows)
 
     def _make_room(self, visitor: str, planned: int, quota: int) -> None:
         """Remove ``visitor``'s oldest finished runs until their runs and ``planned`` bytes fit ``quota``."""

@@ -235,3 +235,20 @@ def test_a_visitors_runs_hold_at_most_their_disk_quota_their_oldest_finished_run
     store.fail(newer, "cancelled")  # one ended (nothing written): room again
     store.create(model_name="m", visitor="cookie:a", planned_bytes=400, max_visitor_bytes=1000)
     assert Limits.from_env({"SHRINKRAY_MAX_VISITOR_DISK_BYTES": "2GiB"}).max_visitor_disk_bytes == 2 * 2**30
+
+
+def test_runs_going_for_every_visitor_count_against_the_stores_cap(tmp_path):
+    """Live and queued runs cannot be removed to make room, so together they may not pass the store's cap: a
+    visitor's run that would is refused in one sentence; a run alone is left to the visitor's quota."""
+    from shrinkray.errors import LimitExceededError
+
+    store = RunStore(tmp_path / "runs", max_bytes=1000)
+    alone = store.create(model_name="m", visitor="cookie:a", planned_bytes=5000)  # nothing else going: allowed
+    store.fail(alone, "cancelled")
+    store.create(model_name="m", visitor="cookie:a", planned_bytes=700)
+    with pytest.raises(LimitExceededError, match=r"space for runs \(1000 B\) is taken by the runs going now \(700 B\)"
+                       ) as refused:  # fmt: skip
+        store.create(model_name="m", visitor="cookie:b", planned_bytes=400)
+    assert "Try again in a few minutes" in str(refused.value)
+    store.create(model_name="m", visitor="cookie:b", planned_bytes=300)  # fits beside a's
+    store.create(model_name="m", visitor=LOCAL, planned_bytes=10**6)  # the CLI and API: not capped

@@ -16,6 +16,7 @@ from app_ui.state import (
     summary,
     workspace,
 )
+from shrinkray.errors import SeveralModels
 from shrinkray.report import charts
 from shrinkray.text_safety import streamlit_markdown as md
 from shrinkray.units import format_bytes, format_percent
@@ -25,6 +26,17 @@ st.write(
     "Load an ONNX model to see its inputs, operators and where its bytes are. "
     "Then go to **Shrink** to make it smaller and measure what that costs."
 )
+
+def _load_upload(uploaded, member: str | None = None) -> None:
+    """The uploaded file (or ``member`` of a zip of several) as the current model."""
+    loaded_upload = load_uploaded(uploaded, workspace(), choose=member)
+    set_model(loaded_upload, f"Uploaded: {uploaded.name}" + (f" ({member})" if member else ""))
+    if loaded_upload.is_lazy:
+        release_upload(uploaded)  # on disk now: the server's in-memory copy goes (the uploader empties)
+    st.session_state["loaded_now"] = True
+    if member is None:
+        st.session_state.pop("archive_models", None)  # one model: nothing to choose (a set's choice stays)
+
 
 upload_col, sample_col = st.columns([3, 2], gap="large")
 with upload_col:
@@ -39,15 +51,23 @@ with upload_col:
     )
     if uploaded is not None and st.session_state.get("upload_id") != uploaded.file_id:
         st.session_state["upload_id"] = uploaded.file_id
+        st.session_state.pop("archive_models", None)
         with friendly_errors(f"Loading {uploaded.name}"):
-            loaded_upload = load_uploaded(uploaded, workspace())
-            set_model(loaded_upload, f"Uploaded: {uploaded.name}")
-            if loaded_upload.is_lazy:
-                release_upload(uploaded)  # on disk now: the server's in-memory copy goes (the uploader empties)
-            st.session_state["loaded_now"] = True
+            try:
+                _load_upload(uploaded)
+            except SeveralModels as several:  # an encoder and a decoder, a transformers.js onnx/ folder: pick one
+                st.session_state["archive_models"] = (uploaded.file_id, several.choices)
         still = current_model() if not st.session_state.get("loaded_now") else None
         if still is not None:  # the page below still shows it: say which model that is
             st.caption(f"The model loaded before, {md(still.name)}, is still the current one.")
+    chosen_from = st.session_state.get("archive_models")
+    if uploaded is not None and chosen_from and chosen_from[0] == uploaded.file_id:
+        member = st.selectbox(f"{md(uploaded.name)} holds {len(chosen_from[1])} models: which one?", chosen_from[1],
+                              help="Each file of a set (an encoder and a decoder, say) is shrunk and judged on its "
+                              "own: load one, then the next from here.")  # fmt: skip
+        if st.button("Load this model", type="primary"):
+            with friendly_errors(f"Loading {member} from {uploaded.name}"):
+                _load_upload(uploaded, member)
 with sample_col:
     descriptions = sample_descriptions()
     choice = st.selectbox("…or pick a bundled sample", sample_names(), index=None, placeholder="Choose a sample",

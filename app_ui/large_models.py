@@ -54,9 +54,10 @@ def save_upload(uploaded: Any, folder: Path) -> Path:
     return target
 
 
-def load_uploaded(uploaded: Any, workspace: Path) -> LoadedModel:
+def load_uploaded(uploaded: Any, workspace: Path, choose: str | None = None) -> LoadedModel:
     """The uploaded model: whole in memory when it fits this server's plan, else its graph alone (a zip with
-    external data), else a refusal saying what to do. Never reads a too-large model whole."""
+    external data), else a refusal saying what to do. Never reads a too-large model whole. ``choose``: the
+    model to load from a zip of several (:class:`~shrinkray.errors.SeveralModels` lists them)."""
     from shrinkray.io.archive import load_any
 
     path = save_upload(uploaded, workspace / "uploads")
@@ -68,7 +69,8 @@ def load_uploaded(uploaded: Any, workspace: Path) -> LoadedModel:
         except ShrinkRayError:
             if size is None or not size.external:
                 raise  # a single-file model too big to load: saved with external data, it can stream
-            loaded = load_any(path, name=uploaded.name, workdir=path.parent / "unpacked", lazy_external=True)
+            loaded = load_any(path, name=uploaded.name, workdir=path.parent / "unpacked", lazy_external=True,
+                              choose=choose)  # fmt: skip
             keep = loaded.is_lazy
             if keep:
                 if (unpacked := job_input(loaded)) != path:
@@ -76,7 +78,7 @@ def load_uploaded(uploaded: Any, workspace: Path) -> LoadedModel:
                     loaded.path = unpacked
                 return loaded  # its path (the unpacked model, or the zip) is inside the folder discard removes
             raise
-        loaded = load_any(path, name=uploaded.name, workdir=workspace)
+        loaded = load_any(path, name=uploaded.name, workdir=workspace, choose=choose)
         loaded.path = None  # as an upload held in memory: the copy on disk goes now
         return loaded
     finally:

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from shrinkray import pricing
-from shrinkray.errors import MissingModelError, OptionError, ShrinkRayError
-from shrinkray.io.archive import scratch_folder
+from shrinkray.errors import MissingModelError, OptionError, SeveralModels, ShrinkRayError
+from shrinkray.io.archive import is_zip, scratch_folder
 from shrinkray.io.files import Terminated, check_output_path, model_in_folder, raise_terminated
 from shrinkray.io.size_check import EXTERNAL_SETTING, STREAM_COMPARE_SETTING, STREAM_SETTING, check_fits, model_size
 from shrinkray.measure.budget import BUDGET_SETTING
@@ -111,7 +111,7 @@ def format_summary(s: ModelSummary, top: int | None = 20) -> str:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    summary = inspect_model(load_model_file(args.model))
+    summary = inspect_model(load_model_file(args.model, member=args.member))
     if args.json:
         print(json.dumps(summary.to_dict(), indent=2))
     else:
@@ -153,9 +153,10 @@ def _method_options(args: argparse.Namespace) -> dict[str, Any]:
     return {name: getattr(args, name) for name in _option_fields() if getattr(args, name, None) is not None}
 
 
-def default_output(model_path: Path, method: str) -> Path:
+def default_output(model_path: Path, method: str, folder: Path | None = None) -> Path:
+    """NAME.METHOD.onnx beside the input (in ``folder``: a model chosen from a zip is written beside the zip)."""
     stem = model_path.name.removesuffix(".zip").removesuffix(".onnx")
-    return model_path.with_name(f"{stem}.{method}.onnx")
+    return (folder or model_path.parent) / f"{stem}.{method}.onnx"
 
 
 def format_variant(variant: Variant, original_bytes: int, written: Path | None, written_bytes: int) -> str:
@@ -272,7 +273,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     elif args.model is None and method == DEFAULT_METHOD:
         output = DEFAULT_OUTPUT
     else:
-        output = default_output(model_path, method)
+        output = default_output(Path(args.member) if args.member else model_path, method, model_path.parent)
     if model_path.exists():
         check_output_path(output, protect=[model_path], overwrite=args.force)  # before any work
         size = model_size(model_path)
@@ -282,7 +283,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     with scratch_folder() as scratch:
         variant, written, written_bytes, input_bytes = run_capped(
             shrink_job, model_path, output, method, _method_options(args), args.force, scratch, context,
-            what=f"Shrinking with {method}",
+            member=args.member, what=f"Shrinking with {method}",
         )  # fmt: skip
     _status(args, "Checked: onnx.checker passes and ONNX Runtime opens the result. Written.")
     if args.json:
@@ -406,7 +407,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if save_dir is not None and save_dir.exists() and not save_dir.is_dir():
         raise OptionError(f"--save-dir {save_dir} is a file, not a folder", "Name a folder (it is created if missing)")
     if not Path(args.model).exists():
-        load_model_file(args.model)  # the usual message for a missing file, before starting a worker
+        load_model_file(args.model, member=args.member)  # the usual message for a missing file, before a worker
     # a model too big is refused before it is read; one kept in external data files is measured in them when
     # every method streams (one session at a time)
     size = model_size(args.model)
@@ -414,8 +415,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     check_fits(size, "comparing", streamed=streamed, comparing=True)
     with scratch_folder() as scratch:
         comparison = run_capped(
-            functools.partial(compare_job, naming=args.naming), Path(args.model), settings, save_dir, args.force, scratch,
-            what="Comparing", progress=ProgressBar(args.quiet),
+            functools.partial(compare_job, naming=args.naming, member=args.member), Path(args.model), settings,
+            save_dir, args.force, scratch, what="Comparing", progress=ProgressBar(args.quiet),
         )  # fmt: skip
     for result in comparison.variants:
         if result.file:
@@ -532,7 +533,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("inspect", help="show a model's signature, ops and weights")
-    p.add_argument("model", help="path to an .onnx file")
+    p.add_argument("model", help="path to an .onnx file, a .zip of a model with its data, or a folder")
+    p.add_argument("--member", metavar="PATH", help="the model to use from a .zip or folder of several (an "
+                   "encoder and a decoder, a transformers.js onnx/ folder): its path inside, e.g. onnx/decoder_model.onnx")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.add_argument("--top", type=int, default=20, help="weights to list (default 20)")
     p.add_argument("--all", action="store_true", help="list every weight")
@@ -544,7 +547,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Write a smaller, validated copy of a model. With no MODEL, reads "
         f"{DEFAULT_MODEL} and writes {DEFAULT_OUTPUT} ({DEFAULT_METHOD}).",
     )
-    p.add_argument("model", nargs="?", help=f"path to an .onnx file (default {DEFAULT_MODEL})")
+    p.add_argument("model", nargs="?", help=f"path to an .onnx file, a .zip or a folder (default {DEFAULT_MODEL})")
+    p.add_argument("--member", metavar="PATH", help="the model to use from a .zip or folder of several (an "
+                   "encoder and a decoder, a transformers.js onnx/ folder): its path inside, e.g. onnx/decoder_model.onnx")
     p.add_argument(
         "--method", "-m", choices=[s.name for s in all_methods()], help=f"shrinking method (default {DEFAULT_METHOD})"
     )
@@ -565,7 +570,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run the chosen methods, measure the original and every variant (raw/gzip/brotli size, "
         "output parity, CPU latency), print a table with advice, and write reports.",
     )
-    p.add_argument("model", help="path to an .onnx file")
+    p.add_argument("model", help="path to an .onnx file, a .zip of a model with its data, or a folder")
+    p.add_argument("--member", metavar="PATH", help="the model to use from a .zip or folder of several (an "
+                   "encoder and a decoder, a transformers.js onnx/ folder): its path inside, e.g. onnx/decoder_model.onnx")
     p.add_argument(
         "--methods", default="all",
         help="all (default) or a comma list; give a method its own options with colons, e.g. "
@@ -690,6 +697,8 @@ def advice_lines(comparison: Any, delivery: str = "brotli") -> list[str]:
 def cli_message(exc: ShrinkRayError) -> str:
     """The error in the command line's words: a hint naming a setting becomes the flags for it."""
     hint = CLI_HINTS.get(exc.setting, exc.hint)
+    if isinstance(exc, SeveralModels) and exc.choices:
+        hint = f"Name the one to use with --member, e.g. --member {shlex.quote(exc.choices[0])}"
     return f"{exc.problem}. {hint}." if hint else f"{exc.problem}."
 
 
@@ -702,15 +711,39 @@ def _quiet_stdout() -> None:
         pass
 
 
+def _resolve_member(args: argparse.Namespace) -> None:
+    """A folder stands for its main model (transformers.js's), or the ``--member`` named; a zip keeps
+    ``--member`` for the loader; a single .onnx file has nothing to choose from."""
+    model, member = getattr(args, "model", None), getattr(args, "member", None)
+    if not isinstance(model, str):
+        if member:
+            raise OptionError("--member names a model inside a .zip or folder", "Give the .zip or folder as MODEL")
+        return
+    if Path(model).is_dir():
+        args.model = str(model_in_folder(model) if not member else _inside(Path(model), member))
+        args.member = None
+    elif member and Path(model).is_file() and not (Path(model).suffix.lower() == ".zip" or is_zip(Path(model))):
+        raise OptionError(f"--member names a model inside a .zip or folder, and {model} is one model",
+                          "Leave out --member, or give the .zip or folder as MODEL")  # fmt: skip
+
+
+def _inside(folder: Path, member: str) -> Path:
+    """``member`` of ``folder``, refused when it leaves the folder or is not a file."""
+    path = (folder / member).resolve()
+    if folder.resolve() not in path.parents or not path.is_file():
+        names = ", ".join(str(p.relative_to(folder)) for p in sorted([*folder.glob("*.onnx"), *folder.glob("onnx/*.onnx")])[:8])
+        raise OptionError(f"{folder} has no model {member}", f"Its models are: {names}" if names else "It holds no .onnx file")
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if isinstance(getattr(args, "model", None), str) and Path(args.model).is_dir():
-        try:  # a transformers.js folder stands for its main model, in every command
-            args.model = str(model_in_folder(args.model))
-        except ShrinkRayError as exc:
-            print(f"Error: {terminal(cli_message(exc))}", file=sys.stderr)
-            return 1
+    try:
+        _resolve_member(args)
+    except ShrinkRayError as exc:
+        print(f"Error: {terminal(cli_message(exc))}", file=sys.stderr)
+        return 1
     if threading.current_thread() is threading.main_thread():
         # SIGTERM unwinds like Ctrl-C: temporary files and staging folders are removed on the way out.
         signal.signal(signal.SIGTERM, raise_terminated)

@@ -35,6 +35,24 @@ class ModelLoadError(ShrinkRayError):
     """The bytes are not a readable ONNX model (empty, truncated, not protobuf...)."""
 
 
+#: The setting a refused archive of several models names: which of its models to load (each front end words it:
+#: the CLI as ``--member``, the app as a choice of the archive's models).
+CHOOSE_MODEL_SETTING = "choose_model"
+
+
+class SeveralModels(ModelLoadError):
+    """An archive (a transformers.js folder zipped, an encoder and a decoder) holds several models and none was
+    chosen: ``choices`` are their paths inside it, for a front end to offer."""
+
+    def __init__(self, problem: str, hint: str = "", setting: str = CHOOSE_MODEL_SETTING,
+                 choices: tuple[str, ...] = ()) -> None:  # fmt: skip
+        super().__init__(problem, hint, setting)
+        self.choices = tuple(choices)
+
+    def __reduce__(self):
+        return (self.__class__, (self.problem, self.hint, self.setting, self.choices))
+
+
 class InvalidModelError(ShrinkRayError):
     """The model parses but is not valid ONNX (checker failure, bad opset...)."""
 

@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from shrinkray.errors import LimitExceededError, ModelLoadError, ShrinkRayError, UnsafeModelError
+from shrinkray.errors import LimitExceededError, ModelLoadError, SeveralModels, ShrinkRayError, UnsafeModelError
 from shrinkray.io.files import LoadedModel, load, sweep_orphans
 from shrinkray.io.limits import Limits, short
 
@@ -437,9 +437,10 @@ def _choose_model(members: list[_Member], choose: str | None) -> _Member:
     top = [m for m in models if len(m.parts) == prefix + 1]
     if len(top) == 1:
         return top[0]
-    raise ModelLoadError(
+    raise SeveralModels(
         f"The archive holds {len(models)} .onnx files ({listing}), so it is not clear which one to load",
-        "Upload an archive with one model, or choose the model by name",
+        "Choose one of them by its path in the archive, or upload an archive with one model",
+        choices=tuple(m.path for m in models),
     )
 
 
@@ -480,7 +481,8 @@ def load_zip(
     so the folder must stay until they are read). ``choose`` names the
     .onnx member to load when the archive holds several.
 
-    The returned LoadedModel's ``sha256`` is that of the archive, its
+    The returned LoadedModel's ``sha256`` is that of the archive (with ``choose``, of the archive followed by
+    a zero byte and the chosen path: each model of a set is told apart, e.g. a run store's shared copies), its
     ``file_bytes`` the model plus its data files, and its ``path`` the
     unpacked .onnx file. Every refusal is a ShrinkRayError; on any error the
     new subfolder is removed.
@@ -551,6 +553,8 @@ def load_zip(
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise
+    if choose is not None:  # one model of several: the same archive's other models must not share its identity
+        digest.update(b"\0" + chosen.path.encode())
     loaded.sha256 = digest.hexdigest()
     return loaded
 
@@ -567,9 +571,13 @@ def load_any(
     workdir: str | os.PathLike | None = None,
     limits: Limits | None = None,
     lazy_external: bool = False,
+    choose: str | None = None,
 ) -> LoadedModel:
     """One loader for every front end: an .onnx file or a .zip (a model with its external data), as a path
     or as bytes (an upload). The CLI and the app both call this.
+
+    ``choose``: the model to load from a zip of several (its path inside; a zip of several without it raises
+    :class:`~shrinkray.errors.SeveralModels` listing them); the model is then named after that file.
 
     A zip is unpacked below ``workdir`` (a folder the caller owns; a private temporary folder when None)
     and the unpacked copy is removed as soon as the model is in memory. ``name`` names the model (an
@@ -588,6 +596,9 @@ def load_any(
     else:  # a missing path gets load()'s "Missing ..." message, whatever its name
         zipped = path.is_file() and (path.suffix.lower() == ".zip" or is_zip(path))
     stem = label.removesuffix(".zip").removesuffix(".onnx")
+    if not zipped and choose and (is_bytes or path.is_file()):
+        raise ModelLoadError(f"{label or 'This file'} is one model, not an archive of several: there is nothing to "
+                             "choose in it", "Leave the choice of a model out")  # fmt: skip
     if not zipped:
         loaded = (
             load(bytes(source), name=stem or "upload", limits=limits)
@@ -602,7 +613,7 @@ def load_any(
         unpack = Path(tempfile.mkdtemp(prefix="unpacked-", dir=_made(folder)))
         loaded = None
         try:
-            loaded = load_zip(source if is_bytes else path, unpack, limits,
+            loaded = load_zip(source if is_bytes else path, unpack, limits, choose=choose,
                               lazy_external=lazy_external and workdir is not None)  # fmt: skip
             for field_name, suffix in (("tokenizer", "json"), ("prompts", "txt")):
                 companion = getattr(loaded, field_name)
@@ -615,7 +626,7 @@ def load_any(
         finally:
             if loaded is None or not loaded.is_lazy:  # a lazy model still reads the unpacked files
                 shutil.rmtree(unpack, ignore_errors=True)
-    loaded.name = stem or loaded.name
+    loaded.name = Path(choose).name.removesuffix(".onnx") if choose else stem or loaded.name
     loaded.path = path  # the archive (protected from writes), or None: the unpacked copy is gone
     return loaded
 

@@ -49,6 +49,7 @@ from shrinkray.errors import (
     MissingModelError,
     ModelLoadError,
     OutputExistsError,
+    SeveralModels,
     UnsafeModelError,
     WriteError,
 )
@@ -155,7 +156,8 @@ def model_in_folder(folder: str | os.PathLike) -> Path:
         raise ModelLoadError(f"{folder} is a folder without an .onnx model (nor an onnx/ folder holding one)",
                              "Give the path of the .onnx file")  # fmt: skip
     names = ", ".join(str(p.relative_to(folder)) for p in found[:8]) + (", ..." if len(found) > 8 else "")
-    raise ModelLoadError(f"{folder} holds several models ({names})", "Give the path of the one to use")
+    raise SeveralModels(f"{folder} holds several models ({names})", "Give the path of the one to use",
+                        choices=tuple(p.relative_to(folder).as_posix() for p in found))  # fmt: skip
 
 
 def _external_entry(tensor: onnx.TensorProto, key: str) -> str | None:

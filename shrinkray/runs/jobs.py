@@ -25,14 +25,17 @@ from shrinkray.pipeline.shrink import shrink
 from shrinkray.pipeline.streaming import can_stream, shrink_to_files, streams, zip_files
 
 
-def load_model_file(path: str | Path, scratch: str | Path | None = None, lazy_external: bool = False) -> LoadedModel:
+def load_model_file(path: str | Path, scratch: str | Path | None = None, lazy_external: bool = False,
+                    member: str | None = None) -> LoadedModel:  # fmt: skip
     """An .onnx file, or a .zip holding a model and its external data (unpacked safely, then removed).
 
     ``scratch``: an empty folder to unpack into, owned by the caller, which removes it even when this
     process is killed (the capped worker runs this; the parent holds the folder). ``lazy_external``:
     leave external tensors in their files (an unpacked zip stays in ``scratch``) for a streaming method.
+    ``member``: the model to load from a zip of several (its path inside).
     """
-    return load_any(Path(path), workdir=scratch, lazy_external=lazy_external)  # the same loader as the app's
+    # the same loader as the app's
+    return load_any(Path(path), workdir=scratch, lazy_external=lazy_external, choose=member or None)
 
 
 def protected_files(model_path: Path, loaded: LoadedModel) -> list[Path]:
@@ -41,12 +44,13 @@ def protected_files(model_path: Path, loaded: LoadedModel) -> list[Path]:
 
 
 def shrink_job(model_path: Path, output: Path, method: str, options: dict[str, Any], force: bool,
-               scratch: str, context: RunContext | None = None) -> tuple[Variant, Path, int, int]:  # fmt: skip
+               scratch: str, context: RunContext | None = None,
+               member: str | None = None) -> tuple[Variant, Path, int, int]:  # fmt: skip
     """Load, shrink, check and write, in the capped worker; returns the change record (without the
     model), the file written, its bytes and the input's bytes. ``context``: the verdict and inputs a
     method that judges or calibrates uses (auto, weights-int4). An ``output`` ending in ``.zip`` gets
     the model (and its data file) packed into a stored zip, written chunk by chunk."""
-    loaded = load_model_file(model_path, scratch, lazy_external=streams(method, options))
+    loaded = load_model_file(model_path, scratch, lazy_external=streams(method, options), member=member)
     protected = protected_files(model_path, loaded)
     check_output_path(output, protect=protected, overwrite=force)
     if Path(output).suffix.lower() != ".zip":
@@ -91,7 +95,7 @@ def _shrink_into(loaded: LoadedModel, output: Path, method: str, options: dict[s
 
 
 def compare_job(model_path: Path, settings: CompareSettings, save_dir: Path | None, force: bool, scratch: str,
-                progress=None, on_partial=None, naming: str = "shrinkray"):  # fmt: skip
+                progress=None, on_partial=None, naming: str = "shrinkray", member: str | None = None):  # fmt: skip
     """Load, compare and (with --save-dir) keep the variants, in the capped worker.
 
     Each variant is written into the scratch folder as soon as it is checked and
@@ -100,7 +104,7 @@ def compare_job(model_path: Path, settings: CompareSettings, save_dir: Path | No
     there all or none. The result carries no models.
     """
     # a model in external data files stays in them: compare measures it there and streams what it can
-    loaded = load_model_file(model_path, scratch, lazy_external=True)
+    loaded = load_model_file(model_path, scratch, lazy_external=True, member=member)
     protected = protected_files(model_path, loaded)
     work = Path(scratch) / "variants"
     own_dir = settings.variants_dir is None

@@ -9,7 +9,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-from shrinkray.errors import ShrinkRayError
+from shrinkray.errors import ModelLoadError, ShrinkRayError
 from shrinkray.io.archive import load_any
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_models" / "mlp.onnx"
@@ -64,3 +64,46 @@ def test_an_onnx_upload_with_external_data_asks_for_a_zip(tmp_path):
     onnx.save(onnx.load(str(SAMPLE)), str(folder / "m.onnx"), save_as_external_data=True, size_threshold=1024)
     with pytest.raises(ShrinkRayError, match="Upload a .zip"):
         load_any((folder / "m.onnx").read_bytes(), name="m.onnx")
+
+
+def _set_zip(tmp_path):
+    """A transformers.js-like set: an encoder and a decoder in onnx/."""
+    import zipfile
+
+    from helpers import sample_path
+
+    archive = tmp_path / "set.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.write(sample_path("cnn"), "onnx/encoder_model.onnx")
+        zf.write(sample_path("mlp"), "onnx/decoder_model.onnx")
+    return archive
+
+
+def test_a_zip_of_several_models_lists_them_and_loads_the_one_chosen(tmp_path):
+    """Not a dead end: the refusal carries the models' paths (a front end offers them; it survives the worker's
+    pickling), and ``choose`` loads one, named after its file and told apart from its siblings by its hash."""
+    import pickle
+
+    from shrinkray.errors import CHOOSE_MODEL_SETTING, SeveralModels
+
+    archive = _set_zip(tmp_path)
+    with pytest.raises(SeveralModels) as refused:
+        load_any(archive)
+    assert refused.value.choices == ("onnx/encoder_model.onnx", "onnx/decoder_model.onnx")
+    assert refused.value.setting == CHOOSE_MODEL_SETTING
+    again = pickle.loads(pickle.dumps(refused.value))
+    assert again.choices == refused.value.choices and str(again) == str(refused.value)
+    decoder = load_any(archive, choose="onnx/decoder_model.onnx")
+    encoder = load_any(archive.read_bytes(), name="set.zip", choose="./onnx/encoder_model.onnx")
+    assert (decoder.name, encoder.name) == ("decoder_model", "encoder_model")
+    assert decoder.model.graph.input[0].name == "features" and encoder.model.graph.node
+    assert len({decoder.sha256, encoder.sha256, load_any(archive, choose="onnx/decoder_model.onnx").sha256}) == 2
+    with pytest.raises(ModelLoadError, match="The archive has no model 'onnx/nope.onnx'"):
+        load_any(archive, choose="onnx/nope.onnx")
+
+
+def test_choosing_inside_a_single_model_is_refused(tmp_path):
+    from helpers import sample_path
+
+    with pytest.raises(ModelLoadError, match="is one model, not an archive of several"):
+        load_any(sample_path("mlp"), choose="onnx/decoder_model.onnx")

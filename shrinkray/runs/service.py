@@ -381,10 +381,12 @@ def _keep_files(loaded: LoadedModel, target: Path) -> None:
     copied again for its run) and copied otherwise."""
     base = Path(loaded.external_base)
     pairs = [(Path(loaded.path), target)] + [(base / name, target.parent / name) for name in loaded.external_data_files]
+    reserved = {target.name, "inputs", "variants", TOKENIZER_FILE, PROMPTS_FILE}  # what a run keeps beside it
     for source, copy in pairs:
-        if copy.name in (target.name, "inputs") and copy != target:
-            raise ShrinkRayError(f"The model's data file is named {copy.name}, which a run keeps for itself",
-                                 "Save the model's weights under another file name")  # fmt: skip
+        first = copy.relative_to(target.parent).parts[0]
+        if first in reserved and copy != target:
+            raise ShrinkRayError(f"The model's data file is named {copy.relative_to(target.parent).as_posix()}, "
+                                 f"where a run keeps its own {first}", "Save the model's weights under another file name")  # fmt: skip
         copy.parent.mkdir(parents=True, exist_ok=True)
         try:
             os.link(source, copy)

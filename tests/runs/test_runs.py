@@ -153,3 +153,28 @@ def test_a_model_kept_the_other_way_is_written_again_not_linked(tmp_path):
     target.mkdir()
     assert not _linked_from(previous, target, _model_files(loaded))
     assert list(target.iterdir()) == []
+
+
+@pytest.mark.parametrize(("name", "refused"), [("variants/w.bin", True), ("inputs", True), ("tokenizer.json", True),
+                                               ("weights/inputs", False), ("model.onnx.data", False)])  # fmt: skip
+def test_a_kept_models_data_file_may_not_take_a_place_a_run_keeps_for_itself(tmp_path, name, refused):
+    """A run folder holds model.onnx, inputs/, variants/ and the tokenizer beside the model's data files: a
+    data file at one of those places is refused (variants/ was let through before); elsewhere it is kept."""
+    from types import SimpleNamespace
+
+    from shrinkray.errors import ShrinkRayError
+    from shrinkray.runs.service import _keep_files
+
+    upload = tmp_path / "upload"
+    (upload / name).parent.mkdir(parents=True, exist_ok=True)
+    (upload / "model.onnx").write_bytes(b"graph")
+    (upload / name).write_bytes(b"weights")
+    loaded = SimpleNamespace(path=str(upload / "model.onnx"), external_base=str(upload), external_data_files=[name])
+    run = tmp_path / "run"
+    run.mkdir()
+    if refused:
+        with pytest.raises(ShrinkRayError, match="where a run keeps its own"):
+            _keep_files(loaded, run / "model.onnx")
+    else:
+        _keep_files(loaded, run / "model.onnx")
+        assert (run / name).read_bytes() == b"weights"

@@ -58,14 +58,25 @@ def start_app(env: dict[str, str] | None, log, timeout_s: float = 90) -> tuple[s
     pytest.fail(f"streamlit did not start within {timeout_s:g} s")
 
 
+def stop_app(proc: subprocess.Popen, grace_s: float = 30) -> None:
+    """Stop an app started by :func:`start_app`: SIGTERM, then SIGKILL when it has not exited within ``grace_s``
+    (on a loaded machine a session's script still drawing can hold Streamlit's shutdown past 20 s; its run
+    workers watch it and exit with it)."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=grace_s)
+
+
 @pytest.fixture(scope="module")
 def app_url(chromium):
     """The app (:func:`start_app`). After ``chromium``: without a browser nothing is started."""
     log = open(SHOTS.parent / "streamlit.log", "w")  # noqa: SIM115 - closed below
     proc, url = start_app(None, log)
     yield url
-    proc.terminate()
-    proc.wait(timeout=20)
+    stop_app(proc)
     log.close()
 
 

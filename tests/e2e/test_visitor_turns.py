@@ -14,7 +14,7 @@ from hostile.runtime_bombs import loop_bomb
 
 from shrinkray.runs.store import RunStore
 from tests.e2e.conftest import upload
-from tests.e2e.test_browser import ROOT, SHOTS, start_app
+from tests.e2e.test_browser import ROOT, SHOTS, start_app, stop_app
 from tests.e2e.test_runs import open_measurement_settings
 
 SAMPLE = ROOT / "sample_models" / "cnn.onnx"
@@ -31,8 +31,7 @@ def one_slot_app(chromium, tmp_path_factory):
     log = open(SHOTS / "streamlit-turns.log", "w")  # noqa: SIM115 - closed below (screenshots/ is not kept)
     proc, url = start_app(env, log)
     yield url, store
-    proc.terminate()
-    proc.wait(timeout=30)
+    stop_app(proc)
     log.close()
 
 

@@ -16,7 +16,7 @@ import urllib.request
 
 import pytest
 
-from tests.e2e.test_browser import ROOT, SHOTS, _free_port, app_url  # noqa: F401
+from tests.e2e.test_browser import ROOT, SHOTS, _free_port, app_url, stop_app  # noqa: F401
 
 LONG_DECISION = ("3 of 12 boxes moved (IoU 0.87 < 0.9 for the best match of each), 1 of 12 boxes lost above "
                  "score 0.25, class kept on the 8 boxes matched; top-left corner off by up to 4.5 px")  # fmt: skip
@@ -69,8 +69,7 @@ def cards_url(chromium, tmp_path_factory):
         except OSError:
             time.sleep(0.5)
     yield url
-    proc.terminate()
-    proc.wait(timeout=20)
+    stop_app(proc)
 
 
 def test_parity_tables_fit_the_page_at_1280_px(cards_url, pages):

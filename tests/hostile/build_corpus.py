@@ -39,6 +39,7 @@ from shrinkray.errors import (
     LimitExceededError,
     ModelLoadError,
     RuntimeUnsupportedError,
+    SeveralModels,
     ShrinkRayError,
     UnsafeModelError,
 )
@@ -635,7 +636,7 @@ def build_corpus(tmp: Path) -> list[Case]:
                                             + [(f"junk/{k}.txt", b"x") for k in range(20)]),
              LimitExceededError, "members, which exceeds max_zip_files=10 (set SHRINKRAY_MAX_ZIP_FILES)",
              kind="zip", limits=Limits(max_zip_files=10)))  # fmt: skip
-    add(Case("zip-two-models", make_zip([("a.onnx", mlp), ("b.onnx", mlp)]), ModelLoadError,
+    add(Case("zip-two-models", make_zip([("a.onnx", mlp), ("b.onnx", mlp)]), SeveralModels,
              "The archive holds 2 .onnx files ('a.onnx', 'b.onnx'), so it is not clear which one to load",
              kind="zip"))  # fmt: skip
     add(Case("zip-no-model", make_zip([("weights.bin", good_data)]), ModelLoadError,

@@ -82,11 +82,18 @@ _IDLE_FOR = """(quiet) => {
 }"""
 
 
-def wait_idle(page: Any, quiet_ms: int = 700, timeout_ms: int = 60_000) -> None:
+def wait_idle(page: Any, quiet_ms: int = 700, timeout_ms: int = 30_000) -> bool:
     """Wait until the app has drawn and stayed idle for ``quiet_ms`` (a page switch or the visitor cookie's
-    rerun may start just after a click)."""
+    rerun may start just after a click); False when it never was within ``timeout_ms`` (a page that polls a
+    run keeps rerunning): the caller goes on, and its own wait says what did not happen."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     page.evaluate("() => { window.__shrinkrayBusyAt = performance.now(); }")
-    page.wait_for_function(_IDLE_FOR, arg=quiet_ms, polling=100, timeout=timeout_ms)
+    try:
+        page.wait_for_function(_IDLE_FOR, arg=quiet_ms, polling=100, timeout=timeout_ms)
+    except PlaywrightTimeout:
+        return False
+    return True
 
 
 def upload(page: Any, files: Any) -> None:

@@ -30,20 +30,15 @@ from shrinkray.measure.results import CompareSettings  # noqa: E402
 from shrinkray.runs.service import Runs  # noqa: E402
 
 TARGET_S = 10.0
-#: ~16 MB: 1536 x 512 tied embedding + 1 layer (the quick check)
-SMALL_SPEC = dict(synthetic.LARGE_SPEC, vocab=1536, layers=1)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", choices=("100mb", "small"), default="100mb",
+    parser.add_argument("--size", choices=synthetic.SIZES, default="100mb",
                         help="the generated ~100 MB transformer (the target's model) or a ~16 MB one")  # fmt: skip
     args = parser.parse_args(argv)
     result = results.begin("first-card", argv)
-    if args.size == "small":
-        path = synthetic.generated_model(SMALL_SPEC, name="first_card_small_transformer")
-    else:
-        path = synthetic.generated_model()
+    path = synthetic.sized_model(args.size)
     loaded = shrinkray.load(path)
     print(f"model {path.name}: {path.stat().st_size / 2**20:.1f} MiB, load average {os.getloadavg()[0]:.2f}")
     runs = Runs()

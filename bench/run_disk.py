@@ -34,8 +34,6 @@ from shrinkray.runs.service import Runs  # noqa: E402
 from shrinkray.runs.store import RunStore  # noqa: E402
 
 TARGET_X = 3.0
-#: ~16 MB: 1536 x 512 tied embedding + 1 layer (the quick check)
-SMALL_SPEC = dict(synthetic.LARGE_SPEC, vocab=1536, layers=1)
 
 
 def _one_run(runs: Runs, path: Path, watched: Path) -> tuple[str, float, int]:
@@ -62,14 +60,11 @@ def _one_run(runs: Runs, path: Path, watched: Path) -> tuple[str, float, int]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", choices=("100mb", "small"), default="100mb",
+    parser.add_argument("--size", choices=synthetic.SIZES, default="100mb",
                         help="the generated ~100 MB transformer (the target's model) or a ~16 MB one")  # fmt: skip
     args = parser.parse_args(argv)
     result = results.begin("run-disk", argv)
-    if args.size == "small":
-        path = synthetic.generated_model(SMALL_SPEC, name="first_card_small_transformer")
-    else:
-        path = synthetic.generated_model()
+    path = synthetic.sized_model(args.size)
     size = path.stat().st_size
     base = Path(tempfile.mkdtemp(prefix="shrinkray-run-disk-"))
     (base / "tmp").mkdir()

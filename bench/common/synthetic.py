@@ -128,6 +128,16 @@ def build_transformer(
     return model
 
 
+#: ~16 MB: 1536 x 512 tied embedding + 1 layer (the quick check of a benchmark on the ~100 MB model)
+SMALL_SPEC = dict(LARGE_SPEC, vocab=1536, layers=1)
+SIZES = ("100mb", "small")
+
+
+def sized_model(size: str) -> Path:
+    """The generated ~100 MB transformer (``"100mb"``) or its ~16 MB twin (``"small"``), as benchmarks take them."""
+    return generated_model(SMALL_SPEC, name="first_card_small_transformer") if size == "small" else generated_model()
+
+
 def generated_model(spec: dict[str, int] | None = None, name: str = "synthetic_transformer") -> Path:
     """Build (once) the generated model into bench/out/ and return its path."""
     spec = spec or LARGE_SPEC

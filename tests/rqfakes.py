@@ -28,3 +28,10 @@ def note(path: str, name: str, progress=None, on_partial=None) -> str:
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(name + "\n")
     return name
+
+
+def niceness(progress=None, on_partial=None) -> int:
+    """The worker's own niceness (queued runs yield the CPU to interactive work)."""
+    import os
+
+    return os.nice(0)

@@ -190,6 +190,11 @@ class _Abandoned(Exception):
     """A job whose turn came after everybody stopped following it: it ends cancelled without starting."""
 
 
+def _background_run(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """A queued run: in a capped worker that yields the CPU to interactive work (sandbox.BACKGROUND_NICENESS)."""
+    return run_capped(fn, *args, background=True, **kwargs)
+
+
 class LocalQueue:
     """Jobs in this process: ``workers`` slots, round-robin across visitors (:mod:`shrinkray.runs.fairness`),
     admitted by memory.
@@ -378,7 +383,7 @@ class LocalQueue:
                 raise _Abandoned(reason)  # settled below like any other end, without starting
             if hooks.started:
                 hooks.started()
-            runner = self._runner or run_capped
+            runner = self._runner or _background_run
             result = runner(job.fn, *job.args, what=job.what, limits=self.limits, progress=progress,
                             partial=hooks.partial, cancel=job.cancel, **job.kwargs)  # fmt: skip
         except _Abandoned:

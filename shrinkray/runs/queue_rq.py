@@ -502,7 +502,7 @@ def perform(spec: _Spec) -> None:
             if hooks.started:
                 hooks.started()
             result = run_capped(spec.fn, *spec.args, what=spec.what, limits=Limits.from_env(), progress=progress,
-                                partial=partial if spec.wants_partial else None, cancel=cancel,
+                                partial=partial if spec.wants_partial else None, cancel=cancel, background=True,
                                 **spec.kwargs)  # fmt: skip
         except BaseException as exc:  # noqa: BLE001 - every failure becomes the job's outcome
             outcome = _failure(status, exc, spec.what, cancelled=cancel.is_set())

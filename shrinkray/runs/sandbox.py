@@ -91,6 +91,10 @@ def _is_memory(text: str) -> bool:
 PARENT_CHECK_S = 0.5
 #: The caller's process id, as the caller gives it to its worker.
 PARENT_ENV = "SHRINKRAY_WORKER_PARENT"
+#: How much a queued run's worker yields the CPU to interactive work (``nice``): on two cores a visitor's
+#: never-ending run took both, and another visitor's upload check waited behind it for over a minute.
+BACKGROUND_NICENESS = 10
+NICE_ENV = "SHRINKRAY_WORKER_NICE"
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -105,6 +109,10 @@ def _exit_with_parent(parent: int) -> None:
 def _worker_main() -> None:
     """The child: read the call, cap memory, run it, send progress and the outcome."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the parent, which stops the child
+    niceness = int(os.environ.get(NICE_ENV) or 0)
+    if niceness:
+        with contextlib.suppress(OSError):
+            os.nice(niceness)  # before ONNX Runtime starts its threads, which inherit it
     # the caller's own id, not getppid(): a caller killed while this worker was still importing has already
     # handed it to init, whose id getppid() would then watch for ever
     parent = int(os.environ.get(PARENT_ENV) or os.getppid())
@@ -166,6 +174,7 @@ def run_capped(
     progress: Progress | None = None,
     partial: Partial | None = None,
     cancel: threading.Event | None = None,
+    background: bool = False,
     **kwargs: Any,
 ) -> Any:
     """``fn(*args, **kwargs)`` in a worker process capped at ``max_job_memory_bytes`` and ``max_job_seconds``.
@@ -178,7 +187,9 @@ def run_capped(
     in the worker are raised here as they were; running out of memory or time
     raises :class:`LimitExceededError` naming the limit and its setting; a
     worker that dies without an answer raises :class:`WorkerCrashed`. Setting
-    ``cancel`` (an Event) kills the worker and raises :class:`Cancelled`.
+    ``cancel`` (an Event) kills the worker and raises :class:`Cancelled`. A
+    ``background`` worker (a queued run) runs at :data:`BACKGROUND_NICENESS`, so
+    the pages, uploads and checks other people wait on go first.
     Inside a worker, calls run in place (the worker is already capped).
     """
     if os.environ.get(WORKER_ENV) == "1":
@@ -188,7 +199,7 @@ def run_capped(
         return fn(*args, **kwargs, **extra)
     limits = limits or Limits.from_env()
     env = {**os.environ, WORKER_ENV: "1", JOB_STARTED_ENV: repr(time.monotonic()), "MALLOC_ARENA_MAX": "2",
-           PARENT_ENV: str(os.getpid())}  # fmt: skip
+           PARENT_ENV: str(os.getpid()), NICE_ENV: str(BACKGROUND_NICENESS if background else 0)}  # fmt: skip
     process = subprocess.Popen(
         [sys.executable, "-m", "shrinkray.runs.sandbox"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,  # stderr shared: status lines, tracebacks

@@ -7,9 +7,11 @@ every assertion is about order and state, none about time.
 from __future__ import annotations
 
 import errno
+import os
 import threading
 
 import pytest
+import rqfakes
 
 from shrinkray.errors import OptionError, ShrinkRayError
 from shrinkray.runs.queue import (
@@ -23,7 +25,7 @@ from shrinkray.runs.queue import (
     default_workers,
     estimate_job_memory,
 )
-from shrinkray.runs.sandbox import Cancelled
+from shrinkray.runs.sandbox import BACKGROUND_NICENESS, Cancelled
 
 WAIT = 20  # seconds an event may take before the test fails (never reached when things work)
 
@@ -233,3 +235,15 @@ def test_a_cancel_the_run_store_cannot_record_leaves_the_run_in_line_and_says_wh
     second.release.set()
     third.release.set()
     assert queue.wait_idle(WAIT) and queue.status(b).state == DONE
+
+
+@pytest.mark.slow
+def test_a_queued_run_yields_the_cpu_to_interactive_work(monkeypatch):
+    """The default runner is a capped worker at BACKGROUND_NICENESS: a visitor's never-ending run on two cores
+    had held another visitor's upload check for over a minute."""
+    monkeypatch.setenv("PYTHONPATH", os.path.dirname(rqfakes.__file__))  # the worker imports the fake job
+    results = []
+    queue = LocalQueue(workers=1, memory_budget=10**12)
+    queue.submit(rqfakes.niceness, hooks=JobHooks(done=results.append))
+    assert queue.wait_idle(240)
+    assert results == [min(19, os.nice(0) + BACKGROUND_NICENESS)]

@@ -7,6 +7,7 @@ Status, progress, queue positions, cancel and failures travel through Redis betw
 from __future__ import annotations
 
 import functools
+import os
 import signal
 import time
 from dataclasses import replace
@@ -22,6 +23,7 @@ from shrinkray.errors import OptionError
 from shrinkray.measure.results import CompareSettings
 from shrinkray.runs.queue import JobHooks, LocalQueue
 from shrinkray.runs.queue_rq import RedisQueue, queue_from_env, redact, store_hooks
+from shrinkray.runs.sandbox import BACKGROUND_NICENESS
 from shrinkray.runs.service import Runs
 from shrinkray.runs.store import RunStore
 
@@ -435,3 +437,12 @@ def test_a_second_visitors_run_is_next_while_the_first_visitors_run(redis_url, w
     for job_id in (long, *more, other):
         queue.cancel(job_id)
     assert queue.wait_idle(WAIT)
+
+
+def test_a_queued_run_yields_the_cpu_to_interactive_work(redis_url, worker):
+    queue = RedisQueue(redis_url, name="tests")
+    recorder = Recorder()
+    job_id = queue.submit(rqfakes.niceness, what="Asking", hooks=recorder.hooks())
+    assert finished(queue, job_id).error == ""
+    assert queue.wait_idle(WAIT)
+    assert recorder.calls[-1] == ("done", min(19, os.nice(0) + BACKGROUND_NICENESS))

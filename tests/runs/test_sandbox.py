@@ -168,3 +168,8 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
         return "Z"
+
+
+def test_only_background_workers_yield_the_cpu():
+    assert sandbox.run_capped(os.nice, 0) == os.nice(0)
+    assert sandbox.run_capped(os.nice, 0, background=True) == min(19, os.nice(0) + sandbox.BACKGROUND_NICENESS)

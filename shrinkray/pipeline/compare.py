@@ -32,6 +32,7 @@ from shrinkray.graph.sessions import open_file_session, open_session
 from shrinkray.io.external_data import read_array
 from shrinkray.io.files import (
     LoadedModel,
+    load,
     needs_external_data,
     save,
     sweep_orphans,
@@ -39,6 +40,7 @@ from shrinkray.io.files import (
     write_model_pieces,
     write_outputs,
 )
+from shrinkray.io.inline_data import raw_data_places, referencing_header
 from shrinkray.io.limits import check_memory, tensor_nbytes
 from shrinkray.measure import decoder_lm
 from shrinkray.measure.budget import PLAN_MARGIN, Budget, job_clock, limit_words
@@ -257,6 +259,11 @@ class ComparePipeline:
         # by tensor into their own files (a 1 GB model's compare had 6.2x its size on scratch disk at its peak).
         self.in_files = bool(loaded.is_lazy and owns_model and settings.variants_dir is not None
                              and loaded.path is not None and loaded.path.is_file())  # fmt: skip
+        # A one-file model this worker loaded itself (the app's runs, the CLI): that file is the original for
+        # sizes, sessions and each shrink's reload, never copied (two copies of a 100 MB model in scratch before).
+        self.own_file = bool(not self.in_files and owns_model and settings.variants_dir is not None
+                             and not loaded.external_data_files and loaded.path is not None
+                             and loaded.path.is_file() and loaded.path.stat().st_size == loaded.file_bytes)  # fmt: skip
         if loaded.is_lazy and self.in_files:
             _small_values_in(loaded)
         elif loaded.is_lazy:
@@ -279,6 +286,7 @@ class ComparePipeline:
         # an owned model with variants written to files is dropped once its own file exists (the first step)
         self.reload_source = owns_model and not self.keep_models
         self._reload_from: Path | None = None  # the original as header + data file (see _write_reloadable)
+        self._referenced: list[Path] | None = None  # a header pointing into the model's own file, and its link
         self.original = VariantResult(key=ORIGINAL, method=None, options={}, model=self.source if self.keep_models else None)
         self.variants: list[VariantResult] = []
         self.taken = {ORIGINAL}
@@ -341,15 +349,19 @@ class ComparePipeline:
             base = self.loaded.external_base
             self.files[ORIGINAL] = [self.loaded.path, *(base / name for name in self.loaded.external_data_files)]
         else:
-            self.files[ORIGINAL] = _write_model(self.source, self._scratch / "original.onnx", atomic=False)
-        self.sizes.submit(ORIGINAL, self.files[ORIGINAL])
+            self._referenced = self._reference_original() if self.own_file else None
+            self.files[ORIGINAL] = self._referenced or _write_model(self.source, self._scratch / "original.onnx",
+                                                                    atomic=False)  # fmt: skip
+        # sizes are the delivered file's: the model's own file when sessions read a header pointing into it
+        self.sizes.submit(ORIGINAL, [self.loaded.path] if self._referenced else self.files[ORIGINAL])
         write_s = time.perf_counter() - lap
         lap = _lap(self.timings, "sizes", lap)
         if self.in_files:  # the graph alone is held (small values in it); shrink reloads from its own files
             self._reload_from = self.loaded.path
         elif self.reload_source:
             skeleton = _skeleton(self.source)  # inputs and signature only; shrink reloads the original
-            self._reload_from = _write_reloadable(self.source, self._scratch / "reload" / "original.onnx")
+            self._reload_from = (self._referenced[0] if self._referenced else
+                                 _write_reloadable(self.source, self._scratch / "reload" / "original.onnx"))
             self.source = skeleton
             self.loaded.model = None
             release_free_memory()
@@ -621,6 +633,25 @@ class ComparePipeline:
         self.sizes.submit(result.key, files)
         return True
 
+    def _reference_original(self) -> list[Path] | None:
+        """The original as a header whose weights point into its own file (hard-linked into the scratch folder):
+        sessions, measuring copies and each shrink's reload read it, and none of its weights is written again
+        (a 100 MB upload's run wrote three copies: the original, its reload copy, its measuring copy). None,
+        and a copy is written as before, when the file cannot be linked here or its layout is not understood."""
+        places = raw_data_places(self.loaded.path, self.source)
+        if places is None:
+            return None
+        folder = self._scratch / "original"
+        weights, header = folder / "original.onnx.weights", folder / "original.onnx"
+        try:
+            folder.mkdir()
+            os.link(self.loaded.path, weights)  # another file system: no link, the copy below
+            onnx.save(referencing_header(self.source, places, weights.name), str(header))
+        except OSError:
+            shutil.rmtree(folder, ignore_errors=True)
+            return None
+        return [header, weights]
+
     def _judging(self, method: str) -> tuple[RunContext, ParityInputs]:
         """The context ``method`` is built with and the samples its result is judged on: a method that learns
         from inputs (its spec ``uses_context``) gets the split's calibration part and is judged on the other."""
@@ -635,7 +666,9 @@ class ComparePipeline:
             return self.loaded
         if self._reload_from is None:
             return onnx.load(str(self.files[ORIGINAL][0]))
-        model = onnx.load(str(self._reload_from))
+        # onnx.load refuses a data file with several links (the referencing header's is one): the engine's
+        # loader reads it, each place checked inside its folder
+        model = load(self._reload_from).model if self._referenced else onnx.load(str(self._reload_from))
         for tensor in model.graph.initializer:  # loading set DEFAULT explicitly: 2 bytes the original did not have
             tensor.ClearField("data_location")
         return model

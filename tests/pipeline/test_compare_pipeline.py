@@ -372,3 +372,24 @@ def test_an_upload_name_takes_transformers_js_main_stem_unless_it_is_one_of_its_
     assert naming_stem("tiny_lm", "transformers.js") == "model"
     assert naming_stem("decoder_model_merged", "transformers.js") == "decoder_model_merged"
     assert naming_stem("tiny_lm", "shrinkray") == "tiny_lm"
+
+
+@pytest.mark.parametrize("name", ["transformer", "cnn"])
+def test_a_one_file_original_is_measured_in_place_not_copied(name, tmp_path):
+    """The worker's own one-file original (an app run, the CLI) is read through a header pointing into its file:
+    the scratch folder holds none of its weights (a 100 MB upload's run wrote three copies), and its sizes are
+    still those of the file itself."""
+    from shrinkray.pipeline.compare import ComparePipeline
+
+    path = sample_path(name)
+    settings = CompareSettings(methods=METHODS[:1], latency=False, brotli_quality=5, variants_dir=str(tmp_path))
+    with ComparePipeline(shrinkray.load(path), settings, owns_model=True) as pipeline:
+        pipeline.measure_original()
+        written = {f.stat().st_ino: f.stat().st_size for f in pipeline._scratch.rglob("*") if f.is_file()}
+        written.pop(path.stat().st_ino, None)  # the link to the model's own file
+        assert sum(written.values()) < path.stat().st_size / 4, written
+        pipeline.add_variant(*METHODS[0])
+        pipeline.wait_for_sizes()
+        result = pipeline.result()
+    assert result.original.sizes.raw == path.stat().st_size
+    assert result.variants[0].ok and result.variants[0].parity is not None

@@ -382,15 +382,20 @@ class MeasuringCopies:
     (or one by one, :meth:`drop`).
     """
 
-    def __init__(self, folder: str | Path) -> None:
+    def __init__(self, folder: str | Path, keep_bytes: int | None = None) -> None:
         self.folder = Path(folder)
-        self._made: dict[Path, Path | None] = {}
+        self.keep_bytes = keep_bytes
+        self._made: dict[Path, Path | None] = {}  # in order of last use, the most recent last
+        self._bytes: dict[Path, int] = {}  # each copy's own bytes (not the source files it links)
         self._count = 0
 
     def copy_of(self, source: str | Path) -> Path | None:
         """The measuring copy of ``source`` (made on first use); None when the file opens as it is."""
         source = Path(source)
-        if source not in self._made:
+        if source in self._made:
+            self._made[source] = self._made.pop(source)  # used now
+        else:
+            self._make_room()
             self._count += 1
             target = self.folder / f"measuring-{self._count}.onnx"
             try:
@@ -401,12 +406,30 @@ class MeasuringCopies:
             if not made:
                 _remove(target)
             self._made[source] = target if made else None
+            if made:
+                self._bytes[source] = sum(p.stat().st_size for p in (target, target.with_name(target.name + ".data"))
+                                          if p.exists())  # fmt: skip
         return self._made[source]
+
+    def _make_room(self) -> None:
+        """With ``keep_bytes``, remove the least recently used copies until the ones kept and one more the size
+        of the largest so far fit in it: each variant's copy holds its decoded weights, about the model's float
+        size (five of them were 5x a 100 MB upload on the server's disk, issue 27). What is removed is made
+        again when used again (about 1 s per 100 MB)."""
+        if self.keep_bytes is None:
+            return
+        largest = max(self._bytes.values(), default=0)
+        for source in list(self._made):
+            if sum(self._bytes.values()) + largest <= self.keep_bytes:
+                return
+            if source in self._bytes:
+                self.drop(source)
 
     def drop(self, source: str | Path) -> None:
         """Remove the copy of ``source`` (its disk back; made again on next use). A large model's copies are
         dropped between uses so that no more than one of them is on disk at a time."""
         copy = self._made.pop(Path(source), None)
+        self._bytes.pop(Path(source), None)
         if copy is not None:
             _remove(copy)
 

@@ -85,6 +85,12 @@ LATENCY_RESERVE = PLAN_MARGIN
 Progress = Callable[[str, float], None]
 
 
+#: Measuring copies a comparison keeps for reuse, or the model's own size if larger: each holds a variant's
+#: decoded weights (about the float model), so a 100 MB upload's five were 5x its size in scratch (issue 27).
+#: A smaller model keeps every copy; a larger one's are made again for latency (about 1 s per 100 MB each).
+KEPT_COPIES_BYTES = 128 << 20
+
+
 def _label(method: str, options: dict[str, Any], taken: set[str]) -> str:
     key = method if not options else method + " " + " ".join(f"{k}={_short(v)}" for k, v in options.items())
     base, n = key, 2
@@ -313,7 +319,8 @@ class ComparePipeline:
         # remove what a killed worker (memory or time cap) left behind.
         sweep_orphans(tempfile.gettempdir(), SCRATCH_PREFIX)
         self._scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
-        self.copies = MeasuringCopies(self._scratch / "measuring")  # what sessions open (decodes folded)
+        # what sessions open (decodes folded); those of a model over KEPT_COPIES_BYTES are kept up to its size
+        self.copies = MeasuringCopies(self._scratch / "measuring", keep_bytes=max(upper, KEPT_COPIES_BYTES))
 
     def __enter__(self) -> ComparePipeline:
         return self

@@ -186,6 +186,30 @@ def test_copies_are_made_once_per_file(tmp_path, monkeypatch):
     assert made == [real] and copies.copy_of(real).exists()
 
 
+def test_copies_past_the_kept_bytes_go_least_recently_used_first_and_come_back_when_used(tmp_path):
+    """A 100 MB upload's five variant copies were 5x its size in scratch: with ``keep_bytes`` the copies kept and
+    one more the size of the largest fit in it, the oldest used removed first, made again on their next use."""
+    files = []
+    for name in "abc":
+        path = tmp_path / f"{name}.onnx"
+        path.write_bytes(_chain_model().SerializeToString())
+        files.append(path)
+    assert prefold.MeasuringCopies(tmp_path / "probe").copy_of(files[0]) is not None
+    one = sum(p.stat().st_size for p in (tmp_path / "probe").glob("*") if p.is_file())
+    copies = prefold.MeasuringCopies(tmp_path / "measuring", keep_bytes=2 * one)  # room for two
+    a, b = copies.copy_of(files[0]), copies.copy_of(files[1])
+    assert a.exists() and b.exists()
+    assert copies.copy_of(files[0]) == a  # a hit: used again, now the most recent
+    c = copies.copy_of(files[2])  # b is the least recently used
+    assert a.exists() and c.exists() and not b.exists()
+    again = copies.copy_of(files[1])  # made again, in place of a
+    assert again.exists() and not a.exists() and c.exists()
+    kept = [p for p in (tmp_path / "measuring").glob("*") if p.is_file()]
+    assert sum(p.stat().st_size for p in kept) <= 2 * one
+    session = copies.session([files[0]], 1)  # what was removed opens as before
+    assert session.run(None, {"x": np.ones((2, 8), np.float32)})[0].shape == (2, 8)
+
+
 def test_no_copy_when_a_folded_value_is_larger_than_onnx_runtime_folds(tmp_path, monkeypatch):
     """ONNX Runtime leaves a chain whose output passes its folding limit: the copy must not fold it either."""
     real = tmp_path / "model.onnx"

@@ -27,7 +27,7 @@ from typing import Any
 from shrinkray import pricing
 from shrinkray.errors import MissingModelError, OptionError, SeveralModels, ShrinkRayError
 from shrinkray.io.archive import is_zip, scratch_folder
-from shrinkray.io.files import Terminated, check_output_path, model_in_folder, raise_terminated
+from shrinkray.io.files import Terminated, check_output_path, model_in_folder, models_in_folder, raise_terminated
 from shrinkray.io.size_check import EXTERNAL_SETTING, STREAM_COMPARE_SETTING, STREAM_SETTING, check_fits, model_size
 from shrinkray.measure.budget import BUDGET_SETTING
 from shrinkray.measure.content import IMAGE_RANGES
@@ -731,7 +731,7 @@ def _inside(folder: Path, member: str) -> Path:
     """``member`` of ``folder``, refused when it leaves the folder or is not a file."""
     path = (folder / member).resolve()
     if folder.resolve() not in path.parents or not path.is_file():
-        names = ", ".join(str(p.relative_to(folder)) for p in sorted([*folder.glob("*.onnx"), *folder.glob("onnx/*.onnx")])[:8])
+        names = ", ".join(str(p.relative_to(folder)) for p in models_in_folder(folder)[:8])
         raise OptionError(f"{folder} has no model {member}", f"Its models are: {names}" if names else "It holds no .onnx file")
     return path
 

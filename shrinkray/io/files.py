@@ -142,11 +142,17 @@ def find_tokenizer(model_path: str | os.PathLike | None, name: str = TOKENIZER_F
     return ""
 
 
+def models_in_folder(folder: str | os.PathLike) -> list[Path]:
+    """The .onnx files a folder holds, at its top or in its ``onnx/`` folder (as transformers.js lays them out)."""
+    folder = Path(folder)
+    return sorted([*folder.glob("*.onnx"), *folder.glob("onnx/*.onnx")])
+
+
 def model_in_folder(folder: str | os.PathLike) -> Path:
     """The model a folder stands for: its only .onnx file, or transformers.js's main one (``onnx/model.onnx``,
     else ``model.onnx``) among several; a folder of several others is refused with their names."""
     folder = Path(folder)
-    found = sorted([*folder.glob("*.onnx"), *folder.glob("onnx/*.onnx")])
+    found = models_in_folder(folder)
     for main in (folder / "onnx" / "model.onnx", folder / "model.onnx"):
         if main in found:
             return main

@@ -84,6 +84,18 @@ def test_long_subtitles_wrap_instead_of_being_clipped():
     assert fig.layout.margin.t > 100 and fig.layout.height > charts.HEIGHT  # room for the extra lines
 
 
+def test_the_model_pages_half_width_charts_wrap_their_subtitles_to_half_a_page():
+    """Side by side on an 800 px page each chart is about 230 px wide: "…weights are 50" was cut there."""
+    from shrinkray.pipeline.inspect import inspect_model
+    from shrinkray.report.charts.model import HALF_PAGE_CHARS
+
+    summary = inspect_model(shrinkray.load(sample_path("cnn")))
+    for fig in (charts.op_histogram_chart(summary), charts.weight_bytes_chart(summary)):
+        lines = fig.layout.title.subtitle.text.split("<br>")
+        assert all(len(line) <= HALF_PAGE_CHARS for line in lines), lines
+    assert "of the 510.33 KiB file" in subtitle(charts.weight_bytes_chart(summary))
+
+
 def annotations(fig: go.Figure) -> str:
     return " ".join(a.text or "" for a in fig.layout.annotations)
 

@@ -8,6 +8,9 @@ from shrinkray.pipeline.inspect import ModelSummary
 from shrinkray.report.charts.style import HEIGHT, PALETTE, _esc, _figure, byte_unit, empty_figure
 from shrinkray.units import format_bytes
 
+#: The two model charts sit side by side: at an 800 px page each is about 230 px wide, 36 characters a line.
+HALF_PAGE_CHARS = 36
+
 
 def op_histogram_chart(summary: ModelSummary, top: int = 20) -> go.Figure:
     """Node count per operator type (including subgraphs), the most frequent first."""
@@ -22,6 +25,7 @@ def op_histogram_chart(summary: ModelSummary, top: int = 20) -> go.Figure:
         title,
         f"{summary.node_count:,} nodes ({summary.subgraph_count} subgraphs), {len(summary.op_histogram)} op types",
         height=max(HEIGHT, 120 + 26 * len(labels)),
+        wrap=HALF_PAGE_CHARS,
     )
     fig.add_trace(
         go.Bar(
@@ -60,6 +64,7 @@ def weight_bytes_chart(summary: ModelSummary, top: int = 15) -> go.Figure:
         f"Largest weight tensors; weights are {format_bytes(summary.weight_bytes)} = "
         f"{summary.weight_share:.1%} of the {format_bytes(summary.file_bytes)} file",
         height=max(HEIGHT, 120 + 26 * len(labels)),
+        wrap=HALF_PAGE_CHARS,
     )
     fig.add_trace(
         go.Bar(

@@ -68,14 +68,16 @@ def _figure(
     rows: int = 1,
     cols: int = 1,
     panel_titles: list[str] | None = None,
+    wrap: int = SUBTITLE_CHARS,
 ) -> go.Figure:
     """An empty figure with the shared look: template, fonts, title, subtitle, legend at the bottom.
 
     ``notes`` (e.g. which variants are missing) are appended to the subtitle;
-    ``rows``/``cols`` > 1 make a grid of panels titled ``panel_titles``.
+    ``rows``/``cols`` > 1 make a grid of panels titled ``panel_titles``; ``wrap``: the subtitle's characters
+    per line (fewer for a chart drawn in half a page).
     """
     extra = [n for n in notes if n]
-    sub = wrap_subtitle(" · ".join([subtitle, *extra]) if extra else subtitle)
+    sub = wrap_subtitle(" · ".join([subtitle, *extra]) if extra else subtitle, wrap)
     extra_lines = sub.count("<br>")
     if rows > 1 or cols > 1:
         fig = make_subplots(

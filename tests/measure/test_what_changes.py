@@ -241,3 +241,19 @@ def test_an_output_that_cannot_be_shown_leaves_the_others(monkeypatch):
     kinds = {"bad": SCORES, "good": SCORES}
     found = _examples({"bad": ref, "good": ref}, {"bad": ref, "good": ref + 0.1}, kinds, _batch(2))
     assert set(found) == {"good"}
+
+
+def test_a_text_detectors_map_shows_the_text_boxes_its_verdict_counts():
+    """A line one pixel lower is the same expanded text box (kept); a line that fades under the box score is lost."""
+    ref = np.full((1, 1, 64, 96), 0.02)
+    ref[0, 0, 8:24, 8:80] = 0.9
+    ref[0, 0, 36:52, 8:90] = 0.9
+    var = np.full_like(ref, 0.02)
+    var[0, 0, 9:25, 8:80] = 0.9  # one pixel lower
+    var[0, 0, 36:52, 8:90] = 0.35  # above the binarization, under the box score
+    kinds = {"maps": OutputKind("map", text=True)}
+    oe = _examples({"maps": ref}, {"maps": var}, kinds, [{"x": np.zeros((1, 3, 64, 96), np.float32)}])["maps"]
+    assert oe.view == "boxes" and oe.changed == 1 and "text boxes" in oe.measure
+    worst = oe.examples[0]
+    assert sorted(b.status for b in worst.original_boxes) == ["kept", "lost"]
+    assert min(b.x1 for b in worst.original_boxes) < 8  # drawn expanded, as OCR pipelines crop them

@@ -14,7 +14,8 @@ from pathlib import Path
 import streamlit as st
 import streamlit.components.v1 as components
 
-from shrinkray.runs.visitors import COOKIE, COOKIE_MAX_AGE_S, VisitorKeys
+from shrinkray.errors import OptionError
+from shrinkray.runs.visitors import COOKIE, COOKIE_MAX_AGE_S, VisitorKeys, client_address, trusted_proxies
 
 COMPONENT_DIR = Path(__file__).resolve().parent / "visitor_component"
 _component = components.declare_component("visitor_cookie", path=str(COMPONENT_DIR))
@@ -38,12 +39,19 @@ def _cookie_sent() -> str | None:
 
 
 def _address() -> str | None:
-    """The client's address (None on this machine itself, or with no request behind the session)."""
+    """The client's address (None on this machine itself, or with no request behind the session); behind a
+    proxy named in SHRINKRAY_TRUSTED_PROXIES, the address it forwards."""
     try:
-        value = st.context.ip_address
+        peer = st.context.ip_address
+        forwarded = st.context.headers.get("X-Forwarded-For")
     except Exception:  # noqa: BLE001 - no request behind this session
         return None
-    return value if isinstance(value, str) else None
+    peer = peer if isinstance(peer, str) else None
+    try:
+        return client_address(peer, forwarded if isinstance(forwarded, str) else None, trusted_proxies())
+    except OptionError as exc:  # the server's setting is wrong: its operator reads why, visitors go on by address
+        st.error(f"{exc.problem}. {exc.hint}.")
+        return peer
 
 
 def current_visitor(keys: VisitorKeys) -> str:

@@ -21,12 +21,15 @@ import base64
 import contextlib
 import hashlib
 import hmac
+import ipaddress
 import os
 import re
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from shrinkray.errors import OptionError
 from shrinkray.runs.store import StoreNotPrivate, refuse_unless_private
 
 #: The cookie's name, and how long a browser keeps it (seconds).
@@ -87,6 +90,57 @@ class VisitorKeys:
             return Visitor(f"cookie:{visitor_id}")
         _new_id, signed = self.new_cookie()
         return Visitor(f"address:{(address or '').strip()[:100] or 'unknown'}", set_cookie=signed)
+
+
+#: Reverse proxies whose ``X-Forwarded-For`` is believed (addresses or networks, comma-separated): behind one,
+#: every cookieless visitor otherwise has the proxy's address and they all share one cap.
+TRUSTED_PROXIES_ENV = "SHRINKRAY_TRUSTED_PROXIES"
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def trusted_proxies(environ: Mapping[str, str] | None = None) -> tuple[Network, ...]:
+    """The networks of ``SHRINKRAY_TRUSTED_PROXIES`` (none when unset); a malformed entry is refused in words."""
+    raw = (os.environ if environ is None else environ).get(TRUSTED_PROXIES_ENV, "")
+    networks = []
+    for entry in filter(None, (part.strip() for part in raw.split(","))):
+        try:
+            networks.append(ipaddress.ip_network(entry, strict=False))
+        except ValueError:
+            raise OptionError(
+                f"{TRUSTED_PROXIES_ENV} holds {entry[:60]!r}, which is not an IP address or network",
+                "Give addresses or networks separated by commas, e.g. 127.0.0.1,10.0.0.0/8",
+            ) from None
+    return tuple(networks)
+
+
+def _trusted(address: str, proxies: tuple[Network, ...]) -> bool:
+    try:
+        ip = ipaddress.ip_address(address.strip())
+    except ValueError:
+        return False
+    return any(ip.version == net.version and ip in net for net in proxies)
+
+
+def client_address(peer: str | None, forwarded_for: str | None, proxies: tuple[Network, ...]) -> str | None:
+    """The visitor's address: the connection's own (``peer``; None is this machine), or, when that is a trusted
+    proxy, the last address in ``X-Forwarded-For`` that is not one (proxies append, so addresses left of it are
+    whatever the client wrote and are not believed). None when the peer is this machine and it is not trusted."""
+    local = peer is None and any(_trusted(loopback, proxies) for loopback in ("127.0.0.1", "::1"))
+    if not local and (peer is None or not _trusted(peer, proxies)):
+        return peer
+    hops = [hop.strip() for hop in (forwarded_for or "").split(",") if hop.strip()]
+    for hop in reversed(hops):
+        if not _trusted(hop, proxies):
+            return hop if _is_address(hop) else peer
+    return peer
+
+
+def _is_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _load_or_make(path: Path) -> bytes:

@@ -12,6 +12,8 @@ Each output is shown one way (:attr:`OutputExamples.view`):
 - ``classes``: the top classes with their scores;
 - ``boxes``: the boxes (detection heads) or regions (probability maps) both keep, over the input when it is an
   image;
+- ``waveform``: an audio output (a denoiser's, a vocoder's: one long axis of samples) drawn as its envelope,
+  the original's under the variant's, with max abs diff and cosine;
 - ``values``: max abs diff and cosine per input, for every other output.
 """
 
@@ -20,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 #: The views an output's examples can take.
-VIEWS = ("text", "classes", "boxes", "values")
+VIEWS = ("text", "classes", "boxes", "waveform", "values")
 
 
 @dataclass
@@ -66,6 +68,8 @@ class Example:
     image: str = ""  # the input as a small JPEG data URI, when it is an image (the boxes are drawn over it)
     max_abs_diff: float | None = None
     cosine: float | None = None
+    original_wave: list[list[float]] = field(default_factory=list)  # a waveform's envelope: [low, high] per column
+    variant_wave: list[list[float]] = field(default_factory=list)
 
 
 @dataclass

@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import io
 import math
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -53,6 +54,12 @@ MAX_TEXT = 240
 #: The input picture kept under a box view: its longer side in pixels, JPEG quality.
 THUMBNAIL_SIDE = 192
 THUMBNAIL_QUALITY = 70
+#: A waveform: at least this many samples along its one long axis, at most MAX_CHANNELS beside it; drawn as
+#: the low and high of WAVE_COLUMNS stretches.
+MIN_WAVE_SAMPLES = 1000
+MAX_CHANNELS = 2
+WAVE_COLUMNS = 160
+_AUDIO_WORDS = re.compile(r"audio|wave|wav\b|speech|pcm|signal|denois|enhanc|vocod", re.IGNORECASE)
 #: Inputs looked at per output at most (a long stream of steps: its first ones).
 MAX_ITEMS = 2048
 
@@ -193,6 +200,8 @@ def _examples(name: str, judged_kind: str, kind: OutputKind, measures: dict[str,
         return _maps(name, refs, vars_, image_items(samples), text=kind.text)
     if judged_kind == "exact" and all(np.size(r) <= MAX_EXACT_VALUES for r in refs):
         return _exact(name, refs, vars_)
+    if judged_kind == "continuous" and _audio(name, refs, samples):
+        return _waves(name, refs, vars_, measures)
     return _values(name, judged_kind, refs, vars_, measures)
 
 
@@ -503,6 +512,47 @@ def _values(name: str, kind: str, refs, vars_, measures: dict[str, float | None]
             differs = math.inf
         found.examples.append(Example(item, _where(item), differs, kind == "exact" and differs > 0,
                                       max_abs_diff=max_abs, cosine=cos))  # fmt: skip
+    return found
+
+
+def _samples_axis(item: np.ndarray) -> np.ndarray | None:
+    """An input's output as a waveform (its first channel: samples along one long axis, at most
+    MAX_CHANNELS beside it), or None when it is not one."""
+    arr = np.squeeze(np.asarray(item))
+    if arr.dtype.kind != "f" or arr.ndim not in (1, 2) or max(arr.shape, default=0) < MIN_WAVE_SAMPLES:
+        return None
+    if arr.ndim == 2:
+        if min(arr.shape) > MAX_CHANNELS:
+            return None
+        arr = arr[0] if arr.shape[0] <= MAX_CHANNELS else arr[:, 0]
+    return arr
+
+
+def _audio(name: str, refs: list[np.ndarray], samples: Sequence[dict[str, np.ndarray]]) -> bool:
+    """An output to draw as waveforms: each input's is one (see :func:`_samples_axis`), and it is named like audio
+    or the model takes a waveform itself (a denoiser, a separator; a feature vector of a vision model is not)."""
+    if not refs or any(_samples_axis(r) is None for r in refs):
+        return False
+    if _AUDIO_WORDS.search(name):
+        return True
+    return any(_samples_axis(value[0] if np.ndim(value) > 1 else value) is not None
+               for sample in samples[:1] for value in sample.values())  # fmt: skip
+
+
+def envelope(wave: np.ndarray, columns: int = WAVE_COLUMNS) -> list[list[float]]:
+    """[low, high] of each of ``columns`` equal stretches of ``wave`` (non-finite values as 0), 4 digits each."""
+    values = np.where(np.isfinite(wave), wave, 0.0).astype(np.float64)
+    return [[float(f"{part.min():.4g}"), float(f"{part.max():.4g}")]
+            for part in np.array_split(values, min(columns, values.size)) if part.size]  # fmt: skip
+
+
+def _waves(name: str, refs, vars_, measures: dict[str, float | None]) -> OutputExamples:
+    """An audio output: measured as values, its worst inputs drawn as their waveforms' envelopes."""
+    found = _values(name, "continuous", refs, vars_, measures)
+    found.view = "waveform"
+    for example in sorted(found.examples, key=lambda e: e.differs, reverse=True)[:WORST]:
+        example.original_wave = envelope(_samples_axis(refs[example.item]))
+        example.variant_wave = envelope(_samples_axis(vars_[example.item]))
     return found
 
 

@@ -10,6 +10,7 @@ Text from a model (decoded lines, continuations, output names) is escaped and it
 
 from __future__ import annotations
 
+import base64
 import html
 import math
 import re
@@ -49,6 +50,8 @@ CSS = """
 .sr-box.moved { border-color: #f0883e; } .sr-box.lost { border-color: #e5534b; border-style: dashed; }
 .sr-box.new { border-color: #c94fd6; }
 .sr-legend { font-size: .8em; opacity: .85; margin-top: .2rem; }
+.sr-wave { display: block; width: 100%; max-width: 320px; height: 64px; background: rgba(128,128,128,.12);
+           border-radius: 3px; }
 .sr-k { color: #2f81f7; } .sr-m { color: #f0883e; } .sr-l { color: #e5534b; } .sr-n { color: #c94fd6; }
 """
 
@@ -91,7 +94,8 @@ def marked_html(text: str, marks: list[list[int]]) -> str:
 def summary(oe: OutputExamples) -> str:
     """'class scores · top-1 class changed on 6 of 512 inputs · worst first by ...' in words."""
     kind = "decoded text" if oe.view == "text" and oe.kind == "scores" else KIND_WORDS.get(oe.kind, oe.kind)
-    if oe.view == "values":
+    kind = "waveform" if oe.view == "waveform" else kind
+    if oe.view in ("values", "waveform"):
         told = f"{oe.inputs} input{'s' if oe.inputs != 1 else ''}"
     else:
         told = f"changed on {oe.changed} of {oe.inputs} input{'s' if oe.inputs != 1 else ''}"
@@ -142,6 +146,42 @@ def _boxes_html(boxes: list[Box], frame: list[float], image: str) -> str:
     return frame_html + f"<table>{listed}{more}</table>"
 
 
+#: A waveform's drawing: width and height in its own units (it scales to its column).
+WAVE_WIDTH, WAVE_HEIGHT = 320, 64
+
+
+def _wave_points(wave: list[list[float]], scale: float) -> str:
+    """The envelope as one polygon: the highs left to right, then the lows back."""
+    step = WAVE_WIDTH / max(len(wave) - 1, 1)
+    mid = WAVE_HEIGHT / 2
+
+    def y(v: float) -> str:
+        v = v if math.isfinite(v) else 0.0
+        return f"{mid - max(min(v / scale, 1.0), -1.0) * (mid - 2):.1f}"
+
+    highs = [f"{i * step:.1f},{y(hi)}" for i, (_, hi) in enumerate(wave)]
+    lows = [f"{i * step:.1f},{y(lo)}" for i, (lo, _) in reversed(list(enumerate(wave)))]
+    return " ".join(highs + lows)
+
+
+def _wave_html(own: list[list[float]], under: list[list[float]]) -> str:
+    """An envelope (``own``, filled) over another's outline (``under``: the original's, beneath the variant's),
+    on one vertical scale; no scripts."""
+    if not own:
+        return "<i>(no samples)</i>"
+    values = [abs(v) for pair in (*own, *under) for v in pair if math.isfinite(v)]
+    scale = max(values, default=0.0) or 1.0
+    outline = (f'<polygon points="{_wave_points(under, scale)}" fill="none" stroke="#8b949e" stroke-width="1"/>'
+               if under else "")  # fmt: skip
+    svg = (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WAVE_WIDTH} {WAVE_HEIGHT}" '
+           f'preserveAspectRatio="none">{outline}<polygon points="{_wave_points(own, scale)}" fill="#2f81f7" '
+           f'fill-opacity=".55" stroke="#2f81f7" stroke-width=".6"/></svg>')  # fmt: skip
+    # an image, not inline SVG: the app's HTML element keeps images and drops inline SVG; an SVG image runs nothing
+    data = base64.b64encode(svg.encode()).decode()
+    return f'<img class="sr-wave" alt="waveform, peak {_h(_num(scale))}" src="data:image/svg+xml;base64,{data}">'
+
+
+
 _STATUS_CLASS = {"kept": "sr-k", "moved": "sr-m", "lost": "sr-l", "new": "sr-n"}
 
 
@@ -166,6 +206,8 @@ def _side(e: Example, oe: OutputExamples, original: bool) -> str:
         return f'<div class="sr-text">{marked_html(*(( e.original_text, e.original_marks) if original else (e.variant_text, e.variant_marks)))}</div>'  # noqa: E501
     if oe.view == "classes":
         return _classes_html(*((e.original_top, e.variant_top) if original else (e.variant_top, e.original_top)))
+    if oe.view == "waveform":
+        return _wave_html(e.original_wave, []) if original else _wave_html(e.variant_wave, e.original_wave)
     return _boxes_html(e.original_boxes if original else e.variant_boxes, e.frame, e.image)
 
 
@@ -184,6 +226,9 @@ def examples_html(oe: OutputExamples, variant: str, most: int | None = None) -> 
     items = []
     for e in examples:
         same = "" if e.changed or e.original_marks or e.variant_marks else " (no visible change)"
+        if oe.view == "waveform":  # what the eye may miss on a drawing: the numbers
+            same = (f" · {oe.measure} {_num(e.differs)}, max abs diff {_num(e.max_abs_diff)}, "
+                    f"cosine {_num(e.cosine, '.6f')} (the original in grey under the variant)")  # fmt: skip
         items.append(
             f'<div class="sr-ex"><div class="sr-where">{_h(e.where + same)}</div><div class="sr-pair">'
             f'<div class="sr-side"><div class="sr-label">Original</div>{_side(e, oe, True)}</div>'

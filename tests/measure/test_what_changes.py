@@ -257,3 +257,33 @@ def test_a_text_detectors_map_shows_the_text_boxes_its_verdict_counts():
     worst = oe.examples[0]
     assert sorted(b.status for b in worst.original_boxes) == ["kept", "lost"]
     assert min(b.x1 for b in worst.original_boxes) < 8  # drawn expanded, as OCR pipelines crop them
+
+
+def _denoised(n: int = 3, samples: int = 16000) -> tuple[np.ndarray, np.ndarray]:
+    t = np.arange(samples) / 16000.0
+    ref = np.stack([np.sin(2 * np.pi * (220 + 40 * i) * t) * 0.5 for i in range(n)])[:, None, :]
+    var = ref.copy()
+    var[1, 0, 4000:6000] += 0.3  # one input's stretch of samples changes
+    return ref.astype(np.float32), var.astype(np.float32)
+
+
+def test_an_audio_models_waveform_output_is_drawn_as_waveforms_worst_first():
+    ref, var = _denoised()
+    samples = [{"noisy": ref.copy()}]  # the model takes a waveform: its long float output is one too
+    oe = _examples({"clean": ref}, {"clean": var}, {"clean": OutputKind("continuous")}, samples)["clean"]
+    assert oe.view == "waveform" and oe.inputs == 3
+    worst = oe.examples[0]
+    assert worst.item == 1 and worst.max_abs_diff == pytest.approx(0.3, abs=1e-3)
+    assert len(worst.original_wave) == len(worst.variant_wave) == 160
+    assert max(hi for _, hi in worst.original_wave) == pytest.approx(0.5, abs=0.01)
+    assert max(hi for _, hi in worst.variant_wave) > 0.7  # the change shows in the variant's envelope
+    assert all(e.original_wave for e in oe.examples)
+
+
+def test_a_long_feature_vector_of_an_image_model_stays_a_table_of_values():
+    ref = np.random.default_rng(0).standard_normal((2, 4096)).astype(np.float32)
+    samples = [{"image": np.zeros((2, 3, 32, 32), np.float32)}]
+    oe = _examples({"features": ref}, {"features": ref * 1.01}, {"features": OutputKind("continuous")}, samples)
+    assert oe["features"].view == "values" and not oe["features"].examples[0].original_wave
+    named = _examples({"audio_out": ref}, {"audio_out": ref * 1.01}, {"audio_out": OutputKind("continuous")}, samples)
+    assert named["audio_out"].view == "waveform"  # named like audio: drawn as such

@@ -76,3 +76,26 @@ def test_segments_cut_text_at_its_marks():
     assert changes.segments("abcdef", [[1, 3], [4, 9]]) == [("a", False), ("bc", True), ("d", False), ("ef", True)]
     assert changes.segments("abc", [[2, 1], [5, 6]]) == [("abc", False)]
     assert changes.marked_html("", []) == "<i>(empty)</i>"
+
+
+def _waveform() -> OutputExamples:
+    low = [[-0.5, 0.5]] * 40
+    loud = [[-0.5, 0.5]] * 10 + [[-0.8, 0.8]] * 10 + [[-0.5, 0.5]] * 20
+    e = Example(1, "input 2", 0.04, False, max_abs_diff=0.3, cosine=0.98, original_wave=low, variant_wave=loud)
+    return OutputExamples("clean", "continuous", "waveform", "RMS error relative to the output's range", [e], 3)
+
+
+def test_a_waveform_is_drawn_without_scripts_the_original_under_the_variant():
+    import base64
+    import re
+
+    html_text = changes.examples_html(_waveform(), "float16")
+    images = re.findall(r'<img class="sr-wave" alt="[^"]*" src="data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)">', html_text)
+    assert len(images) == 2 and "<script" not in html_text
+    original, variant = (base64.b64decode(i).decode() for i in images)
+    assert original.count("<polygon") == 1 and variant.count("<polygon") == 2  # the original's outline under it
+    assert "<script" not in original + variant
+    assert "max abs diff 0.3" in html_text and "cosine 0.980000" in html_text
+    assert "waveform · 3 inputs" in changes.summary(_waveform())
+    words = changes.example_words(_waveform(), _waveform().examples[0])
+    assert "max abs diff 0.3" in words and "cosine 0.980000" in words  # the CLI and Markdown say the numbers

@@ -1,0 +1,54 @@
+"""What changes for an audio model, in a real browser: a denoiser built here (a waveform in, a waveform out) is
+uploaded and measured, and its worst inputs are drawn as waveforms, the original's under the variant's."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from helpers import run_sample_in_app
+from onnx import TensorProto, helper, numpy_helper
+
+from tests.e2e.test_browser import SHOTS, _no_traceback, app_url  # noqa: F401 - app_url is a fixture
+
+SAMPLES = 4000
+
+
+def denoiser() -> onnx.ModelProto:
+    """noisy [N, 1, 4000] -> Conv 1->64 (k 31) -> Relu -> Conv 64->64 (k 15) -> Relu -> Conv 64->1 (k 31) -> clean."""
+    rng = np.random.default_rng(5)
+
+    def weight(name: str, shape: tuple[int, ...]) -> onnx.TensorProto:
+        fan_in = int(np.prod(shape[1:]))
+        return numpy_helper.from_array((rng.standard_normal(shape) / np.sqrt(fan_in)).astype(np.float32), name)
+
+    nodes = [
+        helper.make_node("Conv", ["noisy", "w1"], ["h1"], pads=[15, 15]), helper.make_node("Relu", ["h1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2"], ["h2"], pads=[7, 7]), helper.make_node("Relu", ["h2"], ["r2"]),
+        helper.make_node("Conv", ["r2", "w3"], ["clean"], pads=[15, 15]),
+    ]  # fmt: skip
+    graph = helper.make_graph(
+        nodes, "denoiser", [helper.make_tensor_value_info("noisy", TensorProto.FLOAT, ["N", 1, SAMPLES])],
+        [helper.make_tensor_value_info("clean", TensorProto.FLOAT, ["N", 1, SAMPLES])],
+        [weight("w1", (64, 1, 31)), weight("w2", (64, 64, 15)), weight("w3", (1, 64, 31))],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    return model
+
+
+def test_an_audio_models_worst_inputs_are_drawn_as_waveforms(app_url, pages, tmp_path):  # noqa: F811
+    path = tmp_path / "denoiser.onnx"
+    path.write_bytes(denoiser().SerializeToString())
+    page = pages.open(app_url, width=1440, height=1800)
+    run_sample_in_app(page, path)
+    changes = page.locator(".st-key-what-changes")
+    changes.locator(".sr-ex").first.wait_for(timeout=30_000)
+    assert "waveform" in changes.inner_text()
+    waves = changes.locator("img.sr-wave")
+    assert waves.count() >= 2  # the original's and the variant's, per worst input
+    assert waves.first.bounding_box()["width"] > 100 and waves.first.evaluate("i => i.complete && i.naturalWidth > 0")
+    assert "max abs diff" in changes.inner_text()
+    changes.scroll_into_view_if_needed()
+    changes.screenshot(path=str(SHOTS / "what-changes-audio.png"))
+    _no_traceback(page)
+    assert not pages.errors, pages.errors

@@ -23,7 +23,7 @@ TINY_SIDE px) whose every edge moved by at most SLACK_PX is kept whatever its Io
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -35,12 +35,6 @@ MOVED_IOU = 0.3
 MAP_THRESHOLDS = (0.3, 0.5)
 BOX_THRESHOLD = 0.25
 NMS_IOU = 0.45
-#: DB text detectors (PaddleOCR's and RapidOCR's pipelines, and their kin): the map binarized at DB_BINARIZE, a
-#: box kept when its mean probability is at least DB_BOX_SCORE, and expanded by DB_UNCLIP (offset = area x ratio /
-#: perimeter) before the recognizer crops it: the boxes users get, so the ones judged.
-DB_BINARIZE = 0.3
-DB_BOX_SCORE = 0.5
-DB_UNCLIP = 1.6
 #: A box or region without partner whose score is this close to the threshold is a coin toss.
 MARGIN = 0.05
 #: Regions thinner than this (pixels) are specks (DB drops them too).
@@ -74,7 +68,6 @@ class Decisions:
     worst_iou: float  # of the moved (or kept) pairs; 1.0 when none
     threshold: float
     nudged: int = 0  # of the kept: tiny ones below MATCH_IOU whose edges moved by at most SLACK_PX
-    noun: str = ""  # what they are called ("text boxes"), when not ``what``
 
     @property
     def agreement(self) -> float:
@@ -83,18 +76,17 @@ class Decisions:
     def text(self) -> str:
         """'2 of 37 boxes moved (IoU 0.85 < 0.9), 1 of 37 boxes lost' in the user's terms."""
         n = self.kept + self.moved + self.lost
-        noun = self.noun or self.what
         parts = []
         if self.moved:
-            parts.append(f"{self.moved} of {_noun(n, noun)} moved (IoU {self.worst_iou:.2f} < {MATCH_IOU:g})")
+            parts.append(f"{self.moved} of {_noun(n, self.what)} moved (IoU {self.worst_iou:.2f} < {MATCH_IOU:g})")
         if self.lost:
-            parts.append(f"{self.lost} of {_noun(n, noun)} lost")
+            parts.append(f"{self.lost} of {_noun(n, self.what)} lost")
         if self.new:
-            parts.append(f"{self.new} new {_noun(self.new, noun)[len(str(self.new)) + 1:]}")
+            parts.append(f"{self.new} new {_noun(self.new, self.what)[len(str(self.new)) + 1:]}")
         if not parts:
             tiny = f"; {self.nudged} tiny within {SLACK_PX:g} px" if self.nudged else ""
-            return f"all {_noun(n, noun)} kept (IoU >= {MATCH_IOU:g}{tiny})"
-        where = f" above {self.threshold:g}" if noun == "regions" else ""
+            return f"all {_noun(n, self.what)} kept (IoU >= {MATCH_IOU:g}{tiny})"
+        where = f" above {self.threshold:g}" if self.what == "regions" else ""
         return ", ".join(parts) + where
 
     def measures(self) -> dict[str, float]:
@@ -227,24 +219,6 @@ def regions(values: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarra
     return boxes[big], peak[big]
 
 
-def text_boxes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The boxes a DB text detector's post-processing makes of its 2-D probability map, and their scores: the
-    regions above DB_BINARIZE whose box holds a mean probability of at least DB_BOX_SCORE, each expanded by
-    DB_UNCLIP as OCR pipelines expand them before recognition (axis-aligned: offset = w h ratio / 2 (w + h))."""
-    boxes, _ = regions(values, DB_BINARIZE)
-    if not len(boxes):
-        return boxes, np.zeros(0)
-    summed = np.zeros((values.shape[0] + 1, values.shape[1] + 1))
-    summed[1:, 1:] = np.asarray(values, np.float64).cumsum(0).cumsum(1)
-    x0, y0, x1, y1 = boxes.astype(np.int64).T
-    w, h = x1 - x0, y1 - y0
-    scores = (summed[y1, x1] - summed[y0, x1] - summed[y1, x0] + summed[y0, x0]) / (w * h)
-    offset = w * h * DB_UNCLIP / (2 * (w + h))
-    grown = np.stack([x0 - offset, y0 - offset, x1 + offset, y1 + offset], 1)
-    kept = scores >= DB_BOX_SCORE
-    return grown[kept], scores[kept]
-
-
 def _components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Connected components of ``n`` nodes joined by edges (a, b): each node's lowest member. Roots hook
     onto the lower root across every edge, then paths are shortened to their root (Shiloach-Vishkin):
@@ -263,13 +237,10 @@ def _components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
             parent = jumped
 
 
-def map_decisions(reference: np.ndarray, variant: np.ndarray, *, text: bool = False) -> Decisions | str:
+def map_decisions(reference: np.ndarray, variant: np.ndarray) -> Decisions | str:
     """Regions of every 2-D map (the last two axes), original vs variant, at each of MAP_THRESHOLDS: the
     threshold with the lowest agreement decides. When there is nothing to compare, why not (no region in
-    either output, or speckle: more than MAX_REGIONS regions in one map). ``text``: a DB text detector's map,
-    judged by the text boxes its post-processing makes (:func:`text_boxes`), nothing else."""
-    if text:
-        return _text_decisions(reference, variant)
+    either output, or speckle: more than MAX_REGIONS regions in one map)."""
     ref = np.asarray(reference, np.float64)
     var = np.asarray(variant, np.float64)
     h, w = ref.shape[-2:]
@@ -293,22 +264,6 @@ def map_decisions(reference: np.ndarray, variant: np.ndarray, *, text: bool = Fa
         if found.total and (worst is None or found.agreement < worst.agreement):
             worst = found
     return worst if worst is not None else f"no region above {MAP_THRESHOLDS[0]:g} in either output"
-
-
-def _text_decisions(reference: np.ndarray, variant: np.ndarray) -> Decisions | str:
-    ref = np.asarray(reference, np.float64)
-    var = np.asarray(variant, np.float64)
-    h, w = ref.shape[-2:]
-    parts = []
-    for r, v in zip(ref.reshape(-1, h, w), var.reshape(-1, h, w), strict=True):
-        a_box, a_score = text_boxes(np.where(np.isfinite(r), r, 0.0))
-        b_box, b_score = text_boxes(np.where(np.isfinite(v), v, 0.0))
-        if max(len(a_box), len(b_box)) > MAX_REGIONS:
-            return f"more than {MAX_REGIONS} text boxes in one map (speckle, not text)"
-        parts.append(_match(a_box, np.zeros(len(a_box)), a_score, b_box, np.zeros(len(b_box)), b_score,
-                            DB_BOX_SCORE))  # fmt: skip
-    found = replace(_combine("regions", DB_BINARIZE, parts), noun="text boxes")
-    return found if found.total else f"no text box scores {DB_BOX_SCORE:g} in either output"
 
 
 def looks_like_map(values: np.ndarray) -> bool:

@@ -42,7 +42,7 @@ import numpy as np
 import onnx
 
 from shrinkray.measure import decoder_lm
-from shrinkray.measure.decisions import DB_BINARIZE, DB_BOX_SCORE, DB_UNCLIP, gfl_levels, head_layout, looks_like_map
+from shrinkray.measure.decisions import gfl_levels, head_layout, looks_like_map
 from shrinkray.measure.parity import GENERATION, PERPLEXITY, OutputKind, VerdictSettings
 
 #: Ops that only move or retype values: the output "is" what their input is.
@@ -162,21 +162,6 @@ def _input_size(model: onnx.ModelProto) -> tuple[int, int] | None:
     return None
 
 
-def _text_map(arr: np.ndarray, model: onnx.ModelProto, op: str) -> bool:
-    """A DB text detector's map (PaddleOCR, RapidOCR and their kin): one channel computed by Sigmoid, at the size
-    of the model's image input ([N, 3, H, W], its H and W free or the map's own)."""
-    if arr.ndim != 4 or arr.shape[1] != 1 or op != "Sigmoid":
-        return False
-    initializers = {t.name for t in model.graph.initializer}
-    for inp in model.graph.input:
-        dims = inp.type.tensor_type.shape.dim if inp.type.HasField("tensor_type") else []
-        if inp.name in initializers or len(dims) != 4 or dims[1].dim_value not in (0, 3):
-            continue
-        return all(not d.HasField("dim_value") or d.dim_value in (0, size)
-                   for d, size in zip(dims[2:], arr.shape[2:], strict=True))  # fmt: skip
-    return False
-
-
 def classify_output(
     name: str, value: np.ndarray, model: onnx.ModelProto, producers: dict[str, onnx.NodeProto] | None = None
 ) -> OutputKind:
@@ -197,11 +182,6 @@ def classify_output(
         axis = _class_axis(arr, op, _softmax_axis(source, rank, model), _moved(name, source, producers))
         if axis is not None:
             return OutputKind("scores", axis, f"computed by {op} over axis {axis + rank}: class scores")
-    if looks_like_map(arr) and _text_map(arr, model, op):
-        return OutputKind("map", why=f"a text detector's probability map at its input's size ({arr.shape[-2]} x "
-                          f"{arr.shape[-1]}): judged by the text boxes its post-processing makes (binarized at "
-                          f"{DB_BINARIZE:g}, boxes scoring {DB_BOX_SCORE:g}, expanded {DB_UNCLIP:g}x as OCR "
-                          "pipelines expand them)", text=True)  # fmt: skip
     if looks_like_map(arr):
         return OutputKind("map", why=f"probabilities on a {arr.shape[-2]} x {arr.shape[-1]} grid: judged by the "
                           "regions above 0.3 and 0.5")  # fmt: skip

@@ -250,8 +250,6 @@ class OutputKind:
     masks: int = 0
     #: next-token logits of a decoder LM: the KL divergence of their distributions is measured too
     tokens: bool = False
-    #: a map of a DB text detector: judged by the text boxes its post-processing makes (decisions.text_boxes)
-    text: bool = False
 
 
 @dataclass
@@ -816,7 +814,7 @@ def _decide(ref: np.ndarray, var: np.ndarray, kind: OutputKind, grouped=None):
         found = grouped
         nothing = "no box scores 0.25 in either output"
     elif kind.kind == "map":
-        found = decisions.map_decisions(ref, var, text=kind.text) if ref.ndim >= 2 and ref.size else "not a grid of values"
+        found = decisions.map_decisions(ref, var) if ref.ndim >= 2 and ref.size else "not a grid of values"
         nothing, found = (found, None) if isinstance(found, str) else ("", found)
     else:
         layout = decisions.head_layout(ref, kind.input_size, kind.masks)

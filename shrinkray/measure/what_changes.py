@@ -197,7 +197,7 @@ def _examples(name: str, judged_kind: str, kind: OutputKind, measures: dict[str,
         if layout is not None:
             return _detections(name, layout, kind, refs, vars_, image_items(samples))
     if judged_kind == "map" and measures.get("region_agreement") is not None:
-        return _maps(name, refs, vars_, image_items(samples), text=kind.text)
+        return _maps(name, refs, vars_, image_items(samples))
     if judged_kind == "exact" and all(np.size(r) <= MAX_EXACT_VALUES for r in refs):
         return _exact(name, refs, vars_)
     if judged_kind == "continuous" and _audio(name, refs, samples):
@@ -422,16 +422,10 @@ def _extent(boxes: list[Box]) -> list[float]:
     return [float(max(width, 1.0)), float(max(height, 1.0))]
 
 
-def _maps(name: str, refs, vars_, images, text: bool = False) -> OutputExamples:
-    """The regions of each input's (first) map above 0.5, matched as parity matches them; a text detector's map
-    (``text``) by the text boxes its post-processing makes, as its verdict counts them."""
+def _maps(name: str, refs, vars_, images) -> OutputExamples:
+    """The regions of each input's (first) map above 0.5, matched as parity matches them."""
     threshold = decisions.MAP_THRESHOLDS[-1]
-
-    def boxes_of(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return decisions.text_boxes(values) if text else decisions.regions(values, threshold)
-
-    what = "text boxes" if text else f"regions above {threshold:g}"
-    found = OutputExamples(name, "map", "boxes", f"{what} moved, lost or new")
+    found = OutputExamples(name, "map", "boxes", f"regions above {threshold:g} moved, lost or new")
     candidates = []
     for item, (r, v) in enumerate(zip(refs, vars_, strict=True)):
         r, v = np.asarray(r, np.float64), np.asarray(v, np.float64)
@@ -440,8 +434,8 @@ def _maps(name: str, refs, vars_, images, text: bool = False) -> OutputExamples:
         v2 = np.where(np.isfinite(v), v, 0.0).reshape(-1, h, w)
         best = None
         for index, (mr, mv) in enumerate(zip(r2, v2, strict=True)):
-            a_box, a_peak = boxes_of(mr)
-            b_box, b_peak = boxes_of(mv)
+            a_box, a_peak = decisions.regions(mr, threshold)
+            b_box, b_peak = decisions.regions(mv, threshold)
             a = _boxes_of(a_box, np.zeros(len(a_box)), a_peak)
             b = _boxes_of(b_box, np.zeros(len(b_box)), b_peak)
             changed, worst = match_boxes(a, b)

@@ -327,18 +327,6 @@ def test_a_sigmoid_probability_map_is_a_map():
 
 
 @pytest.mark.parametrize(
-    ("image", "text"),
-    [(["N", 3, "H", "W"], True), ([1, 3, 32, 32], True), ([1, 3, 64, 64], False), ([1, 1, 32, 32], False)],
-)
-def test_a_one_channel_sigmoid_map_at_its_image_inputs_size_is_a_text_detectors(image, text):
-    """DB text detectors (PaddleOCR, RapidOCR): one channel by Sigmoid at the image's size, judged by text boxes."""
-    model = graph_model([helper.make_node("Sigmoid", ["x"], ["prob"])], {"prob": ["N", 1, "H", "W"]}, {"x": image})
-    got = classify_output("prob", blob_map(), model)
-    assert got.kind == "map" and got.text is text, got
-    assert ("text boxes its post-processing makes" in got.why) is text
-
-
-@pytest.mark.parametrize(
     ("values", "why"),
     [
         (np.zeros((1, 1, 32, 32), np.float32), "nothing above 0.5"),

@@ -243,22 +243,6 @@ def test_an_output_that_cannot_be_shown_leaves_the_others(monkeypatch):
     assert set(found) == {"good"}
 
 
-def test_a_text_detectors_map_shows_the_text_boxes_its_verdict_counts():
-    """A line one pixel lower is the same expanded text box (kept); a line that fades under the box score is lost."""
-    ref = np.full((1, 1, 64, 96), 0.02)
-    ref[0, 0, 8:24, 8:80] = 0.9
-    ref[0, 0, 36:52, 8:90] = 0.9
-    var = np.full_like(ref, 0.02)
-    var[0, 0, 9:25, 8:80] = 0.9  # one pixel lower
-    var[0, 0, 36:52, 8:90] = 0.35  # above the binarization, under the box score
-    kinds = {"maps": OutputKind("map", text=True)}
-    oe = _examples({"maps": ref}, {"maps": var}, kinds, [{"x": np.zeros((1, 3, 64, 96), np.float32)}])["maps"]
-    assert oe.view == "boxes" and oe.changed == 1 and "text boxes" in oe.measure
-    worst = oe.examples[0]
-    assert sorted(b.status for b in worst.original_boxes) == ["kept", "lost"]
-    assert min(b.x1 for b in worst.original_boxes) < 8  # drawn expanded, as OCR pipelines crop them
-
-
 def _denoised(n: int = 3, samples: int = 16000) -> tuple[np.ndarray, np.ndarray]:
     t = np.arange(samples) / 16000.0
     ref = np.stack([np.sin(2 * np.pi * (220 + 40 * i) * t) * 0.5 for i in range(n)])[:, None, :]

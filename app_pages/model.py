@@ -31,8 +31,8 @@ def _load_upload(uploaded, member: str | None = None) -> None:
     """The uploaded file (or ``member`` of a zip of several) as the current model."""
     loaded_upload = load_uploaded(uploaded, workspace(), choose=member)
     set_model(loaded_upload, f"Uploaded: {uploaded.name}" + (f" ({member})" if member else ""))
-    if loaded_upload.is_lazy:
-        release_upload(uploaded)  # on disk now: the server's in-memory copy goes (the uploader empties)
+    if member is None:  # loaded (a zip of several keeps its bytes until one is chosen): Streamlit's copy of the
+        release_upload(uploaded)  # upload goes, the file's size again per session (the uploader empties)
     st.session_state["loaded_now"] = True
     if member is None:
         st.session_state.pop("archive_models", None)  # one model: nothing to choose (a set's choice stays)

@@ -28,6 +28,7 @@ from app_ui.state import workspace
 from shrinkray.errors import ShrinkRayError
 from shrinkray.io.files import LoadedModel, check_free_space
 from shrinkray.io.size_check import ModelSize, check_fits, model_size
+from shrinkray.memory import release_free_memory
 from shrinkray.text_safety import streamlit_markdown as md
 
 log = logging.getLogger("shrinkray.app")
@@ -211,3 +212,4 @@ def release_upload(uploaded: Any) -> None:
     except Exception:  # noqa: BLE001 - only memory is at stake; the model is loaded either way
         log.warning("could not release an upload's memory", exc_info=True)
     uploaded.close()
+    release_free_memory()  # the freed bytes back to the OS, not kept by the C heap for the next allocation

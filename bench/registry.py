@@ -31,6 +31,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("scaling", "scaling", "issue 12: shrink and compare time / peak memory at 10 MB, 100 MB, 1 GB, 2.5 GB"),
     Benchmark("first-card", "first_card", "issue 12: seconds until the app's first variant card on the 100 MB transformer"),
     Benchmark("run-disk", "run_disk", "issue 27: a run's disk in all (store + scratch) and what a repeat upload adds"),
+    Benchmark("upload-memory", "upload_memory", "issue 27: the server memory one uploaded 100 MB model holds once loaded"),
     Benchmark("app-first-load", "app_first_load", "issue 29: the app's first load in Chromium on throttled 3G / 4G / cable"),
     Benchmark("palettize-memory", "palettize_memory", "issue 12: peak memory and time palettize adds on the 100 MB transformer"),
     Benchmark("latency-agreement", "latency_agreement", "issue 12: is compare's latency interval honest vs the fixed 50-run measurement"),

@@ -34,8 +34,7 @@ TARGET_S = 10.0
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", choices=synthetic.SIZES, default="100mb",
-                        help="the generated ~100 MB transformer (the target's model) or a ~16 MB one")  # fmt: skip
+    synthetic.add_size_option(parser)
     args = parser.parse_args(argv)
     result = results.begin("first-card", argv)
     path = synthetic.sized_model(args.size)

@@ -60,8 +60,7 @@ def _one_run(runs: Runs, path: Path, watched: Path) -> tuple[str, float, int]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", choices=synthetic.SIZES, default="100mb",
-                        help="the generated ~100 MB transformer (the target's model) or a ~16 MB one")  # fmt: skip
+    synthetic.add_size_option(parser)
     args = parser.parse_args(argv)
     result = results.begin("run-disk", argv)
     path = synthetic.sized_model(args.size)

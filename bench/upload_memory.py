@@ -31,8 +31,7 @@ def _rss(pid: int) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", choices=synthetic.SIZES, default="100mb",
-                        help="the generated ~100 MB transformer (the target's model) or a ~16 MB one")  # fmt: skip
+    synthetic.add_size_option(parser)
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
 

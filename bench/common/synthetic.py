@@ -7,6 +7,7 @@ with per-channel scale spread and outliers (see bench/README.md).
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -131,6 +132,12 @@ def build_transformer(
 #: ~16 MB: 1536 x 512 tied embedding + 1 layer (the quick check of a benchmark on the ~100 MB model)
 SMALL_SPEC = dict(LARGE_SPEC, vocab=1536, layers=1)
 SIZES = ("100mb", "small")
+
+
+def add_size_option(parser: argparse.ArgumentParser) -> None:
+    """``--size``: which generated model a benchmark takes (:func:`sized_model`)."""
+    parser.add_argument("--size", choices=SIZES, default="100mb",
+                        help="the generated ~100 MB transformer (the target's model) or a ~16 MB one")  # fmt: skip
 
 
 def sized_model(size: str) -> Path:

@@ -521,19 +521,23 @@ def _length_delimited(number: int, size: int) -> bytes:
     return _varint(number << 3 | 2) + _varint(size)
 
 
+def copy_field(target, descriptor, value) -> None:
+    """Set the field ``descriptor`` of protobuf message ``target`` to ``value`` as another message holds it
+    (a repeated field extended, a message copied, a scalar set)."""
+    if descriptor.is_repeated:
+        getattr(target, descriptor.name).extend(value)
+    elif descriptor.type == descriptor.TYPE_MESSAGE:
+        getattr(target, descriptor.name).CopyFrom(value)
+    else:
+        setattr(target, descriptor.name, value)
+
+
 def _without(message, number: int):
     """Two new messages of ``message``'s type: its fields numbered below ``number``, and above it."""
     below, above = type(message)(), type(message)()
     for descriptor, value in message.ListFields():
-        if descriptor.number == number:
-            continue
-        target = below if descriptor.number < number else above
-        if descriptor.is_repeated:
-            getattr(target, descriptor.name).extend(value)
-        elif descriptor.type == descriptor.TYPE_MESSAGE:
-            getattr(target, descriptor.name).CopyFrom(value)
-        else:
-            setattr(target, descriptor.name, value)
+        if descriptor.number != number:
+            copy_field(below if descriptor.number < number else above, descriptor, value)
     return below, above
 
 

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import onnx
 
+from shrinkray.io.files import copy_field
+
 _GRAPH, _INITIALIZER, _NAME, _RAW_DATA = 7, 5, 8, 9
 _LENGTH_DELIMITED = 2
 #: Tensors smaller than this stay in the header (as onnx.save's size_threshold does).
@@ -129,16 +131,10 @@ def _places(buf: memoryview, tensors) -> list[Place | None] | None:
 
 
 def _copy_fields(source, target, skip: str) -> None:
-    """Every set field of message ``source`` except ``skip`` into ``target`` (repeated ones extended)."""
+    """Every set field of message ``source`` except ``skip`` into ``target``."""
     for descriptor, value in source.ListFields():
-        if descriptor.name == skip:
-            continue
-        if descriptor.is_repeated:
-            getattr(target, descriptor.name).extend(value)
-        elif descriptor.type == descriptor.TYPE_MESSAGE:
-            getattr(target, descriptor.name).CopyFrom(value)
-        else:
-            setattr(target, descriptor.name, value)
+        if descriptor.name != skip:
+            copy_field(target, descriptor, value)
 
 
 def referencing_header(model: onnx.ModelProto, places: list[Place | None], location: str,

@@ -149,6 +149,29 @@ def stored_runs(comparison: Comparison) -> list[BrowserRun]:
     return list(found) if found else list(st.session_state.get("browser_runs", {}).get(_comparison_id(), []))
 
 
+def _component_step(comparison: Comparison, armed: dict, version: str, done: bool) -> bool:
+    """The component that runs the models in this browser; its results judged and kept when they land (then the
+    page reruns). False when ONNX Runtime Web could not start (said in one sentence)."""
+    value = _component(
+        runId=armed["runId"], models=armed["models"], inputsPath=armed["inputsPath"], runs=DEFAULT_RUNS,
+        budgetMs=BUDGET_MS, version=version, webgpuFiles=all((RUNTIME_DIR / f).is_file() for f in WEBGPU_FILES),
+        autoStart=True, done=done, key="in_browser_panel", default=None,
+    )  # fmt: skip
+    if armed["skipped"]:
+        st.caption("Not run in the browser (over the 200 MB a static file may have here): "
+                   + md(", ".join(armed["skipped"])))  # variant names may hold the model's tensor names
+    if isinstance(value, dict) and value.get("runId") == armed["runId"] and value.get("at") != armed.get("judged"):
+        armed["judged"] = value.get("at")
+        armed["fatal"] = value.get("fatal")
+        if not armed["fatal"]:
+            _store(comparison, judge_all(armed["inputs"], list(value.get("results") or []), served_by=SERVED_BY))
+        st.rerun()  # the charts and advice above the panel take the browser's results into account
+    if armed.get("fatal"):
+        st.error(md(f"ONNX Runtime Web could not start in this browser: {armed['fatal']}. Try another browser."))
+        return False
+    return True
+
+
 def render(loaded: LoadedModel, comparison: Comparison) -> None:
     """The panel: a button, the component that runs the models, then the table, chart and advice."""
     from shrinkray.report import charts
@@ -168,7 +191,10 @@ def render(loaded: LoadedModel, comparison: Comparison) -> None:
     cid = _comparison_id()
     state = st.session_state.setdefault("browser_panel", {})
     armed = state.get(cid)
+    runs = stored_runs(comparison)  # kept with the run: a link opened in another browser shows them too
     if armed is None:
+        if runs:
+            st.caption("Measured in a browser when this run was made (below); the button measures this one.")
         if st.button("Run the original and variants in this browser", icon=":material/language:"):
             with st.spinner("Preparing the parity inputs for the browser"):
                 inputs = _prepare(loaded, comparison)
@@ -178,25 +204,10 @@ def render(loaded: LoadedModel, comparison: Comparison) -> None:
                 return
             run_id = secrets.token_hex(6)
             state[cid] = armed = {"runId": run_id, "inputs": inputs, **_publish(loaded, comparison, inputs, run_id)}
-        else:
+        elif not runs:
             return
-    runs = stored_runs(comparison)
-    value = _component(
-        runId=armed["runId"], models=armed["models"], inputsPath=armed["inputsPath"], runs=DEFAULT_RUNS,
-        budgetMs=BUDGET_MS, version=version, webgpuFiles=all((RUNTIME_DIR / f).is_file() for f in WEBGPU_FILES),
-        autoStart=True, done=bool(runs), key="in_browser_panel", default=None,
-    )  # fmt: skip
-    if armed["skipped"]:
-        st.caption("Not run in the browser (over the 200 MB a static file may have here): "
-                   + md(", ".join(armed["skipped"])))  # variant names may hold the model's tensor names
-    if isinstance(value, dict) and value.get("runId") == armed["runId"] and value.get("at") != armed.get("judged"):
-        armed["judged"] = value.get("at")
-        armed["fatal"] = value.get("fatal")
-        if not armed["fatal"]:
-            _store(comparison, judge_all(armed["inputs"], list(value.get("results") or []), served_by=SERVED_BY))
-        st.rerun()  # the charts and advice above the panel take the browser's results into account
-    if armed.get("fatal"):
-        st.error(md(f"ONNX Runtime Web could not start in this browser: {armed['fatal']}. Try another browser."))
+    # done: this browser's own measurement has landed (a kept one from another browser does not stop it starting)
+    if armed is not None and not _component_step(comparison, armed, version, done=armed.get("judged") is not None):
         return
     if not runs:
         return

@@ -14,6 +14,8 @@ Each output is shown one way (:attr:`OutputExamples.view`):
   image;
 - ``waveform``: an audio output (a denoiser's, a vocoder's: one long axis of samples) drawn as its envelope,
   the original's under the variant's, with max abs diff and cosine;
+- ``mask``: a time-frequency mask of an audio model (values in [0, 1] on a grid) drawn as a picture, the
+  original's beside the variant's, with max abs diff and cosine;
 - ``values``: max abs diff and cosine per input, for every other output.
 """
 
@@ -22,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 #: The views an output's examples can take.
-VIEWS = ("text", "classes", "boxes", "waveform", "values")
+VIEWS = ("text", "classes", "boxes", "waveform", "mask", "values")
 
 
 @dataclass
@@ -70,6 +72,8 @@ class Example:
     cosine: float | None = None
     original_wave: list[list[float]] = field(default_factory=list)  # a waveform's envelope: [low, high] per column
     variant_wave: list[list[float]] = field(default_factory=list)
+    original_mask: str = ""  # a mask as a small grey PNG data URI (0 black, 1 white; the first axis upwards)
+    variant_mask: str = ""
 
 
 @dataclass

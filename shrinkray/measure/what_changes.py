@@ -59,6 +59,9 @@ THUMBNAIL_QUALITY = 70
 MIN_WAVE_SAMPLES = 1000
 MAX_CHANNELS = 2
 WAVE_COLUMNS = 160
+#: A mask: both sides of its grid at least this; drawn at most MASK_WIDTH pixels wide.
+MIN_MASK_SIDE = 8
+MASK_WIDTH = 320
 _AUDIO_WORDS = re.compile(r"audio|wave|wav\b|speech|pcm|signal|denois|enhanc|vocod", re.IGNORECASE)
 #: Inputs looked at per output at most (a long stream of steps: its first ones).
 MAX_ITEMS = 2048
@@ -200,8 +203,10 @@ def _examples(name: str, judged_kind: str, kind: OutputKind, measures: dict[str,
         return _maps(name, refs, vars_, image_items(samples))
     if judged_kind == "exact" and all(np.size(r) <= MAX_EXACT_VALUES for r in refs):
         return _exact(name, refs, vars_)
-    if judged_kind == "continuous" and _audio(name, refs, samples):
+    if judged_kind == "continuous" and _audio(name, refs, samples, _samples_axis):
         return _waves(name, refs, vars_, measures)
+    if judged_kind == "continuous" and _audio(name, refs, samples, _mask_of):
+        return _masks(name, refs, vars_, measures)
     return _values(name, judged_kind, refs, vars_, measures)
 
 
@@ -522,10 +527,11 @@ def _samples_axis(item: np.ndarray) -> np.ndarray | None:
     return arr
 
 
-def _audio(name: str, refs: list[np.ndarray], samples: Sequence[dict[str, np.ndarray]]) -> bool:
-    """An output to draw as waveforms: each input's is one (see :func:`_samples_axis`), and it is named like audio
-    or the model takes a waveform itself (a denoiser, a separator; a feature vector of a vision model is not)."""
-    if not refs or any(_samples_axis(r) is None for r in refs):
+def _audio(name: str, refs: list[np.ndarray], samples: Sequence[dict[str, np.ndarray]], shape_of) -> bool:
+    """An audio output to draw (``shape_of``: :func:`_samples_axis` for waveforms, :func:`_mask_of` for masks):
+    each input's is one, and it is named like audio or the model takes a waveform itself (a denoiser, a
+    separator; a feature vector or a heat map of a vision model is not)."""
+    if not refs or any(shape_of(r) is None for r in refs):
         return False
     if _AUDIO_WORDS.search(name):
         return True
@@ -538,6 +544,35 @@ def envelope(wave: np.ndarray, columns: int = WAVE_COLUMNS) -> list[list[float]]
     values = np.where(np.isfinite(wave), wave, 0.0).astype(np.float64)
     return [[float(f"{part.min():.4g}"), float(f"{part.max():.4g}")]
             for part in np.array_split(values, min(columns, values.size)) if part.size]  # fmt: skip
+
+
+def _mask_of(item: np.ndarray) -> np.ndarray | None:
+    """An input's output as a time-frequency mask (a 2-D grid, both sides at least MIN_MASK_SIDE, every value in
+    [0, 1]), or None when it is not one."""
+    arr = np.squeeze(np.asarray(item))
+    if arr.dtype.kind != "f" or arr.ndim != 2 or min(arr.shape) < MIN_MASK_SIDE or not np.isfinite(arr).all():
+        return None
+    return arr if arr.min() >= 0.0 and arr.max() <= 1.0 else None
+
+
+def mask_picture(mask: np.ndarray) -> str:
+    """A mask as a small grey PNG data URI: 0 black, 1 white, its first axis (frequency) upwards."""
+    pixels = (np.clip(mask[::-1], 0.0, 1.0) * 255.0).round().astype(np.uint8)
+    picture = Image.fromarray(pixels)
+    picture.thumbnail((MASK_WIDTH, MASK_WIDTH))
+    buffer = io.BytesIO()
+    picture.save(buffer, format="PNG", optimize=True)
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _masks(name: str, refs, vars_, measures: dict[str, float | None]) -> OutputExamples:
+    """An audio model's mask: measured as values, its worst inputs drawn as pictures."""
+    found = _values(name, "continuous", refs, vars_, measures)
+    found.view = "mask"
+    for example in sorted(found.examples, key=lambda e: e.differs, reverse=True)[:WORST]:
+        example.original_mask = mask_picture(_mask_of(refs[example.item]))
+        example.variant_mask = mask_picture(_mask_of(vars_[example.item]))
+    return found
 
 
 def _waves(name: str, refs, vars_, measures: dict[str, float | None]) -> OutputExamples:

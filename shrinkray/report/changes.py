@@ -50,6 +50,7 @@ CSS = """
 .sr-box.moved { border-color: #f0883e; } .sr-box.lost { border-color: #e5534b; border-style: dashed; }
 .sr-box.new { border-color: #c94fd6; }
 .sr-legend { font-size: .8em; opacity: .85; margin-top: .2rem; }
+.sr-mask { display: block; width: 100%; max-width: 320px; image-rendering: pixelated; border-radius: 3px; }
 .sr-wave { display: block; width: 100%; max-width: 320px; height: 64px; background: rgba(128,128,128,.12);
            border-radius: 3px; }
 .sr-k { color: #2f81f7; } .sr-m { color: #f0883e; } .sr-l { color: #e5534b; } .sr-n { color: #c94fd6; }
@@ -94,8 +95,8 @@ def marked_html(text: str, marks: list[list[int]]) -> str:
 def summary(oe: OutputExamples) -> str:
     """'class scores · top-1 class changed on 6 of 512 inputs · worst first by ...' in words."""
     kind = "decoded text" if oe.view == "text" and oe.kind == "scores" else KIND_WORDS.get(oe.kind, oe.kind)
-    kind = "waveform" if oe.view == "waveform" else kind
-    if oe.view in ("values", "waveform"):
+    kind = {"waveform": "waveform", "mask": "mask"}.get(oe.view, kind)
+    if oe.view in ("values", "waveform", "mask"):
         told = f"{oe.inputs} input{'s' if oe.inputs != 1 else ''}"
     else:
         told = f"changed on {oe.changed} of {oe.inputs} input{'s' if oe.inputs != 1 else ''}"
@@ -208,6 +209,10 @@ def _side(e: Example, oe: OutputExamples, original: bool) -> str:
         return _classes_html(*((e.original_top, e.variant_top) if original else (e.variant_top, e.original_top)))
     if oe.view == "waveform":
         return _wave_html(e.original_wave, []) if original else _wave_html(e.variant_wave, e.original_wave)
+    if oe.view == "mask":
+        picture = e.original_mask if original else e.variant_mask
+        return (f'<img class="sr-mask" alt="mask" src="{picture}">' if picture and _DATA_URI.fullmatch(picture)
+                else "<i>(no picture)</i>")  # fmt: skip
     return _boxes_html(e.original_boxes if original else e.variant_boxes, e.frame, e.image)
 
 
@@ -226,9 +231,10 @@ def examples_html(oe: OutputExamples, variant: str, most: int | None = None) -> 
     items = []
     for e in examples:
         same = "" if e.changed or e.original_marks or e.variant_marks else " (no visible change)"
-        if oe.view == "waveform":  # what the eye may miss on a drawing: the numbers
+        if oe.view in ("waveform", "mask"):  # what the eye may miss on a drawing: the numbers
+            under = " (the original in grey under the variant)" if oe.view == "waveform" else ""
             same = (f" · {oe.measure} {_num(e.differs)}, max abs diff {_num(e.max_abs_diff)}, "
-                    f"cosine {_num(e.cosine, '.6f')} (the original in grey under the variant)")  # fmt: skip
+                    f"cosine {_num(e.cosine, '.6f')}{under}")  # fmt: skip
         items.append(
             f'<div class="sr-ex"><div class="sr-where">{_h(e.where + same)}</div><div class="sr-pair">'
             f'<div class="sr-side"><div class="sr-label">Original</div>{_side(e, oe, True)}</div>'

@@ -121,10 +121,11 @@ def _variant_json(c: Comparison, result: VariantResult) -> dict[str, Any]:
 
 
 def _examples_json(oe) -> dict[str, Any]:
-    """An output's worst examples as data, without the input pictures (the HTML pages show those)."""
+    """An output's worst examples as data, without pictures (the input's, a mask's: the HTML pages show those)."""
     data = dataclasses.asdict(oe)
     for example in data["examples"]:
-        example.pop("image", None)
+        for picture in ("image", "original_mask", "variant_mask"):
+            example.pop(picture, None)
     return plain(data)
 
 

@@ -52,3 +52,38 @@ def test_an_audio_models_worst_inputs_are_drawn_as_waveforms(app_url, pages, tmp
     changes.screenshot(path=str(SHOTS / "what-changes-audio.png"))
     _no_traceback(page)
     assert not pages.errors, pages.errors
+
+
+def masker() -> onnx.ModelProto:
+    """noisy [N, 1, 4000] -> 50 frames of 80 samples -> MatMul [80, 64] -> Sigmoid -> gains [N, 64, 50]: a
+    time-frequency mask in [0, 1], as speech enhancers output."""
+    rng = np.random.default_rng(6)
+    shape = numpy_helper.from_array(np.array([0, 50, 80], np.int64), "frames")
+    weight = numpy_helper.from_array((rng.standard_normal((80, 64)) * 0.3).astype(np.float32), "w")
+    nodes = [
+        helper.make_node("Reshape", ["noisy", "frames"], ["framed"]), helper.make_node("MatMul", ["framed", "w"], ["h"]),
+        helper.make_node("Sigmoid", ["h"], ["s"]), helper.make_node("Transpose", ["s"], ["gains"], perm=[0, 2, 1]),
+    ]  # fmt: skip
+    graph = helper.make_graph(
+        nodes, "masker", [helper.make_tensor_value_info("noisy", TensorProto.FLOAT, ["N", 1, SAMPLES])],
+        [helper.make_tensor_value_info("gains", TensorProto.FLOAT, ["N", 64, 50])], [shape, weight],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    return model
+
+
+def test_an_audio_models_mask_is_drawn_as_pictures(app_url, pages, tmp_path):  # noqa: F811
+    path = tmp_path / "masker.onnx"
+    path.write_bytes(masker().SerializeToString())
+    page = pages.open(app_url, width=1440, height=1800)
+    run_sample_in_app(page, path)
+    changes = page.locator(".st-key-what-changes")
+    changes.locator(".sr-ex").first.wait_for(timeout=30_000)
+    pictures = changes.locator("img.sr-mask")
+    assert pictures.count() >= 2 and "mask" in changes.inner_text()
+    assert pictures.first.evaluate("i => i.complete && i.naturalWidth > 0")
+    changes.scroll_into_view_if_needed()
+    changes.screenshot(path=str(SHOTS / "what-changes-audio-mask.png"))
+    _no_traceback(page)
+    assert not pages.errors, pages.errors

@@ -271,3 +271,18 @@ def test_a_long_feature_vector_of_an_image_model_stays_a_table_of_values():
     assert oe["features"].view == "values" and not oe["features"].examples[0].original_wave
     named = _examples({"audio_out": ref}, {"audio_out": ref * 1.01}, {"audio_out": OutputKind("continuous")}, samples)
     assert named["audio_out"].view == "waveform"  # named like audio: drawn as such
+
+
+def test_an_audio_models_mask_is_drawn_as_pictures_and_a_vision_models_is_not():
+    rng = np.random.default_rng(2)
+    ref = rng.uniform(0, 1, (2, 64, 50)).astype(np.float32)
+    var = ref.copy()
+    var[1, 10:20] = np.clip(var[1, 10:20] + 0.4, 0, 1)  # one input's band of frequencies changes
+    audio = [{"audio": np.zeros((2, 16000), np.float32)}]
+    oe = _examples({"gains": ref}, {"gains": var}, {"gains": OutputKind("continuous")}, audio)["gains"]
+    assert oe.view == "mask" and oe.examples[0].item == 1
+    assert oe.examples[0].original_mask.startswith("data:image/png;base64,")
+    assert oe.examples[0].variant_mask != oe.examples[0].original_mask
+    image = [{"image": np.zeros((2, 3, 64, 50), np.float32)}]
+    seen = _examples({"gains": ref}, {"gains": var}, {"gains": OutputKind("continuous")}, image)["gains"]
+    assert seen.view == "values" and not seen.examples[0].original_mask

@@ -99,3 +99,18 @@ def test_a_waveform_is_drawn_without_scripts_the_original_under_the_variant():
     assert "waveform · 3 inputs" in changes.summary(_waveform())
     words = changes.example_words(_waveform(), _waveform().examples[0])
     assert "max abs diff 0.3" in words and "cosine 0.980000" in words  # the CLI and Markdown say the numbers
+
+
+def test_a_mask_is_drawn_as_two_pictures_with_its_numbers():
+    import numpy as np
+
+    from shrinkray.measure.what_changes import mask_picture
+
+    picture = mask_picture(np.linspace(0, 1, 64 * 40).reshape(64, 40))
+    e = Example(0, "input 1", 0.02, False, max_abs_diff=0.4, cosine=0.99, original_mask=picture, variant_mask=picture)
+    oe = OutputExamples("gains", "continuous", "mask", "RMS error", [e], 2)
+    html_text = changes.examples_html(oe, "weights-int8")
+    assert html_text.count('<img class="sr-mask" alt="mask" src="data:image/png;base64,') == 2
+    assert "max abs diff 0.4" in html_text and "mask · 2 inputs" in changes.summary(oe)
+    forged = Example(0, "input 1", 0.02, False, original_mask='x" onerror="alert(1)', variant_mask="")
+    assert "onerror" not in changes.examples_html(OutputExamples("g", "continuous", "mask", "RMS", [forged], 1), "v")

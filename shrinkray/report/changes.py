@@ -50,7 +50,8 @@ CSS = """
 .sr-box.moved { border-color: #f0883e; } .sr-box.lost { border-color: #e5534b; border-style: dashed; }
 .sr-box.new { border-color: #c94fd6; }
 .sr-legend { font-size: .8em; opacity: .85; margin-top: .2rem; }
-.sr-mask { display: block; width: 100%; max-width: 320px; image-rendering: pixelated; border-radius: 3px; }
+.sr-mask { display: block; width: 100%; max-width: 320px; height: 128px; image-rendering: pixelated;
+           border-radius: 3px; }
 .sr-wave { display: block; width: 100%; max-width: 320px; height: 64px; background: rgba(128,128,128,.12);
            border-radius: 3px; }
 .sr-k { color: #2f81f7; } .sr-m { color: #f0883e; } .sr-l { color: #e5534b; } .sr-n { color: #c94fd6; }

@@ -204,9 +204,9 @@ def _examples(name: str, judged_kind: str, kind: OutputKind, measures: dict[str,
     if judged_kind == "exact" and all(np.size(r) <= MAX_EXACT_VALUES for r in refs):
         return _exact(name, refs, vars_)
     if judged_kind == "continuous" and _audio(name, refs, samples, _samples_axis):
-        return _waves(name, refs, vars_, measures)
+        return _drawn(name, refs, vars_, measures, "waveform")
     if judged_kind == "continuous" and _audio(name, refs, samples, _mask_of):
-        return _masks(name, refs, vars_, measures)
+        return _drawn(name, refs, vars_, measures, "mask")
     return _values(name, judged_kind, refs, vars_, measures)
 
 
@@ -565,23 +565,17 @@ def mask_picture(mask: np.ndarray) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def _masks(name: str, refs, vars_, measures: dict[str, float | None]) -> OutputExamples:
-    """An audio model's mask: measured as values, its worst inputs drawn as pictures."""
+def _drawn(name: str, refs, vars_, measures: dict[str, float | None], view: str) -> OutputExamples:
+    """An audio output measured as values, its worst inputs drawn: a ``waveform``'s envelopes, a ``mask``'s
+    pictures (the original's and the variant's)."""
     found = _values(name, "continuous", refs, vars_, measures)
-    found.view = "mask"
+    found.view = view
     for example in sorted(found.examples, key=lambda e: e.differs, reverse=True)[:WORST]:
-        example.original_mask = mask_picture(_mask_of(refs[example.item]))
-        example.variant_mask = mask_picture(_mask_of(vars_[example.item]))
-    return found
-
-
-def _waves(name: str, refs, vars_, measures: dict[str, float | None]) -> OutputExamples:
-    """An audio output: measured as values, its worst inputs drawn as their waveforms' envelopes."""
-    found = _values(name, "continuous", refs, vars_, measures)
-    found.view = "waveform"
-    for example in sorted(found.examples, key=lambda e: e.differs, reverse=True)[:WORST]:
-        example.original_wave = envelope(_samples_axis(refs[example.item]))
-        example.variant_wave = envelope(_samples_axis(vars_[example.item]))
+        a, b = refs[example.item], vars_[example.item]
+        if view == "mask":
+            example.original_mask, example.variant_mask = mask_picture(_mask_of(a)), mask_picture(_mask_of(b))
+        else:
+            example.original_wave, example.variant_wave = envelope(_samples_axis(a)), envelope(_samples_axis(b))
     return found
 
 

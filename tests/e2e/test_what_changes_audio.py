@@ -36,22 +36,28 @@ def denoiser() -> onnx.ModelProto:
     return model
 
 
-def test_an_audio_models_worst_inputs_are_drawn_as_waveforms(app_url, pages, tmp_path):  # noqa: F811
-    path = tmp_path / "denoiser.onnx"
-    path.write_bytes(denoiser().SerializeToString())
-    page = pages.open(app_url, width=1440, height=1800)
+def _worst_drawn(pages, url: str, model: onnx.ModelProto, path, drawn: str, words: str, shot: str) -> None:
+    """Upload ``model``, run it, and check that what changes draws its worst inputs as ``drawn`` images (the
+    original's and the variant's, loaded) with ``words`` said; a screenshot of the section."""
+    path.write_bytes(model.SerializeToString())
+    page = pages.open(url, width=1440, height=1800)
     run_sample_in_app(page, path)
     changes = page.locator(".st-key-what-changes")
     changes.locator(".sr-ex").first.wait_for(timeout=30_000)
-    assert "waveform" in changes.inner_text()
-    waves = changes.locator("img.sr-wave")
-    assert waves.count() >= 2  # the original's and the variant's, per worst input
-    assert waves.first.bounding_box()["width"] > 100 and waves.first.evaluate("i => i.complete && i.naturalWidth > 0")
-    assert "max abs diff" in changes.inner_text()
+    pictures = changes.locator(drawn)
+    assert pictures.count() >= 2, changes.inner_text()  # the original's and the variant's, per worst input
+    assert pictures.first.bounding_box()["width"] > 100
+    assert pictures.first.evaluate("i => i.complete && i.naturalWidth > 0")
+    assert words in changes.inner_text() and "max abs diff" in changes.inner_text()
     changes.scroll_into_view_if_needed()
-    changes.screenshot(path=str(SHOTS / "what-changes-audio.png"))
+    changes.screenshot(path=str(SHOTS / shot))
     _no_traceback(page)
     assert not pages.errors, pages.errors
+
+
+def test_an_audio_models_worst_inputs_are_drawn_as_waveforms(app_url, pages, tmp_path):  # noqa: F811
+    _worst_drawn(pages, app_url, denoiser(), tmp_path / "denoiser.onnx", "img.sr-wave", "waveform",
+                 "what-changes-audio.png")  # fmt: skip
 
 
 def masker() -> onnx.ModelProto:
@@ -74,16 +80,5 @@ def masker() -> onnx.ModelProto:
 
 
 def test_an_audio_models_mask_is_drawn_as_pictures(app_url, pages, tmp_path):  # noqa: F811
-    path = tmp_path / "masker.onnx"
-    path.write_bytes(masker().SerializeToString())
-    page = pages.open(app_url, width=1440, height=1800)
-    run_sample_in_app(page, path)
-    changes = page.locator(".st-key-what-changes")
-    changes.locator(".sr-ex").first.wait_for(timeout=30_000)
-    pictures = changes.locator("img.sr-mask")
-    assert pictures.count() >= 2 and "mask" in changes.inner_text()
-    assert pictures.first.evaluate("i => i.complete && i.naturalWidth > 0")
-    changes.scroll_into_view_if_needed()
-    changes.screenshot(path=str(SHOTS / "what-changes-audio-mask.png"))
-    _no_traceback(page)
-    assert not pages.errors, pages.errors
+    _worst_drawn(pages, app_url, masker(), tmp_path / "masker.onnx", "img.sr-mask", "mask",
+                 "what-changes-audio-mask.png")  # fmt: skip

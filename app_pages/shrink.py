@@ -84,7 +84,7 @@ with st.expander("Measurement settings"):
         "and adds a variant that keeps the worst ones in float until parity passes.",
         key=session_setting("shrink.culprits", False), persist_state="session",
     )  # fmt: skip
-    sweep = c2.toggle("Throughput at batch 1, 8, 32",
+    sweep = c2.toggle("Batches 1, 8 and 32",
                       help="Also time batches of 8 and 32 (when the batch axis is free); batch 1 only by default.",
                       key=session_setting("shrink.sweep", False), persist_state="session")  # fmt: skip
 

@@ -63,7 +63,10 @@ def _latency_delta(speed: SpeedCall) -> str | None:
 #: else its column keeps the whole name's width and squeezes the others, or the table scrolls sideways. Only the
 #: first column: a number broken in two reads as two numbers.
 _WRAP_CELLS = ("<style>[data-testid=stTable] :is(td, th):first-child, [data-testid=stTable] :is(td, th):first-child * "
-               "{ overflow-wrap: anywhere !important; }</style>")
+               "{ overflow-wrap: anywhere !important; } "
+               # a card's eight columns needed 434 px at Streamlit's padding; a card on an 800 px page has 400
+               "[data-testid=stTable] :is(td, th) { padding-left: .15rem !important; padding-right: .15rem !important; }"
+               "</style>")
 
 
 def wrapped_table(rows: list[list[str]], header: list[str]) -> None:

@@ -100,10 +100,10 @@ with friendly_errors("Inspecting the model"):
     # a metric's value renders Markdown too: an op domain is the model's text
     cols[3].metric("Opset", md(", ".join(f"{d} {v}" for d, v in s.opsets.items())),
                    help=md(f"IR version {s.ir_version}; {s.producer}"))  # fmt: skip
-    if loaded.is_lazy:  # its weights stay in their files: nothing here reads them
+    if loaded.streams_only:  # too large to hold whole: its weights stay in their files
         st.info(md(large_model_notice(loaded)), icon=":material/info:")
         st.page_link("app_pages/shrink.py", label="Shrink it tensor by tensor", icon=":material/compress:")
-    problem = None if loaded.is_lazy else runtime_problem(loaded)
+    problem = None if loaded.streams_only else runtime_problem(loaded)
     if problem:
         st.warning(
             f"{md(problem)} Inspection works; shrinking and measuring need ONNX Runtime to check every result, "

@@ -24,7 +24,7 @@ if loaded is None:
     st.page_link("app_pages/model.py", label="Go to Model", icon=":material/upload_file:")
     st.stop()
 specs = all_methods()
-if loaded.is_lazy:  # too large to load whole here: the methods that stream, into a zip or measured in its files
+if loaded.streams_only:  # too large to load whole here: the methods that stream, into a zip or measured in its files
     from app_ui.large_models import large_shrink_panel
 
     large_shrink_panel(loaded)
@@ -39,7 +39,7 @@ with st.container(border=True):
 # its starting value (session_setting), never also a default= / value= (Streamlit warns about both).
 chosen = st.multiselect(
     "Methods to compare", [s.name for s in specs], format_func=lambda n: next(s.title for s in specs if s.name == n),
-    key=session_setting("shrink.methods.streaming" if loaded.is_lazy else "shrink.methods",  # its own choices
+    key=session_setting("shrink.methods.streaming" if loaded.streams_only else "shrink.methods",  # its own choices
                         [s.name for s in specs if s.in_default_set]), persist_state="session",
 )  # fmt: skip
 methods = []
@@ -113,7 +113,7 @@ busy = current is not None and current.live  # one run at a time per session: ca
 buttons = st.container(horizontal=True)  # each button as wide as its label (columns cut it on a narrow page)
 measure = buttons.button("Shrink and measure", type="primary", disabled=not methods or verdict is None or busy,
                       icon=":material/compress:", help="A run is under way: wait for it or cancel it" if busy else None)  # fmt: skip
-smallest = loaded.is_lazy is False and buttons.button(  # the search holds the model whole: not for one this large
+smallest = not loaded.streams_only and buttons.button(  # the search holds the model whole: not for one this large
     "Smallest that passes", disabled=verdict is None or busy, icon=":material/auto_awesome:",
     help="Measures how far each tensor's precision moves the outputs, then gives every tensor the smallest of "
     "float16, 8-bit or 4-bit that keeps the whole model within the parity verdict set under \"Measurement "

@@ -90,10 +90,11 @@ def _comparison_id() -> str:
 
 
 def _prepare(loaded: LoadedModel, comparison: Comparison) -> BrowserInputs:
+    from shrinkray.io.external_data import with_values
     from shrinkray.measure.browser_inputs import prepare
     from shrinkray.runs.sandbox import run_capped
 
-    return run_capped(prepare, loaded.model, comparison.settings, what="Preparing the inputs for the browser")
+    return run_capped(with_values, prepare, loaded, comparison.settings, what="Preparing the inputs for the browser")
 
 
 def _model_source(result, loaded: LoadedModel | None) -> Path | bytes | None:
@@ -103,6 +104,8 @@ def _model_source(result, loaded: LoadedModel | None) -> Path | bytes | None:
         return Path(result.file)
     if result.model is not None:
         return serialize(result.model)
+    if loaded is not None and loaded.in_place and loaded.path is not None and Path(loaded.path).is_file():
+        return Path(loaded.path)  # held as its graph: its saved file is the model
     return serialize(loaded.model) if loaded is not None else None
 
 

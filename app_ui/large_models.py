@@ -3,8 +3,9 @@
 Streamlit keeps an upload in the server's memory once (that is what bounds
 ``server.maxUploadSize``); everything after that works from disk. The upload
 is copied into the session's folder a chunk at a time (no second in-memory
-copy). A model that fits this server's memory plan is loaded whole as before
-(and the copy removed); a larger one with external data is loaded lazily (its
+copy). A model that fits this server's memory plan is held as its graph
+pointing into that copy when it is one .onnx (a worker reads it whole from
+there), or loaded whole from a zip (and the copy removed); a larger one with external data is loaded lazily (its
 tensors stay in their files) and only the streaming methods (weights-int8,
 float16) may shrink it, in the capped worker: into a stored zip offered for
 download, or compared with the original in its own files (a run like any
@@ -27,6 +28,7 @@ from app_ui.controls import app_message, friendly_errors, method_controls
 from app_ui.state import workspace
 from shrinkray.errors import ShrinkRayError
 from shrinkray.io.files import LoadedModel, check_free_space
+from shrinkray.io.inline_data import hold_in_place
 from shrinkray.io.size_check import ModelSize, check_fits, model_size
 from shrinkray.memory import release_free_memory
 from shrinkray.text_safety import streamlit_markdown as md
@@ -56,9 +58,11 @@ def save_upload(uploaded: Any, folder: Path) -> Path:
 
 
 def load_uploaded(uploaded: Any, workspace: Path, choose: str | None = None) -> LoadedModel:
-    """The uploaded model: whole in memory when it fits this server's plan, else its graph alone (a zip with
-    external data), else a refusal saying what to do. Never reads a too-large model whole. ``choose``: the
-    model to load from a zip of several (:class:`~shrinkray.errors.SeveralModels` lists them)."""
+    """The uploaded model: when it fits this server's plan, one .onnx file is held as its graph pointing into
+    its saved copy (its weights are read in place by the workers that need them: the server keeps a fraction of
+    the file in memory) and a zip is held whole; else its graph alone (a zip with external data), else a
+    refusal saying what to do. Never reads a too-large model whole. ``choose``: the model to load from a zip of
+    several (:class:`~shrinkray.errors.SeveralModels` lists them)."""
     from shrinkray.io.archive import load_any
 
     path = save_upload(uploaded, workspace / "uploads")
@@ -80,7 +84,11 @@ def load_uploaded(uploaded: Any, workspace: Path, choose: str | None = None) -> 
                 return loaded  # its path (the unpacked model, or the zip) is inside the folder discard removes
             raise
         loaded = load_any(path, name=uploaded.name, workdir=workspace, choose=choose)
-        loaded.path = None  # as an upload held in memory: the copy on disk goes now
+        if path.suffix == ".onnx":  # one .onnx file: its graph is held, its weights read in place from the saved copy
+            loaded = hold_in_place(loaded)
+            keep = loaded.in_place
+        if not keep:
+            loaded.path = None  # as an upload held in memory: the copy on disk goes now
         return loaded
     finally:
         if not keep:

@@ -95,7 +95,7 @@ def _set_address(rid: str | None) -> None:
 
 def start_run(loaded, settings, what: str = "Shrinking and measuring") -> str:
     """Queue a comparison of ``loaded`` and make it this session's run (its id goes into the address)."""
-    if getattr(loaded, "is_lazy", False) and not all_stream(settings.methods):
+    if getattr(loaded, "streams_only", False) and not all_stream(settings.methods):
         raise refusal(loaded, "comparing")  # loaded as its graph alone (too large): only methods that stream
 
     key = (loaded.sha256, settings_key(settings))

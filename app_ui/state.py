@@ -67,10 +67,11 @@ def current_model() -> LoadedModel | None:
 def _runtime_problem(sha256: str, _loaded: LoadedModel) -> str | None:
     from shrinkray.errors import ShrinkRayError
     from shrinkray.graph.validate import validate
+    from shrinkray.io.external_data import with_values
     from shrinkray.runs.sandbox import run_capped
 
-    try:
-        run_capped(validate, _loaded.model, what="Opening the model in ONNX Runtime")
+    try:  # the worker reads the weights of a model held in place; the server never holds them
+        run_capped(with_values, validate, _loaded, what="Opening the model in ONNX Runtime")
     except ShrinkRayError as exc:
         return str(exc)
     return None

@@ -288,3 +288,18 @@ def run_sample_in_app(page, sample: Path, remove: tuple[str, ...] = ("Dynamic IN
         page.wait_for_timeout(500)
     press(page, "Shrink and measure")
     page.wait_for_selector("text=Reports", timeout=timeout_ms)
+
+
+def whole_page_screenshot(page, path: Path, most: int = 12_000) -> None:
+    """A screenshot of the whole page, down to its last element: Streamlit scrolls inside its main section, so
+    Playwright's ``full_page`` stops at the window's height. The window is stretched to the content (at most
+    ``most`` px), shot, and put back."""
+    size = page.viewport_size
+    tall = page.evaluate("""() => Math.max(document.documentElement.scrollHeight,
+        ...[...document.querySelectorAll('[data-testid=stMain], [data-testid=stAppViewContainer], section')]
+            .map(e => e.scrollHeight))""")
+    page.set_viewport_size({"width": size["width"], "height": max(size["height"], min(int(tall), most))})
+    page.wait_for_timeout(800)  # charts redraw at the new height
+    page.screenshot(path=str(path))
+    page.set_viewport_size(size)
+    page.wait_for_timeout(300)

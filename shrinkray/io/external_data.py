@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
 from onnx import external_data_helper, helper
 
 from shrinkray.errors import ModelLoadError
-from shrinkray.io.files import external_place
+from shrinkray.io.files import LoadedModel, external_place
 from shrinkray.io.limits import is_external, short
 
 #: Tensors of at least this many bytes start at a multiple of ALIGNMENT in the output's data file
@@ -217,3 +218,30 @@ def finish(model: onnx.ModelProto, writer: DataFileWriter, base_dir: Path | None
                 if entry.key == "location":
                     entry.value = writer.location
     writer.close()
+
+
+def values_in(source: LoadedModel | onnx.ModelProto) -> onnx.ModelProto:
+    """The model with every tensor's values in its graph: ``source.model`` itself when none is left in a file,
+    else a copy with each external tensor read from its checked place (hard links and a header pointing into the
+    model's own file alike, which ``onnx.load_external_data`` refuses). For work that needs the whole model in
+    a worker, given a model the server holds as its graph alone (:func:`with_values`)."""
+    if isinstance(source, onnx.ModelProto):
+        return source
+    if not source.is_lazy:
+        return source.model
+    model = onnx.ModelProto()
+    model.CopyFrom(source.model)
+    base = Path(source.external_base)
+    for tensor in external_data_helper._get_all_tensors(model):
+        if is_external(tensor):
+            values = read_array(tensor, base)
+            del tensor.external_data[:]
+            tensor.ClearField("data_location")
+            tensor.raw_data = values.tobytes()
+    return model
+
+
+def with_values(fn: Callable[..., Any], source: LoadedModel | onnx.ModelProto, *args: Any, **kwargs: Any) -> Any:
+    """``fn(model, *args, **kwargs)`` on the whole model (:func:`values_in`): what a capped worker runs when the
+    server holds the model in place, ``run_capped(with_values, validate, loaded)``."""
+    return fn(values_in(source), *args, **kwargs)

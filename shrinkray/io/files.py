@@ -98,6 +98,10 @@ class LoadedModel:
     tokenizer: str = ""
     #: Text in its own domain beside the tokenizer (``prompts.txt``): prompts are windows of it. "" when none.
     prompts: str = ""
+    #: Set by :func:`shrinkray.io.inline_data.hold_in_place`: a one-file model whose ``model`` is a header
+    #: pointing into ``path`` (its weights stay in the file, read in place): lazy, yet small enough for every
+    #: method (a worker reads it whole from ``path``).
+    in_place: bool = False
 
     @property
     def has_external_data(self) -> bool:
@@ -105,8 +109,15 @@ class LoadedModel:
 
     @property
     def is_lazy(self) -> bool:
-        """Some tensors' values are still in their external files, not in ``model``."""
+        """Some tensors' values are still in their files (external data, or the model's own file), not in
+        ``model``."""
         return self.external_base is not None
+
+    @property
+    def streams_only(self) -> bool:
+        """Loaded as its graph alone because it is too large to hold whole: only the methods that convert
+        tensor by tensor may shrink it (a model held in place is not: a worker reads it whole)."""
+        return self.is_lazy and not self.in_place
 
 
 @dataclass

@@ -13,12 +13,12 @@ writes a copy as before.
 from __future__ import annotations
 
 import mmap
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import onnx
 
-from shrinkray.io.files import copy_field
+from shrinkray.io.files import LoadedModel, copy_field
 
 _GRAPH, _INITIALIZER, _NAME, _RAW_DATA = 7, 5, 8, 9
 _LENGTH_DELIMITED = 2
@@ -156,3 +156,18 @@ def referencing_header(model: onnx.ModelProto, places: list[Place | None], locat
             entry = pointer.external_data.add()
             entry.key, entry.value = key, value
     return header
+
+
+def hold_in_place(loaded: LoadedModel) -> LoadedModel:
+    """``loaded`` (a one-file model loaded whole from its path) held as a header pointing into that file: the
+    server keeps its graph, not its weights (a 100 MB upload held 1.3x its size in the app's memory, issue 27),
+    and reads them in place when a worker needs them (:func:`shrinkray.io.external_data.values_in`). ``loaded``
+    itself when its file does not match it or it is not one file; the file must stay until the model goes."""
+    if loaded.path is None or loaded.is_lazy or loaded.external_data_files:
+        return loaded
+    path = Path(loaded.path)
+    places = raw_data_places(path, loaded.model)
+    if places is None or not any(p is not None and p.length >= MIN_REFERENCED_BYTES for p in places):
+        return loaded
+    header = referencing_header(loaded.model, places, path.name)
+    return replace(loaded, model=header, external_base=path.parent.resolve(), in_place=True)

@@ -29,7 +29,7 @@ from shrinkray.errors import DeadlineExceededError, OptionError, ShrinkRayError
 from shrinkray.graph.checks import check_file, explain_runtime_error
 from shrinkray.graph.prefold import MeasuringCopies
 from shrinkray.graph.sessions import open_file_session, open_session
-from shrinkray.io.external_data import read_array
+from shrinkray.io.external_data import read_array, values_in
 from shrinkray.io.files import (
     LoadedModel,
     load,
@@ -263,7 +263,7 @@ class ComparePipeline:
         # A model kept in external data files and loaded as its graph alone (the capped worker loads so): its own
         # files are what sessions open and sizes read, never copied, and methods that stream convert them tensor
         # by tensor into their own files (a 1 GB model's compare had 6.2x its size on scratch disk at its peak).
-        self.in_files = bool(loaded.is_lazy and owns_model and settings.variants_dir is not None
+        self.in_files = bool(loaded.streams_only and owns_model and settings.variants_dir is not None
                              and loaded.path is not None and loaded.path.is_file())  # fmt: skip
         # A one-file model this worker loaded itself (the app's runs, the CLI): that file is the original for
         # sizes, sessions and each shrink's reload, never copied (two copies of a 100 MB model in scratch before).
@@ -758,9 +758,10 @@ def _small_values_in(loaded: LoadedModel) -> None:
 
 
 def _all_values_in(loaded: LoadedModel) -> None:
-    """A lazily loaded model's weights read into its graph (compare holds it whole unless it owns files)."""
-    onnx.external_data_helper.load_external_data_for_model(loaded.model, str(loaded.external_base))
-    loaded.external_base = None
+    """A lazily loaded model's weights read into its graph (compare holds it whole unless it owns files): from
+    its data files, or from its own file when it was held in place."""
+    loaded.model = values_in(loaded)
+    loaded.external_base, loaded.in_place = None, False
 
 
 #: Seconds a shrink step waits for the large-window brotli encoders still running before it loads the original

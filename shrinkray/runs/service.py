@@ -199,7 +199,7 @@ class Runs:
                     shutil.copyfile(companion, folder / name)
             settings = self._keep_inputs(settings, folder)
             store.set_settings(run_id, settings)
-            streamed = loaded.is_lazy and all_stream(getattr(settings, "methods", None))
+            streamed = loaded.streams_only and all_stream(getattr(settings, "methods", None))
             memory = estimate_job_memory(tensor_payload_bytes(loaded.model), methods, streamed=streamed)
             self.queue.submit(
                 compare_run, str(folder / "model.onnx"), loaded.name, settings, str(folder),

@@ -188,3 +188,44 @@ def test_the_methods_that_stream_are_compared_in_the_models_own_files(big_zip: P
     comparison = runs_service().comparison(at.session_state["run_id"])
     assert [r.key for r in comparison.variants] == ["weights-int8", "float16"]
     assert all(r.ok and r.parity is not None and "tensor by tensor" in " ".join(r.notes) for r in comparison.variants)
+
+
+def test_a_one_file_upload_is_held_as_its_graph_and_every_method_runs_on_it(tmp_path: Path, monkeypatch) -> None:
+    """Issue 27: the server holds an uploaded .onnx as its graph pointing into the saved copy (not its weights),
+    yet it is no 'large model': every method and the search are offered, the run reads it whole in its worker and
+    gives the variants a model held whole gives, and the saved copy goes once another model replaces it."""
+    import streamlit as st
+
+    from app_ui import runs
+    from app_ui.runs import runs_service, wait_until_idle
+    from shrinkray.io.files import load
+
+    sample = ROOT / "sample_models" / "cnn.onnx"
+    upload = UploadedFile(UploadedFileRec("id-3", "my cnn.onnx", "", sample.read_bytes()), FileURLs())
+    loaded = load_uploaded(upload, tmp_path / "ws")
+    assert loaded.in_place and not loaded.streams_only and loaded.path.read_bytes() == sample.read_bytes()
+    assert loaded.model.ByteSize() < sample.stat().st_size / 10  # the graph, not the weights
+    assert loaded.sha256 == load(sample).sha256 and loaded.name == "my cnn"
+    at = AppTest.from_file(str(ROOT / "app_pages" / "shrink.py"), default_timeout=180)
+    at.session_state["model"] = loaded
+    at.run()
+    assert not at.exception and not at.info
+    assert len(at.multiselect[0].options) > 2 and [b for b in at.button if b.label == "Smallest that passes"]
+    at.multiselect[0].set_value(["weights-int8", "palettize"]).run()
+    next(t for t in at.toggle if t.label == "Measure latency").set_value(False).run()
+    next(b for b in at.button if b.label == "Shrink and measure").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert wait_until_idle(600), "the run did not finish"
+    comparison = runs_service().comparison(at.session_state["run_id"])
+    assert [r.key for r in comparison.variants] == ["weights-int8", "palettize"]
+    assert all(r.ok and r.parity is not None and r.parity.passed for r in comparison.variants)
+    whole = cli.main(["shrink", str(sample), "-m", "weights-int8", "-o", str(tmp_path / "w8.onnx"), "-q"])
+    assert whole == 0
+    kept = runs_service().store.folder(at.session_state["run_id"]) / comparison.variants[0].file
+    assert kept.read_bytes() == (tmp_path / "w8.onnx").read_bytes()  # the variant of the model held whole
+    monkeypatch.setattr(st, "session_state", {})
+    monkeypatch.setattr(runs, "workspace", lambda: tmp_path / "ws")  # set_model looks it up where it is imported
+    monkeypatch.setattr(runs, "forget_run", lambda: None)
+    runs.set_model(loaded, "Uploaded: my cnn.onnx")
+    runs.set_model(load(sample), "Sample: cnn")
+    assert not Path(loaded.path).exists()  # its saved copy went with it

@@ -8,7 +8,7 @@ each visits the Model, Shrink, Compare, Pricing and Past runs pages. Screenshots
 from __future__ import annotations
 
 import pytest
-from helpers import run_sample_in_app
+from helpers import run_sample_in_app, whole_page_screenshot
 
 from tests.e2e.test_browser import ROOT, SHOTS, _no_traceback, app_url  # noqa: F401 - app_url is a fixture
 
@@ -51,7 +51,7 @@ def test_every_page_fits_and_reads_without_errors(run_link, pages, width, scheme
         page.get_by_role("link", name=name).click()  # the link opened Shrink, but Model comes first
         page.wait_for_timeout(2500)  # charts and cards drawn
         _no_traceback(page)
-        page.screenshot(path=str(SHOTS / f"page-{name.lower()}-{width}-{scheme}.png"), full_page=True)
+        whole_page_screenshot(page, SHOTS / f"page-{name.lower().replace(' ', '-')}-{width}-{scheme}.png")
         if not page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"):
             problems.append(f"{name}: the page is wider than the window")
         problems += [f"{name}: scrolls sideways: {e}" for e in page.evaluate(SIDEWAYS)]

@@ -15,7 +15,9 @@ other, measured one session at a time). Anything that would read it whole
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import os
 import re
 import shutil
 import tempfile
@@ -93,6 +95,36 @@ def load_uploaded(uploaded: Any, workspace: Path, choose: str | None = None) -> 
     finally:
         if not keep:
             shutil.rmtree(path.parent, ignore_errors=True)
+
+
+def hold_kept(loaded: LoadedModel, workspace: Path) -> LoadedModel:
+    """A model loaded whole from a file the session does not own (a run's kept model, opened from its link) held
+    as its graph instead: the file is hard-linked into this session's uploads folder (copied across file
+    systems), so it stays readable if the run is removed, and goes like an upload's copy when another model
+    replaces it. ``loaded`` itself, without a path, when it cannot be held so (external data files)."""
+    if loaded.path is None or loaded.external_data_files:
+        loaded.path = None
+        return loaded
+    folder = Path(tempfile.mkdtemp(prefix="upload-", dir=_made(workspace / "uploads")))
+    target = folder / "model.onnx"
+    try:
+        try:
+            os.link(loaded.path, target)
+        except OSError:
+            check_free_space(folder, int(loaded.file_bytes), "the model")
+            shutil.copyfile(loaded.path, target)
+        held = hold_in_place(dataclasses.replace(loaded, path=target))
+    except (OSError, ShrinkRayError):
+        held = loaded
+    if not held.in_place:
+        shutil.rmtree(folder, ignore_errors=True)
+        held.path = None
+    return held
+
+
+def _made(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def discard_upload(loaded: LoadedModel | None, workspace: Path) -> None:

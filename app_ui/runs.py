@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from app_ui.controls import app_message
-from app_ui.large_models import discard_upload, refusal
+from app_ui.large_models import discard_upload, hold_kept, refusal
 from app_ui.results import show_results
 from app_ui.state import settings_key, store_comparison, workspace
 from app_ui.visitor import current_visitor, keep_visitor_cookie, visitor_keys
@@ -177,8 +177,8 @@ def open_run_from_address() -> None:
         if current is None or current.sha256 != record.model_sha256:
             from shrinkray.io.files import load
 
-            loaded = load(record.model_path)
-            loaded.name, loaded.path = record.model_name, None
+            loaded = hold_kept(load(record.model_path), workspace())  # its graph, pointing into a link of the file
+            loaded.name = record.model_name
             set_model(loaded, f"From a run link: {record.model_name}", keep_run=True)
     except ShrinkRayError as exc:
         st.session_state["run_problem"] = f"This run link cannot be opened: {exc}"

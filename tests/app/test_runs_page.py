@@ -46,9 +46,23 @@ def test_a_run_reopens_by_id_in_another_session_and_bad_ids_get_a_message():
     other.switch_page("app_pages/shrink.py").run()
     assert not other.exception and not other.error, [e.value for e in other.error]
     assert other.session_state["run_id"] == run_id
-    assert other.session_state["model"].sha256 == at.session_state["model"].sha256  # the model came back too
+    reopened = other.session_state["model"]
+    assert reopened.sha256 == at.session_state["model"].sha256  # the model came back too
+    # held as its graph (issue 27), pointing into this session's link of the run's file, which outlives the run
+    assert reopened.in_place and reopened.path.is_file() and "uploads" in reopened.path.parts
+    from shrinkray.io.external_data import values_in
+
+    whole = shrinkray.load(ROOT / "sample_models" / "mlp.onnx").model.SerializeToString()
+    assert values_in(reopened).SerializeToString() == whole
     assert [m.value for m in other.markdown if m.value.startswith("### ")] == cards
     assert "Download mlp.float16.onnx" in [b.label for b in other.get("download_button")]
+
+    import shutil
+
+    from app_ui.runs import runs_service
+
+    shutil.rmtree(runs_service().store.folder(run_id))  # the run's files gone: the session's link still reads
+    assert values_in(reopened).SerializeToString() == whole
 
     for bad, words in (("../../etc", "not valid"), ("A" * 22, "No run with this id")):
         third = AppTest.from_file(APP, default_timeout=60)

@@ -40,7 +40,7 @@ def what_changes(c: Comparison, recommended: str | None) -> str | None:
     most = row.radio("Inputs shown per output", sorted(SHOWN), key=SHOWN_KEY, horizontal=True, width="content")
     used = f"the {result.parity.samples} inputs" if result.parity is not None else "the inputs"
     st.caption(md(f"The inputs where it differs most from the original come first, of {used} the verdict was "
-                  "measured on; differing characters are marked."))  # fmt: skip
+                  "measured on; what differs is marked."))  # fmt: skip
     with st.container(border=True, key="what-changes"):
         body = "".join(examples_html(oe, result.key, most) for oe in result.examples)
         st.html(f"<style>{CSS}</style>{body}")

@@ -374,9 +374,13 @@ def _enough_decisions(inputs: ParityInputs, model: onnx.ModelProto, session, bat
         return inputs
     try:
         extra = _synthesized(model, options, batch, range(sets, sets + reserve))
-        return replace(inputs, reserve=extra, reserve_reference=session_outputs(session, extra, model, inputs.decoder))
+        kept = session_outputs(session, extra, model, inputs.decoder)
     except ShrinkRayError:
         return inputs
+    held = decisions_given(kept, inputs.kinds) or 0
+    note = inputs.note + (f"; {held} more decisions held back, judged only for a verdict the first ones leave "
+                          "undecided" if held else "")  # fmt: skip
+    return replace(inputs, reserve=extra, reserve_reference=kept, note=note)
 
 
 def _planned(inputs: ParityInputs, budget: Budget | None, asked: Asked) -> ParityInputs:

@@ -4,6 +4,9 @@ import streamlit as st
 
 from app_ui.controls import sidebar_model_badge
 from app_ui.runs import keep_method_settings, keep_visitor, open_run_from_address, show_run_problem
+from shrinkray.memory import mmap_large_allocations
+
+mmap_large_allocations()  # uploads' large buffers go back to the system when freed (once per server process)
 
 # An emoji icon is drawn inline; a :material/...: page icon makes the browser fetch it from fonts.gstatic.com.
 st.set_page_config(page_title="Shrink Ray Studio", page_icon="🗜️", layout="wide")

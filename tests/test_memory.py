@@ -78,3 +78,34 @@ def test_without_malloc_trim_it_is_a_no_op(monkeypatch):
     monkeypatch.setattr(ctypes, "CDLL", MuslLike)
     assert memory._malloc_trim() is None
     assert memory.release_free_memory() is False
+
+
+def test_large_allocations_get_pages_of_their_own_set_once(monkeypatch):
+    """The app server fixes glibc's mmap threshold (its adaptive rise kept an upload's buffers resident)."""
+    calls: list[tuple[int, int]] = []
+
+    class FakeLibc:
+        def __init__(self, name):
+            self.mallopt = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_int)(
+                lambda param, value: calls.append((param, value)) or 1)
+
+    memory.mmap_large_allocations.cache_clear()
+    monkeypatch.setattr(ctypes, "CDLL", FakeLibc)
+    try:
+        assert memory.mmap_large_allocations() is True
+        assert memory.mmap_large_allocations() is True  # once per process
+        assert calls == [(memory.M_MMAP_THRESHOLD, 1 << 20)] and memory.M_MMAP_THRESHOLD == -3
+    finally:
+        memory.mmap_large_allocations.cache_clear()
+
+
+def test_without_mallopt_large_allocations_are_left_as_they_are(monkeypatch):
+    def no_libc(name):
+        raise OSError("no C library here")
+
+    memory.mmap_large_allocations.cache_clear()
+    monkeypatch.setattr(ctypes, "CDLL", no_libc)
+    try:
+        assert memory.mmap_large_allocations() is False
+    finally:
+        memory.mmap_large_allocations.cache_clear()

@@ -277,10 +277,9 @@ def press(page, name: str, timeout_ms: int = 60_000) -> None:
 def run_sample_in_app(page, sample: Path, remove: tuple[str, ...] = ("Dynamic INT8 (ONNX Runtime)", "N-value palettization"),
                       timeout_ms: int = 240_000) -> None:  # fmt: skip
     """In the app at ``page``: upload ``sample``, open Shrink, drop the ``remove`` methods, run, wait for the results."""
-    from tests.e2e.conftest import upload  # once the app is idle: a file given while it draws is dropped
+    from tests.e2e.conftest import upload_model  # once the app is idle: a file given while it draws is dropped
 
-    upload(page, sample)
-    page.wait_for_selector("text=Weight tensors", timeout=60_000)
+    upload_model(page, sample)
     page.get_by_role("link", name="Shrink").click()
     page.wait_for_selector("text=Shrink and measure", timeout=30_000)
     for name in remove:

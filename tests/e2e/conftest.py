@@ -105,6 +105,24 @@ def upload(page: Any, files: Any) -> None:
     page.locator("input[type=file]").first.set_input_files(paths)
 
 
+def upload_model(page: Any, model: Any, ready: str = "text=Weight tensors", timeout_ms: int = 60_000) -> None:
+    """Upload ``model`` and wait for ``ready``; a file the uploader dropped (given just as a rerun began, the
+    visitor cookie's on a busy machine: the uploader then lists no file) is given again, once, as a person
+    would drop it again. A file being loaded is waited for, never given twice."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    upload(page, model)
+    try:
+        page.wait_for_selector(ready, timeout=timeout_ms // 2)
+        return
+    except PlaywrightTimeout:
+        if page.locator("[data-testid=stFileUploaderFile]").count():
+            page.wait_for_selector(ready, timeout=timeout_ms)  # it is there, still loading
+            return
+    upload(page, model)
+    page.wait_for_selector(ready, timeout=timeout_ms)
+
+
 @pytest.fixture
 def pages(chromium) -> BrowserPages:
     """``pages.open(url, ...)`` for a test; assert ``not pages.errors`` at its end."""

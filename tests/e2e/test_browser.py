@@ -22,7 +22,7 @@ from helpers import press
 
 import shrinkray
 from shrinkray.graph.validate import validate
-from tests.e2e.conftest import upload
+from tests.e2e.conftest import upload, upload_model
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = Path(__file__).resolve().parent / "screenshots"
@@ -109,8 +109,7 @@ def _no_traceback(page) -> None:
 def test_full_flow_in_a_real_browser(page, tmp_path):
     _shot(page, "1_model_empty")
     sample = ROOT / "sample_models" / "cnn.onnx"
-    upload(page, str(sample))
-    page.wait_for_selector("text=Weight tensors", timeout=60_000)
+    upload_model(page, str(sample))
     assert "cnn" in page.locator("[data-testid='stSidebar']").inner_text()
     _wait_for_charts(page, 2)
     _shot(page, "2_model_loaded")

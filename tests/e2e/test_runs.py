@@ -9,7 +9,7 @@ from helpers import press
 
 import shrinkray
 from shrinkray.graph.validate import validate
-from tests.e2e.conftest import upload
+from tests.e2e.conftest import upload_model
 from tests.e2e.test_browser import ROOT, SHOTS, _no_traceback, app_url  # noqa: F401
 
 SAMPLE = ROOT / "sample_models" / "cnn.onnx"
@@ -46,8 +46,7 @@ def start_small_run(page, url: str) -> None:
     keeping and sharing runs, not timing) and press Shrink and measure."""
     page.goto(url)
     page.wait_for_selector("text=Load an ONNX model", timeout=60_000)
-    upload(page, str(SAMPLE))
-    page.wait_for_selector("text=Weight tensors", timeout=60_000)
+    upload_model(page, str(SAMPLE))
     page.get_by_role("link", name="Shrink").click()
     page.wait_for_selector("text=Shrink and measure", timeout=30_000)
     for name in ("Dynamic INT8 (ONNX Runtime)", "N-value palettization"):

@@ -13,7 +13,7 @@ from helpers import press
 from hostile.runtime_bombs import loop_bomb
 
 from shrinkray.runs.store import RunStore
-from tests.e2e.conftest import upload
+from tests.e2e.conftest import upload_model
 from tests.e2e.test_browser import ROOT, SHOTS, start_app, stop_app
 from tests.e2e.test_runs import open_measurement_settings
 
@@ -39,8 +39,7 @@ def _start(page, url: str, model) -> None:
     """Upload ``model``, keep one quick method, latency off, and press Shrink and measure."""
     page.goto(url)
     page.wait_for_selector("text=Load an ONNX model", timeout=60_000)
-    upload(page, str(model))
-    page.wait_for_selector("text=Weight tensors", timeout=60_000)
+    upload_model(page, str(model))
     page.get_by_role("link", name="Shrink").click()
     page.wait_for_selector("text=Shrink and measure", timeout=30_000)
     for name in ("Dynamic INT8 (ONNX Runtime)", "N-value palettization", "Weights INT8"):

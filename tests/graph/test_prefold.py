@@ -101,19 +101,19 @@ def test_decodes_are_folded_and_dequantize_linear_is_left_to_onnx_runtime(tmp_pa
     assert "DequantizeLinear" in {n.op_type for n in onnx.load(str(copy), load_external_data=False).graph.node}
 
 
-def _chain_model(*, to_output: bool = False) -> onnx.ModelProto:
-    """y = x @ (Cast(w8) * scale); with ``to_output`` the decoded weight is also a graph output."""
-    w8 = numpy_helper.from_array(np.arange(-32, 32, dtype=np.int8).reshape(8, 8), "w8")
+def _chain_model(*, to_output: bool = False, n: int = 8) -> onnx.ModelProto:
+    """y = x @ (Cast(w8) * scale), w8 n x n; with ``to_output`` the decoded weight is also a graph output."""
+    w8 = numpy_helper.from_array((np.arange(n * n) % 64 - 32).astype(np.int8).reshape(n, n), "w8")
     scale = numpy_helper.from_array(np.array(0.25, dtype=np.float32), "scale")
     nodes = [
         helper.make_node("Cast", ["w8"], ["wf"], to=TensorProto.FLOAT),
         helper.make_node("Mul", ["wf", "scale"], ["w"]),
         helper.make_node("MatMul", ["x", "w"], ["y"]),
     ]
-    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, n])]
     if to_output:
-        outputs.append(helper.make_tensor_value_info("w", TensorProto.FLOAT, [8, 8]))
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])], outputs,
+        outputs.append(helper.make_tensor_value_info("w", TensorProto.FLOAT, [n, n]))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, n])], outputs,
                               [w8, scale])  # fmt: skip
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 9
@@ -208,6 +208,30 @@ def test_copies_past_the_kept_bytes_go_least_recently_used_first_and_come_back_w
     assert sum(p.stat().st_size for p in kept) <= 2 * one
     session = copies.session([files[0]], 1)  # what was removed opens as before
     assert session.run(None, {"x": np.ones((2, 8), np.float32)})[0].shape == (2, 8)
+
+
+def test_room_is_made_for_the_largest_copy_made_so_far_even_once_removed(tmp_path):
+    """A run's copies differ in size (a palettized model's decodes to the float size, an 8-bit one's less): sizing
+    the room by the copies still kept let a large copy join small ones past the budget (1.8x a 100 MB model's
+    size where 1.3x was allowed)."""
+    sizes = {}
+    files = {}
+    for name, n in (("small1", 8), ("small2", 8), ("big", 256)):
+        files[name] = tmp_path / f"{name}.onnx"
+        files[name].write_bytes(_chain_model(n=n).SerializeToString())
+        probe = prefold.MeasuringCopies(tmp_path / f"probe-{name}")
+        assert probe.copy_of(files[name]) is not None
+        sizes[name] = sum(p.stat().st_size for p in (tmp_path / f"probe-{name}").glob("*") if p.is_file())
+    assert sizes["big"] > 10 * sizes["small1"]
+    keep = sizes["big"] + sizes["small1"]  # one big and one small
+    copies = prefold.MeasuringCopies(tmp_path / "measuring", keep_bytes=keep)
+
+    def on_disk() -> int:
+        return sum(p.stat().st_size for p in (tmp_path / "measuring").glob("*") if p.is_file())
+
+    for name in ("big", "small1", "small2", "big"):  # the big one removed, then made again beside two small
+        assert copies.copy_of(files[name]).exists()
+        assert on_disk() <= keep, name
 
 
 def test_no_copy_when_a_folded_value_is_larger_than_onnx_runtime_folds(tmp_path, monkeypatch):

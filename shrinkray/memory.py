@@ -39,8 +39,8 @@ def _malloc_trim() -> Callable[[int], int] | None:
 M_ARENA_MAX = -8
 
 
-def limit_malloc_arenas(count: int = 1) -> bool:
-    """Threads started after this call share at most ``count`` heaps (process-wide; False where not glibc)."""
+def _mallopt(param: int, value: int) -> bool:
+    """glibc's ``mallopt(param, value)``; False where the C library has none (macOS, Windows, musl)."""
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         mallopt = libc.mallopt
@@ -48,7 +48,12 @@ def limit_malloc_arenas(count: int = 1) -> bool:
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
-    return bool(mallopt(M_ARENA_MAX, count))
+    return bool(mallopt(param, int(value)))
+
+
+def limit_malloc_arenas(count: int = 1) -> bool:
+    """Threads started after this call share at most ``count`` heaps (process-wide; False where not glibc)."""
+    return _mallopt(M_ARENA_MAX, count)
 
 
 #: glibc's mallopt parameter for the size from which allocations get pages of their own (malloc.h).
@@ -61,14 +66,7 @@ def mmap_large_allocations(threshold: int = 1 << 20) -> bool:
     (process-wide, once; False where not glibc). glibc raises that threshold after each large free (up to
     32 MiB), so the app server's upload buffers and 8 MiB copy chunks then land on heaps that stay resident: a
     100 MB upload left ~23 MB behind after the model had gone (``python -m bench upload-memory``)."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt.restype = ctypes.c_int
-    return bool(mallopt(M_MMAP_THRESHOLD, int(threshold)))
+    return _mallopt(M_MMAP_THRESHOLD, threshold)
 
 
 def release_free_memory() -> bool:

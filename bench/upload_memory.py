@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             _switch_pages(page)
             settled = _rss(app.pid)
             upload(page, WARM_UP)  # the visitor moves on to another model: what was the upload's goes with it
-            page.wait_for_selector("text=Weight tensors", timeout=60_000)
+            page.get_by_role("heading", name=WARM_UP.stem, exact=True).wait_for(timeout=60_000)  # not the last one's
             _switch_pages(page)
             replaced = _rss(app.pid)
             browser.close()

@@ -378,8 +378,7 @@ def _enough_decisions(inputs: ParityInputs, model: onnx.ModelProto, session, bat
     except ShrinkRayError:
         return inputs
     held = decisions_given(kept, inputs.kinds) or 0
-    note = inputs.note + (f"; {held} more decisions held back, judged only for a verdict the first ones leave "
-                          "undecided" if held else "")  # fmt: skip
+    note = inputs.note + (f"; {held} more held back for a verdict these leave undecided" if held else "")
     return replace(inputs, reserve=extra, reserve_reference=kept, note=note)
 
 

@@ -149,7 +149,7 @@ def to_one_page(c: Comparison, pricing: _pricing.PricingChoice | None = None, co
         _what_changes(c, h),
         '<p class="foot">',
         f"Sizes as a server sends them ({_h(choice.delivery)}). Waits: size × 8 ÷ bandwidth + one round trip "
-        f"({_h(profile_sources)}). Cost: {_h(choice.describe())}. Inputs: {_h(c.input_note or '–')}. "
+        f"({_h(profile_sources)}). Cost: {_h(choice.describe())}. Inputs: {_h(c.input_note.split('; ')[0] or '–')}. "
         f"Made by Shrink Ray Studio on {_h(when)}.</p>",
         "</body></html>\n",
     ])  # fmt: skip

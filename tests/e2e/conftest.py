@@ -123,6 +123,22 @@ def upload_model(page: Any, model: Any, ready: str = "text=Weight tensors", time
     page.wait_for_selector(ready, timeout=timeout_ms)
 
 
+def go_to(page: Any, name: str, ready: str, timeout_ms: int = 30_000) -> None:
+    """Click the sidebar's ``name`` page once the app is idle and wait for ``ready``; a click the app dropped (on a
+    fresh page, as the visitor cookie's rerun began) is given again, once, as a person would click again."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for attempt in (1, 2):
+        wait_idle(page)
+        page.get_by_role("link", name=name).click()
+        try:
+            page.wait_for_selector(ready, timeout=timeout_ms // 2 if attempt == 1 else timeout_ms)
+            return
+        except PlaywrightTimeout:
+            if attempt == 2:
+                raise
+
+
 @pytest.fixture
 def pages(chromium) -> BrowserPages:
     """``pages.open(url, ...)`` for a test; assert ``not pages.errors`` at its end."""

@@ -9,7 +9,7 @@ from helpers import press
 
 import shrinkray
 from shrinkray.graph.validate import validate
-from tests.e2e.conftest import upload_model
+from tests.e2e.conftest import go_to, upload_model
 from tests.e2e.test_browser import ROOT, SHOTS, _no_traceback, app_url  # noqa: F401
 
 SAMPLE = ROOT / "sample_models" / "cnn.onnx"
@@ -152,6 +152,5 @@ def test_past_runs_lists_this_browsers_run_after_a_reload_and_opens_it(app_url, 
     assert "run=" in run_page.url
 
     other = pages.open(app_url)  # another browser: its own list, empty
-    other.get_by_role("link", name="Past runs").click()
-    other.wait_for_selector("text=No runs from this browser yet", timeout=30_000)
+    go_to(other, "Past runs", "text=No runs from this browser yet")
     assert not pages.errors, pages.errors

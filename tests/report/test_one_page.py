@@ -71,3 +71,12 @@ def test_with_nothing_to_recommend_the_page_says_keep_the_original(cnn):
         r.error = "Could not run the variant: test"
     page = to_one_page(broken)
     assert "Keep the original" in page and "What changes" not in page
+
+
+def test_the_foot_names_the_inputs_in_one_clause(cnn):
+    """The page must print on one sheet: its foot names what the inputs were (the first clause of the note), while
+    the verdict sentence above says how many decisions it rests on; the whole note is in the other reports."""
+    first, *rest = cnn.input_note.split("; ")
+    assert rest  # the note goes on: decisions, held-back inputs
+    page = to_one_page(cnn, today=date(2026, 11, 28))
+    assert f"Inputs: {first}. " in page.replace("&#x27;", "'") and rest[-1] not in page

@@ -5,12 +5,13 @@ Streamlit keeps an upload in the server's memory once (that is what bounds
 is copied into the session's folder a chunk at a time (no second in-memory
 copy). A model that fits this server's memory plan is held as its graph
 pointing into that copy when it is one .onnx (a worker reads it whole from
-there), or loaded whole from a zip (and the copy removed); a larger one with external data is loaded lazily (its
-tensors stay in their files) and only the streaming methods (weights-int8,
-float16) may shrink it, in the capped worker: into a stored zip offered for
-download, or compared with the original in its own files (a run like any
-other, measured one session at a time). Anything that would read it whole
-(the other methods) is refused with :func:`refusal` before it starts.
+there), or loaded whole from a zip (and the copy removed); a larger one with
+external data is loaded lazily (its tensors stay in their files) and only
+the streaming methods (weights-int8, float16) may shrink it, in the capped
+worker: into a stored zip offered for download, or compared with the
+original in its own files (a run like any other, measured one session at a
+time). Anything that would read it whole (the other methods) is refused with
+:func:`refusal` before it starts.
 """
 
 from __future__ import annotations

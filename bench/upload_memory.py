@@ -85,9 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = [["app opened", f"{cold / 1e6:.0f} MB", ""],
             [f"before the upload (after a {WARM_UP.stat().st_size / 1e6:.1f} MB sample went through the same pages)",
              f"{before / 1e6:.0f} MB", ""],
-            ["model loaded and inspected", f"{loaded / 1e6:.0f} MB", f"+{(loaded - before) / 1e6:.0f} MB ({(loaded - before) / size:.2f}x)"],
-            ["after two page switches", f"{settled / 1e6:.0f} MB", f"+{held / 1e6:.0f} MB ({held / size:.2f}x)"],
-            ["after the sample replaced it", f"{replaced / 1e6:.0f} MB", f"+{(replaced - before) / 1e6:.0f} MB"]]  # fmt: skip
+            ["model loaded and inspected", f"{loaded / 1e6:.0f} MB", f"{(loaded - before) / 1e6:+.0f} MB ({(loaded - before) / size:+.2f}x)"],
+            ["after two page switches", f"{settled / 1e6:.0f} MB", f"{held / 1e6:+.0f} MB ({held / size:+.2f}x)"],
+            ["after the sample replaced it", f"{replaced / 1e6:.0f} MB", f"{(replaced - before) / 1e6:+.0f} MB"]]  # fmt: skip
     for row in rows:
         print(" | ".join(row), flush=True)
     results.finish(

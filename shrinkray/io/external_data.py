@@ -234,11 +234,16 @@ def values_in(source: LoadedModel | onnx.ModelProto) -> onnx.ModelProto:
     base = Path(source.external_base)
     for tensor in external_data_helper._get_all_tensors(model):
         if is_external(tensor):
-            values = read_array(tensor, base)
-            del tensor.external_data[:]
-            tensor.ClearField("data_location")
-            tensor.raw_data = values.tobytes()
+            read_in(tensor, base)
     return model
+
+
+def read_in(tensor: onnx.TensorProto, base_dir: Path) -> None:
+    """One external tensor's values read from its checked place into the tensor itself (no longer external)."""
+    values = read_array(tensor, base_dir)
+    del tensor.external_data[:]
+    tensor.ClearField("data_location")
+    tensor.raw_data = values.tobytes()
 
 
 def with_values(fn: Callable[..., Any], source: LoadedModel | onnx.ModelProto, *args: Any, **kwargs: Any) -> Any:

@@ -29,7 +29,7 @@ from shrinkray.errors import DeadlineExceededError, OptionError, ShrinkRayError
 from shrinkray.graph.checks import check_file, explain_runtime_error
 from shrinkray.graph.prefold import MeasuringCopies
 from shrinkray.graph.sessions import open_file_session, open_session
-from shrinkray.io.external_data import read_array, values_in
+from shrinkray.io.external_data import read_in, values_in
 from shrinkray.io.files import (
     LoadedModel,
     load,
@@ -751,10 +751,7 @@ def _small_values_in(loaded: LoadedModel) -> None:
     synthesis and the signature read) into its graph; its weights stay in their files."""
     for tensor in loaded.model.graph.initializer:
         if tensor.data_location == onnx.TensorProto.EXTERNAL and tensor_nbytes(tensor) <= SKELETON_KEEP_BYTES:
-            values = read_array(tensor, loaded.external_base)
-            tensor.raw_data = values.tobytes()
-            del tensor.external_data[:]
-            tensor.ClearField("data_location")
+            read_in(tensor, loaded.external_base)
 
 
 def _all_values_in(loaded: LoadedModel) -> None:

@@ -28,6 +28,7 @@ from shrinkray import pricing
 from shrinkray.errors import MissingModelError, OptionError, SeveralModels, ShrinkRayError
 from shrinkray.io.archive import is_zip, scratch_folder
 from shrinkray.io.files import Terminated, check_output_path, model_in_folder, models_in_folder, raise_terminated
+from shrinkray.io.model_set import is_model_set
 from shrinkray.io.size_check import EXTERNAL_SETTING, STREAM_COMPARE_SETTING, STREAM_SETTING, check_fits, model_size
 from shrinkray.measure.budget import BUDGET_SETTING
 from shrinkray.measure.content import IMAGE_RANGES
@@ -720,6 +721,8 @@ def _resolve_member(args: argparse.Namespace) -> None:
             raise OptionError("--member names a model inside a .zip or folder", "Give the .zip or folder as MODEL")
         return
     if Path(model).is_dir():
+        if not member and getattr(args, "command", "") == "compare" and is_model_set(model):
+            return  # an encoder and a decoder: compared as one set (runs/jobs.compare_set_job)
         args.model = str(model_in_folder(model) if not member else _inside(Path(model), member))
         args.member = None
     elif member and Path(model).is_file() and not (Path(model).suffix.lower() == ".zip" or is_zip(Path(model))):

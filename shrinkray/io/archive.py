@@ -488,6 +488,42 @@ def load_zip(
     new subfolder is removed.
     """
     limits = limits if limits is not None else Limits.from_env()
+    unpacked = unpack_zip(data, workdir, limits, choose=choose)
+    root, chosen = unpacked.root, unpacked.chosen
+    try:
+        try:
+            loaded = load(root.joinpath(*chosen.split("/")), limits=limits, lazy_external=lazy_external)
+        except ShrinkRayError as exc:
+            # Name files as they are named inside the archive, not by the server's folders.
+            inside = str(root) + os.sep
+            raise type(exc)(exc.problem.replace(inside, ""), exc.hint.replace(inside, "")) from None
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    loaded.sha256 = unpacked.sha256
+    return loaded
+
+
+@dataclass(frozen=True)
+class Unpacked:
+    """An archive unpacked into a folder of its own: its models' paths inside, the one chosen, its digest."""
+
+    root: Path
+    models: tuple[str, ...]
+    chosen: str
+    sha256: str
+
+
+def unpack_zip(data: bytes | str | os.PathLike, workdir: str | os.PathLike, limits: Limits | None = None, *,
+               choose: str | None = None, whole: bool = False) -> Unpacked:  # fmt: skip
+    """Check every member of an uploaded .zip, then unpack it into a fresh folder below ``workdir``.
+
+    ``choose`` names the .onnx member that matters when the archive holds several (see :func:`load_zip`);
+    ``whole``: the archive is taken as a set of models (an encoder and a decoder), so several are no refusal
+    and ``chosen`` is "". ``sha256`` is the archive's, with ``choose`` followed by a zero byte and the chosen
+    path. On any error the new folder is removed.
+    """
+    limits = limits if limits is not None else Limits.from_env()
     if isinstance(data, (bytes, bytearray, memoryview)):
         raw = bytes(data)
         size = len(raw)
@@ -532,7 +568,7 @@ def load_zip(
             try:
                 with zipfile.ZipFile(fh) as zf:
                     members = _check_members(zf, size, limits)
-                    chosen = _choose_model(members, choose)
+                    chosen = "" if whole else _choose_model(members, choose).path
                     _extract(zf, members, root, limits, size)
             except _DAMAGED as exc:
                 raise ModelLoadError(
@@ -544,19 +580,14 @@ def load_zip(
                     f"{label} could not be unpacked ({exc.strerror or type(exc).__name__})",
                     "Check the free disk space of the working folder",
                 ) from None
-        try:
-            loaded = load(root.joinpath(*chosen.parts), limits=limits, lazy_external=lazy_external)
-        except ShrinkRayError as exc:
-            # Name files as they are named inside the archive, not by the server's folders.
-            inside = str(root) + os.sep
-            raise type(exc)(exc.problem.replace(inside, ""), exc.hint.replace(inside, "")) from None
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise
-    if choose is not None:  # one model of several: the same archive's other models must not share its identity
-        digest.update(b"\0" + chosen.path.encode())
-    loaded.sha256 = digest.hexdigest()
-    return loaded
+    if choose is not None and chosen:  # one model of several: the same archive's other models must not share its identity
+        digest.update(b"\0" + chosen.encode())
+    models = tuple(m.path for m in members if not m.is_dir and not _is_junk(m.parts)
+                   and m.parts[-1].lower().endswith(".onnx"))  # fmt: skip
+    return Unpacked(root, models, chosen, digest.hexdigest())
 
 
 def _zip_reason(exc: BaseException) -> str:

@@ -62,6 +62,11 @@ def text_prompts(path: str, vocab: int, batch: int, length: int, seed: int, text
     return np.stack([ids[s:s + length] for s in starts])
 
 
+def encode(path: str, text: str) -> list[int]:
+    """One piece of text as token ids (no special tokens): an encoder's input line."""
+    return list(_tokenizer(path).encode(text, add_special_tokens=False).ids)
+
+
 def decode(path: str, ids: np.ndarray) -> str:
     """Token ids as text, for showing a continuation to the user."""
     return _tokenizer(path).decode([int(i) for i in np.asarray(ids).ravel()], skip_special_tokens=False)

@@ -15,12 +15,15 @@ from typing import Any
 
 import onnx
 
+from shrinkray.errors import SeveralModels
 from shrinkray.io.archive import load_any
 from shrinkray.io.files import LoadedModel, check_output_path, save, save_all, write_outputs
+from shrinkray.io.model_set import ModelSet, open_set, set_members
 from shrinkray.measure.results import CompareSettings
 from shrinkray.methods import Variant
 from shrinkray.methods.base import RunContext
 from shrinkray.pipeline.compare import ComparePipeline, variant_file_name
+from shrinkray.pipeline.set_compare import compare_set
 from shrinkray.pipeline.shrink import shrink
 from shrinkray.pipeline.streaming import can_stream, shrink_to_files, streams, zip_files
 
@@ -104,7 +107,13 @@ def compare_job(model_path: Path, settings: CompareSettings, save_dir: Path | No
     there all or none. The result carries no models.
     """
     # a model in external data files stays in them: compare measures it there and streams what it can
-    loaded = load_model_file(model_path, scratch, lazy_external=True, member=member)
+    try:
+        loaded = load_model_file(model_path, scratch, lazy_external=True, member=member)
+    except SeveralModels as exc:  # an encoder and a decoder: compared as one set, unless one was chosen
+        if member or set_members(list(exc.choices)) is None:
+            raise
+        return compare_set_job(model_path, settings, save_dir, force, scratch, progress,
+                               naming="transformers.js" if naming == "shrinkray" else naming)  # fmt: skip
     protected = protected_files(model_path, loaded)
     work = Path(scratch) / "variants"
     own_dir = settings.variants_dir is None
@@ -125,6 +134,64 @@ def compare_job(model_path: Path, settings: CompareSettings, save_dir: Path | No
     for result in comparison.all:
         result.model = None
     return comparison
+
+
+#: The files a model set's folder carries beside its models that transformers.js reads: copied with its variants.
+SET_COMPANIONS = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json")
+
+
+def compare_set_job(model_path: Path, settings: CompareSettings, save_dir: Path | None, force: bool, scratch: str,
+                    progress=None, naming: str = "transformers.js"):  # fmt: skip
+    """A folder or .zip of an encoder and a decoder compared as one set (pipeline/set_compare.py), in the capped
+    worker; with ``save_dir`` every variant's files land there as transformers.js names them (one ``onnx/``
+    folder holding every precision), with the set's tokenizer and settings files beside them."""
+    model_set = open_set(model_path, workdir=Path(scratch) / "set")
+    work = Path(scratch) / "variants"
+    run_settings = dataclasses.replace(settings, variants_dir=str(work))
+    comparison = compare_set(model_set, run_settings, progress, naming=naming)
+    comparison.settings = dataclasses.replace(comparison.settings, variants_dir=settings.variants_dir)
+    protected = [model_path] + ([model_set.path(role) for role in model_set.members] if model_path.is_dir() else [])
+    comparison.input_files = [str(p) for p in protected]
+    if save_dir is not None:
+        for path in publish_set_variants(comparison, model_set, work, save_dir, protected, force):
+            if progress:
+                progress(f"Wrote {path}", 1.0)
+    else:
+        for result in comparison.variants:
+            result.file = None  # the scratch copy goes with the scratch folder
+    return comparison
+
+
+def publish_set_variants(comparison, model_set: ModelSet, work: Path, folder: Path, protected: list[Path],
+                         overwrite: bool = False) -> list[Path]:  # fmt: skip
+    """Copy every usable variant set's files from ``work/<variant>/`` into ``folder`` at the same place inside
+    (all or none), and the set's tokenizer and settings files once beside them when missing there; each result's
+    ``file`` becomes its folder of models."""
+    moves: dict[Path, Path] = {}
+    results = [r for r in comparison.variants if r.ok and r.file]
+    for result in results:
+        made = Path(result.file)  # work/<variant>/<the members' folder>
+        root = next(p for p in [made, *made.parents] if p.parent == work)
+        for source in sorted(p for p in root.rglob("*") if p.is_file()):
+            moves[source] = folder / source.relative_to(root)
+    first = model_set.path(next(iter(model_set.members))).parent
+    for place in (first, first.parent):  # inside the set's folder only
+        if place != model_set.folder and model_set.folder not in place.parents:
+            continue
+        for name in SET_COMPANIONS:
+            source, target = place / name, folder / (place / name).relative_to(model_set.folder)
+            if source.is_file() and not target.exists():
+                moves[source] = target
+    for target in moves.values():
+        check_output_path(target, protect=protected, overwrite=overwrite)
+    for target in moves.values():
+        target.parent.mkdir(parents=True, exist_ok=True)
+    write_outputs({target: functools.partial(_copy, source) for source, target in moves.items()})
+    for result in results:
+        made = Path(result.file)
+        root = next(p for p in [made, *made.parents] if p.parent == work)
+        result.file = str(folder / made.relative_to(root))
+    return sorted(set(moves.values()))
 
 
 def publish_variants(comparison, folder: Path, stem: str, protected: list[Path], overwrite: bool = False,

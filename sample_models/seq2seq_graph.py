@@ -1,0 +1,161 @@
+"""An encoder-decoder (seq2seq) transformer written as two ONNX graphs with onnx.helper, from given weights, in
+optimum's / transformers.js's layout without a KV cache: ``encoder_model.onnx`` (input_ids, attention_mask ->
+last_hidden_state) and ``decoder_model.onnx`` (encoder_attention_mask, input_ids, encoder_hidden_states ->
+logits; the whole decoder sequence at every step).
+
+Shared by sample_models/build_seq2seq.py (weights trained with torch) and tests/seq2seq_models.py (seeded
+weights): one pair of graphs, so the sample and the test models differ only in what they learned. The blocks
+are lm_graph.py's (pre-LayerNorm, learned positions, ReLU MLP, final LayerNorm); the encoder's self-attention
+is bidirectional over the unpadded tokens, the decoder's is causal and is followed by a cross-attention over
+``encoder_hidden_states`` that sees only the tokens ``encoder_attention_mask`` marks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from lm_graph import IR_VERSION, OPSET, _Graph
+from onnx import TensorProto, helper
+
+
+def encoder_layer_names(layer: int) -> list[str]:
+    """The weights of one encoder block, in the order a builder draws them (x @ W matrices)."""
+    return [f"encoder.h.{layer}.{n}" for n in ("ln_1.weight", "ln_1.bias", "attn.q", "attn.k", "attn.v", "attn.proj",
+                                               "ln_2.weight", "ln_2.bias", "mlp.fc", "mlp.proj")]  # fmt: skip
+
+
+def decoder_layer_names(layer: int) -> list[str]:
+    """The weights of one decoder block: self-attention, cross-attention, MLP, each after its LayerNorm."""
+    return [f"decoder.h.{layer}.{n}" for n in ("ln_1.weight", "ln_1.bias", "attn.q", "attn.k", "attn.v", "attn.proj",
+                                               "ln_cross.weight", "ln_cross.bias", "cross.q", "cross.k", "cross.v",
+                                               "cross.proj", "ln_2.weight", "ln_2.bias", "mlp.fc", "mlp.proj")]  # fmt: skip
+
+
+class _Blocks(_Graph):
+    """lm_graph's graph builder with the pieces both graphs are made of."""
+
+    def __init__(self, weights: dict[str, np.ndarray], heads: int, prefix: str) -> None:
+        super().__init__()
+        self.weights = weights
+        self.width = weights[f"{prefix}.wte"].shape[1]
+        head_dim = self.width // heads
+        self.zero, self.one = (self.const(s, np.array(v, np.int64)) for s, v in (("zero", 0), ("one", 1)))
+        self.split = self.const("split", np.array([0, 0, heads, head_dim], np.int64))
+        self.merge = self.const("merge", np.array([0, 0, self.width], np.int64))
+        self.scale = self.const("scale", np.array(head_dim ** -0.5, np.float32))
+        self.neg = self.const("neg", np.array(-1e9, np.float32))
+
+    def w(self, key: str) -> str:
+        return self.const(key, self.weights[key].astype(np.float32), exact=True)
+
+    def embed(self, prefix: str, ids: str) -> str:
+        """Token embedding plus the learned positions 0..length-1."""
+        positions = self.op("Range", [self.zero, self.op("Gather", [self.op("Shape", [ids]), self.one]), self.one])
+        return self.op("Add", [self.op("Gather", [self.w(f"{prefix}.wte"), ids]),
+                               self.op("Gather", [self.w(f"{prefix}.wpe"), positions])])  # fmt: skip
+
+    def norm(self, x: str, gain: str, bias: str, out: str | None = None) -> str:
+        if out is None:
+            return self.op("LayerNormalization", [x, self.w(gain), self.w(bias)], axis=-1, epsilon=1e-5)
+        self.nodes.append(helper.make_node("LayerNormalization", [x, self.w(gain), self.w(bias)], [out], axis=-1,
+                                           epsilon=1e-5))  # fmt: skip
+        return out
+
+    def padding(self, mask: str) -> str:
+        """An int64 [batch, keys] attention mask as bool [batch, 1, 1, keys]."""
+        axes = self.const("axes", np.array([1, 2], np.int64))
+        return self.op("Cast", [self.op("Unsqueeze", [mask, axes])], to=TensorProto.BOOL)
+
+    def causal(self, ids: str) -> str:
+        """bool [length, length]: query i sees keys 0..i."""
+        pos = self.op("Range", [self.zero, self.op("Gather", [self.op("Shape", [ids]), self.one]), self.one])
+        query = self.op("Unsqueeze", [pos, self.const("ax", np.array([1], np.int64))])
+        key = self.op("Unsqueeze", [pos, self.const("ax", np.array([0], np.int64))])
+        return self.op("LessOrEqual", [key, query])
+
+    def attention(self, query: str, memory: str, names: list[str], allowed: str) -> str:
+        """Multi-head attention of ``query`` over ``memory`` (the same name for self-attention), masked by
+        the bool ``allowed``; the output projection applied, the residual not added."""
+        wq, wk, wv, wo = names
+        q, k, v = (self.op("Transpose", [self.op("Reshape", [self.op("MatMul", [x, self.w(key)]), self.split])],
+                           perm=[0, 2, 1, 3]) for x, key in ((query, wq), (memory, wk), (memory, wv)))  # fmt: skip
+        scores = self.op("Mul", [self.op("MatMul", [q, self.op("Transpose", [k], perm=[0, 1, 3, 2])]), self.scale])
+        scores = self.op("Where", [allowed, scores, self.neg])
+        attn = self.op("MatMul", [self.op("Softmax", [scores], axis=-1), v])
+        joined = self.op("Reshape", [self.op("Transpose", [attn], perm=[0, 2, 1, 3]), self.merge])
+        return self.op("MatMul", [joined, self.w(wo)])
+
+    def mlp(self, h: str, fc: str, proj: str) -> str:
+        return self.op("MatMul", [self.op("Relu", [self.op("MatMul", [h, self.w(fc)])]), self.w(proj)])
+
+    def model(self, name: str, inputs: list, outputs: list) -> onnx.ModelProto:
+        graph = helper.make_graph(self.nodes, name, inputs, outputs, self.inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                                  producer_name="shrinkray-samples")  # fmt: skip
+        model.ir_version = IR_VERSION
+        onnx.checker.check_model(model)
+        return model
+
+
+def encoder_graph(weights: dict[str, np.ndarray], layers: int, heads: int, name: str = "encoder") -> onnx.ModelProto:
+    """The encoder over ``weights`` (``encoder.wte`` [vocab, width], ``encoder.wpe`` [positions, width], per
+    layer :func:`encoder_layer_names`, ``encoder.ln_f.weight/bias``); other keys are ignored."""
+    g = _Blocks(weights, heads, "encoder")
+    inputs = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch_size", "encoder_sequence_length"])
+              for n in ("input_ids", "attention_mask")]  # fmt: skip
+    outputs = [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT,
+                                             ["batch_size", "encoder_sequence_length", g.width])]  # fmt: skip
+    x = g.embed("encoder", "input_ids")
+    allowed = g.padding("attention_mask")
+    for layer in range(layers):
+        ln1_g, ln1_b, wq, wk, wv, wo, ln2_g, ln2_b, fc, proj = encoder_layer_names(layer)
+        h = g.norm(x, ln1_g, ln1_b)
+        x = g.op("Add", [x, g.attention(h, h, [wq, wk, wv, wo], allowed)])
+        x = g.op("Add", [x, g.mlp(g.norm(x, ln2_g, ln2_b), fc, proj)])
+    g.norm(x, "encoder.ln_f.weight", "encoder.ln_f.bias", out="last_hidden_state")
+    return g.model(name, inputs, outputs)
+
+
+def decoder_graph(weights: dict[str, np.ndarray], layers: int, heads: int, name: str = "decoder") -> onnx.ModelProto:
+    """The decoder over ``weights`` (``decoder.wte``, ``decoder.wpe``, per layer :func:`decoder_layer_names`,
+    ``decoder.ln_f.weight/bias``, ``lm_head`` [width, vocab]); other keys are ignored."""
+    g = _Blocks(weights, heads, "decoder")
+    vocab = weights["lm_head"].shape[1]
+    inputs = [helper.make_tensor_value_info("encoder_attention_mask", TensorProto.INT64, ["batch_size", "encoder_sequence_length"]),
+              helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch_size", "decoder_sequence_length"]),
+              helper.make_tensor_value_info("encoder_hidden_states", TensorProto.FLOAT,
+                                            ["batch_size", "encoder_sequence_length", g.width])]  # fmt: skip
+    outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT,
+                                             ["batch_size", "decoder_sequence_length", vocab])]  # fmt: skip
+    x = g.embed("decoder", "input_ids")
+    causal, cross = g.causal("input_ids"), g.padding("encoder_attention_mask")
+    for layer in range(layers):
+        ln1_g, ln1_b, wq, wk, wv, wo, lnc_g, lnc_b, cq, ck, cv, co, ln2_g, ln2_b, fc, proj = decoder_layer_names(layer)
+        h = g.norm(x, ln1_g, ln1_b)
+        x = g.op("Add", [x, g.attention(h, h, [wq, wk, wv, wo], causal)])
+        x = g.op("Add", [x, g.attention(g.norm(x, lnc_g, lnc_b), "encoder_hidden_states", [cq, ck, cv, co], cross)])
+        x = g.op("Add", [x, g.mlp(g.norm(x, ln2_g, ln2_b), fc, proj)])
+    h = g.norm(x, "decoder.ln_f.weight", "decoder.ln_f.bias")
+    g.nodes.append(helper.make_node("MatMul", [h, g.w("lm_head")], ["logits"]))
+    return g.model(name, inputs, outputs)
+
+
+def greedy(encoder, decoder, input_ids: np.ndarray, attention_mask: np.ndarray, start: int, eos: int,
+           max_length: int) -> list[list[int]]:  # fmt: skip
+    """Greedy generation through two ONNX Runtime sessions (anything with ``run(None, feeds)``): the encoder
+    once, then the decoder on the whole sequence so far at every step, as transformers.js does without a
+    cache. One list of new tokens per row, each ending at its first ``eos`` (not included); ``max_length``
+    counts the start token, as transformers' does."""
+    states = encoder.run(None, {"input_ids": input_ids, "attention_mask": attention_mask})[0]
+    seq = np.full((len(input_ids), 1), start, np.int64)
+    done = np.zeros(len(input_ids), bool)
+    while seq.shape[1] < max_length and not done.all():
+        logits = decoder.run(None, {"encoder_attention_mask": attention_mask, "input_ids": seq,
+                                    "encoder_hidden_states": states})[0]  # fmt: skip
+        token = np.where(done, eos, logits[:, -1].argmax(-1))
+        seq = np.concatenate([seq, token[:, None].astype(np.int64)], axis=1)
+        done |= token == eos
+    made = []
+    for row in seq[:, 1:].tolist():
+        made.append(row[: row.index(eos)] if eos in row else row)
+    return made

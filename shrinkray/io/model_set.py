@@ -1,0 +1,160 @@
+"""Model sets: several ONNX files that work as one model (an encoder and a decoder), found and opened.
+
+optimum and transformers.js lay an encoder–decoder (translation, summarization, speech-to-text) out as files
+with fixed names in one folder, usually ``onnx/``: ``encoder_model.onnx`` runs once on the input and
+``decoder_model.onnx`` (or ``decoder_model_merged.onnx``, with ``decoder_with_past_model.onnx`` for the
+cached steps) writes the output token by token from the encoder's states. Judged file by file, a decoder is
+fed made-up encoder states; judged as a set, the encoder's own states feed it and what the set *writes* is
+compared (measure/seq2seq.py). Files that are already another precision of a member (``encoder_model_fp16.onnx``,
+``decoder_model_quantized.onnx``: transformers.js's dtype suffixes) are left out of the set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from shrinkray.errors import ModelLoadError
+from shrinkray.io.archive import is_zip, unpack_zip
+from shrinkray.io.files import PROMPTS_FILE, TOKENIZER_FILE, LoadedModel, load, models_in_folder
+from shrinkray.io.limits import Limits
+
+#: transformers.js's file stems of an encoder–decoder, and the part each plays.
+ROLES = {
+    "encoder_model": "encoder",
+    "decoder_model": "decoder",
+    "decoder_with_past_model": "decoder_with_past",
+    "decoder_model_merged": "decoder_merged",
+}
+#: The dtype suffixes transformers.js appends to a file's stem (``decoder_model_q4.onnx``): other precisions.
+DTYPE_SUFFIXES = ("fp16", "quantized", "int8", "uint8", "q8", "q4", "q4f16", "bnb4")
+_VARIANT = re.compile("_(" + "|".join(DTYPE_SUFFIXES) + ")$")
+#: Settings files of the model's own that a set carries (generation's start and end tokens are in them).
+CONFIG_FILES = ("config.json", "generation_config.json")
+#: At most this many bytes of a settings file are read (a real config.json is a few KB).
+MAX_CONFIG_BYTES = 1 << 20
+
+
+@dataclass
+class ModelSet:
+    """An encoder–decoder's files, by role (``ROLES``), with what travels with them."""
+
+    name: str
+    folder: Path  # where the members' paths start
+    members: dict[str, str]  # role -> path inside ``folder`` (posix), in ROLES order
+    config: dict = field(default_factory=dict)  # config.json, then generation_config.json over it
+    tokenizer: str = ""  # a tokenizer.json beside the files or one folder up
+    prompts: str = ""  # a prompts.txt beside the tokenizer
+    sha256: str = ""  # the archive's, when the set came as one
+
+    def path(self, role: str) -> Path:
+        return self.folder.joinpath(*self.members[role].split("/"))
+
+    @property
+    def file_bytes(self) -> int:
+        return sum(_files_bytes(self.path(role)) for role in self.members)
+
+    def load(self, role: str, limits: Limits | None = None) -> LoadedModel:
+        """One member, loaded (its external data read from beside it)."""
+        loaded = load(self.path(role), limits=limits)
+        loaded.name = Path(self.members[role]).stem
+        return loaded
+
+    def words(self) -> str:
+        """The set as a sentence names it: "encoder_model.onnx and decoder_model.onnx"."""
+        names = [Path(self.members[r]).name for r in self.members]
+        return ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
+
+
+def _files_bytes(path: Path) -> int:
+    """A model file's bytes with its external data files (``NAME.onnx.data`` / ``NAME.onnx_data`` beside it)."""
+    total = path.stat().st_size
+    for extra in (path.with_name(path.name + ".data"), path.with_name(path.name + "_data")):
+        if extra.is_file():
+            total += extra.stat().st_size
+    return total
+
+
+def set_members(paths: list[str]) -> dict[str, str] | None:
+    """The roles among these model paths (posix, inside one archive or folder) when they form an
+    encoder–decoder set: an encoder and a decoder (plain or merged) in the same folder; else None."""
+    by_folder: dict[str, dict[str, str]] = {}
+    for path in sorted(paths):
+        folder, _, name = path.rpartition("/")
+        stem = name[:-5] if name.lower().endswith(".onnx") else name
+        if _VARIANT.search(stem):
+            continue
+        role = ROLES.get(stem)
+        if role is not None:
+            by_folder.setdefault(folder, {})[role] = path
+    for found in by_folder.values():
+        if "encoder" in found and ("decoder" in found or "decoder_merged" in found):
+            return {role: found[role] for role in ROLES.values() if role in found}
+    return None
+
+
+def is_model_set(source: str | os.PathLike, names: list[str] | None = None) -> bool:
+    """Whether a folder (or, given its members' ``names``, an archive) is an encoder–decoder set."""
+    if names is not None:
+        return set_members(names) is not None
+    folder = Path(source)
+    if not folder.is_dir():
+        return False
+    return set_members([p.relative_to(folder).as_posix() for p in models_in_folder(folder)]) is not None
+
+
+def open_set(source: str | os.PathLike | bytes, *, workdir: str | os.PathLike, name: str = "",
+             limits: Limits | None = None) -> ModelSet:  # fmt: skip
+    """A folder or a .zip (path or bytes) of an encoder–decoder, as a :class:`ModelSet`. An archive is
+    unpacked below ``workdir`` (the caller's folder, removed by the caller); a folder is read where it is."""
+    is_bytes = isinstance(source, (bytes, bytearray, memoryview))
+    if not is_bytes and Path(source).is_dir():
+        folder = Path(source)
+        found = [p.relative_to(folder).as_posix() for p in models_in_folder(folder)]
+        members = set_members(found)
+        if members is None:
+            raise ModelLoadError(f"{folder.name} is not an encoder–decoder set",
+                                 "A set holds encoder_model.onnx and decoder_model.onnx (or decoder_model_merged.onnx)")  # fmt: skip
+        return _made_set(name or folder.name, folder, members)
+    if not is_bytes and not (Path(source).is_file() and is_zip(source)):
+        raise ModelLoadError(f"{Path(source).name} is neither a folder nor a .zip of models",
+                             "Give the folder or the .zip that holds encoder_model.onnx and decoder_model.onnx")  # fmt: skip
+    unpacked = unpack_zip(source, workdir, limits, whole=True)
+    members = set_members(list(unpacked.models))
+    if members is None:
+        shutil.rmtree(unpacked.root, ignore_errors=True)
+        listing = ", ".join(unpacked.models[:8]) or "no .onnx file"
+        raise ModelLoadError(f"The archive is not an encoder–decoder set (it holds {listing})",
+                             "A set holds encoder_model.onnx and decoder_model.onnx (or decoder_model_merged.onnx)")  # fmt: skip
+    stem = name or (Path(source).name if not is_bytes else "model set")
+    made = _made_set(stem.removesuffix(".zip"), unpacked.root, members)
+    made.sha256 = unpacked.sha256
+    return made
+
+
+def _made_set(name: str, folder: Path, members: dict[str, str]) -> ModelSet:
+    first = folder.joinpath(*next(iter(members.values())).split("/")).parent
+    found = ModelSet(name=name, folder=folder, members=members)
+    for place in (first, first.parent):  # beside the files, or one folder up as transformers.js keeps them
+        if not found.tokenizer and (place / TOKENIZER_FILE).is_file():
+            found.tokenizer = str(place / TOKENIZER_FILE)
+            if (place / PROMPTS_FILE).is_file():
+                found.prompts = str(place / PROMPTS_FILE)
+        for config in CONFIG_FILES:
+            found.config.update(_read_config(place / config))
+    return found
+
+
+def _read_config(path: Path) -> dict:
+    """A settings file's top-level entries, or nothing when it is missing, too large or not a JSON object."""
+    try:
+        if not path.is_file() or path.stat().st_size > MAX_CONFIG_BYTES:
+            return {}
+        data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}

@@ -1,0 +1,245 @@
+"""An encoder–decoder set, run as it is used: the encoder once on the input, then the decoder writing the output
+token by token from the encoder's states, greedy, until its end token.
+
+optimum's names (transformers.js reads the same): the encoder takes ``input_ids`` and ``attention_mask`` and
+gives ``last_hidden_state``; the decoder takes ``input_ids`` (what it wrote so far), ``encoder_hidden_states``
+and ``encoder_attention_mask`` and gives ``logits``. A merged decoder takes ``use_cache_branch`` and empty
+``past_key_values.*`` on its first step. Every step here runs the whole written sequence again (the
+no-cache path both decoder forms have): slower than a cache, the same tokens.
+
+The run gives what measure/generation.py judges a decoder LM by: :data:`GENERATED` (each input's output
+tokens and how sure the original was of each), and the decoder's logits over the original's own output
+(teacher-forced: the variant reads the same tokens), judged position by position with their KL divergence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+
+from shrinkray.measure import lm_text
+from shrinkray.measure.decoder_lm import token_text_ids
+from shrinkray.measure.generation import GENERATED, greedy_pick
+
+Run = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
+#: Inputs per batch, and the batches judged: 160 outputs, the decisions a verdict wants (parity_inputs).
+INPUTS_PER_BATCH = 16
+BATCHES = 10
+#: Reserve batches per judged batch, run only for a variant the judged ones leave undecided (as parity_inputs'
+#: RESERVE_SETS): up to 4x the decisions before the verdict says "undecided".
+RESERVE_BATCHES = 3
+#: Input length in tokens when no text comes with the set; output tokens beyond the input's length allowed.
+INPUT_TOKENS = 16
+EXTRA_TOKENS = 8
+MAX_OUTPUT_TOKENS = 64
+#: A finished output's further steps: its end token, counted as certain (they cannot part there).
+FINISHED_MARGIN = 1e9
+#: The decoder's logits kept per batch for the KL divergence (all positions of a small vocabulary).
+JUDGED_LOGITS_BYTES = 4 << 20
+#: What the decoder's teacher-forced logits are called among the outputs.
+LOGITS = "decoder logits"
+
+
+@dataclass(frozen=True)
+class Seq2SeqLayout:
+    """Which inputs and outputs of the encoder and decoder do what."""
+
+    encoder_ids: str
+    encoder_mask: str | None
+    encoder_output: str
+    decoder_ids: str
+    decoder_states: str
+    decoder_mask: str | None
+    logits: str
+    vocab: int
+    start_token: int
+    end_token: int | None
+    past: tuple[tuple[str, tuple[int, ...], np.dtype], ...] = ()  # a merged decoder's empty past: name, shape, dtype
+    use_cache: str | None = None
+
+    @property
+    def words(self) -> str:
+        return "an encoder and a decoder (the encoder once, then each output token greedily from its states)"
+
+
+def _names(values) -> dict[str, onnx.ValueInfoProto]:
+    return {v.name: v for v in values}
+
+
+def _dim(value: onnx.ValueInfoProto, axis: int) -> int | None:
+    dims = value.type.tensor_type.shape.dim
+    return dims[axis].dim_value if len(dims) > axis and dims[axis].HasField("dim_value") else None
+
+
+def layout_of(encoder: onnx.ModelProto, decoder: onnx.ModelProto, config: dict | None = None) -> Seq2SeqLayout | None:
+    """The roles of a text encoder's and its decoder's inputs and outputs, or None when the pair is not laid
+    out as optimum exports one (an encoder fed features, say, is judged file by file)."""
+    config = config or {}
+    enc_in, enc_out = _names(encoder.graph.input), list(encoder.graph.output)
+    dec_in, dec_out = _names(decoder.graph.input), _names(decoder.graph.output)
+    initializers = {t.name for t in encoder.graph.initializer}
+    enc_in = {k: v for k, v in enc_in.items() if k not in initializers}
+    if "input_ids" not in enc_in or not enc_out:
+        return None
+    states = next((o.name for o in enc_out if o.name == "last_hidden_state"), enc_out[0].name)
+    if "input_ids" not in dec_in or "encoder_hidden_states" not in dec_in or "logits" not in dec_out:
+        return None
+    vocab = _dim(dec_out["logits"], 2) or int(config.get("vocab_size") or 0) or _vocab_rows(decoder)
+    if not vocab:
+        return None
+    past = []
+    for name, value in dec_in.items():
+        if name.startswith("past_key_values"):
+            shape = [d.dim_value if d.HasField("dim_value") else 0 for d in value.type.tensor_type.shape.dim]
+            dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type))
+            past.append((name, tuple(shape), dtype))
+    start = config.get("decoder_start_token_id")
+    if start is None:
+        start = config.get("bos_token_id", 0)
+    end = config.get("eos_token_id")
+    if isinstance(end, list):
+        end = end[0] if end else None
+    return Seq2SeqLayout(
+        encoder_ids="input_ids", encoder_mask="attention_mask" if "attention_mask" in enc_in else None,
+        encoder_output=states, decoder_ids="input_ids", decoder_states="encoder_hidden_states",
+        decoder_mask="encoder_attention_mask" if "encoder_attention_mask" in dec_in else None, logits="logits",
+        vocab=int(vocab), start_token=int(start or 0), end_token=int(end) if end is not None else None,
+        past=tuple(past), use_cache="use_cache_branch" if "use_cache_branch" in dec_in else None,
+    )  # fmt: skip
+
+
+def _vocab_rows(decoder: onnx.ModelProto) -> int:
+    """The rows of the table ``input_ids`` is gathered from (the token embedding), else 0."""
+    tables = {t.name: list(t.dims) for t in decoder.graph.initializer}
+    for node in decoder.graph.node:
+        if node.op_type == "Gather" and len(node.input) > 1 and node.input[1] == "input_ids" and node.input[0] in tables:
+            return int(tables[node.input[0]][0]) if tables[node.input[0]] else 0
+    return 0
+
+
+# ---- inputs ---------------------------------------------------------------------------------------------
+
+
+def input_batches(layout: Seq2SeqLayout, *, tokenizer: str = "", text: str = "", batches: int = BATCHES,
+                  per_batch: int = INPUTS_PER_BATCH, seed: int = 0, skip: int = 0) -> list[dict[str, np.ndarray]]:  # fmt: skip
+    """Encoder feeds, ``batches`` of ``per_batch`` inputs: the lines of ``text`` (a prompts.txt) through the
+    tokenizer when there are both, padded at the end and masked; else token sequences drawn like text.
+    ``skip``: inputs given before (the reserve follows the first batches: other lines, another seed)."""
+    rows = batches * per_batch
+    if tokenizer and text:
+        ids = _text_lines(tokenizer, text, rows, layout.vocab, skip)
+    else:
+        ids = [row for row in token_text_ids(layout.vocab, rows, INPUT_TOKENS, seed + 7919 * skip)]
+    out: list[dict[str, np.ndarray]] = []
+    for start in range(0, len(ids), per_batch):
+        group = ids[start:start + per_batch]
+        width = max(len(r) for r in group)
+        padded = np.full((len(group), width), layout.end_token or 0, np.int64)
+        mask = np.zeros((len(group), width), np.int64)
+        for i, row in enumerate(group):
+            padded[i, :len(row)], mask[i, :len(row)] = row, 1
+        feeds = {layout.encoder_ids: padded}
+        if layout.encoder_mask:
+            feeds[layout.encoder_mask] = mask
+        out.append(feeds)
+    return out
+
+
+def _text_lines(tokenizer: str, text: str, rows: int, vocab: int, skip: int = 0) -> list[np.ndarray]:
+    """The first ``rows`` non-empty lines of ``text``, as token ids: fewer lines, fewer inputs (a line given
+    twice would count as two decisions)."""
+    from pathlib import Path
+
+    lines = [line.strip() for line in Path(text).read_text(encoding="utf-8", errors="replace").splitlines()]
+    lines = [line for line in lines if line][skip:skip + rows]
+    return [np.asarray(lm_text.encode(tokenizer, line), np.int64)[: 4 * INPUT_TOKENS] for line in lines]
+
+
+def source_words(tokenizer: str, text: str) -> str:
+    """Where the inputs come from, as the input note says it."""
+    from pathlib import Path
+
+    if tokenizer and text:
+        return f"the lines of {Path(text).name} through {Path(tokenizer).name}"
+    return "token ids drawn like text (no tokenizer.json and prompts.txt came with the set)"
+
+
+# ---- generation -----------------------------------------------------------------------------------------
+
+
+def _decoder_feeds(layout: Seq2SeqLayout, ids: np.ndarray, states: np.ndarray, mask: np.ndarray | None) -> dict:
+    feeds = {layout.decoder_ids: ids, layout.decoder_states: states}
+    if layout.decoder_mask and mask is not None:
+        feeds[layout.decoder_mask] = mask
+    batch = ids.shape[0]
+    for name, shape, dtype in layout.past:  # a merged decoder's no-cache branch: an empty past
+        full = [batch if i == 0 else (0 if i == 2 else d) for i, d in enumerate(shape)]
+        feeds[name] = np.zeros(full, dtype)
+    if layout.use_cache:
+        feeds[layout.use_cache] = np.array([False])
+    return feeds
+
+
+def generate(encoder: Run, decoder: Run, layout: Seq2SeqLayout, feeds: dict[str, np.ndarray],
+             teacher: np.ndarray | None = None) -> dict[str, np.ndarray]:  # fmt: skip
+    """One batch through the set: the encoder once, then greedy steps (each the whole sequence again) until
+    every output has its end token or ``MAX_OUTPUT_TOKENS``. Returns :data:`GENERATED` [batch, tokens, 2]
+    (tokens, the original's margin; an ended output repeats its end token, certain) and :data:`LOGITS`: the
+    decoder's logits over ``teacher`` (the original's own output; its own when None), for the KL divergence."""
+    states = np.asarray(encoder(feeds)[layout.encoder_output])
+    mask = feeds.get(layout.encoder_mask) if layout.encoder_mask else None
+    batch, length = feeds[layout.encoder_ids].shape
+    tokens = min(length + EXTRA_TOKENS, MAX_OUTPUT_TOKENS) if teacher is None else teacher.shape[1]
+    sequence = np.full((batch, 1), layout.start_token, np.int64)
+    done = np.zeros(batch, bool)
+    made, margins = [], []
+    for _ in range(tokens):
+        logits = np.asarray(decoder(_decoder_feeds(layout, sequence, states, mask))[layout.logits])
+        step, margin = greedy_pick(logits[:, -1, :])
+        if layout.end_token is not None:
+            step = np.where(done, layout.end_token, step)
+            margin = np.where(done, FINISHED_MARGIN, margin)
+            done |= step == layout.end_token
+        made.append(step)
+        margins.append(margin)
+        sequence = np.concatenate([sequence, step[:, None]], axis=1)
+        if teacher is None and done.all():
+            break
+    generated = np.stack([np.stack(made, axis=1), np.stack(margins, axis=1)], axis=-1).astype(np.float64)
+    forced = np.concatenate([np.full((batch, 1), layout.start_token, np.int64),
+                             (teacher if teacher is not None else generated[:, :, 0]).astype(np.int64)[:, :-1]], axis=1)  # fmt: skip
+    logits = np.asarray(decoder(_decoder_feeds(layout, forced, states, mask))[layout.logits])
+    kept = min(logits.shape[1], max(1, JUDGED_LOGITS_BYTES // max(batch * logits.shape[-1] * logits.dtype.itemsize, 1)))
+    return {GENERATED: generated, LOGITS: logits[:, :kept].copy()}
+
+
+def first_change(inputs: np.ndarray, reference: np.ndarray, variant: np.ndarray, tokenizer: str) -> str:
+    """The changed output the original was surest of, as text: ``"…walked to the river"`` came out as
+    "A" and now as "B" (up to a few tokens past where they part). "" when none changed or no tokenizer."""
+    if not tokenizer:
+        return ""
+    ref = np.asarray(reference, np.float64)
+    var = np.asarray(variant, np.float64)
+    best = None
+    for row in range(len(ref)):
+        same = ref[row, :, 0] == var[row, :, 0]
+        if not same.all():
+            part = int(np.argmin(same))
+            if best is None or ref[row, part, 1] > best[0]:
+                best = (float(ref[row, part, 1]), row, part)
+    if best is None:
+        return ""
+    _, row, part = best
+    end = min(part + 4, ref.shape[1])
+    read = lm_text.decode(tokenizer, np.asarray(inputs[row], np.int64)[-8:])
+    before = lm_text.decode(tokenizer, ref[row, :end, 0].astype(np.int64))
+    after = lm_text.decode(tokenizer, var[row, :end, 0].astype(np.int64))
+    return f'e.g. "…{_clip(read)}" came out as "{_clip(before)}" and now as "{_clip(after)}"'
+
+
+def _clip(text: str, most: int = 60) -> str:
+    text = " ".join(text.replace("<|endoftext|>", " ").split())
+    return text if len(text) <= most else text[: most - 1] + "…"

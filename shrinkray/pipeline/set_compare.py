@@ -1,0 +1,323 @@
+"""A model set compared whole: every file shrunk by each method, the set judged by what it writes.
+
+An encoder–decoder (io/model_set.py) is one model to its user: a method is applied to every file of the
+set, the variant is the set of those files (its size their sum, as a page downloads them all), and its
+verdict comes from running the set as it is used (measure/seq2seq.py): the variant's encoder feeding the
+variant's decoder, greedy, against the original's outputs on the same inputs, judged by the same verdict
+as a decoder LM's continuations (the share kept token for token, with its 95% bound; next-token agreement and
+KL divergence over the original's own output). The result is a :class:`Comparison` like any other, so every
+report, the app's cards and the headline read it unchanged. Saved variants take transformers.js's names
+(``encoder_model_quantized.onnx``, ``decoder_model_q4.onnx``), so the folder drops into place.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shrinkray.errors import ModelLoadError, SeveralModels, ShrinkRayError
+from shrinkray.graph.sessions import open_file_session
+from shrinkray.io.files import save
+from shrinkray.io.model_set import ModelSet
+from shrinkray.measure import seq2seq
+from shrinkray.measure.deadline import run_within
+from shrinkray.measure.generation import GENERATED
+from shrinkray.measure.parity import GENERATION, UNDECIDED, OutputKind, compare_outputs
+from shrinkray.measure.results import ORIGINAL, CompareSettings, Comparison, VariantResult
+from shrinkray.measure.sizes import Sizes, measure_many
+from shrinkray.methods.base import default_methods, get_method
+from shrinkray.pipeline.compare import _label, variant_file_name
+from shrinkray.pipeline.inspect import ModelSummary, inspect_model
+from shrinkray.pipeline.shrink import shrink
+
+Progress = Callable[[str, float], None]
+#: Methods a set is not shrunk by: ``auto`` searches one file's tensors against that file's own verdict.
+NOT_FOR_SETS = {"auto"}
+#: Options a method takes inside a set: activation-aware scales and GPTQ learn from a file's own inputs,
+#: which a decoder of a set gets only from the encoder (said in the variant's notes).
+SET_OPTIONS = {"weights-int4": {"activation_aware": False, "gptq": "off"}}
+#: The role whose decoder the set is judged through, in order of preference (what transformers.js runs).
+JUDGED_DECODERS = ("decoder_merged", "decoder")
+
+
+def default_set_methods() -> list[tuple[str, dict[str, Any]]]:
+    return [(name, options) for name, options in default_methods() if name not in NOT_FOR_SETS]
+
+
+def compare_set(model_set: ModelSet, settings: CompareSettings | None = None, progress: Progress | None = None,
+                *, naming: str = "transformers.js") -> Comparison:  # fmt: skip
+    """Every method on every file of the set, each variant set judged end to end (see the module's text).
+
+    ``settings.variants_dir``: where each variant's files are written (``naming``: transformers.js's file
+    names, or Shrink Ray's ``NAME.METHOD.onnx``); without it they go to a private folder that is removed.
+    """
+    settings = settings or CompareSettings()
+    say = progress or (lambda _step, _fraction: None)
+    methods = settings.methods or default_set_methods()
+    for method, _ in methods:
+        if method in NOT_FOR_SETS:
+            raise ModelLoadError(f"The method {method} works on one model file, not on a set",
+                                 "Choose other methods, or one file of the set")  # fmt: skip
+        get_method(method)
+    judged = next((role for role in JUDGED_DECODERS if role in model_set.members), None)
+    assert judged is not None, "a ModelSet always has a decoder"
+    started = time.perf_counter()
+    timings: dict[str, float] = {}
+    scratch = Path(tempfile.mkdtemp(prefix="shrinkray-set-"))
+    try:
+        say("Reading the set", 0.02)
+        originals = {role: model_set.load(role) for role in model_set.members}
+        layout = seq2seq.layout_of(originals["encoder"].model, originals[judged].model, model_set.config)
+        if layout is None:
+            raise SeveralModels(
+                f"The set's {model_set.words()} are not laid out as an encoder and a decoder of text "
+                "(input_ids to last_hidden_state; input_ids and encoder_hidden_states to logits), so they are "
+                "compared one at a time", "Choose one of them", choices=tuple(model_set.members.values()))  # fmt: skip
+        summary = _set_summary(model_set, originals)
+        files = {ORIGINAL: {role: model_set.path(role) for role in model_set.members}}
+        say("Running the original set on its inputs", 0.05)
+        tokenizer = settings.inputs.tokenizer or model_set.tokenizer
+        text = settings.inputs.text or model_set.prompts
+        batches = seq2seq.input_batches(layout, tokenizer=tokenizer, text=text, seed=settings.inputs.seed)
+        reference = _generate(files[ORIGINAL], judged, layout, batches, None)
+        kinds = _kinds(layout)
+        count = sum(len(b[layout.encoder_ids]) for b in batches)
+        note = (f"Inputs: {count} inputs, {seq2seq.source_words(tokenizer, text)}, through {layout.words}; "
+                f"judged through {Path(model_set.members[judged]).name}")  # fmt: skip
+        unjudged = [Path(model_set.members[r]).name for r in model_set.members if r not in ("encoder", judged)]
+        if unjudged:
+            note += f" ({', '.join(unjudged)} shrunk and sized too, not run)"
+        reserve = _Reserve(files[ORIGINAL], judged, layout, reference, tokenizer, text, settings.inputs.seed)
+        original = VariantResult(key=ORIGINAL, method=None, options={})
+        original.parity = compare_outputs(reference, reference, kinds, settings.verdict, samples=count)
+        timings["parity"] = time.perf_counter() - started
+        variants, taken = [], {ORIGINAL}
+        out_dir = Path(settings.variants_dir) if settings.variants_dir else scratch / "variants"
+        for index, (method, options) in enumerate(methods):
+            result = VariantResult(key=_label(method, options, taken), method=method, options=dict(options))
+            variants.append(result)
+            say(f"Shrinking the set: {method}", 0.1 + 0.8 * index / len(methods))
+            lap = time.perf_counter()
+            made = _shrink_set(model_set, originals, method, options, result, out_dir, naming)
+            timings["shrink"] = timings.get("shrink", 0.0) + time.perf_counter() - lap
+            if made is None:
+                continue
+            files[result.key] = made
+            result.file = str(made[judged].parent)
+            lap = time.perf_counter()
+            say(f"Running the set: {result.key}", 0.1 + 0.8 * (index + 0.5) / len(methods))
+            try:
+                outputs = _generate(made, judged, layout, batches, reference[GENERATED])
+            except ShrinkRayError as exc:
+                result.error = f"The shrunk set does not run: {exc}"
+                continue
+            result.parity = compare_outputs(reference, outputs, kinds, settings.verdict, samples=count)
+            if result.parity.status == UNDECIDED and reserve.batches(settings):  # more inputs, as a model's verdict gets
+                more = _generate(made, judged, layout, reserve.feeds, reserve.reference[GENERATED])
+                outputs = _joined(outputs, more, layout)
+                result.parity = compare_outputs(reserve.all_reference, outputs, kinds, settings.verdict,
+                                                samples=count + reserve.count)  # fmt: skip
+            _tell_change(result, batches, layout, reference, outputs, tokenizer)
+            timings["parity"] = timings.get("parity", 0.0) + time.perf_counter() - lap
+        say("Measuring sizes", 0.92)
+        lap = time.perf_counter()
+        for key, paths in files.items():
+            target = original if key == ORIGINAL else next(v for v in variants if v.key == key)
+            target.sizes = _set_sizes(paths, settings)
+        timings["sizes"] = time.perf_counter() - lap
+        latency_note = ("Latency is not timed for a set of models: each file's own comparison times it, and the "
+                        "browser panel times the set's generation")  # fmt: skip
+        return Comparison(name=model_set.name, summary=summary, settings=replace(settings, latency=False, methods=methods),
+                          original=original, variants=variants, input_note=note, latency_note=latency_note,
+                          timings=timings)  # fmt: skip
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _shrink_set(model_set: ModelSet, originals: dict, method: str, options: dict[str, Any], result: VariantResult,
+                out_dir: Path, naming: str) -> dict[str, Path] | None:  # fmt: skip
+    """Every file of the set shrunk by one method and written under ``out_dir/<key>/`` with the set's own
+    layout; the written paths by role, or None (``result.error`` says why)."""
+    folder = out_dir / _folder_name(result.key)
+    written: dict[str, Path] = {}
+    extra = SET_OPTIONS.get(method, {})
+    if extra:
+        result.notes.append("Uncalibrated in a set: activation-aware scales and GPTQ learn from a file's own "
+                            "inputs, and a decoder's come from the encoder")  # fmt: skip
+    record: dict[str, Any] = {"method": method, "options": dict(options), "tensors_changed": 0,
+                              "weight_bytes_before": 0, "weight_bytes_after": 0, "changes": [], "files": {}}
+    protect = [model_set.path(role) for role in model_set.members]
+    for role, loaded in originals.items():
+        try:
+            variant = shrink(loaded, method, open_runtime=False, **{**extra, **options})
+        except ShrinkRayError as exc:
+            result.error = f"{Path(model_set.members[role]).name}: {exc}"
+            return None
+        relative = Path(*model_set.members[role].split("/"))
+        stem = relative.name.removesuffix(".onnx")
+        target = folder / relative.parent / variant_file_name(stem, result.key, naming)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        save(variant.model, target, protect=protect, overwrite=True)
+        written[role] = target
+        own = variant.summary()
+        for field in ("tensors_changed", "weight_bytes_before", "weight_bytes_after"):
+            record[field] += int(own.get(field) or 0)
+        record["changes"].extend({**c, "name": f"{relative.name}: {c.get('name', '')}"} for c in own["changes"])
+        record["files"][role] = str(target)
+        result.warnings.extend(f"{relative.name}: {w}" for w in variant.warnings)
+        result.notes.extend(f"{relative.name}: {n}" for n in variant.notes)
+    result.record = record
+    return written
+
+
+def _folder_name(key: str) -> str:
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in key) or "variant"
+
+
+def _generate(paths: dict[str, Path], judged: str, layout: seq2seq.Seq2SeqLayout, batches: list[dict],
+              teacher: np.ndarray | None) -> dict[str, np.ndarray]:  # fmt: skip
+    """The set's outputs on every batch (the original's when ``teacher`` is None; else forced over its tokens)."""
+    encoder = open_file_session(paths["encoder"], optimized=True, threads=1)
+    decoder = open_file_session(paths[judged], optimized=True, threads=1)
+
+    def runner(session) -> seq2seq.Run:
+        names = [o.name for o in session.get_outputs()]
+        return lambda feeds: dict(zip(names, run_within(session, feeds, names=names), strict=True))
+
+    outs = []
+    done = 0
+    for batch in batches:
+        rows = len(batch[layout.encoder_ids])
+        forced = None if teacher is None else teacher[done:done + rows, :, 0]
+        outs.append(seq2seq.generate(runner(encoder), runner(decoder), layout, batch, forced))
+        done += rows
+    width = max(o[GENERATED].shape[1] for o in outs)
+    generated = np.concatenate([_pad(o[GENERATED], width, layout) for o in outs])
+    logit_width = min(o[seq2seq.LOGITS].shape[1] for o in outs)
+    logits = np.concatenate([o[seq2seq.LOGITS][:, :logit_width] for o in outs])
+    return {GENERATED: generated, seq2seq.LOGITS: logits}
+
+
+class _Reserve:
+    """More inputs and the original's outputs on them, made the first time a variant's verdict is undecided."""
+
+    def __init__(self, paths: dict[str, Path], judged: str, layout: seq2seq.Seq2SeqLayout, reference: dict,
+                 tokenizer: str, text: str, seed: int) -> None:  # fmt: skip
+        self.paths, self.judged, self.layout, self.first = paths, judged, layout, reference
+        self.tokenizer, self.text, self.seed = tokenizer, text, seed
+        self.feeds: list[dict] = []
+        self.reference: dict = {}
+        self.all_reference: dict = {}
+        self.made = False
+
+    @property
+    def count(self) -> int:
+        return sum(len(b[self.layout.encoder_ids]) for b in self.feeds)
+
+    def batches(self, settings: CompareSettings) -> bool:
+        """Whether there are reserve inputs (made now, once)."""
+        if not self.made:
+            self.made = True
+            first = len(self.first[GENERATED])
+            self.feeds = seq2seq.input_batches(self.layout, tokenizer=self.tokenizer, text=self.text, seed=self.seed,
+                                               batches=seq2seq.BATCHES * seq2seq.RESERVE_BATCHES, skip=first)  # fmt: skip
+            if self.feeds:
+                self.reference = _generate(self.paths, self.judged, self.layout, self.feeds, None)
+                self.all_reference = _joined(self.first, self.reference, self.layout)
+        return bool(self.feeds)
+
+
+def _joined(first: dict, more: dict, layout: seq2seq.Seq2SeqLayout) -> dict[str, np.ndarray]:
+    """Two runs' outputs as one: outputs widened to the longer, logits cut to the shorter."""
+    width = max(first[GENERATED].shape[1], more[GENERATED].shape[1])
+    logits = min(first[seq2seq.LOGITS].shape[1], more[seq2seq.LOGITS].shape[1])
+    return {GENERATED: np.concatenate([_pad(first[GENERATED], width, layout), _pad(more[GENERATED], width, layout)]),
+            seq2seq.LOGITS: np.concatenate([first[seq2seq.LOGITS][:, :logits], more[seq2seq.LOGITS][:, :logits]])}
+
+
+def _pad(generated: np.ndarray, width: int, layout: seq2seq.Seq2SeqLayout) -> np.ndarray:
+    """A batch's outputs widened to ``width`` tokens: its end token, certain (every output there has ended)."""
+    if generated.shape[1] == width:
+        return generated
+    pad = np.zeros((generated.shape[0], width - generated.shape[1], 2))
+    pad[..., 0] = layout.end_token if layout.end_token is not None else -1
+    pad[..., 1] = seq2seq.FINISHED_MARGIN
+    return np.concatenate([generated, pad], axis=1)
+
+
+def _kinds(layout: seq2seq.Seq2SeqLayout) -> dict[str, OutputKind]:
+    return {
+        GENERATED: OutputKind(GENERATION, why=f"each input's output, greedy, through {layout.words}: judged by "
+                              "the share of outputs kept token for token"),
+        seq2seq.LOGITS: OutputKind("scores", -1, "the decoder's next-token logits over the original's own output "
+                                   "(the variant reads the same tokens): the next token kept at each position; "
+                                   "the KL divergence of the distributions is measured too", tokens=True),
+    }  # fmt: skip
+
+
+def _tell_change(result: VariantResult, batches: list[dict], layout: seq2seq.Seq2SeqLayout,
+                 reference: dict, outputs: dict, tokenizer: str) -> None:  # fmt: skip
+    """A changed output, read through the tokenizer, joins what the verdict says."""
+    generated = next((o for o in result.parity.outputs if o.name == GENERATED), None)
+    if generated is None or generated.status == "pass" or not tokenizer:
+        return
+    width = max(b[layout.encoder_ids].shape[1] for b in batches)
+    inputs = np.concatenate([np.pad(b[layout.encoder_ids], ((0, 0), (0, width - b[layout.encoder_ids].shape[1])))
+                             for b in batches])  # fmt: skip
+    example = seq2seq.first_change(inputs, reference[GENERATED], outputs[GENERATED], tokenizer)
+    if example:
+        generated.decisions = f"{generated.decisions}; {example}" if generated.decisions else example
+
+
+def _set_sizes(paths: dict[str, Path], settings: CompareSettings) -> Sizes:
+    """The set's bytes as a page downloads it: every file, raw and compressed (one brotli quality for all)."""
+    blobs = {}
+    for role, path in paths.items():
+        blobs[role] = path.read_bytes()
+        data = path.with_name(path.name + ".data")
+        if data.is_file():
+            blobs[f"{role} data"] = data.read_bytes()
+    each = measure_many(blobs, brotli_quality=settings.brotli_quality, zstd_level=settings.zstd_level)
+    parts = list(each.values())
+    zstd = [p.zstd for p in parts]
+    return Sizes(
+        raw=sum(p.raw for p in parts), gzip=sum(p.gzip for p in parts), brotli=sum(p.brotli for p in parts),
+        brotli_quality=parts[0].brotli_quality, brotli_window=max(p.brotli_window for p in parts),
+        zstd=sum(zstd) if all(z is not None for z in zstd) else None, zstd_level=parts[0].zstd_level,
+        brotli_encoded=sum(p.brotli_encoded or p.brotli for p in parts),
+        brotli_encoding="br" if all(p.brotli_encoding == "br" for p in parts) else "gzip",
+    )  # fmt: skip
+
+
+def _set_summary(model_set: ModelSet, originals: dict) -> ModelSummary:
+    """One inspection for the set: the encoder's inputs, the judged decoder's outputs, every file's ops and
+    weights (each weight named with its file)."""
+    parts = {role: inspect_model(loaded) for role, loaded in originals.items()}
+    encoder = parts["encoder"]
+    decoder = parts[next(r for r in JUDGED_DECODERS if r in parts)]
+    total = model_set.file_bytes
+    ops: Counter = Counter()
+    weights = []
+    for role, part in parts.items():
+        ops.update(dict(part.op_histogram))
+        name = Path(model_set.members[role]).name
+        weights.extend(replace(w, name=f"{name}: {w.name}", share_of_file=w.bytes / total if total else 0.0)
+                       for w in part.weights)  # fmt: skip
+    weights.sort(key=lambda w: -w.bytes)
+    return ModelSummary(
+        name=model_set.name, file_bytes=total, ir_version=encoder.ir_version, opsets=encoder.opsets,
+        producer=encoder.producer, inputs=encoder.inputs, outputs=decoder.outputs,
+        overridable_initializers=[], node_count=sum(p.node_count for p in parts.values()),
+        subgraph_count=sum(p.subgraph_count for p in parts.values()), op_histogram=ops.most_common(),
+        weights=weights, weight_bytes=sum(p.weight_bytes for p in parts.values()),
+        custom_ops=sorted({op for p in parts.values() for op in p.custom_ops}),
+        quantized_ops=sorted({op for p in parts.values() for op in p.quantized_ops}),
+    )  # fmt: skip

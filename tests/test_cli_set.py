@@ -1,0 +1,43 @@
+"""The command line compares an encoder–decoder folder or zip as one set, in its capped worker."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+
+import pytest
+from test_cli_zip import _set as not_a_text_set
+
+from shrinkray import cli
+from tests.io.test_model_set import write_set
+
+
+@pytest.mark.slow  # compares in a capped worker interpreter (shrinkray.runs.sandbox)
+def test_compare_a_set_folder_and_zip_writes_each_variant_set_in_transformers_js_names(tmp_path, capsys):
+    folder = write_set(tmp_path / "s2s", config={"decoder_start_token_id": 0, "eos_token_id": 0})
+    archive = tmp_path / "s2s.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for path in folder.rglob("*"):
+            zf.write(path, path.relative_to(folder).as_posix())
+    before = {p: p.read_bytes() for p in [archive, *folder.rglob("*.onnx")]}
+    for given, out in ((folder, tmp_path / "from-folder"), (archive, tmp_path / "from-zip")):
+        assert cli.main(["compare", str(given), "--methods", "float16,weights-int8", "--save-dir", str(out),
+                         "--json", str(out) + ".json"]) == 0  # fmt: skip
+        printed = capsys.readouterr().out
+        assert "judged through decoder_model.onnx" in printed and "generated tokens" in printed
+        assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [
+            "config.json", "onnx/decoder_model_fp16.onnx", "onnx/decoder_model_quantized.onnx",
+            "onnx/encoder_model_fp16.onnx", "onnx/encoder_model_quantized.onnx"]  # fmt: skip
+        report = json.loads((tmp_path / (out.name + ".json")).read_text())
+        fp16 = next(v for v in report["variants"] if v["key"] == "float16")
+        assert fp16["parity"]["outputs"][0]["name"] == "generated tokens"
+    assert all(p.read_bytes() == data for p, data in before.items())  # the user's files are never written
+
+
+@pytest.mark.slow
+def test_a_set_that_is_not_text_in_text_out_asks_for_one_file(tmp_path, capsys):
+    _, archive = not_a_text_set(tmp_path)
+    assert cli.main(["compare", str(archive), "--methods", "float16", "-q"]) == 1
+    err = capsys.readouterr().err
+    assert "not laid out as an encoder and a decoder of text" in err
+    assert "--member onnx/" in err and "Traceback" not in err

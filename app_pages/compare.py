@@ -112,6 +112,9 @@ if submitted:
         texts = [u for u in uploads or [] if u.name.lower().endswith(".txt")]
         if npz_files and sample_uploads or len(npz_files) > 1:
             raise OptionError("Upload either one .npz file or images / WAV files, not both", "Remove the extra files")
+        if loaded.model_set is not None and (npz_files or sample_uploads):
+            raise OptionError("A set of models reads text: upload one .txt, one input per line",
+                              "Remove the other files")  # fmt: skip
         if texts and (npz_files or sample_uploads or len(texts) > 1):
             raise OptionError("A .txt is a language model's prompts: upload one, on its own", "Remove the extra files")
         path, sample_paths = None, []

@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from app_ui.controls import friendly_errors, sample_descriptions, size_limit_text
-from app_ui.large_models import large_model_notice, load_uploaded, release_upload
+from app_ui.large_models import large_model_notice, load_uploaded, load_uploaded_set, release_upload
 from app_ui.results import metric_row, wrapped_table
 from app_ui.runs import set_model
 from app_ui.state import (
@@ -17,6 +17,7 @@ from app_ui.state import (
     workspace,
 )
 from shrinkray.errors import SeveralModels
+from shrinkray.io.model_set import set_members
 from shrinkray.report import charts
 from shrinkray.text_safety import streamlit_markdown as md
 from shrinkray.units import format_bytes, format_percent
@@ -27,10 +28,18 @@ st.write(
     "Then go to **Shrink** to make it smaller and measure what that costs."
 )
 
+#: The first choice a zip of an encoder and a decoder offers: the set as one model.
+WHOLE_SET = "The whole set"
+
+
 def _load_upload(uploaded, member: str | None = None) -> None:
-    """The uploaded file (or ``member`` of a zip of several) as the current model."""
-    loaded_upload = load_uploaded(uploaded, workspace(), choose=member)
-    set_model(loaded_upload, f"Uploaded: {uploaded.name}" + (f" ({member})" if member else ""))
+    """The uploaded file (or ``member`` of a zip of several, or the whole set) as the current model."""
+    if member == WHOLE_SET:
+        loaded_upload = load_uploaded_set(uploaded, workspace())
+    else:
+        loaded_upload = load_uploaded(uploaded, workspace(), choose=member)
+    set_model(loaded_upload, f"Uploaded: {uploaded.name}" + (f" ({member.lower()})" if member == WHOLE_SET
+                                                             else f" ({member})" if member else ""))  # fmt: skip
     if member is None:  # loaded (a zip of several keeps its bytes until one is chosen): Streamlit's copy of the
         release_upload(uploaded)  # upload goes, the file's size again per session (the uploader empties)
     st.session_state["loaded_now"] = True
@@ -56,15 +65,21 @@ with upload_col:
             try:
                 _load_upload(uploaded)
             except SeveralModels as several:  # an encoder and a decoder, a transformers.js onnx/ folder: pick one
-                st.session_state["archive_models"] = (uploaded.file_id, several.choices)
+                whole = (WHOLE_SET,) if set_members(list(several.choices)) is not None else ()
+                st.session_state["archive_models"] = (uploaded.file_id, whole + several.choices)
         still = current_model() if not st.session_state.get("loaded_now") else None
         if still is not None:  # the page below still shows it: say which model that is
             st.caption(f"The model loaded before, {md(still.name)}, is still the current one.")
     chosen_from = st.session_state.get("archive_models")
     if uploaded is not None and chosen_from and chosen_from[0] == uploaded.file_id:
-        member = st.selectbox(f"{md(uploaded.name)} holds {len(chosen_from[1])} models: which one?", chosen_from[1],
-                              help="Each file of a set (an encoder and a decoder, say) is shrunk and judged on its "
-                              "own: load one, then the next from here.")  # fmt: skip
+        files = [c for c in chosen_from[1] if c != WHOLE_SET]
+        member = st.selectbox(
+            f"{md(uploaded.name)} holds {len(files)} models: which one?", chosen_from[1],
+            format_func=lambda c: f"{c}: {len(files)} files shrunk together, judged by what they write"
+            if c == WHOLE_SET else c,
+            help="An encoder and a decoder as one set: each method shrinks every file and the set is judged by the "
+            "text it writes (the variant's encoder feeding the variant's decoder). Or one file on its own: the "
+            "decoder is then fed made-up encoder states.")  # fmt: skip
         if st.button("Load this model", type="primary"):
             with friendly_errors(f"Loading {member} from {uploaded.name}"):
                 _load_upload(uploaded, member)
@@ -93,6 +108,9 @@ if st.session_state.get("run_id") and st.session_state.get("model_source", "").s
 with friendly_errors("Inspecting the model"):
     s = summary(loaded)
     st.subheader(md(s.name))
+    if loaded.model_set is not None:
+        st.caption(f"A set of models: {md(loaded.model_set.words())}, shrunk together and judged by what they write. "
+                   "Inputs are the encoder's, outputs the decoder's; every file's operators and weights are counted.")  # fmt: skip
     cols = metric_row(4)
     cols[0].metric("File size", format_bytes(s.file_bytes), help=f"{s.file_bytes:,} bytes")
     cols[1].metric("Weights", format_percent(s.weight_share), help=f"{format_bytes(s.weight_bytes)} in {len(s.weights)} tensors")

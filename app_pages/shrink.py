@@ -7,10 +7,12 @@ import streamlit as st
 from app_ui.controls import friendly_errors, method_controls
 from app_ui.results import show_results
 from app_ui.runs import follow_run, latest_comparison, start_run
-from app_ui.state import current_model, session_setting
+from app_ui.state import current_model, judged_outputs, session_setting
 from shrinkray.measure.parity import MEASURES, PROFILES, USER_KINDS, VerdictSettings, build_verdict
 from shrinkray.measure.results import CompareSettings
 from shrinkray.methods import all_methods
+from shrinkray.pipeline.set_compare import NOT_FOR_SETS
+from shrinkray.text_safety import streamlit_markdown as md
 
 st.title("Shrink")
 st.write(
@@ -24,6 +26,11 @@ if loaded is None:
     st.page_link("app_pages/model.py", label="Go to Model", icon=":material/upload_file:")
     st.stop()
 specs = all_methods()
+if loaded.model_set is not None:  # an encoder and a decoder: every method on every file, judged by what it writes
+    specs = [s for s in specs if s.name not in NOT_FOR_SETS]
+    st.info(f"**{md(loaded.name)}** is a set of models ({md(loaded.model_set.words())}): each method shrinks every "
+            "file, and the set is judged by what it writes, the variant's encoder feeding the variant's decoder.",
+            icon=":material/stacks:")  # fmt: skip
 if loaded.streams_only:  # too large to load whole here: the methods that stream, into a zip or measured in its files
     from app_ui.large_models import large_shrink_panel
 
@@ -62,7 +69,7 @@ with st.expander("Measurement settings"):
     kept_rows = st.session_state.setdefault("shrink.verdict_rows", {})  # a data editor's edits do not persist
     outputs_table = st.data_editor(
         kept_rows.get(loaded.sha256)
-        or [{"Output": o.name, "Judge as": "auto", "Extra criteria": ""} for o in loaded.model.graph.output],
+        or [{"Output": name, "Judge as": "auto", "Extra criteria": ""} for name in judged_outputs(loaded)],
         column_config={
             "Output": st.column_config.TextColumn(disabled=True),
             "Judge as": st.column_config.SelectboxColumn(options=["auto", *USER_KINDS], required=True),
@@ -113,7 +120,7 @@ busy = current is not None and current.live  # one run at a time per session: ca
 buttons = st.container(horizontal=True)  # each button as wide as its label (columns cut it on a narrow page)
 measure = buttons.button("Shrink and measure", type="primary", disabled=not methods or verdict is None or busy,
                       icon=":material/compress:", help="A run is under way: wait for it or cancel it" if busy else None)  # fmt: skip
-smallest = not loaded.streams_only and buttons.button(  # the search holds the model whole: not for one this large
+smallest = not loaded.streams_only and loaded.model_set is None and buttons.button(  # the search holds the model whole: not for one this large
     "Smallest that passes", disabled=verdict is None or busy, icon=":material/auto_awesome:",
     help="Measures how far each tensor's precision moves the outputs, then gives every tensor the smallest of "
     "float16, 8-bit or 4-bit that keeps the whole model within the parity verdict set under \"Measurement "

@@ -187,6 +187,11 @@ def render(loaded: LoadedModel, comparison: Comparison) -> None:
         "nothing is fetched from elsewhere) and runs the same inputs as the parity check. The browser's outputs are "
         "judged against the server original's with the same verdict."
     )
+    if loaded.model_set is not None:
+        st.info("This panel runs one model file in the browser; a set's generation (its encoder, then its decoder "
+                "token by token) is not run here yet. The set's download folder loads in ONNX Runtime Web and "
+                "transformers.js as it is.", icon=":material/info:")  # fmt: skip
+        return
     if not st.get_option("server.enableStaticServing"):
         st.warning("This app's server does not serve model files to the page: set `enableStaticServing = true` under "
                    "`[server]` in `.streamlit/config.toml` and restart the app.")  # fmt: skip

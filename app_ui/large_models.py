@@ -98,6 +98,42 @@ def load_uploaded(uploaded: Any, workspace: Path, choose: str | None = None) -> 
             shutil.rmtree(path.parent, ignore_errors=True)
 
 
+def load_uploaded_set(uploaded: Any, workspace: Path) -> LoadedModel:
+    """An uploaded zip of an encoder and a decoder as one set (io/model_set.py): unpacked into this session's
+    uploads folder (removed when another model replaces it), held as its encoder's graph with the set beside."""
+    from shrinkray.io.model_set import as_loaded, open_set
+
+    path = save_upload(uploaded, workspace / "uploads")
+    try:
+        check_fits(model_size(path), "measuring it")
+        loaded = as_loaded(open_set(path, workdir=path.parent, name=Path(uploaded.name).stem))
+    except BaseException:
+        shutil.rmtree(path.parent, ignore_errors=True)
+        raise
+    path.unlink()  # unpacked: the zip would be the set's size again
+    return loaded
+
+
+def kept_set(folder: Path, name: str, workspace: Path) -> LoadedModel:
+    """A run's kept set (opened from its link), linked into this session's uploads folder (copied across file
+    systems), so it stays readable if the run is removed."""
+    from shrinkray.io.model_set import as_loaded, open_set
+
+    copy = Path(tempfile.mkdtemp(prefix="upload-", dir=_made(workspace / "uploads"))) / "set"
+    try:
+        for source in sorted(p for p in folder.rglob("*") if p.is_file()):
+            target = copy / source.relative_to(folder)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(source, target)
+            except OSError:
+                shutil.copyfile(source, target)
+        return as_loaded(open_set(copy, workdir=copy.parent, name=name))
+    except BaseException:
+        shutil.rmtree(copy.parent, ignore_errors=True)
+        raise
+
+
 def hold_kept(loaded: LoadedModel, workspace: Path) -> LoadedModel:
     """A model loaded whole from a file the session does not own (a run's kept model, opened from its link) held
     as its graph instead: the file is hard-linked into this session's uploads folder (copied across file
@@ -132,7 +168,7 @@ def discard_upload(loaded: LoadedModel | None, workspace: Path) -> None:
     """Remove the files a model kept as its graph still reads (its uploaded zip and the unpacked folder), once
     another model replaces it: they are the model's size twice over, and nothing reads them any more. Only a
     folder this module made below ``workspace/uploads`` is removed."""
-    if loaded is None or not loaded.is_lazy or loaded.path is None:
+    if loaded is None or not (loaded.is_lazy or loaded.model_set is not None) or loaded.path is None:
         return
     uploads = (workspace / "uploads").resolve()
     for folder in Path(loaded.path).resolve().parents:

@@ -95,6 +95,10 @@ def _model_download(result: VariantResult):
         from pathlib import Path
 
         path = Path(result.file)
+        if path.is_dir():  # a set's variant: its folder of models, tokenizer and settings, zipped when asked for
+            from shrinkray.io.model_set import pack_folder
+
+            return lambda: pack_folder(path)
         return path.read_bytes
     return None
 
@@ -105,8 +109,16 @@ NAMING_WORDS = {"shrinkray": "Shrink Ray (model.method.onnx)", "transformers.js"
 
 def download_name(c: Comparison, result: VariantResult) -> str:
     """The variant's file name, as the visitor chose (the engine's one naming rule, pipeline.compare)."""
+    if result.file and _is_folder(result.file):
+        return f"{c.name}.{result.key}.zip"  # a set's variant: transformers.js's file names inside
     naming = st.session_state.get(NAMING_KEY, NAMINGS[0])
     return variant_file_name(naming_stem(c.name, naming), result.key, naming)
+
+
+def _is_folder(file: str) -> bool:
+    from pathlib import Path
+
+    return Path(file).is_dir()
 
 
 def variant_card(c: Comparison, result: VariantResult, advice_items, partial: bool = False) -> None:
@@ -194,7 +206,7 @@ def variant_card(c: Comparison, result: VariantResult, advice_items, partial: bo
             f"Download {md(file_name)}",
             data=data,
             file_name=file_name,
-            mime="application/octet-stream",
+            mime="application/zip" if file_name.endswith(".zip") else "application/octet-stream",
             key=f"download:{result.key}",
             icon=":material/download:",
             help="Checked: passes onnx.checker and opens in ONNX Runtime.",
@@ -242,10 +254,14 @@ def show_results(c: Comparison, partial: bool = False) -> None:
         f"Original: {format_bytes(base.raw)} raw · {format_bytes(base.gzip)} gzip -9 · {format_bytes(base.brotli)} "
         f"brotli q{base.brotli_quality}. {md(notes)}"
     )
-    st.radio("Name model downloads", list(NAMING_WORDS), key=session_setting(NAMING_KEY, NAMINGS[0]), horizontal=True,
-             format_func=NAMING_WORDS.get,
-             help="transformers.js names are the files its dtype option loads (model_quantized.onnx for q8, "
-                  "model_q4.onnx, model_fp16.onnx): put them beside model.onnx in the model's onnx/ folder.")  # fmt: skip
+    if any(r.file and _is_folder(r.file) for r in c.variants):  # a set: each download is a whole model folder
+        st.caption("Each download is a .zip of the set's folder: its files under transformers.js's names "
+                   "(encoder_model_quantized.onnx, decoder_model_fp16.onnx…) with its settings and tokenizer files.")  # fmt: skip
+    else:
+        st.radio("Name model downloads", list(NAMING_WORDS), key=session_setting(NAMING_KEY, NAMINGS[0]),
+                 horizontal=True, format_func=NAMING_WORDS.get,
+                 help="transformers.js names are the files its dtype option loads (model_quantized.onnx for q8, "
+                      "model_q4.onnx, model_fp16.onnx): put them beside model.onnx in the model's onnx/ folder.")  # fmt: skip
     for result in c.variants:
         variant_card(c, result, advice_items)
     st.markdown("#### Reports")

@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from app_ui.controls import app_message
-from app_ui.large_models import discard_upload, hold_kept, refusal
+from app_ui.large_models import discard_upload, hold_kept, kept_set, refusal
 from app_ui.results import show_results
 from app_ui.state import settings_key, store_comparison, workspace
 from app_ui.visitor import current_visitor, keep_visitor_cookie, visitor_keys
 from shrinkray.errors import ShrinkRayError
 from shrinkray.pipeline.streaming import all_stream
 from shrinkray.runs.hooks import unwatched_limit
-from shrinkray.runs.service import Runs, RunView
+from shrinkray.runs.service import SET_FOLDER, Runs, RunView
 from shrinkray.runs.store import RunNotFound
 from shrinkray.text_safety import streamlit_markdown as md
 
@@ -171,13 +171,18 @@ def open_run_from_address() -> None:
         settings = record.settings  # a run another version kept cannot be read: one sentence, before anything
         if record.status == "done":
             comparison_of(wanted)  # its results too (cached for the page)
-        if not record.model_path.is_file():
+        kept_set_folder = record.folder / SET_FOLDER  # a set's run keeps its files as the set lays them out
+        if not record.model_path.is_file() and not kept_set_folder.is_dir():
             raise RunNotFound("This run's model is no longer kept", "Start a new run on the Shrink page")
         current = st.session_state.get("model")
         if current is None or current.sha256 != record.model_sha256:
             from shrinkray.io.files import load
 
-            loaded = hold_kept(load(record.model_path), workspace())  # its graph, pointing into a link of the file
+            if kept_set_folder.is_dir():
+                loaded = kept_set(kept_set_folder, record.model_name, workspace())
+                loaded.sha256 = record.model_sha256  # the identity it was run under (a zip's digest)
+            else:
+                loaded = hold_kept(load(record.model_path), workspace())  # its graph, pointing into a link of the file
             loaded.name = record.model_name
             set_model(loaded, f"From a run link: {record.model_name}", keep_run=True)
     except ShrinkRayError as exc:

@@ -77,14 +77,43 @@ def _runtime_problem(sha256: str, _loaded: LoadedModel) -> str | None:
     return None
 
 
+@st.cache_data(show_spinner=False, max_entries=32)
+def _set_problem(sha256: str, _model_set) -> str | None:
+    from shrinkray.errors import ShrinkRayError
+    from shrinkray.pipeline.set_compare import check_set_runs
+    from shrinkray.runs.sandbox import run_capped
+
+    try:
+        run_capped(check_set_runs, _model_set, what="Opening the set's models in ONNX Runtime")
+    except ShrinkRayError as exc:
+        return str(exc)
+    return None
+
+
 def runtime_problem(loaded: LoadedModel) -> str | None:
-    """Why ONNX Runtime cannot run this model here (None when it can), cached by hash."""
+    """Why ONNX Runtime cannot run this model (or a file of this set) here (None when it can), cached by hash."""
+    if loaded.model_set is not None:
+        return _set_problem(loaded.sha256, loaded.model_set)
     return _runtime_problem(loaded.sha256, loaded)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def _summary(sha256: str, name: str, _loaded: LoadedModel) -> ModelSummary:
+    if _loaded.model_set is not None:  # one inspection for the set: every file's ops and weights
+        from shrinkray.pipeline.set_compare import set_summary
+
+        return set_summary(_loaded.model_set)
     return inspect_model(_loaded)
+
+
+def judged_outputs(loaded: LoadedModel) -> list[str]:
+    """The outputs a run judges, by name: the model's own, or a set's (what it writes, the decoder's logits)."""
+    if loaded.model_set is not None:
+        from shrinkray.measure.generation import GENERATED
+        from shrinkray.measure.seq2seq import LOGITS
+
+        return [GENERATED, LOGITS]
+    return [o.name for o in loaded.model.graph.output]
 
 
 def summary(loaded: LoadedModel) -> ModelSummary:

@@ -420,8 +420,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
             save_dir, args.force, scratch, what="Comparing", progress=ProgressBar(args.quiet),
         )  # fmt: skip
     for result in comparison.variants:
-        if result.file:
-            _status(args, f"Wrote {result.file}")
+        if result.file:  # a set's variant: each of its files
+            for written in (result.record.get("files") or {}).values() or [result.file]:
+                _status(args, f"Wrote {written}")
     print(terminal(report.to_text(comparison, pricing=choice, hints=False)))  # the hints follow, as flags
     next_steps = advice_lines(comparison)
     if next_steps:

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import onnx
 from google.protobuf.message import DecodeError
@@ -102,6 +102,9 @@ class LoadedModel:
     #: pointing into ``path`` (its weights stay in the file, read in place): lazy, yet small enough for every
     #: method (a worker reads it whole from ``path``).
     in_place: bool = False
+    #: Set for an encoder–decoder loaded as one set (io/model_set.py ``as_loaded``): ``model`` is its encoder,
+    #: and every front end compares the whole set (pipeline/set_compare.py). None for one model.
+    model_set: Any = None
 
     @property
     def has_external_data(self) -> bool:

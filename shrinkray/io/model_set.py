@@ -11,10 +11,13 @@ compared (measure/seq2seq.py). Files that are already another precision of a mem
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import os
 import re
 import shutil
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +38,8 @@ DTYPE_SUFFIXES = ("fp16", "quantized", "int8", "uint8", "q8", "q4", "q4f16", "bn
 _VARIANT = re.compile("_(" + "|".join(DTYPE_SUFFIXES) + ")$")
 #: Settings files of the model's own that a set carries (generation's start and end tokens are in them).
 CONFIG_FILES = ("config.json", "generation_config.json")
+#: The files beside a set's models that transformers.js reads: they travel with its copies and its variants.
+COMPANIONS = (*CONFIG_FILES, TOKENIZER_FILE, "tokenizer_config.json", PROMPTS_FILE)
 #: At most this many bytes of a settings file are read (a real config.json is a few KB).
 MAX_CONFIG_BYTES = 1 << 20
 
@@ -64,10 +69,56 @@ class ModelSet:
         loaded.name = Path(self.members[role]).stem
         return loaded
 
+    def files(self) -> list[Path]:
+        """Every file of the set inside ``folder``: its models with their data files, and its companions."""
+        found = []
+        for role in self.members:
+            path = self.path(role)
+            found += [path] + [p for p in (path.with_name(path.name + ".data"), path.with_name(path.name + "_data"))
+                               if p.is_file()]  # fmt: skip
+        return found + self.companions()
+
+    def companions(self) -> list[Path]:
+        """The :data:`COMPANIONS` beside the models or one folder up, inside ``folder``."""
+        first = self.path(next(iter(self.members))).parent
+        places = [p for p in (first, first.parent) if p == self.folder or self.folder in p.parents]
+        return [place / name for place in places for name in COMPANIONS if (place / name).is_file()]
+
     def words(self) -> str:
         """The set as a sentence names it: "encoder_model.onnx and decoder_model.onnx"."""
         names = [Path(self.members[r]).name for r in self.members]
         return ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
+
+
+def as_loaded(model_set: ModelSet, limits: Limits | None = None) -> LoadedModel:
+    """The set as the current model of a front end that holds one (the app): its encoder's graph, the set's
+    name, bytes and identity, and the set itself in ``model_set`` (which every step reads instead)."""
+    encoder = model_set.load("encoder", limits)
+    digest = model_set.sha256 or _digest(model_set)
+    return LoadedModel(model=encoder.model, name=model_set.name, path=model_set.folder,
+                       file_bytes=model_set.file_bytes, sha256=digest, tokenizer=model_set.tokenizer,
+                       prompts=model_set.prompts, model_set=model_set)  # fmt: skip
+
+
+def _digest(model_set: ModelSet) -> str:
+    """The set's identity from its files (their places and bytes): the same set opened twice is one model."""
+    digest = hashlib.sha256()
+    for path in model_set.files():
+        digest.update(path.relative_to(model_set.folder).as_posix().encode() + b"\0")
+        with path.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def pack_folder(folder: Path) -> bytes:
+    """A variant set's folder as one .zip (stored: models barely compress), its files at their places inside:
+    unzipped, it is a model folder transformers.js loads as it is."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as zf:
+        for path in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
+            zf.write(path, path.relative_to(folder).as_posix())
+    return buffer.getvalue()
 
 
 def _files_bytes(path: Path) -> int:

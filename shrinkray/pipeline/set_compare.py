@@ -35,7 +35,7 @@ from shrinkray.measure.results import ORIGINAL, CompareSettings, Comparison, Var
 from shrinkray.measure.sizes import Sizes, measure_many
 from shrinkray.methods.base import default_methods, get_method
 from shrinkray.pipeline.compare import _label, variant_file_name
-from shrinkray.pipeline.inspect import ModelSummary, inspect_model
+from shrinkray.pipeline.inspect import MethodReach, ModelSummary, inspect_model
 from shrinkray.pipeline.shrink import shrink
 
 Progress = Callable[[str, float], None]
@@ -81,7 +81,7 @@ def compare_set(model_set: ModelSet, settings: CompareSettings | None = None, pr
                 f"The set's {model_set.words()} are not laid out as an encoder and a decoder of text "
                 "(input_ids to last_hidden_state; input_ids and encoder_hidden_states to logits), so they are "
                 "compared one at a time", "Choose one of them", choices=tuple(model_set.members.values()))  # fmt: skip
-        summary = _set_summary(model_set, originals)
+        summary = set_summary(model_set, originals)
         files = {ORIGINAL: {role: model_set.path(role) for role in model_set.members}}
         say("Running the original set on its inputs", 0.05)
         tokenizer = settings.inputs.tokenizer or model_set.tokenizer
@@ -111,7 +111,7 @@ def compare_set(model_set: ModelSet, settings: CompareSettings | None = None, pr
             if made is None:
                 continue
             files[result.key] = made
-            result.file = str(made[judged].parent)
+            result.file = str(out_dir / _folder_name(result.key))  # the variant set's folder, laid out as the set
             lap = time.perf_counter()
             say(f"Running the set: {result.key}", 0.1 + 0.8 * (index + 0.5) / len(methods))
             try:
@@ -174,6 +174,10 @@ def _shrink_set(model_set: ModelSet, originals: dict, method: str, options: dict
         record["files"][role] = str(target)
         result.warnings.extend(f"{relative.name}: {w}" for w in variant.warnings)
         result.notes.extend(f"{relative.name}: {n}" for n in variant.notes)
+    for companion in model_set.companions():  # the folder is a whole model folder: it loads as it is
+        target = folder / companion.relative_to(model_set.folder)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(companion, target)
     result.record = record
     return written
 
@@ -297,9 +301,21 @@ def _set_sizes(paths: dict[str, Path], settings: CompareSettings) -> Sizes:
     )  # fmt: skip
 
 
-def _set_summary(model_set: ModelSet, originals: dict) -> ModelSummary:
+def check_set_runs(model_set: ModelSet) -> None:
+    """Every file of the set opens in ONNX Runtime (a ShrinkRayError says which does not and why)."""
+    from shrinkray.graph.validate import validate
+
+    for role in model_set.members:
+        try:
+            validate(model_set.load(role).model)
+        except ShrinkRayError as exc:
+            raise type(exc)(f"{Path(model_set.members[role]).name}: {exc.problem}", exc.hint) from None
+
+
+def set_summary(model_set: ModelSet, originals: dict | None = None) -> ModelSummary:
     """One inspection for the set: the encoder's inputs, the judged decoder's outputs, every file's ops and
-    weights (each weight named with its file)."""
+    weights (each weight named with its file). ``originals``: the members already loaded, by role."""
+    originals = originals or {role: model_set.load(role) for role in model_set.members}
     parts = {role: inspect_model(loaded) for role, loaded in originals.items()}
     encoder = parts["encoder"]
     decoder = parts[next(r for r in JUDGED_DECODERS if r in parts)]
@@ -312,6 +328,12 @@ def _set_summary(model_set: ModelSet, originals: dict) -> ModelSummary:
         weights.extend(replace(w, name=f"{name}: {w.name}", share_of_file=w.bytes / total if total else 0.0)
                        for w in part.weights)  # fmt: skip
     weights.sort(key=lambda w: -w.bytes)
+    reach: dict[str, MethodReach] = {}
+    for part in parts.values():  # what each method would rewrite in the whole set
+        for m in part.methods:
+            before = reach.get(m.method, MethodReach(m.method, 0, 0, 0.0))
+            done = before.bytes + m.bytes
+            reach[m.method] = MethodReach(m.method, before.tensors + m.tensors, done, done / total if total else 0.0)
     return ModelSummary(
         name=model_set.name, file_bytes=total, ir_version=encoder.ir_version, opsets=encoder.opsets,
         producer=encoder.producer, inputs=encoder.inputs, outputs=decoder.outputs,
@@ -319,5 +341,5 @@ def _set_summary(model_set: ModelSet, originals: dict) -> ModelSummary:
         subgraph_count=sum(p.subgraph_count for p in parts.values()), op_histogram=ops.most_common(),
         weights=weights, weight_bytes=sum(p.weight_bytes for p in parts.values()),
         custom_ops=sorted({op for p in parts.values() for op in p.custom_ops}),
-        quantized_ops=sorted({op for p in parts.values() for op in p.quantized_ops}),
+        quantized_ops=sorted({op for p in parts.values() for op in p.quantized_ops}), methods=list(reach.values()),
     )  # fmt: skip

@@ -18,7 +18,7 @@ import onnx
 from shrinkray.errors import SeveralModels
 from shrinkray.io.archive import load_any
 from shrinkray.io.files import LoadedModel, check_output_path, save, save_all, write_outputs
-from shrinkray.io.model_set import ModelSet, open_set, set_members
+from shrinkray.io.model_set import COMPANIONS, open_set, set_members
 from shrinkray.measure.results import CompareSettings
 from shrinkray.methods import Variant
 from shrinkray.methods.base import RunContext
@@ -136,10 +136,6 @@ def compare_job(model_path: Path, settings: CompareSettings, save_dir: Path | No
     return comparison
 
 
-#: The files a model set's folder carries beside its models that transformers.js reads: copied with its variants.
-SET_COMPANIONS = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json")
-
-
 def compare_set_job(model_path: Path, settings: CompareSettings, save_dir: Path | None, force: bool, scratch: str,
                     progress=None, naming: str = "transformers.js"):  # fmt: skip
     """A folder or .zip of an encoder and a decoder compared as one set (pipeline/set_compare.py), in the capped
@@ -153,44 +149,39 @@ def compare_set_job(model_path: Path, settings: CompareSettings, save_dir: Path 
     protected = [model_path] + ([model_set.path(role) for role in model_set.members] if model_path.is_dir() else [])
     comparison.input_files = [str(p) for p in protected]
     if save_dir is not None:
-        for path in publish_set_variants(comparison, model_set, work, save_dir, protected, force):
+        for path in publish_set_variants(comparison, save_dir, protected, force):
             if progress:
                 progress(f"Wrote {path}", 1.0)
     else:
         for result in comparison.variants:
             result.file = None  # the scratch copy goes with the scratch folder
+            result.record.pop("files", None)
     return comparison
 
 
-def publish_set_variants(comparison, model_set: ModelSet, work: Path, folder: Path, protected: list[Path],
-                         overwrite: bool = False) -> list[Path]:  # fmt: skip
-    """Copy every usable variant set's files from ``work/<variant>/`` into ``folder`` at the same place inside
-    (all or none), and the set's tokenizer and settings files once beside them when missing there; each result's
-    ``file`` becomes its folder of models."""
+def publish_set_variants(comparison, folder: Path, protected: list[Path], overwrite: bool = False) -> list[Path]:
+    """Copy every usable variant set's files from its own folder (``file``) into ``folder`` at the same places (all or
+    none): its models always (``overwrite`` replaces earlier ones), the set's tokenizer and settings files only
+    where ``folder`` has none (the original's folder keeps its own); each result's ``file`` becomes its folder."""
     moves: dict[Path, Path] = {}
     results = [r for r in comparison.variants if r.ok and r.file]
     for result in results:
-        made = Path(result.file)  # work/<variant>/<the members' folder>
-        root = next(p for p in [made, *made.parents] if p.parent == work)
+        root = Path(result.file)  # work/<variant>: its files laid out as the set's
         for source in sorted(p for p in root.rglob("*") if p.is_file()):
-            moves[source] = folder / source.relative_to(root)
-    first = model_set.path(next(iter(model_set.members))).parent
-    for place in (first, first.parent):  # inside the set's folder only
-        if place != model_set.folder and model_set.folder not in place.parents:
-            continue
-        for name in SET_COMPANIONS:
-            source, target = place / name, folder / (place / name).relative_to(model_set.folder)
-            if source.is_file() and not target.exists():
-                moves[source] = target
+            target = folder / source.relative_to(root)
+            if source.name in COMPANIONS and (target.exists() or target in moves.values()):
+                continue
+            moves[source] = target
     for target in moves.values():
         check_output_path(target, protect=protected, overwrite=overwrite)
     for target in moves.values():
         target.parent.mkdir(parents=True, exist_ok=True)
     write_outputs({target: functools.partial(_copy, source) for source, target in moves.items()})
     for result in results:
-        made = Path(result.file)
-        root = next(p for p in [made, *made.parents] if p.parent == work)
-        result.file = str(folder / made.relative_to(root))
+        root = Path(result.file)
+        result.record["files"] = {role: str(folder / Path(path).relative_to(root))
+                                  for role, path in result.record.get("files", {}).items()}  # fmt: skip
+        result.file = str(folder)
     return sorted(set(moves.values()))
 
 

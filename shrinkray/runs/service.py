@@ -32,8 +32,10 @@ from shrinkray.io.files import (
     tensor_payload_bytes,
 )
 from shrinkray.io.limits import Limits
+from shrinkray.io.model_set import open_set
 from shrinkray.measure.results import CompareSettings
 from shrinkray.pipeline.compare import compare
+from shrinkray.pipeline.set_compare import compare_set
 from shrinkray.pipeline.streaming import all_stream
 from shrinkray.runs.fairness import LOCAL
 from shrinkray.runs.hooks import run_hooks
@@ -87,6 +89,26 @@ def compare_run(model_path: str, name: str, settings: Any, run_folder: str, prog
         result.model = None
     comparison.original.model = None
     return comparison
+
+
+def compare_set_run(set_folder: str, name: str, settings: Any, run_folder: str, progress=None, on_partial=None):
+    """A model set's run, in the capped worker: compare the set (pipeline/set_compare.py) with each variant set
+    written under the run's ``variants/`` in transformers.js's names; each variant's ``file`` is its folder of
+    models, relative to the run's folder."""
+    folder = Path(run_folder)
+    model_set = open_set(set_folder, workdir=folder / "work", name=name)
+    variants = folder / "variants"
+    variants.mkdir(exist_ok=True)
+    comparison = compare_set(model_set, dataclasses.replace(settings, variants_dir=str(variants)), progress)
+    comparison.settings = settings
+    for result in comparison.variants:
+        if result.file:
+            result.file = str(Path(result.file).resolve().relative_to(folder.resolve()))
+    return comparison
+
+
+#: Where a run keeps a model set's files (as the set lays them out).
+SET_FOLDER = "set"
 
 
 def planned_bytes(loaded: LoadedModel, methods: int) -> int:
@@ -188,6 +210,9 @@ class Runs:
         try:
             if watched:
                 store.mark_watched(run_id)
+            if loaded.model_set is not None:  # an encoder and a decoder: every file of the set, as laid out
+                self._submit_set(loaded, settings, folder, what, run_id, visitor)
+                return run_id
             if _linked_from(store.model_folder(loaded.sha256, run_id), folder, _model_files(loaded)):
                 pass  # a repeat of a model a kept run holds: its files are shared, not written again
             elif loaded.is_lazy:  # its graph alone was loaded: its files, linked (no second copy) or copied
@@ -214,6 +239,27 @@ class Runs:
                 raise _cannot_keep(exc) from exc
             raise
         return run_id
+
+    def _submit_set(self, loaded: LoadedModel, settings: Any, folder: Path, what: str, run_id: str,
+                    visitor: str) -> None:  # fmt: skip
+        """Keep a model set's files in the run (``set/``, linked when the file system allows) and queue its
+        comparison (pipeline/set_compare.py)."""
+        model_set = loaded.model_set
+        for source in model_set.files():
+            target = folder / SET_FOLDER / source.relative_to(model_set.folder)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(source, target)
+            except OSError:
+                shutil.copyfile(source, target)
+        settings = self._keep_inputs(settings, folder)
+        self.store.set_settings(run_id, settings)
+        methods = len(getattr(settings, "methods", []) or []) or 4
+        self.queue.submit(
+            compare_set_run, str(folder / SET_FOLDER), loaded.name, settings, str(folder),
+            memory_bytes=estimate_job_memory(int(loaded.file_bytes), methods), what=what,
+            hooks=run_hooks(self.store, run_id), job_id=run_id, visitor=visitor,
+        )  # fmt: skip
 
     def _keep_inputs(self, settings: Any, folder: Path) -> Any:
         """Uploaded parity inputs copied into the run, so the run can be measured and shown again later."""
@@ -331,7 +377,7 @@ def absolute_files(comparison: Any, folder: Path) -> Any:
     variants = []
     for result in comparison.variants:
         path = (folder / result.file).resolve() if result.file else None
-        inside = path is not None and folder.resolve() in path.parents and path.is_file()
+        inside = path is not None and folder.resolve() in path.parents and (path.is_file() or path.is_dir())
         variants.append(dataclasses.replace(result, file=str(path) if inside else None))
     return dataclasses.replace(comparison, variants=variants)
 

@@ -15,7 +15,9 @@ import numpy as np
 import onnx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sample_models"))
-from seq2seq_graph import decoder_graph, decoder_layer_names, encoder_graph, encoder_layer_names  # noqa: E402
+from seq2seq_graph import decoder_graph, decoder_layer_names, encoder_graph, encoder_layer_names, greedy  # noqa: E402
+
+__all__ = ["greedy", "seq2seq_set"]  # greedy: seq2seq_graph's, for tests that run a set
 
 
 def seq2seq_set(*, vocab: int = 512, width: int = 64, layers: int = 2, heads: int = 4, seed: int = 0,

@@ -188,10 +188,14 @@ def generate(encoder: Run, decoder: Run, layout: Seq2SeqLayout, feeds: dict[str,
     """One batch through the set: the encoder once, then greedy steps (each the whole sequence again) until
     every output has its end token or ``MAX_OUTPUT_TOKENS``. Returns :data:`GENERATED` [batch, tokens, 2]
     (tokens, the original's margin; an ended output repeats its end token, certain) and :data:`LOGITS`: the
-    decoder's logits over ``teacher`` (the original's own output; its own when None), for the KL divergence."""
+    decoder's logits over ``teacher`` (the original's own :data:`GENERATED`, of as many steps as the original's
+    batch took; its own output when None), for the KL divergence."""
     states = np.asarray(encoder(feeds)[layout.encoder_output])
     mask = feeds.get(layout.encoder_mask) if layout.encoder_mask else None
     batch, length = feeds[layout.encoder_ids].shape
+    if teacher is not None:  # the original's outputs [batch, tokens, 2], cut where its batch had ended
+        running = np.nonzero((np.asarray(teacher)[:, :, 1] < FINISHED_MARGIN).any(axis=0))[0]
+        teacher = np.asarray(teacher)[:, : int(running[-1]) + 1 if len(running) else 1, 0]
     tokens = min(length + EXTRA_TOKENS, MAX_OUTPUT_TOKENS) if teacher is None else teacher.shape[1]
     sequence = np.full((batch, 1), layout.start_token, np.int64)
     done = np.zeros(batch, bool)

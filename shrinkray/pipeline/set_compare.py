@@ -200,7 +200,7 @@ def _generate(paths: dict[str, Path], judged: str, layout: seq2seq.Seq2SeqLayout
     done = 0
     for batch in batches:
         rows = len(batch[layout.encoder_ids])
-        forced = None if teacher is None else teacher[done:done + rows, :, 0]
+        forced = None if teacher is None else teacher[done:done + rows]
         outs.append(seq2seq.generate(runner(encoder), runner(decoder), layout, batch, forced))
         done += rows
     width = max(o[GENERATED].shape[1] for o in outs)

@@ -53,3 +53,21 @@ def test_auto_is_refused_for_a_set_in_words(tmp_path):
     folder = write_set(tmp_path / "s2s")
     with pytest.raises(ModelLoadError, match="works on one model file, not on a set"):
         compare_set(open_set(folder, workdir=tmp_path / "w"), CompareSettings(methods=[("auto", {})]))
+
+
+def test_the_trained_sample_keeps_its_outputs_and_a_damaged_variant_is_failed_in_words(tmp_path):
+    """The bundled translation-like sample (sample_models/tiny_seq2seq: it writes a sentence's words in reverse
+    order): 160 lines of its own prompts.txt through its tokenizer; float16 keeps every output, 4 values per
+    tensor change what it writes, and the verdict shows one change as text."""
+    from helpers import ROOT
+
+    model_set = open_set(ROOT / "sample_models" / "tiny_seq2seq", workdir=tmp_path)
+    settings = CompareSettings(methods=[("float16", {}), ("palettize", {"levels": 4})])
+    comparison = compare_set(model_set, settings)
+    assert "the lines of prompts.txt through tokenizer.json" in comparison.input_note
+    fp16, damaged = comparison.variants
+    kept = {o.name: o for o in fp16.parity.outputs}[GENERATED]
+    assert fp16.parity.status == "pass" and kept.measures["continuations"] == 160
+    changed = {o.name: o for o in damaged.parity.outputs}[GENERATED]
+    assert damaged.parity.status == "fail" and changed.measures["continuation_agreement"] < 0.9
+    assert 'came out as "' in changed.decisions and '" and now as "' in changed.decisions

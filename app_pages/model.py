@@ -91,7 +91,8 @@ with sample_col:
         st.caption(md(descriptions[choice]))
     if st.button("Load sample", disabled=choice is None, type="primary"):
         with friendly_errors(f"Loading sample {choice}"):
-            set_model(load_sample(choice), f"Sample: {choice}.onnx")
+            sample = load_sample(choice)
+            set_model(sample, f"Sample: {choice}" + (" (a set of models)" if sample.model_set is not None else ".onnx"))
             st.session_state["loaded_now"] = True
 if st.session_state.pop("loaded_now", False):
     st.rerun()  # so the sidebar, drawn before this page, shows the new model

@@ -35,6 +35,8 @@ def _sample_files() -> dict[str, Path]:
     tokenizer.json, which the engine finds there by itself)."""
     found = {p.stem: p for p in SAMPLES_DIR.glob("*.onnx")}
     found |= {p.parent.parent.name: p for p in SAMPLES_DIR.glob("*/onnx/model.onnx")}
+    # a set of models (an encoder and a decoder): its folder
+    found |= {p.parent.parent.name: p.parent.parent for p in SAMPLES_DIR.glob("*/onnx/encoder_model.onnx")}
     return found
 
 
@@ -46,6 +48,10 @@ def load_sample(name: str) -> LoadedModel:
     files = _sample_files()
     if name not in files:
         raise ValueError(f"unknown sample {name}")
+    if files[name].is_dir():  # an encoder and a decoder, compared as one set (read in place, never written)
+        from shrinkray.io.model_set import as_loaded, open_set
+
+        return as_loaded(open_set(files[name], workdir=workspace(), name=name))
     loaded = load(files[name])
     loaded.name = name  # a folder sample is named by its folder, not by its onnx/model.onnx
     return loaded

@@ -217,3 +217,37 @@ def test_the_generative_sample_loads_with_its_tokenizer_and_is_judged_by_what_it
     assert loaded.tokenizer.endswith("tokenizer.json") and loaded.prompts.endswith("prompts.txt")
     at.switch_page("app_pages/shrink.py").run()
     assert not at.exception, at.exception
+
+
+def test_the_set_sample_is_one_model_shrunk_whole_and_each_variant_downloads_as_a_model_folder():
+    """tiny_seq2seq (an encoder and a decoder) through the app's job path: one inspection, every file shrunk,
+    the verdict from what the set writes, and each variant a .zip of a model folder in transformers.js names."""
+    import io
+    import zipfile
+
+    from app_ui.runs import wait_until_idle
+
+    at = _load_sample(_app(), "tiny_seq2seq")
+    loaded = at.session_state["model"]
+    assert loaded.model_set is not None and set(loaded.model_set.members) == {"encoder", "decoder"}
+    assert "A set of models: encoder\\_model.onnx and decoder\\_model.onnx" in _texts(at)  # Markdown-escaped
+    at.switch_page("app_pages/shrink.py").run()
+    assert not at.exception, at.exception
+    assert "auto" not in at.multiselect[0].options and "Smallest that passes" not in [b.label for b in at.button]
+    at.multiselect[0].set_value(["float16"]).run()
+    next(b for b in at.button if b.label == "Shrink and measure").click().run()
+    assert wait_until_idle(600), "a run did not finish"
+    at.run()
+    assert not at.exception, at.exception
+    texts = _texts(at)
+    assert "continues the same way on 160 of 160 prompts" in texts and "judged through decoder" in texts
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert any(label.endswith("seq2seq.float16.zip") for label in labels), labels
+    from app_ui.runs import comparison_of
+
+    folder = Path(comparison_of(at.session_state["run_id"]).variants[0].file)
+    from shrinkray.io.model_set import pack_folder
+
+    with zipfile.ZipFile(io.BytesIO(pack_folder(folder))) as zf:
+        names = set(zf.namelist())
+    assert {"onnx/encoder_model_fp16.onnx", "onnx/decoder_model_fp16.onnx", "tokenizer.json", "config.json"} <= names

@@ -71,3 +71,54 @@ def test_the_trained_sample_keeps_its_outputs_and_a_damaged_variant_is_failed_in
     changed = {o.name: o for o in damaged.parity.outputs}[GENERATED]
     assert damaged.parity.status == "fail" and changed.measures["continuation_agreement"] < 0.9
     assert 'came out as "' in changed.decisions and '" and now as "' in changed.decisions
+
+
+def _merged(decoder):
+    """The plain decoder as optimum's merged form: a ``use_cache_branch`` flag and an empty past read beside it
+    (on its no-cache branch the merged decoder computes what the plain one does)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    merged = onnx.ModelProto()
+    merged.CopyFrom(decoder)
+    graph = merged.graph
+    graph.input.extend([
+        helper.make_tensor_value_info("use_cache_branch", TensorProto.BOOL, [1]),
+        helper.make_tensor_value_info("past_key_values.0.decoder.key", TensorProto.FLOAT,
+                                      ["batch_size", 4, "past_decoder_sequence_length", 16]),
+    ])  # fmt: skip
+    graph.node.extend([helper.make_node("Cast", ["use_cache_branch"], ["branch_read"], to=TensorProto.FLOAT),
+                       helper.make_node("Shape", ["past_key_values.0.decoder.key"], ["past_shape"])])  # fmt: skip
+    graph.output.extend([helper.make_tensor_value_info("branch_read", TensorProto.FLOAT, [1]),
+                         helper.make_tensor_value_info("past_shape", TensorProto.INT64, [4])])  # fmt: skip
+    onnx.checker.check_model(merged)
+    return merged
+
+
+def test_a_merged_decoder_is_run_on_its_no_cache_branch_and_writes_what_the_plain_one_writes(tmp_path):
+    import onnx
+
+    from shrinkray.measure import seq2seq
+    from shrinkray.pipeline.set_compare import _generate
+    from tests.seq2seq_models import seq2seq_set
+
+    models = seq2seq_set(width=32, layers=1)  # as write_set makes them
+    write_set(tmp_path / "plain", config={"decoder_start_token_id": 0, "eos_token_id": 0})
+    (tmp_path / "merged" / "onnx").mkdir(parents=True)
+    onnx.save(models["encoder_model"], str(tmp_path / "merged" / "onnx" / "encoder_model.onnx"))
+    onnx.save(_merged(models["decoder_model"]), str(tmp_path / "merged" / "onnx" / "decoder_model_merged.onnx"))
+    sets = {name: open_set(tmp_path / name, workdir=tmp_path / "w") for name in ("plain", "merged")}
+    assert sets["merged"].members == {"encoder": "onnx/encoder_model.onnx", "decoder_merged": "onnx/decoder_model_merged.onnx"}
+    merged_layout = seq2seq.layout_of(models["encoder_model"], _merged(models["decoder_model"]), {})
+    assert merged_layout.use_cache == "use_cache_branch"
+    assert [name for name, _, _ in merged_layout.past] == ["past_key_values.0.decoder.key"]
+    plain_layout = seq2seq.layout_of(models["encoder_model"], models["decoder_model"], {})
+    batches = seq2seq.input_batches(plain_layout, batches=2)
+    plain_out = _generate({r: sets["plain"].path(r) for r in ("encoder", "decoder")}, "decoder", plain_layout,
+                          batches, None)  # fmt: skip
+    merged_out = _generate({r: sets["merged"].path(r) for r in ("encoder", "decoder_merged")}, "decoder_merged",
+                           merged_layout, batches, None)  # fmt: skip
+    assert (plain_out[GENERATED] == merged_out[GENERATED]).all()
+    comparison = compare_set(sets["merged"], CompareSettings(methods=[("float16", {})]))
+    assert "judged through decoder_model_merged.onnx" in comparison.input_note
+    assert comparison.variants[0].parity.status == "pass"

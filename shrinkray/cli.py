@@ -45,7 +45,7 @@ from shrinkray.pipeline.inspect import ModelSummary, inspect_model
 from shrinkray.pipeline.streaming import all_stream, streams
 from shrinkray.pricing.costs import PricingChoice
 from shrinkray.pricing.numbers import DELIVERIES
-from shrinkray.runs.jobs import compare_job, load_model_file, shrink_job
+from shrinkray.runs.jobs import compare_job, load_model_file, shrink_job, shrink_set_job
 from shrinkray.runs.sandbox import run_capped
 from shrinkray.text_safety import terminal
 from shrinkray.units import format_bytes, format_percent, text_table
@@ -266,6 +266,8 @@ def shrink_context(args: argparse.Namespace, method: str) -> RunContext | None:
 def cmd_shrink(args: argparse.Namespace) -> int:
     model_path = Path(args.model) if args.model else DEFAULT_MODEL
     method = args.method or DEFAULT_METHOD
+    if args.model and not args.member and is_model_set(model_path):
+        return _shrink_set(args, model_path, method)
     context = shrink_context(args, method)  # checked before any work
     if args.model is None and not DEFAULT_MODEL.exists():
         raise MissingModelError(f"Missing {DEFAULT_MODEL}", "Run export first")
@@ -297,6 +299,31 @@ def cmd_shrink(args: argparse.Namespace) -> int:
         print(json.dumps(record, indent=2))
     else:
         print(terminal(format_variant(variant, input_bytes, written, written_bytes)))
+    return 0
+
+
+def _shrink_set(args: argparse.Namespace, model_path: Path, method: str) -> int:
+    """Every file of an encoder–decoder set shrunk by ``method``, into the set's own folder (a zip: the folder
+    it unpacks to, beside it) or ``-o DIR``, under transformers.js's names."""
+    shrink_context(args, method)  # judging flags a method would ignore are refused as for one model
+    out_dir = Path(args.output) if args.output else model_path if model_path.is_dir() else model_path.with_suffix("")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise OptionError(f"-o {out_dir} is a file; a set is written into a folder", "Name a folder (created if missing)")
+    _status(args, f"Loading the set {model_path} and applying {method} to each file (in a capped worker) ...")
+    with scratch_folder() as scratch:
+        records = run_capped(shrink_set_job, model_path, out_dir, method, _method_options(args), args.force, scratch,
+                             what=f"Shrinking the set with {method}")  # fmt: skip
+    _status(args, "Checked: onnx.checker passes and ONNX Runtime opens every file. Written.")
+    if args.json:
+        print(json.dumps(records, indent=2))
+        return 0
+    for record in records:
+        print(terminal(f"{record['member']}: {format_bytes(record['input_bytes'])} -> "
+                       f"{format_bytes(record['output_bytes'])}, {record['tensors_changed']} tensors changed: "
+                       f"{record['output']}"))  # fmt: skip
+    before, after = sum(r["input_bytes"] for r in records), sum(r["output_bytes"] for r in records)
+    print(f"The set: {format_bytes(before)} -> {format_bytes(after)} ({format_percent(1 - after / before)} smaller). "
+          f"Judge it with `shrinkray compare {shlex.quote(str(model_path))}` (it runs the set as it is used).")
     return 0
 
 
@@ -722,8 +749,8 @@ def _resolve_member(args: argparse.Namespace) -> None:
             raise OptionError("--member names a model inside a .zip or folder", "Give the .zip or folder as MODEL")
         return
     if Path(model).is_dir():
-        if not member and getattr(args, "command", "") == "compare" and is_model_set(model):
-            return  # an encoder and a decoder: compared as one set (runs/jobs.compare_set_job)
+        if not member and getattr(args, "command", "") in ("compare", "shrink") and is_model_set(model):
+            return  # an encoder and a decoder: shrunk or compared as one set (runs/jobs.py)
         args.model = str(model_in_folder(model) if not member else _inside(Path(model), member))
         args.member = None
     elif member and Path(model).is_file() and not (Path(model).suffix.lower() == ".zip" or is_zip(Path(model))):

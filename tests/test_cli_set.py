@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import zipfile
+from pathlib import Path
 
 import pytest
 from test_cli_zip import _set as not_a_text_set
@@ -41,3 +42,28 @@ def test_a_set_that_is_not_text_in_text_out_asks_for_one_file(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "not laid out as an encoder and a decoder of text" in err
     assert "--member onnx/" in err and "Traceback" not in err
+
+
+@pytest.mark.slow  # shrinks in a capped worker interpreter
+def test_shrink_a_set_writes_each_file_beside_its_own_in_transformers_js_names(tmp_path, capsys):
+    folder = write_set(tmp_path / "s2s", config={"decoder_start_token_id": 0, "eos_token_id": 0})
+    originals = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    assert cli.main(["shrink", str(folder), "-m", "weights-int8"]) == 0
+    out = capsys.readouterr().out
+    assert "onnx/encoder_model.onnx:" in out and "The set:" in out and "shrinkray compare" in out
+    made = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file() and p not in originals)
+    assert made == ["onnx/decoder_model_quantized.onnx", "onnx/encoder_model_quantized.onnx"]
+    assert all(p.read_bytes() == data for p, data in originals.items())
+    assert cli.main(["shrink", str(folder), "-m", "weights-int8"]) == 1  # never over a file without --force
+    assert "already exists" in capsys.readouterr().err
+    assert cli.main(["shrink", str(folder), "-m", "auto"]) == 1
+    assert "works on one model file, not on a set" in capsys.readouterr().err
+    archive = tmp_path / "zipped.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for path in originals:
+            zf.write(path, path.relative_to(folder).as_posix())
+    assert cli.main(["shrink", str(archive), "-m", "float16", "--json"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert [Path(r["output"]).name for r in records] == ["encoder_model_fp16.onnx", "decoder_model_fp16.onnx"]
+    assert sorted(p.relative_to(tmp_path / "zipped").as_posix() for p in (tmp_path / "zipped").rglob("*")
+                  if p.is_file()) == ["config.json", "onnx/decoder_model_fp16.onnx", "onnx/encoder_model_fp16.onnx"]  # fmt: skip

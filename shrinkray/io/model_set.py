@@ -148,14 +148,18 @@ def set_members(paths: list[str]) -> dict[str, str] | None:
     return None
 
 
-def is_model_set(source: str | os.PathLike, names: list[str] | None = None) -> bool:
-    """Whether a folder (or, given its members' ``names``, an archive) is an encoder–decoder set."""
-    if names is not None:
-        return set_members(names) is not None
-    folder = Path(source)
-    if not folder.is_dir():
+def is_model_set(source: str | os.PathLike) -> bool:
+    """Whether a folder or a .zip (by its members' names) is an encoder–decoder set."""
+    path = Path(source)
+    if path.is_dir():
+        return set_members([p.relative_to(path).as_posix() for p in models_in_folder(path)]) is not None
+    if not path.is_file() or not is_zip(path):
         return False
-    return set_members([p.relative_to(folder).as_posix() for p in models_in_folder(folder)]) is not None
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return set_members([n for n in zf.namelist() if n.lower().endswith(".onnx")]) is not None
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return False  # the loader says what is wrong with it
 
 
 def open_set(source: str | os.PathLike | bytes, *, workdir: str | os.PathLike, name: str = "",

@@ -15,7 +15,7 @@ from typing import Any
 
 import onnx
 
-from shrinkray.errors import SeveralModels
+from shrinkray.errors import OptionError, SeveralModels
 from shrinkray.io.archive import load_any
 from shrinkray.io.files import LoadedModel, check_output_path, save, save_all, write_outputs
 from shrinkray.io.model_set import COMPANIONS, open_set, set_members
@@ -23,7 +23,7 @@ from shrinkray.measure.results import CompareSettings
 from shrinkray.methods import Variant
 from shrinkray.methods.base import RunContext
 from shrinkray.pipeline.compare import ComparePipeline, variant_file_name
-from shrinkray.pipeline.set_compare import compare_set
+from shrinkray.pipeline.set_compare import NOT_FOR_SETS, SET_OPTIONS, compare_set
 from shrinkray.pipeline.shrink import shrink
 from shrinkray.pipeline.streaming import can_stream, shrink_to_files, streams, zip_files
 
@@ -134,6 +134,41 @@ def compare_job(model_path: Path, settings: CompareSettings, save_dir: Path | No
     for result in comparison.all:
         result.model = None
     return comparison
+
+
+def shrink_set_job(model_path: Path, out_dir: Path, method: str, options: dict[str, Any], force: bool,
+                   scratch: str) -> list[dict[str, Any]]:  # fmt: skip
+    """Every file of an encoder–decoder set shrunk by one method and checked, in the capped worker, then written
+    into ``out_dir`` at the set's own places under transformers.js's names (all or none, never over the set's
+    files); one record per file: its member path, the file written, bytes before and after, the change record."""
+    if method in NOT_FOR_SETS:
+        raise OptionError(f"The method {method} works on one model file, not on a set",
+                          "Choose another method, or one file of the set with --member")  # fmt: skip
+    model_set = open_set(model_path, workdir=Path(scratch) / "set")
+    protected = [model_path] + [model_set.path(role) for role in model_set.members]
+    staged: dict[Path, Path] = {}
+    records = []
+    for role, member in model_set.members.items():
+        relative = Path(*member.split("/"))
+        target = out_dir / relative.parent / variant_file_name(relative.name.removesuffix(".onnx"), method,
+                                                                "transformers.js")  # fmt: skip
+        check_output_path(target, protect=protected, overwrite=force)
+        variant = shrink(model_set.load(role), method, in_place=True, **{**SET_OPTIONS.get(method, {}), **options})
+        staging = Path(scratch) / "out" / relative.parent / target.name
+        staging.parent.mkdir(parents=True, exist_ok=True)
+        save(variant.model, staging, overwrite=True)
+        staged[staging] = target
+        records.append({"member": member, "output": str(target), "input_bytes": model_set.path(role).stat().st_size,
+                        "output_bytes": staging.stat().st_size, **variant.summary()})  # fmt: skip
+        del variant
+    for companion in model_set.companions():  # a folder made from a zip is a whole model folder too
+        target = out_dir / companion.relative_to(model_set.folder)
+        if not target.exists() and target not in protected:
+            staged[companion] = target
+    for target in staged.values():
+        target.parent.mkdir(parents=True, exist_ok=True)
+    write_outputs({target: functools.partial(_copy, source) for source, target in staged.items()})
+    return records
 
 
 def compare_set_job(model_path: Path, settings: CompareSettings, save_dir: Path | None, force: bool, scratch: str,

@@ -1,13 +1,21 @@
-"""An encoder-decoder (seq2seq) transformer written as two ONNX graphs with onnx.helper, from given weights, in
-optimum's / transformers.js's layout without a KV cache: ``encoder_model.onnx`` (input_ids, attention_mask ->
-last_hidden_state) and ``decoder_model.onnx`` (encoder_attention_mask, input_ids, encoder_hidden_states ->
-logits; the whole decoder sequence at every step).
+"""An encoder-decoder (seq2seq) transformer written as ONNX graphs with onnx.helper, from given weights, in
+optimum's / transformers.js's layouts: ``encoder_model.onnx`` (input_ids, attention_mask -> last_hidden_state)
+and the decoder in one of three: ``plain`` (``decoder_model.onnx`` without a KV cache: encoder_attention_mask,
+input_ids, encoder_hidden_states -> logits; the whole decoder sequence at every step), ``cached``
+(``decoder_model.onnx`` exported with past: the same inputs -> logits and per layer the
+``present.N.decoder.key/value`` of its self-attention and the ``present.N.encoder.key/value`` of its
+cross-attention) and ``with_past`` (``decoder_with_past_model.onnx``: encoder_attention_mask, input_ids and
+per layer ``past_key_values.N.decoder/encoder.key/value`` -> logits and ``present.N.decoder.key/value``, the
+past with the new step appended; the cross-attention reads the encoder's past, not encoder_hidden_states).
 
 Shared by sample_models/build_seq2seq.py (weights trained with torch) and tests/seq2seq_models.py (seeded
 weights): one pair of graphs, so the sample and the test models differ only in what they learned. The blocks
 are lm_graph.py's (pre-LayerNorm, learned positions, ReLU MLP, final LayerNorm); the encoder's self-attention
 is bidirectional over the unpadded tokens, the decoder's is causal and is followed by a cross-attention over
-``encoder_hidden_states`` that sees only the tokens ``encoder_attention_mask`` marks.
+``encoder_hidden_states`` that sees only the tokens ``encoder_attention_mask`` marks. With a past, the new
+tokens sit at positions past..past+length-1 (their learned positions, and the causal mask: query i sees keys
+0..past+i). The symbolic dims are optimum's own, ``past_decoder_sequence_length + 1`` and
+``encoder_sequence_length_out`` included.
 """
 
 from __future__ import annotations
@@ -73,12 +81,43 @@ class _Blocks(_Graph):
         key = self.op("Unsqueeze", [pos, self.const("ax", np.array([0], np.int64))])
         return self.op("LessOrEqual", [key, query])
 
+    def past_length(self, past: str) -> str:
+        """The length of a cache [batch, heads, length, head_dim], as an int64 scalar."""
+        return self.op("Gather", [self.op("Shape", [past]), self.const("two", np.array(2, np.int64))])
+
+    def embed_after(self, prefix: str, ids: str, start: str) -> str:
+        """Token embedding plus the learned positions start..start+length-1 (the tokens after a past)."""
+        end = self.op("Add", [start, self.op("Gather", [self.op("Shape", [ids]), self.one])])
+        return self.op("Add", [self.op("Gather", [self.w(f"{prefix}.wte"), ids]),
+                               self.op("Gather", [self.w(f"{prefix}.wpe"), self.op("Range", [start, end, self.one])])])  # fmt: skip
+
+    def causal_after(self, ids: str, start: str) -> str:
+        """bool [length, start+length]: query i (at position start+i) sees keys 0..start+i."""
+        end = self.op("Add", [start, self.op("Gather", [self.op("Shape", [ids]), self.one])])
+        query = self.op("Unsqueeze", [self.op("Range", [start, end, self.one]),
+                                      self.const("ax", np.array([1], np.int64))])  # fmt: skip
+        key = self.op("Unsqueeze", [self.op("Range", [self.zero, end, self.one]),
+                                    self.const("ax", np.array([0], np.int64))])  # fmt: skip
+        return self.op("LessOrEqual", [key, query])
+
     def attention(self, query: str, memory: str, names: list[str], allowed: str) -> str:
         """Multi-head attention of ``query`` over ``memory`` (the same name for self-attention), masked by
         the bool ``allowed``; the output projection applied, the residual not added."""
         wq, wk, wv, wo = names
-        q, k, v = (self.op("Transpose", [self.op("Reshape", [self.op("MatMul", [x, self.w(key)]), self.split])],
-                           perm=[0, 2, 1, 3]) for x, key in ((query, wq), (memory, wk), (memory, wv)))  # fmt: skip
+        q, k, v = (self.heads(x, key) for x, key in ((query, wq), (memory, wk), (memory, wv)))
+        return self.attend(q, k, v, allowed, wo)
+
+    def heads(self, x: str, key: str, out: str | None = None) -> str:
+        """``x @ W`` split into heads: [batch, heads, length, head_dim] (named ``out`` when given)."""
+        split = self.op("Reshape", [self.op("MatMul", [x, self.w(key)]), self.split])
+        if out is None:
+            return self.op("Transpose", [split], perm=[0, 2, 1, 3])
+        self.nodes.append(helper.make_node("Transpose", [split], [out], perm=[0, 2, 1, 3]))
+        return out
+
+    def attend(self, q: str, k: str, v: str, allowed: str, wo: str) -> str:
+        """Attention of the heads ``q`` over the heads ``k``/``v``, masked by the bool ``allowed``, projected by
+        ``wo``; the residual not added."""
         scores = self.op("Mul", [self.op("MatMul", [q, self.op("Transpose", [k], perm=[0, 1, 3, 2])]), self.scale])
         scores = self.op("Where", [allowed, scores, self.neg])
         attn = self.op("MatMul", [self.op("Softmax", [scores], axis=-1), v])
@@ -116,24 +155,76 @@ def encoder_graph(weights: dict[str, np.ndarray], layers: int, heads: int, name:
     return g.model(name, inputs, outputs)
 
 
-def decoder_graph(weights: dict[str, np.ndarray], layers: int, heads: int, name: str = "decoder") -> onnx.ModelProto:
+LAYOUTS = ("plain", "cached", "with_past")
+PAST_DECODER, PRESENT_DECODER, ENCODER_OUT = ("past_decoder_sequence_length", "past_decoder_sequence_length + 1",
+                                              "encoder_sequence_length_out")  # optimum's names  # fmt: skip
+
+
+def decoder_graph(weights: dict[str, np.ndarray], layers: int, heads: int, name: str = "decoder",
+                  layout: str = "plain") -> onnx.ModelProto:  # fmt: skip
     """The decoder over ``weights`` (``decoder.wte``, ``decoder.wpe``, per layer :func:`decoder_layer_names`,
-    ``decoder.ln_f.weight/bias``, ``lm_head`` [width, vocab]); other keys are ignored."""
+    ``decoder.ln_f.weight/bias``, ``lm_head`` [width, vocab]); other keys are ignored. ``layout``: ``plain``
+    (no cache), ``cached`` (optimum's decoder_model with past: present.N.* out) or ``with_past`` (optimum's
+    decoder_with_past_model: past_key_values.N.* in, present.N.decoder.* out); see the module's words."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout}")
     g = _Blocks(weights, heads, "decoder")
     vocab = weights["lm_head"].shape[1]
-    inputs = [helper.make_tensor_value_info("encoder_attention_mask", TensorProto.INT64, ["batch_size", "encoder_sequence_length"]),
-              helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch_size", "decoder_sequence_length"]),
-              helper.make_tensor_value_info("encoder_hidden_states", TensorProto.FLOAT,
-                                            ["batch_size", "encoder_sequence_length", g.width])]  # fmt: skip
-    outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT,
-                                             ["batch_size", "decoder_sequence_length", vocab])]  # fmt: skip
-    x = g.embed("decoder", "input_ids")
-    causal, cross = g.causal("input_ids"), g.padding("encoder_attention_mask")
+    head_dim = g.width // heads
+    mask_info = helper.make_tensor_value_info("encoder_attention_mask", TensorProto.INT64,
+                                              ["batch_size", "encoder_sequence_length"])  # fmt: skip
+    if layout == "with_past":  # optimum exports it with one new token
+        inputs = [mask_info, helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch_size", 1])]
+        outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch_size", 1, vocab])]
+    else:
+        inputs = [mask_info,
+                  helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch_size", "decoder_sequence_length"]),
+                  helper.make_tensor_value_info("encoder_hidden_states", TensorProto.FLOAT,
+                                                ["batch_size", "encoder_sequence_length", g.width])]  # fmt: skip
+        outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT,
+                                                 ["batch_size", "decoder_sequence_length", vocab])]  # fmt: skip
+
+    def cache(names: list[str], dim: str, into: list) -> None:
+        into.extend(helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch_size", heads, dim, head_dim])
+                    for n in names)  # fmt: skip
+
+    if layout == "with_past":
+        for layer in range(layers):
+            cache([f"past_key_values.{layer}.decoder.{w}" for w in ("key", "value")], PAST_DECODER, inputs)
+            cache([f"past_key_values.{layer}.encoder.{w}" for w in ("key", "value")], ENCODER_OUT, inputs)
+        start = g.past_length("past_key_values.0.decoder.key")
+        x = g.embed_after("decoder", "input_ids", start)
+        causal, cross = g.causal_after("input_ids", start), g.padding("encoder_attention_mask")
+    else:
+        x = g.embed("decoder", "input_ids")
+        causal, cross = g.causal("input_ids"), g.padding("encoder_attention_mask")
     for layer in range(layers):
         ln1_g, ln1_b, wq, wk, wv, wo, lnc_g, lnc_b, cq, ck, cv, co, ln2_g, ln2_b, fc, proj = decoder_layer_names(layer)
         h = g.norm(x, ln1_g, ln1_b)
-        x = g.op("Add", [x, g.attention(h, h, [wq, wk, wv, wo], causal)])
-        x = g.op("Add", [x, g.attention(g.norm(x, lnc_g, lnc_b), "encoder_hidden_states", [cq, ck, cv, co], cross)])
+        if layout == "plain":
+            x = g.op("Add", [x, g.attention(h, h, [wq, wk, wv, wo], causal)])
+            x = g.op("Add", [x, g.attention(g.norm(x, lnc_g, lnc_b), "encoder_hidden_states", [cq, ck, cv, co], cross)])
+        else:
+            own = [f"present.{layer}.decoder.{w}" for w in ("key", "value")]
+            q = g.heads(h, wq)
+            if layout == "cached":  # the self-attention's keys and values are the present
+                k, v = g.heads(h, wk, own[0]), g.heads(h, wv, own[1])
+            else:  # the past with this step's appended
+                k, v = (g.heads(h, key) for key in (wk, wv))
+                for past, new, out in zip(("key", "value"), (k, v), own, strict=True):
+                    g.nodes.append(helper.make_node("Concat", [f"past_key_values.{layer}.decoder.{past}", new], [out],
+                                                    axis=2))  # fmt: skip
+                k, v = own
+            cache(own, PRESENT_DECODER, outputs)
+            x = g.op("Add", [x, g.attend(q, k, v, causal, wo)])
+            q = g.heads(g.norm(x, lnc_g, lnc_b), cq)
+            if layout == "cached":  # the cross-attention's keys and values, from the encoder's states
+                theirs = [f"present.{layer}.encoder.{w}" for w in ("key", "value")]
+                k, v = g.heads("encoder_hidden_states", ck, theirs[0]), g.heads("encoder_hidden_states", cv, theirs[1])
+                cache(theirs, ENCODER_OUT, outputs)
+            else:  # the encoder's past of the first step
+                k, v = (f"past_key_values.{layer}.encoder.{w}" for w in ("key", "value"))
+            x = g.op("Add", [x, g.attend(q, k, v, cross, co)])
         x = g.op("Add", [x, g.mlp(g.norm(x, ln2_g, ln2_b), fc, proj)])
     h = g.norm(x, "decoder.ln_f.weight", "decoder.ln_f.bias")
     g.nodes.append(helper.make_node("MatMul", [h, g.w("lm_head")], ["logits"]))

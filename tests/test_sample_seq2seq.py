@@ -10,12 +10,13 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import TensorProto
-from seq2seq_models import greedy, seq2seq_set
+from seq2seq_models import greedy, greedy_cached, seq2seq_set
 
 FOLDER = Path(__file__).resolve().parents[1] / "sample_models" / "tiny_seq2seq"
 FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "prompts.txt",
          "onnx/encoder_model.onnx", "onnx/decoder_model.onnx")  # fmt: skip
 BATCH, ENC, DEC = "batch_size", "encoder_sequence_length", "decoder_sequence_length"
+PAST = "past_decoder_sequence_length"
 
 
 def signature(width: int, vocab: int) -> dict[str, tuple[list, list]]:
@@ -27,6 +28,27 @@ def signature(width: int, vocab: int) -> dict[str, tuple[list, list]]:
         "decoder_model": ([("encoder_attention_mask", i64, [BATCH, ENC]), ("input_ids", i64, [BATCH, DEC]),
                            ("encoder_hidden_states", f32, [BATCH, ENC, width])],
                           [("logits", f32, [BATCH, DEC, vocab])]),
+    }  # fmt: skip
+
+
+def cached_signature(width: int, vocab: int, layers: int, heads: int) -> dict[str, tuple[list, list]]:
+    """optimum's decoder_model exported with past and its decoder_with_past_model, dims named as optimum names
+    them (``past_decoder_sequence_length + 1``, ``encoder_sequence_length_out``; heads and head_dim fixed)."""
+    i64, f32, head_dim = TensorProto.INT64, TensorProto.FLOAT, width // heads
+    past, present, encoder = PAST, f"{PAST} + 1", "encoder_sequence_length_out"
+
+    def cache(stem: str, sides: dict[str, str]) -> list:
+        return [(f"{stem}.{i}.{side}.{w}", f32, [BATCH, heads, length, head_dim])
+                for i in range(layers) for side, length in sides.items() for w in ("key", "value")]  # fmt: skip
+
+    plain = signature(width, vocab)["decoder_model"]
+    return {
+        "encoder_model": signature(width, vocab)["encoder_model"],
+        "decoder_model": (plain[0], plain[1] + cache("present", {"decoder": present, "encoder": encoder})),
+        "decoder_with_past_model": (
+            [("encoder_attention_mask", i64, [BATCH, ENC]), ("input_ids", i64, [BATCH, 1])]
+            + cache("past_key_values", {"decoder": past, "encoder": encoder}),
+            [("logits", f32, [BATCH, 1, vocab])] + cache("present", {"decoder": present})),
     }  # fmt: skip
 
 
@@ -113,3 +135,99 @@ def test_the_seeded_set_runs_batched_and_padding_changes_nothing() -> None:
     assert np.median(best - flat.max(-1)) > 0.1  # greedy steps are clear, not near-ties
     made = greedy(encoder, decoder, ids, mask, 0, 0, 8)
     assert len(made) == 2 and all(0 < len(row) <= 7 for row in made)
+
+
+# ---- the cached layout: optimum's decoder_model with past and decoder_with_past_model -------------------------
+
+
+def session(model: onnx.ModelProto) -> ort.InferenceSession:
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def padded_batch() -> tuple[np.ndarray, np.ndarray]:
+    """Batch 2 of 9 encoder tokens, the second row right-padded after 5."""
+    ids, mask = np.random.default_rng(7).integers(1, 512, (2, 9)), np.ones((2, 9), np.int64)
+    mask[1, 5:] = 0
+    return ids, mask
+
+
+def test_the_cached_set_passes_the_checker_with_optimums_signatures() -> None:
+    models = seq2seq_set(cached=True, layers=3)
+    assert list(models) == ["encoder_model", "decoder_model", "decoder_with_past_model"]
+    for model in models.values():
+        onnx.checker.check_model(model, full_check=True)
+        assert (model.ir_version, model.opset_import[0].version) == (9, 17)
+    assert {n: signature_of(m) for n, m in models.items()} == cached_signature(64, 512, 3, 4)
+    plain = seq2seq_set(layers=3)  # the same seed, the same weights; the plain layout is as it was
+    assert models["encoder_model"].SerializeToString() == plain["encoder_model"].SerializeToString()
+    assert signature_of(plain["decoder_model"]) == signature(64, 512)["decoder_model"]
+
+
+def test_the_cached_decoder_gives_the_plain_logits_and_the_cache() -> None:
+    """decoder_model with past: the plain decoder's logits, and as present.N.* the self-attention's keys and
+    values over the decoder tokens and the cross-attention's over the encoder's states."""
+    cached, plain = seq2seq_set(cached=True), seq2seq_set()
+    encoder, decoder = (session(cached[n]) for n in ("encoder_model", "decoder_model"))
+    reference = session(plain["decoder_model"])
+    ids, mask = padded_batch()
+    states = encoder.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+    seq = np.random.default_rng(3).integers(1, 512, (2, 6))
+    feeds = {"encoder_attention_mask": mask, "input_ids": seq, "encoder_hidden_states": states}
+    out = dict(zip([o.name for o in decoder.get_outputs()], decoder.run(None, feeds), strict=True))
+    want = reference.run(None, feeds)[0]
+    np.testing.assert_array_equal(out["logits"], want)  # the same operations on the same weights
+    assert np.abs(want).max() > 1.0  # not all near zero: the comparison can fail
+    for i in range(2):
+        assert out[f"present.{i}.decoder.key"].shape == out[f"present.{i}.decoder.value"].shape == (2, 4, 6, 16)
+        assert out[f"present.{i}.encoder.key"].shape == out[f"present.{i}.encoder.value"].shape == (2, 4, 9, 16)
+    # layer 0's cross-attention keys are encoder_hidden_states @ cross.k, split into heads
+    weights = {t.name: onnx.numpy_helper.to_array(t) for t in cached["decoder_model"].graph.initializer}
+    weight = weights["decoder.h.0.cross.k"]
+    keys = (states @ weight).reshape(2, 9, 4, 16).transpose(0, 2, 1, 3)
+    np.testing.assert_allclose(out["present.0.encoder.key"], keys, atol=1e-4)
+
+
+def test_cached_generation_is_the_plain_generation() -> None:
+    """Batch 2 with padding: decoder_model on the start token, then decoder_with_past_model a token at a time
+    (its own present.N.decoder.* fed back, the first step's present.N.encoder.*) gives the plain decoder's
+    tokens and, step by step, its logits over the whole sequence."""
+    cached, plain = seq2seq_set(cached=True), seq2seq_set()
+    names = ("encoder_model", "decoder_model", "decoder_with_past_model")
+    encoder, decoder, with_past = (session(cached[n]) for n in names)
+    reference = session(plain["decoder_model"])
+    ids, mask = padded_batch()
+    never = 512  # an end token the model cannot make: every row runs all 11 steps
+    made, steps = greedy_cached(encoder, decoder, with_past, ids, mask, 0, never, 12)
+    assert steps.shape == (2, 11, 512) and [len(row) for row in made] == [11, 11]
+    assert made == greedy(encoder, reference, ids, mask, 0, never, 12)
+    assert made[0] != made[1] and len(set(made[1])) > 3  # the rows and the steps differ: the comparison can fail
+    states = encoder.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+    whole = np.concatenate([np.zeros((2, 1), np.int64), np.array(made, np.int64)[:, :-1]], axis=1)
+    want = reference.run(None, {"encoder_attention_mask": mask, "input_ids": whole, "encoder_hidden_states": states})[0]
+    np.testing.assert_allclose(steps, want, rtol=0, atol=1e-4)
+    # with the end token it makes, the cached run ends where the plain one does
+    made_eos, _ = greedy_cached(encoder, decoder, with_past, ids, mask, 0, 0, 12)
+    assert made_eos == greedy(encoder, reference, ids, mask, 0, 0, 12)
+
+
+def test_with_past_masks_causally_after_the_past() -> None:
+    """decoder_with_past_model fed 3 new tokens after a past of 4 (its input_ids dim made symbolic): the new
+    tokens sit at positions 4..6 and see the past and the new tokens before them, as in the plain decoder."""
+    cached, plain = seq2seq_set(cached=True), seq2seq_set()
+    step_model = cached["decoder_with_past_model"]
+    for value in (step_model.graph.input[1], step_model.graph.output[0]):
+        value.type.tensor_type.shape.dim[1].dim_param = "decoder_sequence_length"
+    encoder, decoder, with_past = (session(m) for m in (cached["encoder_model"], cached["decoder_model"], step_model))
+    reference = session(plain["decoder_model"])
+    ids, mask = padded_batch()
+    states = encoder.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+    seq = np.random.default_rng(5).integers(1, 512, (2, 7))
+    out = dict(zip([o.name for o in decoder.get_outputs()],
+                   decoder.run(None, {"encoder_attention_mask": mask, "input_ids": seq[:, :4],
+                                      "encoder_hidden_states": states}), strict=True))  # fmt: skip
+    feeds = {"encoder_attention_mask": mask, "input_ids": seq[:, 4:],
+             **{"past_key_values" + n[len("present"):]: a for n, a in out.items() if n.startswith("present.")}}  # fmt: skip
+    logits = with_past.run(["logits"], feeds)[0]
+    want = reference.run(None, {"encoder_attention_mask": mask, "input_ids": seq, "encoder_hidden_states": states})[0]
+    assert logits.shape == (2, 3, 512)
+    np.testing.assert_allclose(logits, want[:, 4:], rtol=0, atol=1e-4)

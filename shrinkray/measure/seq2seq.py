@@ -183,10 +183,53 @@ def _decoder_feeds(layout: Seq2SeqLayout, ids: np.ndarray, states: np.ndarray, m
     return feeds
 
 
+@dataclass(frozen=True)
+class CacheStep:
+    """How a decoder takes one token with the cache (optimum's ``decoder_with_past_model.onnx``, or a merged
+    decoder's cache branch): its inputs by name. Each ``past_key_values.N.*`` input is fed the output named
+    ``present.N.*`` of the step before (the encoder's keys and values: of the first step, which alone gives them)."""
+
+    past: tuple[str, ...]
+    takes_states: bool  # a merged decoder takes encoder_hidden_states on every step; decoder_with_past does not
+    use_cache: str | None = None
+
+
+def cache_step(first: onnx.ModelProto, step: onnx.ModelProto) -> CacheStep | None:
+    """The cached steps of a pair (``first`` gives the past, ``step`` takes it: decoder_model and
+    decoder_with_past_model, or a merged decoder twice), or None when ``first`` gives no past that ``step``
+    takes (a decoder exported without ``present.*`` outputs: every step then runs the whole sequence)."""
+    given = {o.name for o in first.graph.output if o.name.startswith("present")}
+    inputs = {i.name for i in step.graph.input}
+    past = tuple(name for name in inputs if name.startswith("past_key_values"))
+    if not past or "input_ids" not in inputs or any(_present(name) not in given for name in past):
+        return None
+    return CacheStep(past=past, takes_states="encoder_hidden_states" in inputs,
+                     use_cache="use_cache_branch" if "use_cache_branch" in inputs else None)  # fmt: skip
+
+
+def _present(past: str) -> str:
+    return "present" + past[len("past_key_values"):]
+
+
+def _cached_feeds(layout: Seq2SeqLayout, cache: CacheStep, token: np.ndarray, past: dict, states: np.ndarray,
+                  mask: np.ndarray | None) -> dict[str, np.ndarray]:  # fmt: skip
+    feeds = {layout.decoder_ids: token[:, None], **{name: past[_present(name)] for name in cache.past}}
+    if layout.decoder_mask and mask is not None:
+        feeds[layout.decoder_mask] = mask
+    if cache.takes_states:
+        feeds[layout.decoder_states] = states
+    if cache.use_cache:
+        feeds[cache.use_cache] = np.array([True])
+    return feeds
+
+
 def generate(encoder: Run, decoder: Run, layout: Seq2SeqLayout, feeds: dict[str, np.ndarray],
-             teacher: np.ndarray | None = None) -> dict[str, np.ndarray]:  # fmt: skip
-    """One batch through the set: the encoder once, then greedy steps (each the whole sequence again) until
-    every output has its end token or ``MAX_OUTPUT_TOKENS``. Returns :data:`GENERATED` [batch, tokens, 2]
+             teacher: np.ndarray | None = None, step: Run | None = None,
+             cache: CacheStep | None = None) -> dict[str, np.ndarray]:  # fmt: skip
+    """One batch through the set: the encoder once, then greedy steps until every output has its end token or
+    ``MAX_OUTPUT_TOKENS``: with ``step`` and ``cache`` (decoder_with_past_model, or a merged decoder's cache
+    branch) the first step by ``decoder`` and each later one a token at a time through the cache, as runtimes
+    run a set; without, each step the whole sequence again. Returns :data:`GENERATED` [batch, tokens, 2]
     (tokens, the original's margin; an ended output repeats its end token, certain) and :data:`LOGITS`: the
     decoder's logits over ``teacher`` (the original's own :data:`GENERATED`, of as many steps as the original's
     batch took; its own output when None), for the KL divergence."""
@@ -200,16 +243,21 @@ def generate(encoder: Run, decoder: Run, layout: Seq2SeqLayout, feeds: dict[str,
     sequence = np.full((batch, 1), layout.start_token, np.int64)
     done = np.zeros(batch, bool)
     made, margins = [], []
-    for _ in range(tokens):
-        logits = np.asarray(decoder(_decoder_feeds(layout, sequence, states, mask))[layout.logits])
-        step, margin = greedy_pick(logits[:, -1, :])
+    past: dict[str, np.ndarray] = {}
+    for index in range(tokens):
+        if step is not None and cache is not None and index:
+            out = step(_cached_feeds(layout, cache, sequence[:, -1], past, states, mask))
+        else:
+            out = decoder(_decoder_feeds(layout, sequence, states, mask))
+        past.update({name: value for name, value in out.items() if name.startswith("present")})
+        token, margin = greedy_pick(np.asarray(out[layout.logits])[:, -1, :])
         if layout.end_token is not None:
-            step = np.where(done, layout.end_token, step)
+            token = np.where(done, layout.end_token, token)
             margin = np.where(done, FINISHED_MARGIN, margin)
-            done |= step == layout.end_token
-        made.append(step)
+            done |= token == layout.end_token
+        made.append(token)
         margins.append(margin)
-        sequence = np.concatenate([sequence, step[:, None]], axis=1)
+        sequence = np.concatenate([sequence, token[:, None]], axis=1)
         if teacher is None and done.all():
             break
     generated = np.stack([np.stack(made, axis=1), np.stack(margins, axis=1)], axis=-1).astype(np.float64)

@@ -17,7 +17,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -81,21 +81,29 @@ def compare_set(model_set: ModelSet, settings: CompareSettings | None = None, pr
                 f"The set's {model_set.words()} are not laid out as an encoder and a decoder of text "
                 "(input_ids to last_hidden_state; input_ids and encoder_hidden_states to logits), so they are "
                 "compared one at a time", "Choose one of them", choices=tuple(model_set.members.values()))  # fmt: skip
+        step_role = judged if judged == "decoder_merged" else "decoder_with_past" if "decoder_with_past" in model_set.members else None
+        cache = seq2seq.cache_step(originals[judged].model, originals[step_role].model) if step_role else None
+        route = _Route(judged, step_role if cache else None, cache)
         summary = set_summary(model_set, originals)
         files = {ORIGINAL: {role: model_set.path(role) for role in model_set.members}}
         say("Running the original set on its inputs", 0.05)
         tokenizer = settings.inputs.tokenizer or model_set.tokenizer
         text = settings.inputs.text or model_set.prompts
         batches = seq2seq.input_batches(layout, tokenizer=tokenizer, text=text, seed=settings.inputs.seed)
-        reference = _generate(files[ORIGINAL], judged, layout, batches, None)
+        reference = _generate(files[ORIGINAL], route, layout, batches, None)
         kinds = _kinds(layout)
         count = sum(len(b[layout.encoder_ids]) for b in batches)
         note = (f"Inputs: {count} inputs, {seq2seq.source_words(tokenizer, text)}, through {layout.words}; "
                 f"judged through {Path(model_set.members[judged]).name}")  # fmt: skip
-        unjudged = [Path(model_set.members[r]).name for r in model_set.members if r not in ("encoder", judged)]
+        if route.step is not None:
+            then = ("its cache branch" if route.step == judged
+                    else f"{Path(model_set.members[route.step]).name} through the cache")  # fmt: skip
+            note += f", then {then} a token at a time, as runtimes run a set"
+        unjudged = [Path(model_set.members[r]).name for r in model_set.members
+                    if r not in ("encoder", judged, route.step)]  # fmt: skip
         if unjudged:
             note += f" ({', '.join(unjudged)} shrunk and sized too, not run)"
-        reserve = _Reserve(files[ORIGINAL], judged, layout, reference, tokenizer, text, settings.inputs.seed)
+        reserve = _Reserve(files[ORIGINAL], route, layout, reference, tokenizer, text, settings.inputs.seed)
         original = VariantResult(key=ORIGINAL, method=None, options={})
         original.parity = compare_outputs(reference, reference, kinds, settings.verdict, samples=count)
         timings["parity"] = time.perf_counter() - started
@@ -115,13 +123,13 @@ def compare_set(model_set: ModelSet, settings: CompareSettings | None = None, pr
             lap = time.perf_counter()
             say(f"Running the set: {result.key}", 0.1 + 0.8 * (index + 0.5) / len(methods))
             try:
-                outputs = _generate(made, judged, layout, batches, reference[GENERATED])
+                outputs = _generate(made, route, layout, batches, reference[GENERATED])
             except ShrinkRayError as exc:
                 result.error = f"The shrunk set does not run: {exc}"
                 continue
             result.parity = compare_outputs(reference, outputs, kinds, settings.verdict, samples=count)
             if result.parity.status == UNDECIDED and reserve.batches(settings):  # more inputs, as a model's verdict gets
-                more = _generate(made, judged, layout, reserve.feeds, reserve.reference[GENERATED])
+                more = _generate(made, route, layout, reserve.feeds, reserve.reference[GENERATED])
                 outputs = _joined(outputs, more, layout)
                 result.parity = compare_outputs(reserve.all_reference, outputs, kinds, settings.verdict,
                                                 samples=count + reserve.count)  # fmt: skip
@@ -186,11 +194,24 @@ def _folder_name(key: str) -> str:
     return "".join(c if c.isalnum() or c in "._-" else "_" for c in key) or "variant"
 
 
-def _generate(paths: dict[str, Path], judged: str, layout: seq2seq.Seq2SeqLayout, batches: list[dict],
+@dataclass(frozen=True)
+class _Route:
+    """Which files a set's generation runs: ``judged`` on the first step (and every step without a cache),
+    ``step`` with ``cache`` a token at a time after it (None: the whole sequence again each step)."""
+
+    judged: str
+    step: str | None = None
+    cache: seq2seq.CacheStep | None = None
+
+
+def _generate(paths: dict[str, Path], route: _Route, layout: seq2seq.Seq2SeqLayout, batches: list[dict],
               teacher: np.ndarray | None) -> dict[str, np.ndarray]:  # fmt: skip
     """The set's outputs on every batch (the original's when ``teacher`` is None; else forced over its tokens)."""
     encoder = open_file_session(paths["encoder"], optimized=True, threads=1)
-    decoder = open_file_session(paths[judged], optimized=True, threads=1)
+    decoder = open_file_session(paths[route.judged], optimized=True, threads=1)
+    step = None
+    if route.step is not None:
+        step = decoder if route.step == route.judged else open_file_session(paths[route.step], optimized=True, threads=1)
 
     def runner(session) -> seq2seq.Run:
         names = [o.name for o in session.get_outputs()]
@@ -201,7 +222,8 @@ def _generate(paths: dict[str, Path], judged: str, layout: seq2seq.Seq2SeqLayout
     for batch in batches:
         rows = len(batch[layout.encoder_ids])
         forced = None if teacher is None else teacher[done:done + rows]
-        outs.append(seq2seq.generate(runner(encoder), runner(decoder), layout, batch, forced))
+        outs.append(seq2seq.generate(runner(encoder), runner(decoder), layout, batch, forced,
+                                     runner(step) if step is not None else None, route.cache))  # fmt: skip
         done += rows
     width = max(o[GENERATED].shape[1] for o in outs)
     generated = np.concatenate([_pad(o[GENERATED], width, layout) for o in outs])
@@ -213,9 +235,9 @@ def _generate(paths: dict[str, Path], judged: str, layout: seq2seq.Seq2SeqLayout
 class _Reserve:
     """More inputs and the original's outputs on them, made the first time a variant's verdict is undecided."""
 
-    def __init__(self, paths: dict[str, Path], judged: str, layout: seq2seq.Seq2SeqLayout, reference: dict,
+    def __init__(self, paths: dict[str, Path], route: _Route, layout: seq2seq.Seq2SeqLayout, reference: dict,
                  tokenizer: str, text: str, seed: int) -> None:  # fmt: skip
-        self.paths, self.judged, self.layout, self.first = paths, judged, layout, reference
+        self.paths, self.route, self.layout, self.first = paths, route, layout, reference
         self.tokenizer, self.text, self.seed = tokenizer, text, seed
         self.feeds: list[dict] = []
         self.reference: dict = {}
@@ -234,7 +256,7 @@ class _Reserve:
             self.feeds = seq2seq.input_batches(self.layout, tokenizer=self.tokenizer, text=self.text, seed=self.seed,
                                                batches=seq2seq.BATCHES * seq2seq.RESERVE_BATCHES, skip=first)  # fmt: skip
             if self.feeds:
-                self.reference = _generate(self.paths, self.judged, self.layout, self.feeds, None)
+                self.reference = _generate(self.paths, self.route, self.layout, self.feeds, None)
                 self.all_reference = _joined(self.first, self.reference, self.layout)
         return bool(self.feeds)
 

@@ -99,7 +99,7 @@ def test_a_merged_decoder_is_run_on_its_no_cache_branch_and_writes_what_the_plai
     import onnx
 
     from shrinkray.measure import seq2seq
-    from shrinkray.pipeline.set_compare import _generate
+    from shrinkray.pipeline.set_compare import _generate, _Route
     from tests.seq2seq_models import seq2seq_set
 
     models = seq2seq_set(width=32, layers=1)  # as write_set makes them
@@ -110,15 +110,47 @@ def test_a_merged_decoder_is_run_on_its_no_cache_branch_and_writes_what_the_plai
     sets = {name: open_set(tmp_path / name, workdir=tmp_path / "w") for name in ("plain", "merged")}
     assert sets["merged"].members == {"encoder": "onnx/encoder_model.onnx", "decoder_merged": "onnx/decoder_model_merged.onnx"}
     merged_layout = seq2seq.layout_of(models["encoder_model"], _merged(models["decoder_model"]), {})
+    assert seq2seq.cache_step(_merged(models["decoder_model"]), _merged(models["decoder_model"])) is None  # no present.*
     assert merged_layout.use_cache == "use_cache_branch"
     assert [name for name, _, _ in merged_layout.past] == ["past_key_values.0.decoder.key"]
     plain_layout = seq2seq.layout_of(models["encoder_model"], models["decoder_model"], {})
     batches = seq2seq.input_batches(plain_layout, batches=2)
-    plain_out = _generate({r: sets["plain"].path(r) for r in ("encoder", "decoder")}, "decoder", plain_layout,
+    plain_out = _generate({r: sets["plain"].path(r) for r in ("encoder", "decoder")}, _Route("decoder"), plain_layout,
                           batches, None)  # fmt: skip
-    merged_out = _generate({r: sets["merged"].path(r) for r in ("encoder", "decoder_merged")}, "decoder_merged",
+    merged_out = _generate({r: sets["merged"].path(r) for r in ("encoder", "decoder_merged")}, _Route("decoder_merged"),
                            merged_layout, batches, None)  # fmt: skip
     assert (plain_out[GENERATED] == merged_out[GENERATED]).all()
     comparison = compare_set(sets["merged"], CompareSettings(methods=[("float16", {})]))
     assert "judged through decoder_model_merged.onnx" in comparison.input_note
     assert comparison.variants[0].parity.status == "pass"
+
+
+def test_a_set_with_a_cached_decoder_is_run_token_by_token_through_it_and_writes_what_the_plain_one_writes(tmp_path):
+    """optimum's three files: decoder_model (giving the cache) on the first step, decoder_with_past_model a token at a
+    time after it, as runtimes run a set; the same weights without a cache write the same outputs."""
+    import onnx
+
+    from shrinkray.measure import seq2seq
+    from shrinkray.pipeline.set_compare import _generate, _Route
+    from tests.seq2seq_models import seq2seq_set
+
+    cached = seq2seq_set(width=32, layers=1, cached=True)
+    folder = tmp_path / "cached" / "onnx"
+    folder.mkdir(parents=True)
+    for stem, model in cached.items():
+        onnx.save(model, str(folder / f"{stem}.onnx"))
+    write_set(tmp_path / "plain", config={"decoder_start_token_id": 0, "eos_token_id": 0})
+    model_set = open_set(tmp_path / "cached", workdir=tmp_path / "w")
+    cache = seq2seq.cache_step(cached["decoder_model"], cached["decoder_with_past_model"])
+    assert cache is not None and not cache.takes_states and len(cache.past) == 4
+    layout = seq2seq.layout_of(cached["encoder_model"], cached["decoder_model"], {})
+    batches = seq2seq.input_batches(layout, batches=2)
+    route = _Route("decoder", "decoder_with_past", cache)
+    through_cache = _generate({r: model_set.path(r) for r in model_set.members}, route, layout, batches, None)
+    plain = open_set(tmp_path / "plain", workdir=tmp_path / "w")
+    whole = _generate({r: plain.path(r) for r in plain.members}, _Route("decoder"), layout, batches, None)
+    assert (through_cache[GENERATED][..., 0] == whole[GENERATED][..., 0]).all()
+    comparison = compare_set(model_set, CompareSettings(methods=[("float16", {})]))
+    assert ", then decoder_with_past_model.onnx through the cache a token at a time" in comparison.input_note
+    assert comparison.variants[0].parity.status == "pass"
+    assert len(comparison.variants[0].record["files"]) == 3  # every file shrunk, the cached one too

@@ -66,7 +66,7 @@ def _greedy(folder: Path, encoder: str, decoder: str, rows: list[list[int]], ste
         for _ in range(steps):
             logits = dec.run(None, {"input_ids": np.array([made], np.int64), "encoder_hidden_states": states,
                                     "encoder_attention_mask": feeds["attention_mask"]})[0][0, -1]  # fmt: skip
-            top2 = np.sort(logits.astype(np.float64))[-2:]
+            top2 = np.sort(logits.astype(np.float64))[-2:]  # float16-safe: float64 logits
             sure = min(sure, top2[1] - top2[0])
             made.append(int(np.argmax(logits)))
             if made[-1] == END:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from shrinkray.measure import lm_text
+from shrinkray.measure import audio_features, lm_text
 from shrinkray.measure.decoder_lm import token_text_ids
 from shrinkray.measure.generation import GENERATED, greedy_pick
 
@@ -35,6 +35,8 @@ RESERVE_BATCHES = 3
 INPUT_TOKENS = 16
 EXTRA_TOKENS = 8
 MAX_OUTPUT_TOKENS = 64
+#: Output tokens judged per clip of a speech encoder (Whisper writes a few special tokens, then the words).
+AUDIO_TOKENS = 24
 #: A finished output's further steps: its end token, counted as certain (they cannot part there).
 FINISHED_MARGIN = 1e9
 #: The decoder's logits kept per batch for the KL divergence (all positions of a small vocabulary).
@@ -59,10 +61,20 @@ class Seq2SeqLayout:
     end_token: int | None
     past: tuple[tuple[str, tuple[int, ...], np.dtype], ...] = ()  # a merged decoder's empty past: name, shape, dtype
     use_cache: str | None = None
+    #: A speech encoder's log-mel features (``input_features``, Whisper's): their shape with the batch axis
+    #: first, as (mel axis, time axis, bins, frames); None for an encoder of token ids.
+    features: tuple[int, int, int, int] | None = None
 
     @property
     def words(self) -> str:
         return "an encoder and a decoder (the encoder once, then each output token greedily from its states)"
+
+    def tokens_for(self, length: int) -> int:
+        """Output tokens at most: a text's length and a few more (its translation, its words reversed); a clip's
+        first ``AUDIO_TOKENS`` (a transcript's first words)."""
+        if self.features is not None:
+            return AUDIO_TOKENS
+        return min(length + EXTRA_TOKENS, MAX_OUTPUT_TOKENS)
 
 
 def _names(values) -> dict[str, onnx.ValueInfoProto]:
@@ -75,14 +87,26 @@ def _dim(value: onnx.ValueInfoProto, axis: int) -> int | None:
 
 
 def layout_of(encoder: onnx.ModelProto, decoder: onnx.ModelProto, config: dict | None = None) -> Seq2SeqLayout | None:
-    """The roles of a text encoder's and its decoder's inputs and outputs, or None when the pair is not laid
-    out as optimum exports one (an encoder fed features, say, is judged file by file)."""
+    """The roles of an encoder's and its decoder's inputs and outputs, or None when the pair is not laid out as
+    optimum exports one: the encoder takes token ids (``input_ids``, with or without ``attention_mask``) or
+    log-mel features (``input_features``, as Whisper's), the decoder ``input_ids`` and ``encoder_hidden_states``
+    and gives ``logits``. Any other pair (an encoder of raw samples, say) is judged file by file."""
     config = config or {}
     enc_in, enc_out = _names(encoder.graph.input), list(encoder.graph.output)
     dec_in, dec_out = _names(decoder.graph.input), _names(decoder.graph.output)
     initializers = {t.name for t in encoder.graph.initializer}
     enc_in = {k: v for k, v in enc_in.items() if k not in initializers}
-    if "input_ids" not in enc_in or not enc_out:
+    features = None
+    if "input_ids" not in enc_in:  # a speech encoder: log-mel features (Whisper's input_features)
+        value = enc_in.get("input_features")
+        dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                for d in value.type.tensor_type.shape.dim] if value is not None else []  # fmt: skip
+        axes = audio_features.feature_axes(dims) if len(dims) == 3 else None
+        if axes is None:
+            return None
+        frames = dims[axes[1]] if isinstance(dims[axes[1]], int) else audio_features.DEFAULT_FRAMES
+        features = (axes[0], axes[1], int(dims[axes[0]]), int(frames))
+    if not enc_out:
         return None
     states = next((o.name for o in enc_out if o.name == "last_hidden_state"), enc_out[0].name)
     if "input_ids" not in dec_in or "encoder_hidden_states" not in dec_in or "logits" not in dec_out:
@@ -103,7 +127,8 @@ def layout_of(encoder: onnx.ModelProto, decoder: onnx.ModelProto, config: dict |
     if isinstance(end, list):
         end = end[0] if end else None
     return Seq2SeqLayout(
-        encoder_ids="input_ids", encoder_mask="attention_mask" if "attention_mask" in enc_in else None,
+        encoder_ids="input_ids" if features is None else "input_features",
+        encoder_mask="attention_mask" if "attention_mask" in enc_in else None, features=features,
         encoder_output=states, decoder_ids="input_ids", decoder_states="encoder_hidden_states",
         decoder_mask="encoder_attention_mask" if "encoder_attention_mask" in dec_in else None, logits="logits",
         vocab=int(vocab), start_token=int(start or 0), end_token=int(end) if end is not None else None,
@@ -129,6 +154,8 @@ def input_batches(layout: Seq2SeqLayout, *, tokenizer: str = "", text: str = "",
     tokenizer when there are both, padded at the end and masked; else token sequences drawn like text.
     ``skip``: inputs given before (the reserve follows the first batches: other lines, another seed)."""
     rows = batches * per_batch
+    if layout.features is not None:
+        return _clip_batches(layout, batches, per_batch, seed + 7919 * skip)
     if tokenizer and text:
         ids = _text_lines(tokenizer, text, rows, layout.vocab, skip)
     else:
@@ -148,6 +175,21 @@ def input_batches(layout: Seq2SeqLayout, *, tokenizer: str = "", text: str = "",
     return out
 
 
+def _clip_batches(layout: Seq2SeqLayout, batches: int, per_batch: int, seed: int) -> list[dict[str, np.ndarray]]:
+    """Clips of voiced audio as normalised log-mel features, laid out as the encoder takes them."""
+    mel, time, bins, frames = layout.features
+    out = []
+    for index in range(batches):
+        feats = audio_features.features(per_batch, frames, bins, seed=seed + index).astype(np.float32)  # [n, frames, bins]
+        if (mel, time) == (1, 2):
+            feats = np.ascontiguousarray(feats.transpose(0, 2, 1))
+        feeds = {layout.encoder_ids: feats}
+        if layout.encoder_mask:
+            feeds[layout.encoder_mask] = np.ones((per_batch, frames), np.int64)
+        out.append(feeds)
+    return out
+
+
 def _text_lines(tokenizer: str, text: str, rows: int, vocab: int, skip: int = 0) -> list[np.ndarray]:
     """The first ``rows`` non-empty lines of ``text``, as token ids: fewer lines, fewer inputs (a line given
     twice would count as two decisions)."""
@@ -158,10 +200,13 @@ def _text_lines(tokenizer: str, text: str, rows: int, vocab: int, skip: int = 0)
     return [np.asarray(lm_text.encode(tokenizer, line), np.int64)[: 4 * INPUT_TOKENS] for line in lines]
 
 
-def source_words(tokenizer: str, text: str) -> str:
+def source_words(tokenizer: str, text: str, layout: Seq2SeqLayout | None = None) -> str:
     """Where the inputs come from, as the input note says it."""
     from pathlib import Path
 
+    if layout is not None and layout.features is not None:
+        mel, time, bins, frames = layout.features
+        return f"clips of voiced audio as log-mel features ({bins} bins x {frames} frames)"
     if tokenizer and text:
         return f"the lines of {Path(text).name} through {Path(tokenizer).name}"
     return "token ids drawn like text (no tokenizer.json and prompts.txt came with the set)"
@@ -235,11 +280,11 @@ def generate(encoder: Run, decoder: Run, layout: Seq2SeqLayout, feeds: dict[str,
     batch took; its own output when None), for the KL divergence."""
     states = np.asarray(encoder(feeds)[layout.encoder_output])
     mask = feeds.get(layout.encoder_mask) if layout.encoder_mask else None
-    batch, length = feeds[layout.encoder_ids].shape
+    batch, length = feeds[layout.encoder_ids].shape[:2]
     if teacher is not None:  # the original's outputs [batch, tokens, 2], cut where its batch had ended
         running = np.nonzero((np.asarray(teacher)[:, :, 1] < FINISHED_MARGIN).any(axis=0))[0]
         teacher = np.asarray(teacher)[:, : int(running[-1]) + 1 if len(running) else 1, 0]
-    tokens = min(length + EXTRA_TOKENS, MAX_OUTPUT_TOKENS) if teacher is None else teacher.shape[1]
+    tokens = layout.tokens_for(length) if teacher is None else teacher.shape[1]
     sequence = np.full((batch, 1), layout.start_token, np.int64)
     done = np.zeros(batch, bool)
     made, margins = [], []
@@ -268,9 +313,10 @@ def generate(encoder: Run, decoder: Run, layout: Seq2SeqLayout, feeds: dict[str,
     return {GENERATED: generated, LOGITS: logits[:, :kept].copy()}
 
 
-def first_change(inputs: np.ndarray, reference: np.ndarray, variant: np.ndarray, tokenizer: str) -> str:
+def first_change(inputs: np.ndarray | None, reference: np.ndarray, variant: np.ndarray, tokenizer: str) -> str:
     """The changed output the original was surest of, as text: ``"…walked to the river"`` came out as
-    "A" and now as "B" (up to a few tokens past where they part). "" when none changed or no tokenizer."""
+    "A" and now as "B" (up to a few tokens past where they part; ``inputs`` None: a clip, not text, so the
+    output alone). "" when none changed or no tokenizer."""
     if not tokenizer:
         return ""
     ref = np.asarray(reference, np.float64)
@@ -286,9 +332,11 @@ def first_change(inputs: np.ndarray, reference: np.ndarray, variant: np.ndarray,
         return ""
     _, row, part = best
     end = min(part + 4, ref.shape[1])
-    read = lm_text.decode(tokenizer, np.asarray(inputs[row], np.int64)[-8:])
     before = lm_text.decode(tokenizer, ref[row, :end, 0].astype(np.int64))
     after = lm_text.decode(tokenizer, var[row, :end, 0].astype(np.int64))
+    if inputs is None:
+        return f'e.g. an output came out as "{_clip(before)}" and now as "{_clip(after)}"'
+    read = lm_text.decode(tokenizer, np.asarray(inputs[row], np.int64)[-8:])
     return f'e.g. "…{_clip(read)}" came out as "{_clip(before)}" and now as "{_clip(after)}"'
 
 

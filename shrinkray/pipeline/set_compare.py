@@ -93,7 +93,7 @@ def compare_set(model_set: ModelSet, settings: CompareSettings | None = None, pr
         reference = _generate(files[ORIGINAL], route, layout, batches, None)
         kinds = _kinds(layout)
         count = sum(len(b[layout.encoder_ids]) for b in batches)
-        note = (f"Inputs: {count} inputs, {seq2seq.source_words(tokenizer, text)}, through {layout.words}; "
+        note = (f"Inputs: {count} inputs, {seq2seq.source_words(tokenizer, text, layout)}, through {layout.words}; "
                 f"judged through {Path(model_set.members[judged]).name}")  # fmt: skip
         if route.step is not None:
             then = ("its cache branch" if route.step == judged
@@ -128,12 +128,14 @@ def compare_set(model_set: ModelSet, settings: CompareSettings | None = None, pr
                 result.error = f"The shrunk set does not run: {exc}"
                 continue
             result.parity = compare_outputs(reference, outputs, kinds, settings.verdict, samples=count)
+            judged_on, judged_reference = batches, reference
             if result.parity.status == UNDECIDED and reserve.batches(settings):  # more inputs, as a model's verdict gets
                 more = _generate(made, route, layout, reserve.feeds, reserve.reference[GENERATED])
                 outputs = _joined(outputs, more, layout)
-                result.parity = compare_outputs(reserve.all_reference, outputs, kinds, settings.verdict,
+                judged_on, judged_reference = batches + reserve.feeds, reserve.all_reference
+                result.parity = compare_outputs(judged_reference, outputs, kinds, settings.verdict,
                                                 samples=count + reserve.count)  # fmt: skip
-            _tell_change(result, batches, layout, reference, outputs, tokenizer)
+            _tell_change(result, judged_on, layout, judged_reference, outputs, tokenizer)
             timings["parity"] = timings.get("parity", 0.0) + time.perf_counter() - lap
         say("Measuring sizes", 0.92)
         lap = time.perf_counter()
@@ -295,9 +297,11 @@ def _tell_change(result: VariantResult, batches: list[dict], layout: seq2seq.Seq
     generated = next((o for o in result.parity.outputs if o.name == GENERATED), None)
     if generated is None or generated.status == "pass" or not tokenizer:
         return
-    width = max(b[layout.encoder_ids].shape[1] for b in batches)
-    inputs = np.concatenate([np.pad(b[layout.encoder_ids], ((0, 0), (0, width - b[layout.encoder_ids].shape[1])))
-                             for b in batches])  # fmt: skip
+    inputs = None  # a clip's features are no text to show
+    if layout.features is None:
+        width = max(b[layout.encoder_ids].shape[1] for b in batches)
+        inputs = np.concatenate([np.pad(b[layout.encoder_ids], ((0, 0), (0, width - b[layout.encoder_ids].shape[1])))
+                                 for b in batches])  # fmt: skip
     example = seq2seq.first_change(inputs, reference[GENERATED], outputs[GENERATED], tokenizer)
     if example:
         generated.decisions = f"{generated.decisions}; {example}" if generated.decisions else example

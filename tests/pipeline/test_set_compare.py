@@ -154,3 +154,23 @@ def test_a_set_with_a_cached_decoder_is_run_token_by_token_through_it_and_writes
     assert ", then decoder_with_past_model.onnx through the cache a token at a time" in comparison.input_note
     assert comparison.variants[0].parity.status == "pass"
     assert len(comparison.variants[0].record["files"]) == 3  # every file shrunk, the cached one too
+
+
+def test_an_undecided_set_verdict_gathers_more_lines_never_the_same_twice(tmp_path):
+    """A verdict the 160 judged lines leave undecided (here: 99.9% asked of float16, which keeps every output, so
+    no count of lines can prove it) runs the reserve: the rest of prompts.txt, every line once."""
+    import shutil
+
+    from helpers import ROOT
+
+    from shrinkray.measure.parity import build_verdict
+
+    folder = write_set(tmp_path / "s2s", config={"decoder_start_token_id": 0, "eos_token_id": 0})
+    for name in ("tokenizer.json", "prompts.txt"):  # 400 lines of text through a tokenizer of the same 512 ids
+        shutil.copy(ROOT / "sample_models" / "tiny_seq2seq" / name, folder / name)
+    verdict = build_verdict("relative", [f"{GENERATED}:min_continuation_agreement=0.999"], [])
+    settings = CompareSettings(methods=[("float16", {})], verdict=verdict)
+    comparison = compare_set(open_set(folder, workdir=tmp_path / "w"), settings)
+    generated = {o.name: o for o in comparison.variants[0].parity.outputs}[GENERATED]
+    assert generated.status == "undecided" and generated.measures["continuation_agreement"] == 1.0
+    assert generated.measures["continuations"] + generated.measures["undecided_continuations"] == 400  # all lines

@@ -16,6 +16,12 @@ is bidirectional over the unpadded tokens, the decoder's is causal and is follow
 tokens sit at positions past..past+length-1 (their learned positions, and the causal mask: query i sees keys
 0..past+i). The symbolic dims are optimum's own, ``past_decoder_sequence_length + 1`` and
 ``encoder_sequence_length_out`` included.
+
+A Whisper-like speech-to-text pair on the same blocks: :func:`audio_encoder_graph` (``input_features`` float
+[batch_size, bins, frames], bins and frames fixed as Whisper fixes 80 x 3000 -> ``last_hidden_state``
+[batch_size, frames/2, width]: two Convs with GELU, learned positions, unmasked blocks) and
+``decoder_graph(..., encoder_mask=False)``, a decoder without ``encoder_attention_mask`` (Whisper's takes only
+input_ids and encoder_hidden_states, or its past): the cross-attention sees every encoder position.
 """
 
 from __future__ import annotations
@@ -42,10 +48,10 @@ def decoder_layer_names(layer: int) -> list[str]:
 class _Blocks(_Graph):
     """lm_graph's graph builder with the pieces both graphs are made of."""
 
-    def __init__(self, weights: dict[str, np.ndarray], heads: int, prefix: str) -> None:
+    def __init__(self, weights: dict[str, np.ndarray], heads: int, width: int) -> None:
         super().__init__()
         self.weights = weights
-        self.width = weights[f"{prefix}.wte"].shape[1]
+        self.width = width
         head_dim = self.width // heads
         self.zero, self.one = (self.const(s, np.array(v, np.int64)) for s, v in (("zero", 0), ("one", 1)))
         self.split = self.const("split", np.array([0, 0, heads, head_dim], np.int64))
@@ -100,7 +106,7 @@ class _Blocks(_Graph):
                                     self.const("ax", np.array([0], np.int64))])  # fmt: skip
         return self.op("LessOrEqual", [key, query])
 
-    def attention(self, query: str, memory: str, names: list[str], allowed: str) -> str:
+    def attention(self, query: str, memory: str, names: list[str], allowed: str | None) -> str:
         """Multi-head attention of ``query`` over ``memory`` (the same name for self-attention), masked by
         the bool ``allowed``; the output projection applied, the residual not added."""
         wq, wk, wv, wo = names
@@ -115,11 +121,12 @@ class _Blocks(_Graph):
         self.nodes.append(helper.make_node("Transpose", [split], [out], perm=[0, 2, 1, 3]))
         return out
 
-    def attend(self, q: str, k: str, v: str, allowed: str, wo: str) -> str:
-        """Attention of the heads ``q`` over the heads ``k``/``v``, masked by the bool ``allowed``, projected by
-        ``wo``; the residual not added."""
+    def attend(self, q: str, k: str, v: str, allowed: str | None, wo: str) -> str:
+        """Attention of the heads ``q`` over the heads ``k``/``v``, masked by the bool ``allowed`` (None: every
+        key seen), projected by ``wo``; the residual not added."""
         scores = self.op("Mul", [self.op("MatMul", [q, self.op("Transpose", [k], perm=[0, 1, 3, 2])]), self.scale])
-        scores = self.op("Where", [allowed, scores, self.neg])
+        if allowed is not None:
+            scores = self.op("Where", [allowed, scores, self.neg])
         attn = self.op("MatMul", [self.op("Softmax", [scores], axis=-1), v])
         joined = self.op("Reshape", [self.op("Transpose", [attn], perm=[0, 2, 1, 3]), self.merge])
         return self.op("MatMul", [joined, self.w(wo)])
@@ -127,8 +134,16 @@ class _Blocks(_Graph):
     def mlp(self, h: str, fc: str, proj: str) -> str:
         return self.op("MatMul", [self.op("Relu", [self.op("MatMul", [h, self.w(fc)])]), self.w(proj)])
 
+    def gelu(self, x: str) -> str:
+        """GELU as exporters write it below opset 20: 0.5 * x * (1 + erf(x / sqrt(2)))."""
+        erf = self.op("Erf", [self.op("Mul", [x, self.const("inv_sqrt2", np.array(2 ** -0.5, np.float32))])])
+        one = self.const("one_f", np.array(1.0, np.float32))
+        return self.op("Mul", [self.op("Mul", [x, self.op("Add", [erf, one])]),
+                               self.const("half", np.array(0.5, np.float32))])  # fmt: skip
+
     def model(self, name: str, inputs: list, outputs: list) -> onnx.ModelProto:
-        graph = helper.make_graph(self.nodes, name, inputs, outputs, self.inits)
+        used = {n for node in self.nodes for n in node.input}  # a mask-free graph leaves e.g. ``neg`` unread
+        graph = helper.make_graph(self.nodes, name, inputs, outputs, [t for t in self.inits if t.name in used])
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
                                   producer_name="shrinkray-samples")  # fmt: skip
         model.ir_version = IR_VERSION
@@ -139,7 +154,7 @@ class _Blocks(_Graph):
 def encoder_graph(weights: dict[str, np.ndarray], layers: int, heads: int, name: str = "encoder") -> onnx.ModelProto:
     """The encoder over ``weights`` (``encoder.wte`` [vocab, width], ``encoder.wpe`` [positions, width], per
     layer :func:`encoder_layer_names`, ``encoder.ln_f.weight/bias``); other keys are ignored."""
-    g = _Blocks(weights, heads, "encoder")
+    g = _Blocks(weights, heads, weights["encoder.wte"].shape[1])
     inputs = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch_size", "encoder_sequence_length"])
               for n in ("input_ids", "attention_mask")]  # fmt: skip
     outputs = [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT,
@@ -155,29 +170,67 @@ def encoder_graph(weights: dict[str, np.ndarray], layers: int, heads: int, name:
     return g.model(name, inputs, outputs)
 
 
+AUDIO_FRONT = ("encoder.conv1.weight", "encoder.conv1.bias", "encoder.conv2.weight", "encoder.conv2.bias")
+
+
+def audio_frames_out(frames: int) -> int:
+    """The encoder's length after the stride-2 Conv (kernel 3, padding 1): frames/2 for even frames."""
+    return (frames - 1) // 2 + 1
+
+
+def audio_encoder_graph(weights: dict[str, np.ndarray], layers: int, heads: int, bins: int = 80, frames: int = 200,
+                        name: str = "encoder") -> onnx.ModelProto:  # fmt: skip
+    """A Whisper-like audio encoder over ``weights``: :data:`AUDIO_FRONT` (``conv1.weight`` [width, bins, 3],
+    ``conv2.weight`` [width, width, 3], biases [width]), ``encoder.wpe`` [frames/2, width], per layer
+    :func:`encoder_layer_names`, ``encoder.ln_f.weight/bias``; other keys are ignored. ``input_features``
+    float [batch_size, bins, frames] (bins and frames fixed) -> Conv, GELU, Conv (stride 2), GELU, transposed to
+    [batch_size, frames/2, width], plus the positions, then pre-LN blocks with no mask (every frame is real) and
+    the final LayerNorm: ``last_hidden_state`` [batch_size, frames/2, width]."""
+    width = weights["encoder.conv1.weight"].shape[0]
+    length = audio_frames_out(frames)
+    if weights["encoder.conv1.weight"].shape != (width, bins, 3) or weights["encoder.wpe"].shape != (length, width):
+        raise ValueError(f"conv1 must be [width, {bins}, 3] and wpe [{length}, width]")
+    g = _Blocks(weights, heads, width)
+    inputs = [helper.make_tensor_value_info("input_features", TensorProto.FLOAT, ["batch_size", bins, frames])]
+    outputs = [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch_size", length, width])]
+    w1, b1, w2, b2 = (g.w(k) for k in AUDIO_FRONT)
+    x = g.gelu(g.op("Conv", ["input_features", w1, b1], kernel_shape=[3], pads=[1, 1]))
+    x = g.gelu(g.op("Conv", [x, w2, b2], kernel_shape=[3], pads=[1, 1], strides=[2]))
+    x = g.op("Add", [g.op("Transpose", [x], perm=[0, 2, 1]), g.w("encoder.wpe")])
+    for layer in range(layers):
+        ln1_g, ln1_b, wq, wk, wv, wo, ln2_g, ln2_b, fc, proj = encoder_layer_names(layer)
+        h = g.norm(x, ln1_g, ln1_b)
+        x = g.op("Add", [x, g.attention(h, h, [wq, wk, wv, wo], None)])
+        x = g.op("Add", [x, g.mlp(g.norm(x, ln2_g, ln2_b), fc, proj)])
+    g.norm(x, "encoder.ln_f.weight", "encoder.ln_f.bias", out="last_hidden_state")
+    return g.model(name, inputs, outputs)
+
+
 LAYOUTS = ("plain", "cached", "with_past")
 PAST_DECODER, PRESENT_DECODER, ENCODER_OUT = ("past_decoder_sequence_length", "past_decoder_sequence_length + 1",
                                               "encoder_sequence_length_out")  # optimum's names  # fmt: skip
 
 
 def decoder_graph(weights: dict[str, np.ndarray], layers: int, heads: int, name: str = "decoder",
-                  layout: str = "plain") -> onnx.ModelProto:  # fmt: skip
+                  layout: str = "plain", encoder_mask: bool = True) -> onnx.ModelProto:  # fmt: skip
     """The decoder over ``weights`` (``decoder.wte``, ``decoder.wpe``, per layer :func:`decoder_layer_names`,
     ``decoder.ln_f.weight/bias``, ``lm_head`` [width, vocab]); other keys are ignored. ``layout``: ``plain``
     (no cache), ``cached`` (optimum's decoder_model with past: present.N.* out) or ``with_past`` (optimum's
-    decoder_with_past_model: past_key_values.N.* in, present.N.decoder.* out); see the module's words."""
+    decoder_with_past_model: past_key_values.N.* in, present.N.decoder.* out); see the module's words.
+    ``encoder_mask=False``: no ``encoder_attention_mask`` input (Whisper's decoder), the cross-attention sees
+    every encoder position; the rest as with it."""
     if layout not in LAYOUTS:
         raise ValueError(f"unknown layout {layout}")
-    g = _Blocks(weights, heads, "decoder")
+    g = _Blocks(weights, heads, weights["decoder.wte"].shape[1])
     vocab = weights["lm_head"].shape[1]
     head_dim = g.width // heads
-    mask_info = helper.make_tensor_value_info("encoder_attention_mask", TensorProto.INT64,
-                                              ["batch_size", "encoder_sequence_length"])  # fmt: skip
+    mask_info = [helper.make_tensor_value_info("encoder_attention_mask", TensorProto.INT64,
+                                               ["batch_size", "encoder_sequence_length"])] if encoder_mask else []  # fmt: skip
     if layout == "with_past":  # optimum exports it with one new token
-        inputs = [mask_info, helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch_size", 1])]
+        inputs = [*mask_info, helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch_size", 1])]
         outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch_size", 1, vocab])]
     else:
-        inputs = [mask_info,
+        inputs = [*mask_info,
                   helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch_size", "decoder_sequence_length"]),
                   helper.make_tensor_value_info("encoder_hidden_states", TensorProto.FLOAT,
                                                 ["batch_size", "encoder_sequence_length", g.width])]  # fmt: skip
@@ -194,10 +247,11 @@ def decoder_graph(weights: dict[str, np.ndarray], layers: int, heads: int, name:
             cache([f"past_key_values.{layer}.encoder.{w}" for w in ("key", "value")], ENCODER_OUT, inputs)
         start = g.past_length("past_key_values.0.decoder.key")
         x = g.embed_after("decoder", "input_ids", start)
-        causal, cross = g.causal_after("input_ids", start), g.padding("encoder_attention_mask")
+        causal = g.causal_after("input_ids", start)
     else:
         x = g.embed("decoder", "input_ids")
-        causal, cross = g.causal("input_ids"), g.padding("encoder_attention_mask")
+        causal = g.causal("input_ids")
+    cross = g.padding("encoder_attention_mask") if encoder_mask else None
     for layer in range(layers):
         ln1_g, ln1_b, wq, wk, wv, wo, lnc_g, lnc_b, cq, ck, cv, co, ln2_g, ln2_b, fc, proj = decoder_layer_names(layer)
         h = g.norm(x, ln1_g, ln1_b)
@@ -231,17 +285,31 @@ def decoder_graph(weights: dict[str, np.ndarray], layers: int, heads: int, name:
     return g.model(name, inputs, outputs)
 
 
-def greedy(encoder, decoder, input_ids: np.ndarray, attention_mask: np.ndarray, start: int, eos: int,
+def encoder_feeds(inputs: np.ndarray, attention_mask: np.ndarray | None) -> dict[str, np.ndarray]:
+    """The encoder's feeds: ``input_ids`` and ``attention_mask``, or with no mask (a speech set)
+    ``input_features``."""
+    if attention_mask is None:
+        return {"input_features": inputs}
+    return {"input_ids": inputs, "attention_mask": attention_mask}
+
+
+def mask_feed(attention_mask: np.ndarray | None) -> dict[str, np.ndarray]:
+    """The decoder's ``encoder_attention_mask`` feed, none for a decoder without it (a speech set)."""
+    return {} if attention_mask is None else {"encoder_attention_mask": attention_mask}
+
+
+def greedy(encoder, decoder, input_ids: np.ndarray, attention_mask: np.ndarray | None, start: int, eos: int,
            max_length: int) -> list[list[int]]:  # fmt: skip
     """Greedy generation through two ONNX Runtime sessions (anything with ``run(None, feeds)``): the encoder
     once, then the decoder on the whole sequence so far at every step, as transformers.js does without a
     cache. One list of new tokens per row, each ending at its first ``eos`` (not included); ``max_length``
-    counts the start token, as transformers' does."""
-    states = encoder.run(None, {"input_ids": input_ids, "attention_mask": attention_mask})[0]
+    counts the start token, as transformers' does. ``attention_mask`` None: a speech set, ``input_ids`` are
+    the encoder's ``input_features`` and the decoder takes no ``encoder_attention_mask``."""
+    states = encoder.run(None, encoder_feeds(input_ids, attention_mask))[0]
     seq = np.full((len(input_ids), 1), start, np.int64)
     done = np.zeros(len(input_ids), bool)
     while seq.shape[1] < max_length and not done.all():
-        logits = decoder.run(None, {"encoder_attention_mask": attention_mask, "input_ids": seq,
+        logits = decoder.run(None, {**mask_feed(attention_mask), "input_ids": seq,
                                     "encoder_hidden_states": states})[0]  # fmt: skip
         token = np.where(done, eos, logits[:, -1].argmax(-1))
         seq = np.concatenate([seq, token[:, None].astype(np.int64)], axis=1)

@@ -1,5 +1,6 @@
 """The seq2seq sample (sample_models/tiny_seq2seq): an encoder-decoder in the transformers.js folder layout,
-judged by what it writes (its prompt's words in reverse order); and the seeded test set of the same graphs."""
+judged by what it writes (its prompt's words in reverse order); and the seeded test sets of the same graphs
+(text-to-text and Whisper-like speech-to-text)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import TensorProto
-from seq2seq_models import greedy, greedy_cached, seq2seq_set
+from seq2seq_models import decoder_graph, greedy, greedy_cached, seq2seq_set, speech_set
 
 FOLDER = Path(__file__).resolve().parents[1] / "sample_models" / "tiny_seq2seq"
 FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "prompts.txt",
@@ -231,3 +232,89 @@ def test_with_past_masks_causally_after_the_past() -> None:
     want = reference.run(None, {"encoder_attention_mask": mask, "input_ids": seq, "encoder_hidden_states": states})[0]
     assert logits.shape == (2, 3, 512)
     np.testing.assert_allclose(logits, want[:, 4:], rtol=0, atol=1e-4)
+
+
+# ---- the Whisper-like speech set: input_features in, a decoder without encoder_attention_mask ---------------
+
+
+def speech_signature(width: int, vocab: int, layers: int, heads: int) -> dict[str, tuple[list, list]]:
+    """Whisper's as optimum exports it (bins and frames fixed, 80 x 200 here): the encoder takes input_features,
+    the decoders are the text set's without encoder_attention_mask; the encoder's length is frames/2, fixed."""
+    text = cached_signature(width, vocab, layers, heads)
+    unmasked = {n: ([i for i in ins if i[0] != "encoder_attention_mask"], outs) for n, (ins, outs) in text.items()}
+    unmasked["encoder_model"] = ([("input_features", TensorProto.FLOAT, [BATCH, 80, 200])],
+                                 [("last_hidden_state", TensorProto.FLOAT, [BATCH, 100, width])])  # fmt: skip
+    return unmasked
+
+
+def features(batch: int = 2) -> np.ndarray:
+    return np.random.default_rng(7).standard_normal((batch, 80, 200)).astype(np.float32)
+
+
+def test_the_speech_set_passes_the_checker_with_whispers_signatures() -> None:
+    for cached in (False, True):
+        models = speech_set(cached=cached)
+        want = speech_signature(64, 512, 2, 4)
+        if not cached:
+            want = {"encoder_model": want["encoder_model"], "decoder_model": signature(64, 512)["decoder_model"]}
+            want["decoder_model"] = (want["decoder_model"][0][1:], want["decoder_model"][1])  # no encoder mask
+        assert list(models) == list(want)
+        assert {n: signature_of(m) for n, m in models.items()} == want
+        for model in models.values():
+            onnx.checker.check_model(model, full_check=True)
+            assert (model.ir_version, model.opset_import[0].version) == (9, 17)
+            used = {n for node in model.graph.node for n in node.input}
+            assert all(t.name in used for t in model.graph.initializer)  # no initializer left unread
+    assert speech_set()["encoder_model"].SerializeToString() == speech_set(cached=True)["encoder_model"].SerializeToString()
+
+
+def test_the_speech_set_runs_batched_and_generates_greedily() -> None:
+    """Batch 2 of random features: each row's encoder states are its own (the batch mixes nothing) and the
+    plain decoder, without a mask, is the masked text decoder over the same weights given an all-ones mask."""
+    models = speech_set()
+    encoder, decoder = sessions(models)
+    x = features()
+    states = encoder.run(None, {"input_features": x})[0]
+    alone = encoder.run(None, {"input_features": x[1:]})[0]
+    assert states.shape == (2, 100, 64)
+    np.testing.assert_allclose(states[1], alone[0], atol=1e-4)
+    assert np.abs(states[0] - states[1]).max() > 0.1  # the rows differ: the comparison can fail
+
+    seq = np.random.default_rng(3).integers(1, 512, (2, 5))
+    logits = decoder.run(None, {"input_ids": seq, "encoder_hidden_states": states})[0]
+    assert logits.shape == (2, 5, 512)
+    weights = {t.name: onnx.numpy_helper.to_array(t) for t in models["decoder_model"].graph.initializer}
+    masked = session(decoder_graph(weights, 2, 4))
+    want = masked.run(None, {"encoder_attention_mask": np.ones((2, 100), np.int64), "input_ids": seq,
+                             "encoder_hidden_states": states})[0]  # fmt: skip
+    np.testing.assert_allclose(logits, want, rtol=0, atol=1e-4)
+    flat = logits.reshape(-1, 512).copy()
+    best = flat.max(-1)
+    flat[np.arange(len(flat)), flat.argmax(-1)] = -np.inf
+    assert np.median(best - flat.max(-1)) > 0.1  # greedy steps are clear, not near-ties
+    made = greedy(encoder, decoder, x, None, 0, 512, 8)
+    assert [len(row) for row in made] == [7, 7] and made[0] != made[1]
+
+
+def test_cached_speech_generation_is_the_plain_generation() -> None:
+    """decoder_model on the start token, then decoder_with_past_model a token at a time (no
+    encoder_attention_mask anywhere) gives the plain decoder's tokens and, step by step, its logits."""
+    cached, plain = speech_set(cached=True), speech_set()
+    encoder, decoder, with_past = (session(cached[n]) for n in ("encoder_model", "decoder_model",
+                                                                 "decoder_with_past_model"))  # fmt: skip
+    reference = session(plain["decoder_model"])
+    x = features()
+    never = 512  # an end token the model cannot make: every row runs all 11 steps
+    made, steps = greedy_cached(encoder, decoder, with_past, x, None, 0, never, 12)
+    assert steps.shape == (2, 11, 512) and [len(row) for row in made] == [11, 11]
+    assert made == greedy(encoder, reference, x, None, 0, never, 12)
+    assert made[0] != made[1] and len(set(made[1])) > 3  # the rows and the steps differ: the comparison can fail
+    states = encoder.run(None, {"input_features": x})[0]
+    whole = np.concatenate([np.zeros((2, 1), np.int64), np.array(made, np.int64)[:, :-1]], axis=1)
+    want = reference.run(None, {"input_ids": whole, "encoder_hidden_states": states})[0]
+    np.testing.assert_allclose(steps, want, rtol=0, atol=1e-4)
+    # with an end token it makes (row 1's third), the rows end where the plain run ends them
+    eos = made[1][2]
+    made_eos, _ = greedy_cached(encoder, decoder, with_past, x, None, 0, eos, 12)
+    assert made_eos == greedy(encoder, reference, x, None, 0, eos, 12)
+    assert len(made_eos[1]) == 2

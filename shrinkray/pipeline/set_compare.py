@@ -28,6 +28,7 @@ from shrinkray.graph.sessions import open_file_session
 from shrinkray.io.files import save
 from shrinkray.io.model_set import ModelSet
 from shrinkray.measure import seq2seq
+from shrinkray.measure.budget import PLAN_MARGIN, job_clock, limit_words
 from shrinkray.measure.deadline import run_within
 from shrinkray.measure.generation import GENERATED
 from shrinkray.measure.parity import GENERATION, UNDECIDED, OutputKind, compare_outputs
@@ -70,6 +71,7 @@ def compare_set(model_set: ModelSet, settings: CompareSettings | None = None, pr
     judged = next((role for role in JUDGED_DECODERS if role in model_set.members), None)
     assert judged is not None, "a ModelSet always has a decoder"
     started = time.perf_counter()
+    clock = job_clock()  # a capped worker's (start, cap); None in a direct call: no time limit
     timings: dict[str, float] = {}
     scratch = Path(tempfile.mkdtemp(prefix="shrinkray-set-"))
     try:
@@ -78,8 +80,8 @@ def compare_set(model_set: ModelSet, settings: CompareSettings | None = None, pr
         layout = seq2seq.layout_of(originals["encoder"].model, originals[judged].model, model_set.config)
         if layout is None:
             raise SeveralModels(
-                f"The set's {model_set.words()} are not laid out as an encoder and a decoder of text "
-                "(input_ids to last_hidden_state; input_ids and encoder_hidden_states to logits), so they are "
+                f"The set's {model_set.words()} are not laid out as an encoder and a decoder (input_ids or "
+                "input_features to last_hidden_state; input_ids and encoder_hidden_states to logits), so they are "
                 "compared one at a time", "Choose one of them", choices=tuple(model_set.members.values()))  # fmt: skip
         step_role = judged if judged == "decoder_merged" else "decoder_with_past" if "decoder_with_past" in model_set.members else None
         cache = seq2seq.cache_step(originals[judged].model, originals[step_role].model) if step_role else None
@@ -90,7 +92,17 @@ def compare_set(model_set: ModelSet, settings: CompareSettings | None = None, pr
         tokenizer = settings.inputs.tokenizer or model_set.tokenizer
         text = settings.inputs.text or model_set.prompts
         batches = seq2seq.input_batches(layout, tokenizer=tokenizer, text=text, seed=settings.inputs.seed)
-        reference = _generate(files[ORIGINAL], route, layout, batches, None)
+        lap = time.perf_counter()
+        reference = _generate(files[ORIGINAL], route, layout, batches[:1], None)
+        fits = _batches_that_fit(len(batches), time.perf_counter() - lap, len(methods), clock)
+        budget_note = ""
+        if fits < len(batches):  # the job's time allows fewer inputs: the verdict says what it rests on
+            budget_note = (f"; {fits * len(batches[0][layout.encoder_ids])} inputs, not "
+                           f"{sum(len(b[layout.encoder_ids]) for b in batches)}: the run's "
+                           f"{limit_words(clock[1])} allows no more through every variant")  # fmt: skip
+            batches = batches[:fits]
+        if len(batches) > 1:
+            reference = _joined(reference, _generate(files[ORIGINAL], route, layout, batches[1:], None), layout)
         kinds = _kinds(layout)
         count = sum(len(b[layout.encoder_ids]) for b in batches)
         note = (f"Inputs: {count} inputs, {seq2seq.source_words(tokenizer, text, layout)}, through {layout.words}; "
@@ -99,11 +111,14 @@ def compare_set(model_set: ModelSet, settings: CompareSettings | None = None, pr
             then = ("its cache branch" if route.step == judged
                     else f"{Path(model_set.members[route.step]).name} through the cache")  # fmt: skip
             note += f", then {then} a token at a time, as runtimes run a set"
+        note += budget_note
         unjudged = [Path(model_set.members[r]).name for r in model_set.members
                     if r not in ("encoder", judged, route.step)]  # fmt: skip
         if unjudged:
             note += f" ({', '.join(unjudged)} shrunk and sized too, not run)"
-        reserve = _Reserve(files[ORIGINAL], route, layout, reference, tokenizer, text, settings.inputs.seed)
+        reserve = _Reserve(files[ORIGINAL], route, layout, reference, tokenizer, text, settings.inputs.seed,
+                           time_left=_time_left(clock))  # fmt: skip
+        reserve.per_batch_s = (time.perf_counter() - lap) / max(len(batches), 1)
         original = VariantResult(key=ORIGINAL, method=None, options={})
         original.parity = compare_outputs(reference, reference, kinds, settings.verdict, samples=count)
         timings["parity"] = time.perf_counter() - started
@@ -234,13 +249,33 @@ def _generate(paths: dict[str, Path], route: _Route, layout: seq2seq.Seq2SeqLayo
     return {GENERATED: generated, seq2seq.LOGITS: logits}
 
 
+def _time_left(clock: tuple[float, float] | None) -> Callable[[], float]:
+    """Seconds the capped worker has left before its plan's margin (infinite outside one)."""
+    if clock is None:
+        return lambda: float("inf")
+    deadline = clock[0] + clock[1] * (1 - PLAN_MARGIN)
+    return lambda: deadline - time.perf_counter()
+
+
+def _batches_that_fit(batches: int, first_s: float, methods: int, clock: tuple[float, float] | None) -> int:
+    """Batches of inputs every variant can be run on in the capped worker's time, from the original's first
+    batch (``first_s``; each variant's run costs about as much, its shrink as much again): all of them, or
+    fewer (at least one)."""
+    if clock is None:
+        return batches
+    left = _time_left(clock)() + first_s  # the first batch is already run for the original
+    per_batch = first_s * (1 + 2 * methods)
+    return max(1, min(batches, int(left // max(per_batch, 1e-9))))
+
+
 class _Reserve:
     """More inputs and the original's outputs on them, made the first time a variant's verdict is undecided."""
 
     def __init__(self, paths: dict[str, Path], route: _Route, layout: seq2seq.Seq2SeqLayout, reference: dict,
-                 tokenizer: str, text: str, seed: int) -> None:  # fmt: skip
+                 tokenizer: str, text: str, seed: int, time_left: Callable[[], float]) -> None:  # fmt: skip
         self.paths, self.route, self.layout, self.first = paths, route, layout, reference
-        self.tokenizer, self.text, self.seed = tokenizer, text, seed
+        self.tokenizer, self.text, self.seed, self.time_left = tokenizer, text, seed, time_left
+        self.per_batch_s = 0.0  # the original's time per batch, told by compare_set
         self.feeds: list[dict] = []
         self.reference: dict = {}
         self.all_reference: dict = {}
@@ -254,6 +289,9 @@ class _Reserve:
         """Whether there are reserve inputs (made now, once)."""
         if not self.made:
             self.made = True
+            wanted = seq2seq.BATCHES * seq2seq.RESERVE_BATCHES
+            if self.time_left() < 2 * wanted * self.per_batch_s:  # the original's and the variant's runs on them
+                return False  # no time for them: the verdict stays undecided and says more inputs would decide it
             first = len(self.first[GENERATED])
             self.feeds = seq2seq.input_batches(self.layout, tokenizer=self.tokenizer, text=self.text, seed=self.seed,
                                                batches=seq2seq.BATCHES * seq2seq.RESERVE_BATCHES, skip=first)  # fmt: skip

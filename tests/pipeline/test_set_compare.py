@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from shrinkray.errors import ModelLoadError
@@ -174,3 +175,45 @@ def test_an_undecided_set_verdict_gathers_more_lines_never_the_same_twice(tmp_pa
     generated = {o.name: o for o in comparison.variants[0].parity.outputs}[GENERATED]
     assert generated.status == "undecided" and generated.measures["continuation_agreement"] == 1.0
     assert generated.measures["continuations"] + generated.measures["undecided_continuations"] == 400  # all lines
+
+
+def test_a_capped_worker_judges_a_set_on_the_batches_its_time_allows():
+    import time
+
+    from shrinkray.pipeline.set_compare import _batches_that_fit
+
+    assert _batches_that_fit(10, 30.0, 5, None) == 10  # a direct call has no cap
+    now = time.perf_counter()
+    # 600 s less the plan's 15% margin: 510 s left, 520 with the original's first batch already run; each batch
+    # costs the original's 10 s again per variant run and per shrink: 110 s
+    assert _batches_that_fit(10, 10.0, 5, (now, 600.0)) == 4
+    assert _batches_that_fit(10, 1.0, 5, (now, 600.0)) == 10
+    assert _batches_that_fit(10, 300.0, 5, (now, 600.0)) == 1  # at least one: the verdict then says what it rests on
+
+
+def test_a_speech_set_is_fed_clips_of_voiced_audio_as_its_encoders_features(tmp_path):
+    """Whisper's layout (input_features [batch, 80 bins, frames], a decoder without encoder_attention_mask, the
+    cache): judged like a text set on clips of voiced audio, as log-mel features laid out as the encoder takes them."""
+    import json
+
+    import onnx
+
+    from shrinkray.measure import seq2seq
+    from tests.seq2seq_models import speech_set
+
+    models = speech_set(width=32, layers=1, cached=True)
+    folder = tmp_path / "whisper-like"
+    (folder / "onnx").mkdir(parents=True)
+    for stem, model in models.items():
+        onnx.save(model, str(folder / "onnx" / f"{stem}.onnx"))
+    (folder / "generation_config.json").write_text(json.dumps({"decoder_start_token_id": 1, "eos_token_id": 0}))
+    layout = seq2seq.layout_of(models["encoder_model"], models["decoder_model"], {})
+    assert layout.features == (1, 2, 80, 200) and layout.decoder_mask is None
+    batch = seq2seq.input_batches(layout, batches=1)[0]
+    assert batch["input_features"].shape == (16, 80, 200) and batch["input_features"].dtype == np.float32
+    comparison = compare_set(open_set(folder, workdir=tmp_path / "w"),
+                             CompareSettings(methods=[("float16", {}), ("palettize", {"levels": 4})]))  # fmt: skip
+    assert "clips of voiced audio as log-mel features (80 bins x 200 frames)" in comparison.input_note
+    assert "decoder_with_past_model.onnx through the cache" in comparison.input_note
+    fp16, damaged = comparison.variants
+    assert fp16.parity.status == "pass" and damaged.parity.status == "fail"

@@ -94,6 +94,12 @@ def _prepare(loaded: LoadedModel, comparison: Comparison) -> BrowserInputs:
     from shrinkray.measure.browser_inputs import prepare
     from shrinkray.runs.sandbox import run_capped
 
+    if loaded.model_set is not None:  # the set's first inputs, each written through the original set
+        from shrinkray.pipeline.set_compare import browser_inputs
+
+        return run_capped(browser_inputs, loaded.model_set, comparison.settings,
+                          what="Preparing the inputs for the browser")  # fmt: skip
+
     return run_capped(with_values, prepare, loaded, comparison.settings, what="Preparing the inputs for the browser")
 
 
@@ -117,6 +123,8 @@ def _publish(loaded: LoadedModel, comparison: Comparison, inputs: BrowserInputs,
     for old in folder.iterdir():
         old.unlink(missing_ok=True)
     models, skipped = [], []
+    if loaded.model_set is not None:
+        return _publish_set(loaded, comparison, inputs, run_id, folder, url)
     for index, result in enumerate(comparison.all):
         source = _model_source(result, loaded if index == 0 else None)
         if source is None:
@@ -131,6 +139,29 @@ def _publish(loaded: LoadedModel, comparison: Comparison, inputs: BrowserInputs,
         else:
             (folder / name).write_bytes(source)
         models.append({"key": result.key, "path": f"{url}/{name}"})
+    (folder / f"{run_id}-inputs.json").write_text(json.dumps(inputs.payload()))
+    return {"models": models, "inputsPath": f"{url}/{run_id}-inputs.json", "skipped": skipped}
+
+
+def _publish_set(loaded: LoadedModel, comparison: Comparison, inputs: BrowserInputs, run_id: str, folder: Path,
+                 url: str) -> dict[str, Any]:  # fmt: skip
+    """A set's encoder and the decoder it is run through, for the original and every variant set."""
+    from shrinkray.pipeline.set_compare import JUDGED_DECODERS, variant_paths
+
+    model_set = loaded.model_set
+    judged = next(role for role in JUDGED_DECODERS if role in model_set.members)
+    models, skipped = [], []
+    for index, result in enumerate(comparison.all):
+        paths = variant_paths(model_set, result) if result.ok else {}
+        if "encoder" not in paths or judged not in paths:
+            continue
+        if any(paths[role].stat().st_size > MAX_STATIC_BYTES for role in ("encoder", judged)):
+            skipped.append(f"{result.key} (a file over {format_bytes(MAX_STATIC_BYTES)})")
+            continue
+        shutil.copyfile(paths["encoder"], folder / f"{run_id}-{index}-encoder.onnx")
+        shutil.copyfile(paths[judged], folder / f"{run_id}-{index}.onnx")
+        models.append({"key": result.key, "path": f"{url}/{run_id}-{index}.onnx",
+                       "encoderPath": f"{url}/{run_id}-{index}-encoder.onnx"})  # fmt: skip
     (folder / f"{run_id}-inputs.json").write_text(json.dumps(inputs.payload()))
     return {"models": models, "inputsPath": f"{url}/{run_id}-inputs.json", "skipped": skipped}
 
@@ -188,10 +219,9 @@ def render(loaded: LoadedModel, comparison: Comparison) -> None:
         "judged against the server original's with the same verdict."
     )
     if loaded.model_set is not None:
-        st.info("This panel runs one model file in the browser; a set's generation (its encoder, then its decoder "
-                "token by token) is not run here yet. The set's download folder loads in ONNX Runtime Web and "
-                "transformers.js as it is.", icon=":material/info:")  # fmt: skip
-        return
+        st.caption("A set of models: the page downloads each model's encoder and decoder and writes the outputs of "
+                   "the comparison's first inputs through them, token by token, judged against the server original's; "
+                   "its time is one whole output of the first input.")  # fmt: skip
     if not st.get_option("server.enableStaticServing"):
         st.warning("This app's server does not serve model files to the page: set `enableStaticServing = true` under "
                    "`[server]` in `.streamlit/config.toml` and restart the app.")  # fmt: skip

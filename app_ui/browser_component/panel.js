@@ -122,6 +122,7 @@ let outputChars = 0;
 // Download, open, first run (on the input the server's latency timed: like with like) and the outputs on the
 // parity samples. Returns the result and the open session (null when it failed).
 async function openModel(ort, model, inputs, backend) {
+  if (inputs.set) return openSet(ort, model, inputs, backend);
   const result = { key: model.key, backend };
   let stage = "download";
   let session = null;
@@ -162,6 +163,67 @@ async function openModel(ort, model, inputs, backend) {
     await release(session);
     return { result, session: null };
   }
+}
+
+// An encoder–decoder set: its encoder and decoder files downloaded and opened, each input written through it as
+// the server wrote it (writeThrough), then timed as one whole output of the timing input. Its "session" is the
+// pair; `once` is what a timed run does.
+async function openSet(ort, model, inputs, backend) {
+  const result = { key: model.key, backend };
+  const set = inputs.set;
+  let stage = "download";
+  let pair = null;
+  try {
+    const files = [await download(appUrl(model.encoderPath)), await download(appUrl(model.path))];
+    Object.assign(result, { transferMs: files[0].transferMs + files[1].transferMs,
+                            transferBytes: files[0].transferBytes + files[1].transferBytes,
+                            modelBytes: files[0].modelBytes + files[1].modelBytes,
+                            contentEncoding: files[1].contentEncoding });
+    stage = "session";
+    let t0 = performance.now();
+    pair = [await ort.InferenceSession.create(files[0].body, { executionProviders: [backend] })];
+    pair.push(await ort.InferenceSession.create(files[1].body, { executionProviders: [backend] }));
+    result.sessionMs = performance.now() - t0;
+    stage = "run";
+    const feeds = (tensors) => Object.fromEntries(tensors.map((t) => [t.name, toTensor(ort, t)]));
+    const timing = feeds(inputs.timing);
+    t0 = performance.now();
+    const first = await writeThrough(ort, pair, set, timing, set.steps[0]);
+    result.firstRunMs = performance.now() - t0;
+    result.generated = first;
+    result.setTokens = first.length; // tokens a second from the timed runs' median (start())
+    const rows = [];
+    for (const [index, sample] of inputs.samples.entries()) rows.push(await writeThrough(ort, pair, set, feeds(sample), set.steps[index]));
+    result.generatedRows = rows;
+    const once = () => writeThrough(ort, pair, set, timing, set.steps[0]);
+    return { result, session: pair, timing, times: [], once };
+  } catch (exc) {
+    result.error = errorText(exc);
+    result.stage = stage;
+    await release(pair);
+    return { result, session: null };
+  }
+}
+
+// One input through a set, as the server ran it: the encoder once, then the decoder on everything written so far
+// (a merged decoder on its no-cache branch, with an empty past), the greedy token each step, up to `steps` tokens
+// or the end token.
+async function writeThrough(ort, [enc, dec], set, feeds, steps) {
+  const states = (await enc.run(feeds))[set.encoderOutput];
+  const made = [set.start];
+  for (let step = 0; step < steps; step++) {
+    const f = { [set.decoderIds]: int64(ort, made, [1, made.length]), [set.decoderStates]: states };
+    if (set.decoderMask && set.encoderMask) f[set.decoderMask] = feeds[set.encoderMask];
+    for (const [name, shape, type] of set.past) {
+      const dims = shape.map((d, i) => (i === 0 ? 1 : i === 2 ? 0 : d));
+      f[name] = new ort.Tensor(type, new ARRAYS[type](0), dims);
+    }
+    if (set.useCache) f[set.useCache] = new ort.Tensor("bool", Uint8Array.from([0]), [1]);
+    const token = lastArgmax((await dec.run(f))[set.logits]);
+    made.push(token);
+    if (set.end !== null && token === set.end) break;
+  }
+  return made.slice(1);
 }
 
 // The greedy token of the last position of logits [batch 1, positions, vocab].
@@ -209,6 +271,7 @@ async function generate(ort, session, timing, dec) {
 
 async function release(session) {
   if (!session) return;
+  if (Array.isArray(session)) { for (const one of session) await release(one); return; } // a set's pair
   try { await session.release(); } catch (exc) { /* released already */ }
 }
 
@@ -223,7 +286,7 @@ async function timeInRounds(open, runs, budgetMs) {
     for (let i = 0; i < left.length; i++) {
       const o = left[(i + round) % left.length];
       const t0 = performance.now();
-      await o.session.run(o.timing);
+      await (o.once ? o.once() : o.session.run(o.timing));
       o.times.push(performance.now() - t0);
     }
   }
@@ -279,6 +342,7 @@ async function start() {
     status(`Timing ${open.length} models in interleaved rounds…`);
     await timeInRounds(open, args.runs, args.budgetMs * Math.max(open.length, 1));
     for (const o of open) await release(o.session);
+    for (const r of results) if (r.setTokens && r.medianMs) r.tokensPerSecond = r.setTokens / (r.medianMs / 1000);
     results.forEach((result, i) => {
       if (result.error) {
         lines[i].textContent = `${result.key}: failed (${result.stage}): ${result.error}`;

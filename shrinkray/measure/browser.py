@@ -66,6 +66,9 @@ class BrowserInputs:
     first_count: int = 0
     #: a decoder LM's layout, for the page to generate with it (tokens per second): measure/decoder_lm.py
     decoder: Any = None
+    #: an encoder–decoder set's roles for the page (pipeline/set_compare.browser_inputs): each sample is one input
+    #: the page writes an output for, greedy, ``steps`` tokens each (the server original's own length)
+    model_set: dict | None = None
 
     def same_as(self, comparison: Any) -> bool:
         """Whether these are the samples ``comparison`` judged on (its digest; a run from before digests were
@@ -79,6 +82,8 @@ class BrowserInputs:
             "samples": [[encode_tensor(name, value) for name, value in feeds.items()] for feeds in self.samples],
             "timing": [encode_tensor(name, value) for name, value in (self.timing or self.samples[0]).items()],
         }
+        if self.model_set is not None:  # the page writes each input's output through the set, token by token
+            payload["set"] = self.model_set
         if self.decoder is not None:  # the page sends back only what is judged, and generates from the timing prompt
             d = self.decoder
             payload["judged"] = sorted(self.reference)
@@ -235,6 +240,8 @@ def judge(inputs: BrowserInputs, result: dict[str, Any]) -> BrowserRun:
     )
     if run.error:
         return run
+    if inputs.model_set is not None:
+        return _judge_set(inputs, result, run)
     if result.get("outputsTooLarge"):
         run.note = "its outputs were too large to send back from the browser, so parity was not judged here"
         return run
@@ -258,6 +265,27 @@ def judge(inputs: BrowserInputs, result: dict[str, Any]) -> BrowserRun:
                                      samples=inputs.count)  # fmt: skip
     except (TypeError, ValueError) as exc:
         run.error, run.stage = f"its outputs could not be read ({exc})", "outputs"
+    return run
+
+
+def _judge_set(inputs: BrowserInputs, result: dict[str, Any], run: BrowserRun) -> BrowserRun:
+    """A set's outputs written in the page (token lists, one per input) judged as the server judged its own:
+    each up to the server original's length, its end token after, against the original's tokens and margins."""
+    from shrinkray.measure.generation import GENERATED
+
+    reference = np.asarray(inputs.reference[GENERATED], np.float64)
+    rows = result.get("generatedRows")
+    if not isinstance(rows, list) or len(rows) != len(reference):
+        run.error, run.stage = f"it wrote {len(rows) if isinstance(rows, list) else 'no'} outputs for {len(reference)} inputs", "outputs"
+        return run
+    end = inputs.model_set.get("end")
+    written = np.full(reference.shape[:2], -1 if end is None else end, np.float64)
+    for index, row in enumerate(rows):
+        tokens = [int(t) for t in row if isinstance(t, int)][: reference.shape[1]]
+        written[index, : len(tokens)] = tokens
+    variant = np.stack([written, reference[:, :, 1]], axis=-1)  # the original's margins: where it hesitated
+    run.parity = compare_outputs({GENERATED: reference}, {GENERATED: variant}, inputs.kinds, inputs.verdict,
+                                 samples=len(reference))  # fmt: skip
     return run
 
 

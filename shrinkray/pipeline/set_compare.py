@@ -28,9 +28,11 @@ from shrinkray.graph.sessions import open_file_session
 from shrinkray.io.files import save
 from shrinkray.io.model_set import ModelSet
 from shrinkray.measure import seq2seq
+from shrinkray.measure.browser import BrowserInputs
 from shrinkray.measure.budget import PLAN_MARGIN, job_clock, limit_words
 from shrinkray.measure.deadline import run_within
 from shrinkray.measure.generation import GENERATED
+from shrinkray.measure.inputs import samples_digest
 from shrinkray.measure.parity import GENERATION, UNDECIDED, OutputKind, compare_outputs
 from shrinkray.measure.results import ORIGINAL, CompareSettings, Comparison, VariantResult
 from shrinkray.measure.sizes import Sizes, measure_many
@@ -68,8 +70,6 @@ def compare_set(model_set: ModelSet, settings: CompareSettings | None = None, pr
             raise ModelLoadError(f"The method {method} works on one model file, not on a set",
                                  "Choose other methods, or one file of the set")  # fmt: skip
         get_method(method)
-    judged = next((role for role in JUDGED_DECODERS if role in model_set.members), None)
-    assert judged is not None, "a ModelSet always has a decoder"
     started = time.perf_counter()
     clock = job_clock()  # a capped worker's (start, cap); None in a direct call: no time limit
     timings: dict[str, float] = {}
@@ -77,21 +77,14 @@ def compare_set(model_set: ModelSet, settings: CompareSettings | None = None, pr
     try:
         say("Reading the set", 0.02)
         originals = {role: model_set.load(role) for role in model_set.members}
-        layout = seq2seq.layout_of(originals["encoder"].model, originals[judged].model, model_set.config)
-        if layout is None:
-            raise SeveralModels(
-                f"The set's {model_set.words()} are not laid out as an encoder and a decoder (input_ids or "
-                "input_features to last_hidden_state; input_ids and encoder_hidden_states to logits), so they are "
-                "compared one at a time", "Choose one of them", choices=tuple(model_set.members.values()))  # fmt: skip
-        step_role = judged if judged == "decoder_merged" else "decoder_with_past" if "decoder_with_past" in model_set.members else None
-        cache = seq2seq.cache_step(originals[judged].model, originals[step_role].model) if step_role else None
-        route = _Route(judged, step_role if cache else None, cache)
+        route, layout = set_layout(model_set, originals)
+        judged = route.judged
         summary = set_summary(model_set, originals)
         files = {ORIGINAL: {role: model_set.path(role) for role in model_set.members}}
         say("Running the original set on its inputs", 0.05)
-        tokenizer = settings.inputs.tokenizer or model_set.tokenizer
-        text = settings.inputs.text or model_set.prompts
+        tokenizer, text = _text_of(model_set, settings)
         batches = seq2seq.input_batches(layout, tokenizer=tokenizer, text=text, seed=settings.inputs.seed)
+        digest = samples_digest(batches)  # the inputs as planned: the browser panel rebuilds them and checks
         lap = time.perf_counter()
         reference = _generate(files[ORIGINAL], route, layout, batches[:1], None)
         fits = _batches_that_fit(len(batches), time.perf_counter() - lap, len(methods), clock)
@@ -162,9 +155,86 @@ def compare_set(model_set: ModelSet, settings: CompareSettings | None = None, pr
                         "browser panel times the set's generation")  # fmt: skip
         return Comparison(name=model_set.name, summary=summary, settings=replace(settings, latency=False, methods=methods),
                           original=original, variants=variants, input_note=note, latency_note=latency_note,
-                          timings=timings)  # fmt: skip
+                          timings=timings, inputs_digest=digest)  # fmt: skip
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def set_layout(model_set: ModelSet, originals: dict | None = None) -> tuple[_Route, seq2seq.Seq2SeqLayout]:
+    """How the set is run (which decoder, with its cache or not) and what its inputs and outputs do; a
+    :class:`SeveralModels` naming its files when it is not laid out as optimum lays a set out."""
+    originals = originals or {role: model_set.load(role) for role in model_set.members}
+    judged = next(role for role in JUDGED_DECODERS if role in model_set.members)  # a ModelSet always has one
+    layout = seq2seq.layout_of(originals["encoder"].model, originals[judged].model, model_set.config)
+    if layout is None:
+        raise SeveralModels(
+            f"The set's {model_set.words()} are not laid out as an encoder and a decoder (input_ids or "
+            "input_features to last_hidden_state; input_ids and encoder_hidden_states to logits), so they are "
+            "compared one at a time", "Choose one of them", choices=tuple(model_set.members.values()))  # fmt: skip
+    step = judged if judged == "decoder_merged" else "decoder_with_past" if "decoder_with_past" in model_set.members else None
+    cache = seq2seq.cache_step(originals[judged].model, originals[step].model) if step else None
+    return _Route(judged, step if cache else None, cache), layout
+
+
+def _text_of(model_set: ModelSet, settings: CompareSettings) -> tuple[str, str]:
+    """The tokenizer and the text a set's inputs come from: the user's, else the set's own."""
+    return settings.inputs.tokenizer or model_set.tokenizer, settings.inputs.text or model_set.prompts
+
+
+#: Inputs the browser panel runs through a set (each on its own, unpadded, as a page would): the first ones.
+BROWSER_INPUTS = 48
+
+
+def browser_inputs(model_set: ModelSet, settings: CompareSettings) -> BrowserInputs:
+    """What the browser panel runs through the set (runs ONNX Runtime: call it in a capped worker): the first
+    :data:`BROWSER_INPUTS` of the comparison's inputs, each on its own, and the server original's outputs on
+    them, judged by the same verdict as the comparison's (``generated tokens``)."""
+    route, layout = set_layout(model_set)
+    tokenizer, text = _text_of(model_set, settings)
+    batches = seq2seq.input_batches(layout, tokenizer=tokenizer, text=text, seed=settings.inputs.seed)
+    singles = []
+    for batch in batches:
+        for row in range(len(batch[layout.encoder_ids])):
+            if len(singles) < BROWSER_INPUTS:
+                singles.append(_one_input(batch, row, layout))
+    paths = {role: model_set.path(role) for role in model_set.members}
+    reference = _generate(paths, route, layout, [*singles], None)[GENERATED]
+    running = reference[:, :, 1] < seq2seq.FINISHED_MARGIN
+    steps = [int(np.nonzero(r)[0][-1]) + 1 if r.any() else 1 for r in running]  # up to each one's end token
+    return BrowserInputs(
+        singles, {GENERATED: reference}, {GENERATED: _kinds(layout)[GENERATED]}, "", len(singles), settings.verdict,
+        timing=singles[0], timing_batch=1, digest=samples_digest(batches),
+        model_set={"encoderInput": layout.encoder_ids, "encoderMask": layout.encoder_mask,
+                   "encoderOutput": layout.encoder_output, "decoderIds": layout.decoder_ids,
+                   "decoderStates": layout.decoder_states, "decoderMask": layout.decoder_mask, "logits": layout.logits,
+                   "start": layout.start_token, "end": layout.end_token, "steps": steps, "useCache": layout.use_cache,
+                   "past": [[name, list(shape), np.dtype(dtype).name] for name, shape, dtype in layout.past]},
+    )  # fmt: skip
+
+
+def _one_input(batch: dict[str, np.ndarray], row: int, layout: seq2seq.Seq2SeqLayout) -> dict[str, np.ndarray]:
+    """One input of a batch on its own: a text's padding cut off (as a page would feed it), a clip as it is."""
+    feeds = {name: value[row:row + 1] for name, value in batch.items()}
+    if layout.features is None and layout.encoder_mask:
+        length = int(feeds[layout.encoder_mask].sum())
+        feeds = {name: value[:, :length] for name, value in feeds.items()}
+    return feeds
+
+
+def variant_paths(model_set: ModelSet, result: VariantResult) -> dict[str, Path]:
+    """Where a variant set's files are (its folder, laid out as the set's, in transformers.js's names), by role;
+    the original's own files for the original."""
+    if result.method is None:
+        return {role: model_set.path(role) for role in model_set.members}
+    folder = Path(result.file or "")
+    found = {}
+    for role, member in model_set.members.items():
+        relative = Path(*member.split("/"))
+        path = folder / relative.parent / variant_file_name(relative.name.removesuffix(".onnx"), result.key,
+                                                             "transformers.js")  # fmt: skip
+        if path.is_file():
+            found[role] = path
+    return found
 
 
 def _shrink_set(model_set: ModelSet, originals: dict, method: str, options: dict[str, Any], result: VariantResult,

@@ -251,3 +251,12 @@ def test_the_set_sample_is_one_model_shrunk_whole_and_each_variant_downloads_as_
     with zipfile.ZipFile(io.BytesIO(pack_folder(folder))) as zf:
         names = set(zf.namelist())
     assert {"onnx/encoder_model_fp16.onnx", "onnx/decoder_model_fp16.onnx", "tokenizer.json", "config.json"} <= names
+    # its link reopens the run in another session, with the set itself (linked into that session's uploads)
+    other = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    other.query_params["run"] = at.session_state["run_id"]
+    other.switch_page("app_pages/shrink.py").run()
+    assert not other.exception and not other.error, [e.value for e in other.error]
+    reopened = other.session_state["model"]
+    assert reopened.model_set is not None and reopened.sha256 == loaded.sha256 and reopened.name == "tiny_seq2seq"
+    assert "uploads" in reopened.model_set.folder.parts  # this session's link, which outlives the run
+    assert any(label.endswith("seq2seq.float16.zip") for label in [b.proto.label for b in other.get("download_button")])

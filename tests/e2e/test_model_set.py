@@ -147,3 +147,36 @@ def test_a_zipped_set_is_judged_whole_and_its_download_runs_in_onnx_runtime_web(
     finally:
         server.shutdown()
     assert not pages.errors
+
+
+def test_the_set_sample_runs_in_the_browser_panel_and_is_judged_as_the_server_judged_it(app_url, pages):  # noqa: F811
+    """tiny_seq2seq picked as a bundled sample, shrunk with two methods, then the Compare page's panel: each
+    model's encoder and decoder downloaded into the page, its outputs written token by token in ONNX Runtime
+    Web and judged against the server original's, with its time and tokens a second."""
+    pg = pages.open(app_url, height=2400)
+    pg.locator("[data-testid=stSelectbox]").filter(has_text="pick a bundled sample").click()
+    pg.get_by_role("option", name="tiny_seq2seq").click()
+    pg.get_by_role("button", name="Load sample").click()
+    pg.wait_for_selector("text=A set of models", timeout=60_000)
+    go_to(pg, "Shrink", "text=is a set of models")
+    chosen = pg.locator("[data-testid=stMultiSelect]").first
+    for title in ("Dynamic INT8 (ONNX Runtime)", "Weights-only 4-bit", "N-value palettization"):
+        chosen.get_by_role("button", name=f"Remove {title}").click()
+        wait_idle(pg)
+    pg.get_by_role("button", name="Shrink and measure").click()
+    pg.wait_for_selector("text=Reports", timeout=240_000)
+    go_to(pg, "Compare", "text=In your browser")
+    pg.get_by_role("button", name="Run the original and variants in this browser").click()
+    failed = pg.locator("[data-testid=stAlertContentError]").first
+    pg.get_by_text("Measured in:").or_(failed).first.wait_for(timeout=180_000)
+    assert not failed.is_visible(), failed.inner_text()
+    log = pg.frame_locator("iframe[title*='in_browser']").locator("#log li")
+    texts = [log.nth(i).inner_text() for i in range(log.count())]
+    assert len(texts) == 3 and all("failed" not in t and "tokens/s" in t for t in texts), texts
+    table = pg.locator("[data-testid=stTable]").first.inner_text()
+    assert table.count("Passes") >= 6 and "fails" not in table.lower(), table  # each model: browser and server
+    pg.get_by_role("heading", name="In your browser").first.evaluate("e => e.scrollIntoView({block: 'start'})")
+    pg.wait_for_timeout(1500)
+    pg.screenshot(path=str(SHOTS / "model_set_in_browser.png"))
+    _no_traceback(pg)
+    assert not pages.errors

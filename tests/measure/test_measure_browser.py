@@ -316,3 +316,32 @@ def test_rebuilt_inputs_are_matched_by_their_values_not_their_note():
     assert inputs.same_as(timed)
     other = dataclasses.replace(comparison, inputs_digest="0" * 64)
     assert not inputs.same_as(other)
+
+
+def _set_inputs(reference_tokens: list[list[int]], margins: float = 2.0, end: int = 0) -> BrowserInputs:
+    """Browser inputs of a set: the server original's outputs (tokens, then its end token, certain)."""
+    from shrinkray.measure.generation import GENERATED
+    from shrinkray.measure.seq2seq import FINISHED_MARGIN
+
+    width = max(len(t) for t in reference_tokens) + 1
+    ref = np.full((len(reference_tokens), width, 2), [end, FINISHED_MARGIN], np.float64)
+    for row, tokens in enumerate(reference_tokens):
+        ref[row, : len(tokens)] = [[t, margins] for t in tokens]
+        ref[row, len(tokens), 1] = margins  # the end token itself is written, not yet certain
+    kind = OutputKind("generation")
+    return BrowserInputs([{}] * len(reference_tokens), {GENERATED: ref}, {GENERATED: kind}, "", len(reference_tokens),
+                         VerdictSettings(), model_set={"end": end, "steps": [width] * len(reference_tokens)})  # fmt: skip
+
+
+def test_a_sets_outputs_written_in_the_page_are_judged_token_for_token_against_the_servers():
+    written = [[5, 6, 7], [8, 9]] * 100
+    inputs = _set_inputs(written)
+    same = judge(inputs, {"key": "float16", "generatedRows": [row + [0] for row in written]})
+    assert same.ok and same.parity.status == "pass"
+    changed = [row if index % 4 else [row[0], 42] for index, row in enumerate(written)]  # a quarter part at token 2
+    moved = judge(inputs, {"key": "palettize", "generatedRows": [row + [0] for row in changed]})
+    assert moved.parity.status == "fail"
+    generated = moved.parity.outputs[0]
+    assert generated.measures["continuation_agreement"] == pytest.approx(0.75) and generated.measures["first_divergence"] == 2
+    short = judge(inputs, {"key": "float16", "generatedRows": [[5, 6, 7]]})  # one output for 200 inputs
+    assert not short.ok and short.stage == "outputs" and "1 outputs for 200 inputs" in short.error

@@ -217,3 +217,25 @@ def test_a_speech_set_is_fed_clips_of_voiced_audio_as_its_encoders_features(tmp_
     assert "decoder_with_past_model.onnx through the cache" in comparison.input_note
     fp16, damaged = comparison.variants
     assert fp16.parity.status == "pass" and damaged.parity.status == "fail"
+
+
+def test_the_browser_panel_gets_the_comparisons_first_inputs_each_on_its_own_and_the_variants_files(tmp_path):
+    from helpers import ROOT
+
+    from shrinkray.pipeline.set_compare import BROWSER_INPUTS, browser_inputs, variant_paths
+
+    model_set = open_set(ROOT / "sample_models" / "tiny_seq2seq", workdir=tmp_path)
+    settings = CompareSettings(methods=[("float16", {})], variants_dir=str(tmp_path / "variants"))
+    comparison = compare_set(model_set, settings)
+    inputs = browser_inputs(model_set, settings)
+    assert inputs.same_as(comparison)  # the same inputs as the comparison's, by their values
+    assert len(inputs.samples) == BROWSER_INPUTS and all(s["input_ids"].shape[0] == 1 for s in inputs.samples)
+    assert all(s["attention_mask"].all() for s in inputs.samples)  # each input unpadded, as a page feeds it
+    steps = inputs.model_set["steps"]
+    ends = [int(np.argmax(row[:, 0] == 0)) + 1 for row in inputs.reference[GENERATED]]
+    assert steps == ends  # each written up to its own end token
+    assert inputs.payload()["set"]["encoderOutput"] == "last_hidden_state"
+    paths = variant_paths(model_set, comparison.variants[0])
+    assert {role: p.name for role, p in paths.items()} == {"encoder": "encoder_model_fp16.onnx",
+                                                           "decoder": "decoder_model_fp16.onnx"}  # fmt: skip
+    assert variant_paths(model_set, comparison.original)["encoder"] == model_set.path("encoder")

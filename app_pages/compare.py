@@ -75,28 +75,37 @@ shown = [p for p in comparison.settings.sample_files if Path(p).suffix.lower() !
 if shown:
     st.image([Path(p).read_bytes() for p in shown[:8]], caption=[Path(p).name for p in shown[:8]], width=140)
 with st.form("inputs"):
-    st.write("Synthesized inputs look like what the model sees (pages, text lines and scenes for image inputs, "
-             "speech for audio, token ids from the vocabulary). Override free dimensions and value ranges, or "
-             "upload real samples: images or WAV files (one sample each), an .npz with one array per input name, or "
-             "for a language model a .txt of text like what it reads (its prompts are windows of it).")  # fmt: skip
     # The form starts from the shown results' inputs, so changing one thing (the seed) keeps the others.
     used = comparison.settings
-    c1, c2 = st.columns(2)
-    dims_example, ranges_example = input_examples(loaded.model)
-    dims_text = c1.text_area("Dimensions, one NAME=VALUE per line", placeholder=dims_example,
-                             value="\n".join(f"{k}={v}" for k, v in used.inputs.dims.items()))  # fmt: skip
-    ranges_text = c2.text_area("Value ranges, one NAME=LOW:HIGH per line", placeholder=ranges_example,
-                               value="\n".join(f"{k}={_num(lo)}:{_num(hi)}" for k, (lo, hi) in used.inputs.ranges.items()))  # fmt: skip
-    c1, c2 = st.columns(2)
-    seed = c1.number_input("Seed", min_value=0, value=used.inputs.seed, step=1)
-    range_options = ["auto", *IMAGE_RANGES]
-    image_range = c2.selectbox(
-        "Image values", range_options, format_func=lambda r: IMAGE_RANGE_LABELS.get(r, r),
-        index=range_options.index(used.image_range) if used.image_range in range_options else 0,
-        help="How uploaded images are scaled before they reach the model; auto reads it from the model's graph.",
-    )  # fmt: skip
-    uploads = st.file_uploader("Real samples (images, WAV files, one .npz, or one .txt for a language model)",
-                               type=["npz", "png", "jpg", "jpeg", "wav", "txt"], accept_multiple_files=True)  # fmt: skip
+    if loaded.model_set is not None:  # a set reads text lines (or clips): no dimensions or ranges to set
+        st.write("A set of models is fed the lines of its prompts.txt through its tokenizer (token ids drawn like "
+                 "text without them; clips of voiced audio for a speech encoder). Upload a .txt of your own text, "
+                 "one input per line, or change the seed of the synthesized inputs.")  # fmt: skip
+        dims_text = ranges_text = ""
+        seed = st.number_input("Seed", min_value=0, value=used.inputs.seed, step=1)
+        image_range = used.image_range
+        uploads = st.file_uploader("Your text (one .txt, one input per line)", type=["txt"], accept_multiple_files=True)
+    else:
+        st.write("Synthesized inputs look like what the model sees (pages, text lines and scenes for image inputs, "
+                 "speech for audio, token ids from the vocabulary). Override free dimensions and value ranges, or "
+                 "upload real samples: images or WAV files (one sample each), an .npz with one array per input name, "
+                 "or for a language model a .txt of text like what it reads (its prompts are windows of it).")  # fmt: skip
+        c1, c2 = st.columns(2)
+        dims_example, ranges_example = input_examples(loaded.model)
+        dims_text = c1.text_area("Dimensions, one NAME=VALUE per line", placeholder=dims_example,
+                                 value="\n".join(f"{k}={v}" for k, v in used.inputs.dims.items()))  # fmt: skip
+        ranges_text = c2.text_area("Value ranges, one NAME=LOW:HIGH per line", placeholder=ranges_example,
+                                   value="\n".join(f"{k}={_num(lo)}:{_num(hi)}" for k, (lo, hi) in used.inputs.ranges.items()))  # fmt: skip
+        c1, c2 = st.columns(2)
+        seed = c1.number_input("Seed", min_value=0, value=used.inputs.seed, step=1)
+        range_options = ["auto", *IMAGE_RANGES]
+        image_range = c2.selectbox(
+            "Image values", range_options, format_func=lambda r: IMAGE_RANGE_LABELS.get(r, r),
+            index=range_options.index(used.image_range) if used.image_range in range_options else 0,
+            help="How uploaded images are scaled before they reach the model; auto reads it from the model's graph.",
+        )  # fmt: skip
+        uploads = st.file_uploader("Real samples (images, WAV files, one .npz, or one .txt for a language model)",
+                                   type=["npz", "png", "jpg", "jpeg", "wav", "txt"], accept_multiple_files=True)  # fmt: skip
     submitted = st.form_submit_button("Re-measure with these inputs", type="primary")
 
 started = False

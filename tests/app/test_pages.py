@@ -260,3 +260,7 @@ def test_the_set_sample_is_one_model_shrunk_whole_and_each_variant_downloads_as_
     assert reopened.model_set is not None and reopened.sha256 == loaded.sha256 and reopened.name == "tiny_seq2seq"
     assert "uploads" in reopened.model_set.folder.parts  # this session's link, which outlives the run
     assert any(label.endswith("seq2seq.float16.zip") for label in [b.proto.label for b in other.get("download_button")])
+    other.switch_page("app_pages/compare.py").run()  # its inputs form asks a set for text, not dimensions
+    assert not other.exception, other.exception
+    assert any("A set of models is fed the lines of its prompts.txt" in m.value for m in other.markdown)
+    assert not [t for t in other.text_area if t.label.startswith("Dimensions")]

@@ -24,6 +24,7 @@ from pathlib import Path
 from shrinkray.errors import ModelLoadError
 from shrinkray.io.archive import is_zip, unpack_zip
 from shrinkray.io.files import PROMPTS_FILE, TOKENIZER_FILE, LoadedModel, load, models_in_folder
+from shrinkray.io.inline_data import hold_in_place
 from shrinkray.io.limits import Limits
 
 #: transformers.js's file stems of an encoder–decoder, and the part each plays.
@@ -93,7 +94,7 @@ class ModelSet:
 def as_loaded(model_set: ModelSet, limits: Limits | None = None) -> LoadedModel:
     """The set as the current model of a front end that holds one (the app): its encoder's graph, the set's
     name, bytes and identity, and the set itself in ``model_set`` (which every step reads instead)."""
-    encoder = model_set.load("encoder", limits)
+    encoder = hold_in_place(model_set.load("encoder", limits))  # its graph: the server keeps no weights of a set
     digest = model_set.sha256 or _digest(model_set)
     return LoadedModel(model=encoder.model, name=model_set.name, path=model_set.folder,
                        file_bytes=model_set.file_bytes, sha256=digest, tokenizer=model_set.tokenizer,

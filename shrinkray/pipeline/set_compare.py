@@ -17,12 +17,14 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from shrinkray.cores import usable_cores
 from shrinkray.errors import ModelLoadError, SeveralModels, ShrinkRayError
 from shrinkray.graph.sessions import open_file_session
 from shrinkray.io.files import save
@@ -35,7 +37,7 @@ from shrinkray.measure.generation import GENERATED
 from shrinkray.measure.inputs import samples_digest
 from shrinkray.measure.parity import GENERATION, UNDECIDED, OutputKind, compare_outputs
 from shrinkray.measure.results import ORIGINAL, CompareSettings, Comparison, VariantResult
-from shrinkray.measure.sizes import Sizes, measure_many
+from shrinkray.measure.sizes import Sizes, brotli_stream_size, brotli_window, gzip_stream_size, plan
 from shrinkray.methods.base import default_methods, get_method
 from shrinkray.pipeline.compare import _label, variant_file_name
 from shrinkray.pipeline.inspect import MethodReach, ModelSummary, inspect_model
@@ -416,23 +418,23 @@ def _tell_change(result: VariantResult, batches: list[dict], layout: seq2seq.Seq
 
 
 def _set_sizes(paths: dict[str, Path], settings: CompareSettings) -> Sizes:
-    """The set's bytes as a page downloads it: every file, raw and compressed (one brotli quality for all)."""
-    blobs = {}
-    for role, path in paths.items():
-        blobs[role] = path.read_bytes()
-        data = path.with_name(path.name + ".data")
-        if data.is_file():
-            blobs[f"{role} data"] = data.read_bytes()
-    each = measure_many(blobs, brotli_quality=settings.brotli_quality, zstd_level=settings.zstd_level)
-    parts = list(each.values())
-    zstd = [p.zstd for p in parts]
-    return Sizes(
-        raw=sum(p.raw for p in parts), gzip=sum(p.gzip for p in parts), brotli=sum(p.brotli for p in parts),
-        brotli_quality=parts[0].brotli_quality, brotli_window=max(p.brotli_window for p in parts),
-        zstd=sum(zstd) if all(z is not None for z in zstd) else None, zstd_level=parts[0].zstd_level,
-        brotli_encoded=sum(p.brotli_encoded or p.brotli for p in parts),
-        brotli_encoding="br" if all(p.brotli_encoding == "br" for p in parts) else "gzip",
-    )  # fmt: skip
+    """The set's bytes as a page downloads it: every file with its external data, raw and compressed (one brotli
+    quality for all), each read in chunks (a 2 GB decoder is never held whole), two files at a time."""
+    files = [f for path in paths.values() for f in (path, *_data_files(path))]
+    raw = [f.stat().st_size for f in files]
+    quality, _ = plan(raw, settings.brotli_quality, None, workers=usable_cores())
+    with ThreadPoolExecutor(max_workers=usable_cores()) as pool:  # zlib and brotli release the GIL
+        gz = list(pool.map(gzip_stream_size, files))
+        br = list(pool.map(lambda f, n: brotli_stream_size(f, quality, brotli_window(n)), files, raw))
+    served = [min(b, g) for b, g in zip(br, gz, strict=True)]
+    return Sizes(raw=sum(raw), gzip=sum(gz), brotli=sum(served), brotli_quality=quality,
+                 brotli_window=max(brotli_window(n) for n in raw), brotli_encoded=sum(br),
+                 brotli_encoding="br" if all(b <= g for b, g in zip(br, gz, strict=True)) else "gzip")  # fmt: skip
+
+
+def _data_files(path: Path) -> list[Path]:
+    """A model file's external data beside it, under either naming (``NAME.onnx.data``, optimum's ``NAME.onnx_data``)."""
+    return [p for p in (path.with_name(path.name + ".data"), path.with_name(path.name + "_data")) if p.is_file()]
 
 
 def check_set_runs(model_set: ModelSet) -> None:

@@ -239,3 +239,20 @@ def test_the_browser_panel_gets_the_comparisons_first_inputs_each_on_its_own_and
     assert {role: p.name for role, p in paths.items()} == {"encoder": "encoder_model_fp16.onnx",
                                                            "decoder": "decoder_model_fp16.onnx"}  # fmt: skip
     assert variant_paths(model_set, comparison.original)["encoder"] == model_set.path("encoder")
+
+
+def test_a_members_external_data_counts_in_the_sets_size_under_optimums_naming(tmp_path):
+    import onnx
+
+    from tests.seq2seq_models import seq2seq_set
+
+    folder = tmp_path / "s2s" / "onnx"
+    folder.mkdir(parents=True)
+    models = seq2seq_set(width=32, layers=1)
+    onnx.save(models["encoder_model"], str(folder / "encoder_model.onnx"))
+    onnx.save(models["decoder_model"], str(folder / "decoder_model.onnx"), save_as_external_data=True,
+              location="decoder_model.onnx_data")  # as optimum names a decoder's weights
+    comparison = compare_set(open_set(tmp_path / "s2s", workdir=tmp_path / "w"), CompareSettings(methods=[("float16", {})]))
+    assert comparison.original.sizes.raw == sum(p.stat().st_size for p in folder.iterdir())
+    assert (folder / "decoder_model.onnx_data").stat().st_size > 0.5 * comparison.original.sizes.raw
+    assert comparison.variants[0].parity.status == "pass"

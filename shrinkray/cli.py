@@ -112,7 +112,17 @@ def format_summary(s: ModelSummary, top: int | None = 20) -> str:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    summary = inspect_model(load_model_file(args.model, member=args.member))
+    if not args.member and is_model_set(args.model):  # an encoder and a decoder: one inspection of the set
+        from shrinkray.io.model_set import open_set
+        from shrinkray.pipeline.set_compare import set_summary
+
+        with scratch_folder() as scratch:
+            model_set = open_set(args.model, workdir=scratch)
+            summary = set_summary(model_set)
+        print(f"A set of models: {model_set.words()}, shrunk and compared as one (pick one with --member)",
+              file=sys.stderr)  # fmt: skip
+    else:
+        summary = inspect_model(load_model_file(args.model, member=args.member))
     if args.json:
         print(json.dumps(summary.to_dict(), indent=2))
     else:
@@ -749,8 +759,8 @@ def _resolve_member(args: argparse.Namespace) -> None:
             raise OptionError("--member names a model inside a .zip or folder", "Give the .zip or folder as MODEL")
         return
     if Path(model).is_dir():
-        if not member and getattr(args, "command", "") in ("compare", "shrink") and is_model_set(model):
-            return  # an encoder and a decoder: shrunk or compared as one set (runs/jobs.py)
+        if not member and getattr(args, "command", "") in ("compare", "shrink", "inspect") and is_model_set(model):
+            return  # an encoder and a decoder: inspected, shrunk or compared as one set
         args.model = str(model_in_folder(model) if not member else _inside(Path(model), member))
         args.member = None
     elif member and Path(model).is_file() and not (Path(model).suffix.lower() == ".zip" or is_zip(Path(model))):

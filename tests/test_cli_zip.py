@@ -68,10 +68,17 @@ def test_a_set_of_models_names_member_and_member_picks_one(tmp_path, capsys):
     """A zip or folder of several models: the error names --member with one of them (not a dead end), and
     --member loads that model from the zip or the folder; a single .onnx has nothing to pick from."""
     folder, archive = _set(tmp_path)
+    two = tmp_path / "two.zip"  # two models that are no set (not an encoder and a decoder)
+    with zipfile.ZipFile(two, "w") as zf:
+        zf.write(sample_path("cnn"), "onnx/vision.onnx")
+        zf.write(sample_path("mlp"), "onnx/head.onnx")
+    assert cli.main(["inspect", str(two)]) == 1
+    err = capsys.readouterr().err
+    assert "Name the one to use with --member, e.g. --member onnx/" in err and "Traceback" not in err
     for given in (archive, folder):
-        assert cli.main(["inspect", str(given)]) == 1
-        err = capsys.readouterr().err
-        assert "Name the one to use with --member, e.g. --member onnx/" in err and "Traceback" not in err
+        assert cli.main(["inspect", str(given)]) == 0  # an encoder and a decoder: one inspection of the set
+        out, err = capsys.readouterr()
+        assert "A set of models: encoder_model.onnx and decoder_model.onnx" in err and out.startswith("set:")
         assert cli.main(["inspect", str(given), "--member", "onnx/decoder_model.onnx"]) == 0
         assert capsys.readouterr().out.startswith("decoder_model:")
     assert cli.main(["inspect", str(archive), "--member", "onnx/missing.onnx"]) == 1

@@ -161,13 +161,19 @@ def encoder_graph(weights: dict[str, np.ndarray], layers: int, heads: int, name:
                                              ["batch_size", "encoder_sequence_length", g.width])]  # fmt: skip
     x = g.embed("encoder", "input_ids")
     allowed = g.padding("attention_mask")
+    _encoder_blocks(g, x, layers, allowed)
+    return g.model(name, inputs, outputs)
+
+
+def _encoder_blocks(g, x: str, layers: int, allowed: str | None) -> None:
+    """Pre-LN self-attention blocks over ``x`` (``allowed``: the padding mask, or None), then the final LayerNorm
+    into ``last_hidden_state``: the text and audio encoders share them."""
     for layer in range(layers):
         ln1_g, ln1_b, wq, wk, wv, wo, ln2_g, ln2_b, fc, proj = encoder_layer_names(layer)
         h = g.norm(x, ln1_g, ln1_b)
         x = g.op("Add", [x, g.attention(h, h, [wq, wk, wv, wo], allowed)])
         x = g.op("Add", [x, g.mlp(g.norm(x, ln2_g, ln2_b), fc, proj)])
     g.norm(x, "encoder.ln_f.weight", "encoder.ln_f.bias", out="last_hidden_state")
-    return g.model(name, inputs, outputs)
 
 
 AUDIO_FRONT = ("encoder.conv1.weight", "encoder.conv1.bias", "encoder.conv2.weight", "encoder.conv2.bias")
@@ -197,12 +203,7 @@ def audio_encoder_graph(weights: dict[str, np.ndarray], layers: int, heads: int,
     x = g.gelu(g.op("Conv", ["input_features", w1, b1], kernel_shape=[3], pads=[1, 1]))
     x = g.gelu(g.op("Conv", [x, w2, b2], kernel_shape=[3], pads=[1, 1], strides=[2]))
     x = g.op("Add", [g.op("Transpose", [x], perm=[0, 2, 1]), g.w("encoder.wpe")])
-    for layer in range(layers):
-        ln1_g, ln1_b, wq, wk, wv, wo, ln2_g, ln2_b, fc, proj = encoder_layer_names(layer)
-        h = g.norm(x, ln1_g, ln1_b)
-        x = g.op("Add", [x, g.attention(h, h, [wq, wk, wv, wo], None)])
-        x = g.op("Add", [x, g.mlp(g.norm(x, ln2_g, ln2_b), fc, proj)])
-    g.norm(x, "encoder.ln_f.weight", "encoder.ln_f.bias", out="last_hidden_state")
+    _encoder_blocks(g, x, layers, None)  # no mask: every frame is real
     return g.model(name, inputs, outputs)
 
 

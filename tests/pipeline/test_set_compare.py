@@ -13,6 +13,8 @@ from shrinkray.measure.seq2seq import LOGITS
 from shrinkray.pipeline.set_compare import compare_set
 from tests.io.test_model_set import write_set
 
+pytestmark = pytest.mark.slow  # sets compared whole, in this process
+
 
 @pytest.fixture(scope="module")
 def compared(tmp_path_factory):

@@ -77,9 +77,13 @@ APP_ADVICE = {
     "Shrink page, or keep the original",
     "culprits": lambda h: 'to find the tensors that hurt, turn on "When a variant fails, find the tensors that '
     'hurt" under "Measurement settings" on the Shrink page and run again',
-    "own_inputs": lambda h: 'for a firm verdict, upload a .txt of text like what the model reads under "Inputs used for '
-    'parity" on the Compare page (its prompts are windows of it)' if h.value == "text" else 'for a firm verdict, upload '
-    'more inputs of your own (an .npz file, images or WAV files) under "Inputs used for parity" on the Compare page',
+    "own_inputs": lambda h: {
+        "text": 'for a firm verdict, upload a .txt of text like what the model reads under "Inputs used for parity" on '
+                'the Compare page (its prompts are windows of it)',
+        "lines": 'for a firm verdict, upload a .txt of text like what the set reads, one input per line, under "Inputs '
+                 'used for parity" on the Compare page',
+    }.get(h.value, 'for a firm verdict, upload more inputs of your own (an .npz file, images or WAV files) under '
+                   '"Inputs used for parity" on the Compare page'),
 }
 
 

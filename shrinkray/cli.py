@@ -719,9 +719,10 @@ CLI_ADVICE = {
     "min_elements": lambda h: f"lower --min-elements (e.g. --min-elements {h.value}) if small tensors matter, or "
     "keep the original",
     "culprits": lambda h: "to find the tensors that hurt, rerun with --culprits (or --auto)",
-    "own_inputs": lambda h: "for a firm verdict, give text like what the model reads with --text FILE (its prompts are "
-    "windows of it)" if h.value == "text" else "for a firm verdict, give more inputs of your own with --inputs (an "
-    ".npz file, or images / WAV files)",
+    "own_inputs": lambda h: {
+        "text": "for a firm verdict, give text like what the model reads with --text FILE (its prompts are windows of it)",
+        "lines": "for a firm verdict, give text like what the set reads with --text FILE (one input per line)",
+    }.get(h.value, "for a firm verdict, give more inputs of your own with --inputs (an .npz file, or images / WAV files)"),
 }
 
 

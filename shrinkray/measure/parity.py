@@ -250,6 +250,9 @@ class OutputKind:
     masks: int = 0
     #: next-token logits of a decoder LM: the KL divergence of their distributions is measured too
     tokens: bool = False
+    #: what a generation is written for: a ``prompt`` a decoder LM continues, or an ``input`` a set of models
+    #: (an encoder and a decoder) writes its output for; the verdict's sentence says it so
+    unit: str = "prompt"
 
 
 @dataclass
@@ -315,6 +318,8 @@ class OutputParity:
     sample_variant: list[float] = field(default_factory=list, repr=False)
     #: pass / fail / undecided (a share of too few decisions to tell); empty: as ``passed`` says
     status: str = ""
+    #: a generation's unit (``OutputKind.unit``): "prompt" (continuations) or "input" (a set's outputs); else ""
+    unit: str = ""
 
     def __post_init__(self) -> None:
         if not self.status:
@@ -754,9 +759,11 @@ def _generation_parity(name: str, ref: np.ndarray, var: np.ndarray, kind: Output
     status = FAIL if any(c.status == FAIL for c in checks) else UNDECIDED if any(
         c.status == UNDECIDED for c in checks) else PASS  # fmt: skip
     first = measures["first_divergence"]
-    parts = [f"changed continuations part from the original's at token {first:g} (median)"] if first else []
+    changed = "outputs" if kind.unit == "input" else "continuations"
+    parts = [f"changed {changed} part from the original's at token {first:g} (median)"] if first else []
     if measures["shortened_continuations"] or measures["undecided_continuations"]:
-        parts.append(f"{measures['judged_tokens']:.1f} tokens judged a prompt on average: up to "
+        each = "an input" if kind.unit == "input" else "a prompt"
+        parts.append(f"{measures['judged_tokens']:.1f} tokens judged {each} on average: up to "
                      f"{int(measures['continuation_tokens'] or 0)}, or to where the original hesitated (two best tokens "
                      f"within {generation.TIE_LOGODDS:g} log-odds)")  # fmt: skip
     told = "; ".join(parts)
@@ -764,7 +771,7 @@ def _generation_parity(name: str, ref: np.ndarray, var: np.ndarray, kind: Output
     return OutputParity(
         name=name, dtype=str(ref.dtype), shape=list(ref.shape), kind=GENERATION, kind_reason=kind.why,
         measures=measures, checks=checks, passed=status == PASS, reason="; ".join(reasons), decisions=told,
-        status=status,
+        status=status, unit=kind.unit,
     )  # fmt: skip
 
 

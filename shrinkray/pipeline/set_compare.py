@@ -394,7 +394,7 @@ def _pad(generated: np.ndarray, width: int, layout: seq2seq.Seq2SeqLayout) -> np
 def _kinds(layout: seq2seq.Seq2SeqLayout) -> dict[str, OutputKind]:
     return {
         GENERATED: OutputKind(GENERATION, why=f"each input's output, greedy, through {layout.words}: judged by "
-                              "the share of outputs kept token for token"),
+                              "the share of outputs kept token for token", unit="input"),
         seq2seq.LOGITS: OutputKind("scores", -1, "the decoder's next-token logits over the original's own output "
                                    "(the variant reads the same tokens): the next token kept at each position; "
                                    "the KL divergence of the distributions is measured too", tokens=True),

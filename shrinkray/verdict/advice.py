@@ -45,11 +45,15 @@ OWN_INPUTS = Hint("own_inputs", "give more inputs of your own (real samples of w
 #: other methods, the parity criteria, the smallest tensor rewritten, and the search for damaging tensors.
 #: For a decoder LM, its own inputs are text like what it reads (its prompts are windows of it).
 OWN_TEXT = Hint("own_inputs", "give text like what the model reads (its own domain) for a firm verdict", "text")
+#: For a set of models (an encoder and a decoder), text of its own, one input per line.
+OWN_LINES = Hint("own_inputs", "give text like what the set reads, one input per line, for a firm verdict", "lines")
 
 
 def _own_inputs(comparison: Comparison) -> Hint:
-    """What "more inputs of your own" means for this model: text for a decoder LM, samples otherwise."""
+    """What "more inputs of your own" means for this model: lines for a set, text for a decoder LM, else samples."""
     outputs = comparison.original.parity.outputs if comparison.original.parity is not None else []
+    if any(o.kind == GENERATION and o.unit == "input" for o in outputs):
+        return OWN_LINES
     return OWN_TEXT if any(o.kind == GENERATION for o in outputs) else OWN_INPUTS
 
 

@@ -79,6 +79,8 @@ def _things(o: OutputParity, total: int, samples: int) -> tuple[str, str]:
     """What a top-1 decision is on this output, and what keeping it means: lines read, inputs or positions."""
     if o.measures.get("sequences") is not None:
         return "lines", "reads the same text on"
+    if o.measures.get("continuations") is not None and o.unit == "input":  # a set of models writing outputs
+        return "inputs", "writes the same output for"
     if o.measures.get("continuations") is not None:
         return "prompts", "continues the same way on"
     if o.measures.get("kl_divergence") is not None:

@@ -240,7 +240,7 @@ def test_the_set_sample_is_one_model_shrunk_whole_and_each_variant_downloads_as_
     at.run()
     assert not at.exception, at.exception
     texts = _texts(at)
-    assert "continues the same way on 160 of 160 prompts" in texts and "judged through decoder" in texts
+    assert "writes the same output for 160 of 160 inputs" in texts and "judged through decoder" in texts
     labels = [b.proto.label for b in at.get("download_button")]
     assert any(label.endswith("seq2seq.float16.zip") for label in labels), labels
     from app_ui.runs import comparison_of

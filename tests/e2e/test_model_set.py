@@ -111,7 +111,7 @@ def test_a_zipped_set_is_judged_whole_and_its_download_runs_in_onnx_runtime_web(
     pg.get_by_role("button", name="Shrink and measure").click()
     pg.get_by_role("button", name="Download s2s.float16.zip").wait_for(timeout=240_000)
     text = pg.inner_text("[data-testid=stMain]")
-    assert "generated tokens" in text and "continues the same way on" in text
+    assert "generated tokens" in text and "writes the same output for" in text
     SHOTS.mkdir(exist_ok=True)
     pg.screenshot(path=str(SHOTS / "model_set_results.png"), full_page=True)
     _no_traceback(pg)

@@ -891,7 +891,7 @@ def test_output_parity_as_dict_fields():
     data = out.as_dict()
     assert set(data) == {
         "name", "dtype", "shape", "kind", "kind_reason", "measures", "checks", "passed", "reason",
-        "mismatch_fraction", "decisions", "decided_by", "severity", "status",
+        "mismatch_fraction", "decisions", "decided_by", "severity", "status", "unit",
     }  # fmt: skip
     assert data["measures"]["abs_error"] == 0.5
     assert data["kind"] == "continuous"

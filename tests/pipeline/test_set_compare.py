@@ -177,6 +177,9 @@ def test_an_undecided_set_verdict_gathers_more_lines_never_the_same_twice(tmp_pa
     generated = {o.name: o for o in comparison.variants[0].parity.outputs}[GENERATED]
     assert generated.status == "undecided" and generated.measures["continuation_agreement"] == 1.0
     assert generated.measures["continuations"] + generated.measures["undecided_continuations"] == 400  # all lines
+    from shrinkray.cli import advice_lines
+
+    assert any("--text FILE (one input per line)" in line for line in advice_lines(comparison))  # the set's own words
 
 
 def test_a_capped_worker_judges_a_set_on_the_batches_its_time_allows():

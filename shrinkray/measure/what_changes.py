@@ -190,7 +190,7 @@ def _examples(name: str, judged_kind: str, kind: OutputKind, measures: dict[str,
     refs, vars_ = split_items(ref, samples), split_items(var, samples)
     if judged_kind == "generation":
         ids = [np.asarray(s[prompts]).reshape(-1, np.shape(s[prompts])[-1]) for s in samples if prompts in s]
-        return _generation(name, refs, vars_, tokenizer, np.concatenate(ids) if ids else None)
+        return _generation(name, refs, vars_, tokenizer, np.concatenate(ids) if ids else None, kind.unit)
     if judged_kind == "scores" and ref.dtype.kind == "f":
         if measures.get("ctc_blank") is not None:
             return _ctc(name, kind, int(measures["ctc_blank"]), refs, vars_, alphabet)
@@ -314,11 +314,13 @@ def _classes(name: str, kind: OutputKind, refs, vars_, spread: float, tokenizer:
 PROMPT_TAIL = 6
 
 
-def _generation(name: str, refs, vars_, tokenizer: str, prompt_ids: np.ndarray | None = None) -> OutputExamples:
-    """Each prompt's greedy continuation ([tokens, 2]: token, margin); ranked by how early it parts from the
-    original's (the tokens that differ from there on are marked). One that parts where the original itself
-    hesitated (parity's coin toss) is no change."""
-    found = OutputExamples(name, "generation", "text", "tokens generated after the continuations part")
+def _generation(name: str, refs, vars_, tokenizer: str, prompt_ids: np.ndarray | None = None,
+                unit: str = "prompt") -> OutputExamples:  # fmt: skip
+    """Each prompt's greedy continuation ([tokens, 2]: token, margin), or each input's output through a set of
+    models (``unit`` "input"); ranked by how early it parts from the original's (the tokens that differ from
+    there on are marked). One that parts where the original itself hesitated (parity's coin toss) is no change."""
+    parts = "outputs" if unit == "input" else "continuations"
+    found = OutputExamples(name, "generation", "text", f"tokens generated after the {parts} part")
     prompts = []
     for r, v in zip(refs, vars_, strict=True):
         r2 = np.asarray(r, np.float64).reshape(-1, np.shape(r)[-2], 2)
@@ -333,7 +335,7 @@ def _generation(name: str, refs, vars_, tokenizer: str, prompt_ids: np.ndarray |
         after_a, after_b = _token_marks(ta[first:], tb[first:])  # from where they part: what differs
         text_a, marks_a = marked_text(ta, [first + k for k in after_a])
         text_b, marks_b = marked_text(tb, [first + k for k in after_b])
-        where = f"prompt {item + 1}"
+        where = f"{unit} {item + 1}"
         if prompt_ids is not None and item < len(prompt_ids):
             where += f' ("…{"".join(_token_texts(prompt_ids[item, -PROMPT_TAIL:], tokenizer)).strip()}")'
         if hesitated:
@@ -344,13 +346,14 @@ def _generation(name: str, refs, vars_, tokenizer: str, prompt_ids: np.ndarray |
 
 
 def _token_texts(ids: np.ndarray, tokenizer: str) -> list[str]:
-    """Each token as text through the tokenizer, else as its number."""
+    """Each token as text through the tokenizer, else as its number; a negative id (no token: an output that
+    had ended) as nothing."""
     if tokenizer:
         try:
-            return [lm_text.decode(tokenizer, [t]) for t in ids]
+            return [lm_text.decode(tokenizer, [t]) if t >= 0 else "" for t in ids]
         except Exception:  # noqa: BLE001 - a tokenizer that cannot read them: token numbers then
             pass
-    return [f"{t} " for t in ids]
+    return [f"{t} " if t >= 0 else "" for t in ids]
 
 
 def _boxes_of(boxes: np.ndarray, labels: np.ndarray, scores: np.ndarray) -> list[Box]:

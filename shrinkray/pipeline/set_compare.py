@@ -38,6 +38,7 @@ from shrinkray.measure.inputs import samples_digest
 from shrinkray.measure.parity import GENERATION, UNDECIDED, OutputKind, compare_outputs
 from shrinkray.measure.results import ORIGINAL, CompareSettings, Comparison, VariantResult
 from shrinkray.measure.sizes import Sizes, brotli_stream_size, brotli_window, gzip_stream_size, plan
+from shrinkray.measure.what_changes import worst_examples
 from shrinkray.methods.base import default_methods, get_method
 from shrinkray.pipeline.compare import _label, variant_file_name
 from shrinkray.pipeline.inspect import MethodReach, ModelSummary, inspect_model
@@ -146,6 +147,7 @@ def compare_set(model_set: ModelSet, settings: CompareSettings | None = None, pr
                 result.parity = compare_outputs(judged_reference, outputs, kinds, settings.verdict,
                                                 samples=count + reserve.count)  # fmt: skip
             _tell_change(result, judged_on, layout, judged_reference, outputs, tokenizer)
+            result.examples = _what_changes(result, judged_on, layout, judged_reference, outputs, tokenizer, kinds)
             timings["parity"] = timings.get("parity", 0.0) + time.perf_counter() - lap
         say("Measuring sizes", 0.92)
         lap = time.perf_counter()
@@ -415,6 +417,29 @@ def _tell_change(result: VariantResult, batches: list[dict], layout: seq2seq.Seq
     example = seq2seq.first_change(inputs, reference[GENERATED], outputs[GENERATED], tokenizer)
     if example:
         generated.decisions = f"{generated.decisions}; {example}" if generated.decisions else example
+
+
+def _what_changes(result: VariantResult, batches: list[dict], layout: seq2seq.Seq2SeqLayout, reference: dict,
+                  outputs: dict, tokenizer: str, kinds: dict[str, OutputKind]) -> list:  # fmt: skip
+    """The inputs whose outputs changed most, as text (what the app's "What changes" and the reports show): each
+    told after its input's last words (a text's padding moved before it), the tokens that differ marked."""
+    samples = []
+    if layout.features is None:
+        rows = [row[mask.astype(bool)] if layout.encoder_mask else row for b in batches
+                for row, mask in zip(b[layout.encoder_ids], b.get(layout.encoder_mask, b[layout.encoder_ids]), strict=True)]  # fmt: skip
+        width = max(len(r) for r in rows)
+        pad = layout.end_token if layout.end_token is not None else 0
+        samples = [{layout.encoder_ids: np.stack([np.pad(r, (width - len(r), 0), constant_values=pad) for r in rows])}]
+    ref, var = np.array(reference[GENERATED]), np.array(outputs[GENERATED])
+    if layout.end_token is not None:  # where both had ended: no tokens to show (not a run of end tokens)
+        ended = (np.cumsum(ref[..., 0] == layout.end_token, axis=-1) > 0) & (
+            np.cumsum(var[..., 0] == layout.end_token, axis=-1) > 0)  # fmt: skip
+        ref[..., 0][ended], var[..., 0][ended] = -1, -1
+    try:
+        return worst_examples(result.parity, {GENERATED: ref}, {GENERATED: var}, samples, kinds, tokenizer,
+                              prompts=layout.encoder_ids if samples else "")  # fmt: skip
+    except Exception:  # noqa: BLE001 - showing what changes never fails the comparison it illustrates
+        return []
 
 
 def _set_sizes(paths: dict[str, Path], settings: CompareSettings) -> Sizes:

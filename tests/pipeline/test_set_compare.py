@@ -74,6 +74,10 @@ def test_the_trained_sample_keeps_its_outputs_and_a_damaged_variant_is_failed_in
     changed = {o.name: o for o in damaged.parity.outputs}[GENERATED]
     assert damaged.parity.status == "fail" and changed.measures["continuation_agreement"] < 0.9
     assert 'came out as "' in changed.decisions and '" and now as "' in changed.decisions
+    shown = damaged.examples[0]  # what the app's "What changes" and the reports show: the outputs as text
+    assert shown.view == "text" and shown.changed > 0 and shown.worst.where.startswith("input ")
+    assert shown.worst.original_text != shown.worst.variant_text and shown.worst.variant_marks
+    assert "<|endoftext|><|endoftext|>" not in shown.worst.original_text  # no run of end tokens after the output
 
 
 def _merged(decoder):

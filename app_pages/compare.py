@@ -78,13 +78,17 @@ with st.form("inputs"):
     # The form starts from the shown results' inputs, so changing one thing (the seed) keeps the others.
     used = comparison.settings
     if loaded.model_set is not None:  # a set reads text lines (or clips): no dimensions or ranges to set
+        speech = any(i.name == "input_features" for i in loaded.model.graph.input)  # its encoder's input
         st.write("A set of models is fed the lines of its prompts.txt through its tokenizer (token ids drawn like "
-                 "text without them; clips of voiced audio for a speech encoder). Upload a .txt of your own text, "
-                 "one input per line, or change the seed of the synthesized inputs.")  # fmt: skip
+                 "text without them; clips of voiced audio for a speech encoder). "
+                 + ("Upload WAV files of your own (each clip one input), " if speech else
+                    "Upload a .txt of your own text, one input per line, ")
+                 + "or change the seed of the synthesized inputs.")  # fmt: skip
         dims_text = ranges_text = ""
         seed = st.number_input("Seed", min_value=0, value=used.inputs.seed, step=1)
         image_range = used.image_range
-        uploads = st.file_uploader("Your text (one .txt, one input per line)", type=["txt"], accept_multiple_files=True)
+        uploads = st.file_uploader("Your clips (WAV files)" if speech else "Your text (one .txt, one input per line)",
+                                   type=["wav"] if speech else ["txt"], accept_multiple_files=True)  # fmt: skip
     else:
         st.write("Synthesized inputs look like what the model sees (pages, text lines and scenes for image inputs, "
                  "speech for audio, token ids from the vocabulary). Override free dimensions and value ranges, or "
@@ -121,9 +125,7 @@ if submitted:
         texts = [u for u in uploads or [] if u.name.lower().endswith(".txt")]
         if npz_files and sample_uploads or len(npz_files) > 1:
             raise OptionError("Upload either one .npz file or images / WAV files, not both", "Remove the extra files")
-        if loaded.model_set is not None and (npz_files or sample_uploads):
-            raise OptionError("A set of models reads text: upload one .txt, one input per line",
-                              "Remove the other files")  # fmt: skip
+
         if texts and (npz_files or sample_uploads or len(texts) > 1):
             raise OptionError("A .txt is a language model's prompts: upload one, on its own", "Remove the extra files")
         path, sample_paths = None, []

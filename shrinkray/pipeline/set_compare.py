@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 
 from shrinkray.cores import usable_cores
-from shrinkray.errors import ModelLoadError, SeveralModels, ShrinkRayError
+from shrinkray.errors import ModelLoadError, OptionError, SeveralModels, ShrinkRayError
 from shrinkray.graph.sessions import open_file_session
 from shrinkray.io.files import save
 from shrinkray.io.model_set import ModelSet
@@ -37,6 +38,7 @@ from shrinkray.measure.generation import GENERATED
 from shrinkray.measure.inputs import samples_digest
 from shrinkray.measure.parity import GENERATION, UNDECIDED, OutputKind, compare_outputs
 from shrinkray.measure.results import ORIGINAL, CompareSettings, Comparison, VariantResult
+from shrinkray.measure.sample_files import load_sample_files
 from shrinkray.measure.sizes import Sizes, brotli_stream_size, brotli_window, gzip_stream_size, plan
 from shrinkray.measure.what_changes import worst_examples
 from shrinkray.methods.base import default_methods, get_method
@@ -86,7 +88,7 @@ def compare_set(model_set: ModelSet, settings: CompareSettings | None = None, pr
         files = {ORIGINAL: {role: model_set.path(role) for role in model_set.members}}
         say("Running the original set on its inputs", 0.05)
         tokenizer, text = _text_of(model_set, settings)
-        batches = seq2seq.input_batches(layout, tokenizer=tokenizer, text=text, seed=settings.inputs.seed)
+        batches, source = set_input_batches(layout, model_set, settings, originals["encoder"].model)
         digest = samples_digest(batches)  # the inputs as planned: the browser panel rebuilds them and checks
         lap = time.perf_counter()
         reference = _generate(files[ORIGINAL], route, layout, batches[:1], None)
@@ -101,7 +103,7 @@ def compare_set(model_set: ModelSet, settings: CompareSettings | None = None, pr
             reference = _joined(reference, _generate(files[ORIGINAL], route, layout, batches[1:], None), layout)
         kinds = _kinds(layout)
         count = sum(len(b[layout.encoder_ids]) for b in batches)
-        note = (f"Inputs: {count} inputs, {seq2seq.source_words(tokenizer, text, layout)}, through {layout.words}; "
+        note = (f"Inputs: {count} inputs, {source}, through {layout.words}; "
                 f"judged through {Path(model_set.members[judged]).name}")  # fmt: skip
         if route.step is not None:
             then = ("its cache branch" if route.step == judged
@@ -180,6 +182,31 @@ def set_layout(model_set: ModelSet, originals: dict | None = None) -> tuple[_Rou
     return _Route(judged, step if cache else None, cache), layout
 
 
+def set_input_batches(layout: seq2seq.Seq2SeqLayout, model_set: ModelSet, settings: CompareSettings,
+                      encoder: onnx.ModelProto | None = None) -> tuple[list[dict[str, np.ndarray]], str]:  # fmt: skip
+    """The encoder's feeds in batches, and where they come from in words: the user's WAV files for a speech
+    encoder (each clip one input), else text lines (the user's, else the set's prompts.txt through its tokenizer),
+    else synthesized ones. An .npz of arrays, or files a text encoder cannot read, are refused in one sentence."""
+    if settings.inputs_path:
+        raise OptionError("A set of models is fed text, one input per line (or clips, when its encoder takes speech), "
+                          f"not arrays like {Path(settings.inputs_path).name}",
+                          "Give a text file, or WAV files for a speech encoder")  # fmt: skip
+    if settings.sample_files:
+        names = ", ".join(Path(p).name for p in settings.sample_files)
+        if layout.features is None:
+            raise OptionError(f"This set's encoder reads text, so it cannot be fed {names}",
+                              "Give a text file, one input per line")  # fmt: skip
+        encoder = encoder if encoder is not None else model_set.load("encoder").model
+        clips = load_sample_files(settings.sample_files, encoder, settings.inputs)
+        size = seq2seq.INPUTS_PER_BATCH
+        batches = [{name: np.concatenate([c[name] for c in clips[start:start + size]]) for name in clips[0]}
+                   for start in range(0, len(clips), size)]  # fmt: skip
+        return batches, f"your {len(clips)} clip{'s' if len(clips) > 1 else ''} ({names}) as log-mel features"
+    tokenizer, text = _text_of(model_set, settings)
+    batches = seq2seq.input_batches(layout, tokenizer=tokenizer, text=text, seed=settings.inputs.seed)
+    return batches, seq2seq.source_words(tokenizer, text, layout)
+
+
 def _text_of(model_set: ModelSet, settings: CompareSettings) -> tuple[str, str]:
     """The tokenizer and the text a set's inputs come from: the user's, else the set's own."""
     return settings.inputs.tokenizer or model_set.tokenizer, settings.inputs.text or model_set.prompts
@@ -194,8 +221,7 @@ def browser_inputs(model_set: ModelSet, settings: CompareSettings) -> BrowserInp
     :data:`BROWSER_INPUTS` of the comparison's inputs, each on its own, and the server original's outputs on
     them, judged by the same verdict as the comparison's (``generated tokens``)."""
     route, layout = set_layout(model_set)
-    tokenizer, text = _text_of(model_set, settings)
-    batches = seq2seq.input_batches(layout, tokenizer=tokenizer, text=text, seed=settings.inputs.seed)
+    batches, _ = set_input_batches(layout, model_set, settings)
     singles = []
     for batch in batches:
         for row in range(len(batch[layout.encoder_ids])):
@@ -363,6 +389,8 @@ class _Reserve:
         """Whether there are reserve inputs (made now, once)."""
         if not self.made:
             self.made = True
+            if settings.sample_files:  # the user's own clips are judged whole: there is no reserve of them
+                return False
             wanted = seq2seq.BATCHES * seq2seq.RESERVE_BATCHES
             if self.time_left() < 2 * wanted * self.per_batch_s:  # the original's and the variant's runs on them
                 return False  # no time for them: the verdict stays undecided and says more inputs would decide it

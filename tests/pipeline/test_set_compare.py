@@ -203,19 +203,12 @@ def test_a_capped_worker_judges_a_set_on_the_batches_its_time_allows():
 def test_a_speech_set_is_fed_clips_of_voiced_audio_as_its_encoders_features(tmp_path):
     """Whisper's layout (input_features [batch, 80 bins, frames], a decoder without encoder_attention_mask, the
     cache): judged like a text set on clips of voiced audio, as log-mel features laid out as the encoder takes them."""
-    import json
-
     import onnx
 
     from shrinkray.measure import seq2seq
-    from tests.seq2seq_models import speech_set
 
-    models = speech_set(width=32, layers=1, cached=True)
-    folder = tmp_path / "whisper-like"
-    (folder / "onnx").mkdir(parents=True)
-    for stem, model in models.items():
-        onnx.save(model, str(folder / "onnx" / f"{stem}.onnx"))
-    (folder / "generation_config.json").write_text(json.dumps({"decoder_start_token_id": 1, "eos_token_id": 0}))
+    folder = _speech_folder(tmp_path, cached=True)
+    models = {p.stem: onnx.load(str(p)) for p in (folder / "onnx").iterdir()}
     layout = seq2seq.layout_of(models["encoder_model"], models["decoder_model"], {})
     assert layout.features == (1, 2, 80, 200) and layout.decoder_mask is None
     batch = seq2seq.input_batches(layout, batches=1)[0]
@@ -265,3 +258,44 @@ def test_a_members_external_data_counts_in_the_sets_size_under_optimums_naming(t
     assert comparison.original.sizes.raw == sum(p.stat().st_size for p in folder.iterdir())
     assert (folder / "decoder_model.onnx_data").stat().st_size > 0.5 * comparison.original.sizes.raw
     assert comparison.variants[0].parity.status == "pass"
+
+
+def _speech_folder(tmp_path, cached: bool = False):
+    """A seeded Whisper-like set (input_features [batch, 80, 200]) in a transformers.js folder."""
+    import json
+
+    import onnx
+
+    from tests.seq2seq_models import speech_set
+
+    folder = tmp_path / "whisper-like"
+    (folder / "onnx").mkdir(parents=True)
+    for stem, model in speech_set(width=32, layers=1, cached=cached).items():
+        onnx.save(model, str(folder / "onnx" / f"{stem}.onnx"))
+    (folder / "generation_config.json").write_text(json.dumps({"decoder_start_token_id": 1, "eos_token_id": 0}))
+    return folder
+
+
+def test_a_speech_set_is_judged_on_the_users_own_clips_and_a_text_set_refuses_files_it_cannot_read(tmp_path):
+    import wave
+
+    from shrinkray.errors import OptionError
+    from shrinkray.measure import content
+
+    clips = []
+    for index, clip in enumerate(content.speech(3, 32000, rate=16000, seed=5)):
+        path = tmp_path / f"clip{index}.wav"
+        with wave.open(str(path), "wb") as out:
+            out.setnchannels(1), out.setsampwidth(2), out.setframerate(16000)
+            out.writeframes((np.clip(clip, -1, 1) * 32767).astype("<i2").tobytes())
+        clips.append(str(path))
+    speech = open_set(_speech_folder(tmp_path), workdir=tmp_path / "w")
+    comparison = compare_set(speech, CompareSettings(methods=[("float16", {})], sample_files=clips))
+    assert "3 inputs, your 3 clips (clip0.wav, clip1.wav, clip2.wav) as log-mel features" in comparison.input_note
+    generated = {o.name: o for o in comparison.variants[0].parity.outputs}[GENERATED]
+    assert generated.measures["continuations"] + generated.measures["undecided_continuations"] == 3  # no reserve
+    text_set = open_set(write_set(tmp_path / "s2s"), workdir=tmp_path / "w")
+    with pytest.raises(OptionError, match="reads text, so it cannot be fed clip0.wav"):
+        compare_set(text_set, CompareSettings(methods=[("float16", {})], sample_files=clips[:1]))
+    with pytest.raises(OptionError, match="not arrays like inputs.npz"):
+        compare_set(text_set, CompareSettings(methods=[("float16", {})], inputs_path=str(tmp_path / "inputs.npz")))

@@ -61,11 +61,14 @@ def default_set_methods() -> list[tuple[str, dict[str, Any]]]:
 
 
 def compare_set(model_set: ModelSet, settings: CompareSettings | None = None, progress: Progress | None = None,
-                *, naming: str = "transformers.js") -> Comparison:  # fmt: skip
+                on_partial: Callable[[Comparison], None] | None = None, *,
+                naming: str = "transformers.js") -> Comparison:  # fmt: skip
     """Every method on every file of the set, each variant set judged end to end (see the module's text).
 
     ``settings.variants_dir``: where each variant's files are written (``naming``: transformers.js's file
     names, or Shrink Ray's ``NAME.METHOD.onnx``); without it they go to a private folder that is removed.
+    ``on_partial``: the comparison so far, after the original and after each variant is judged (sizes come
+    last), so a page can draw each variant's card as it lands.
     """
     settings = settings or CompareSettings()
     say = progress or (lambda _step, _fraction: None)
@@ -120,8 +123,17 @@ def compare_set(model_set: ModelSet, settings: CompareSettings | None = None, pr
         original = VariantResult(key=ORIGINAL, method=None, options={})
         original.parity = compare_outputs(reference, reference, kinds, settings.verdict, samples=count)
         timings["parity"] = time.perf_counter() - started
-        variants, taken = [], {ORIGINAL}
+        variants: list[VariantResult] = []
+        taken = {ORIGINAL}
         out_dir = Path(settings.variants_dir) if settings.variants_dir else scratch / "variants"
+
+        def partial() -> None:
+            if on_partial is not None:
+                on_partial(Comparison(name=model_set.name, summary=summary, settings=replace(settings, latency=False),
+                                      original=original, variants=[replace(v) for v in variants], input_note=note,
+                                      inputs_digest=digest))  # fmt: skip
+
+        partial()
         for index, (method, options) in enumerate(methods):
             result = VariantResult(key=_label(method, options, taken), method=method, options=dict(options))
             variants.append(result)
@@ -151,6 +163,7 @@ def compare_set(model_set: ModelSet, settings: CompareSettings | None = None, pr
             _tell_change(result, judged_on, layout, judged_reference, outputs, tokenizer)
             result.examples = _what_changes(result, judged_on, layout, judged_reference, outputs, tokenizer, kinds)
             timings["parity"] = timings.get("parity", 0.0) + time.perf_counter() - lap
+            partial()
         say("Measuring sizes", 0.92)
         lap = time.perf_counter()
         for key, paths in files.items():

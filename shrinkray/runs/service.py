@@ -99,7 +99,8 @@ def compare_set_run(set_folder: str, name: str, settings: Any, run_folder: str, 
     model_set = open_set(set_folder, workdir=folder / "work", name=name)
     variants = folder / "variants"
     variants.mkdir(exist_ok=True)
-    comparison = compare_set(model_set, dataclasses.replace(settings, variants_dir=str(variants)), progress)
+    comparison = compare_set(model_set, dataclasses.replace(settings, variants_dir=str(variants)), progress,
+                             on_partial)  # fmt: skip
     comparison.settings = settings
     for result in comparison.variants:
         if result.file:

@@ -52,6 +52,16 @@ def test_the_set_is_judged_by_what_it_writes_and_a_damaged_variant_fails(compare
     assert [s.name for s in comparison.summary.outputs] == ["logits"]
 
 
+def test_each_judged_variant_reaches_the_page_before_the_sizes(tmp_path):
+    folder = write_set(tmp_path / "s2s", config={"decoder_start_token_id": 0, "eos_token_id": 0})
+    snapshots = []
+    settings = CompareSettings(methods=[("float16", {}), ("weights-int8", {})])
+    final = compare_set(open_set(folder, workdir=tmp_path / "w"), settings, on_partial=snapshots.append)
+    assert [[v.key for v in s.variants] for s in snapshots] == [[], ["float16"], ["float16", "weights-int8"]]
+    assert snapshots[-1].variants[-1].parity.status == final.variants[-1].parity.status
+    assert all(v.sizes is None for s in snapshots for v in s.variants) and final.variants[0].sizes is not None
+
+
 def test_auto_is_refused_for_a_set_in_words(tmp_path):
     folder = write_set(tmp_path / "s2s")
     with pytest.raises(ModelLoadError, match="works on one model file, not on a set"):

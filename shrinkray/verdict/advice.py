@@ -252,7 +252,8 @@ def advise(comparison: Comparison, delivery: str = "brotli") -> list[Advice]:
             notes.append(_advice("warning", f"{key}: {verdict.sentence}", key, [_own_inputs(comparison)]))
         elif result.parity is not None and not verdict.passed:
             said = measured | set(others)  # a method the speed advice just named is not suggested twice
-            notes.append(_advice("bad", f"{key}: {verdict.sentence}", key, _parity_hints(result, said)))
+            hints = _set_hints(result, said) if _is_set(comparison) else _parity_hints(result, said)
+            notes.append(_advice("bad", f"{key}: {verdict.sentence}", key, hints))
         spec = get_method(result.method) if result.method else None
         option_note = spec.option_advice(result.options) if spec and spec.option_advice else None
         if option_note:
@@ -379,6 +380,23 @@ def _agreeing(clause: str, count: int) -> str:
 def _same_speed_methods() -> list[str]:
     """Methods whose variants run at the original's speed (their spec's ``keeps_speed``), in listing order."""
     return [spec.name for spec in all_methods() if spec.keeps_speed]
+
+
+def _is_set(comparison: Comparison) -> bool:
+    """A set of models (an encoder and a decoder) compared whole: it writes an output per input."""
+    outputs = comparison.original.parity.outputs if comparison.original.parity is not None else []
+    return any(o.kind == GENERATION and o.unit == "input" for o in outputs)
+
+
+def _set_hints(result: VariantResult, measured: set[str]) -> list[Hint]:
+    """What to try for a set's failing variant: the method's own hint (more levels) and other methods, never the
+    searches a set does not run (culprits, auto) nor calibration it does not take (GPTQ on samples of your own)."""
+    spec = get_method(result.method) if result.method else None
+    if spec is None:
+        return []
+    options = {**result.options, **(result.record.get("options") or {})}
+    hints = _method_hint(spec, measured | {"auto"}, options)
+    return [h for h in hints if h.setting != "" or not spec.uses_context]  # a calibrating method's own hint speaks of it
 
 
 def _parity_hints(result: VariantResult, measured: set[str] | frozenset[str] = frozenset()) -> list[Hint]:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
+from helpers import whole_page_screenshot
 
 from tests.e2e.conftest import go_to, upload_model, wait_idle
 from tests.e2e.test_browser import ROOT, SHOTS, _no_traceback, app_url  # noqa: F401 - app_url is a fixture
@@ -113,7 +114,7 @@ def test_a_zipped_set_is_judged_whole_and_its_download_runs_in_onnx_runtime_web(
     text = pg.inner_text("[data-testid=stMain]")
     assert "generated tokens" in text and "writes the same output for" in text
     SHOTS.mkdir(exist_ok=True)
-    pg.screenshot(path=str(SHOTS / "model_set_results.png"), full_page=True)
+    whole_page_screenshot(pg, SHOTS / "model_set_results.png")  # looked at: cards, what changes, downloads
     _no_traceback(pg)
 
     served = tmp_path / "served"

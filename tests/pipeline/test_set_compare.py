@@ -309,3 +309,14 @@ def test_a_speech_set_is_judged_on_the_users_own_clips_and_a_text_set_refuses_fi
         compare_set(text_set, CompareSettings(methods=[("float16", {})], sample_files=clips[:1]))
     with pytest.raises(OptionError, match="not arrays like inputs.npz"):
         compare_set(text_set, CompareSettings(methods=[("float16", {})], inputs_path=str(tmp_path / "inputs.npz")))
+
+
+def test_a_failing_set_variant_is_never_advised_a_search_or_calibration_a_set_does_not_run(tmp_path):
+    from shrinkray.verdict.advice import advise
+
+    folder = write_set(tmp_path / "s2s", config={"decoder_start_token_id": 0, "eos_token_id": 0})
+    comparison = compare_set(open_set(folder, workdir=tmp_path / "w"), CompareSettings(methods=[("weights-int4", {})]))
+    assert comparison.variants[0].parity.status == "fail"
+    hints = [h for a in advise(comparison) if a.variant == "weights-int4" for h in a.hints]
+    assert not [h for h in hints if h.setting in ("culprits", "auto", "exclude")]
+    assert "GPTQ" not in " ".join(a.text for a in advise(comparison))

@@ -149,15 +149,17 @@ def _vocab_rows(decoder: onnx.ModelProto) -> int:
 
 
 def input_batches(layout: Seq2SeqLayout, *, tokenizer: str = "", text: str = "", batches: int = BATCHES,
-                  per_batch: int = INPUTS_PER_BATCH, seed: int = 0, skip: int = 0) -> list[dict[str, np.ndarray]]:  # fmt: skip
+                  per_batch: int = INPUTS_PER_BATCH, seed: int = 0, skip: int = 0,
+                  hold_out: int = 0) -> list[dict[str, np.ndarray]]:  # fmt: skip
     """Encoder feeds, ``batches`` of ``per_batch`` inputs: the lines of ``text`` (a prompts.txt) through the
     tokenizer when there are both, padded at the end and masked; else token sequences drawn like text.
-    ``skip``: inputs given before (the reserve follows the first batches: other lines, another seed)."""
+    ``skip``: inputs given before (the reserve follows the first batches: other lines, another seed);
+    ``hold_out``: the text's last lines, never given here (a calibrating method learns from them)."""
     rows = batches * per_batch
     if layout.features is not None:
         return _clip_batches(layout, batches, per_batch, seed + 7919 * skip)
     if tokenizer and text:
-        ids = _text_lines(tokenizer, text, rows, layout.vocab, skip)
+        ids = _text_lines(tokenizer, text, rows, layout.vocab, skip, hold_out)
     else:
         ids = [row for row in token_text_ids(layout.vocab, rows, INPUT_TOKENS, seed + 7919 * skip)]
     out: list[dict[str, np.ndarray]] = []
@@ -190,14 +192,22 @@ def _clip_batches(layout: Seq2SeqLayout, batches: int, per_batch: int, seed: int
     return out
 
 
-def _text_lines(tokenizer: str, text: str, rows: int, vocab: int, skip: int = 0) -> list[np.ndarray]:
+def _text_lines(tokenizer: str, text: str, rows: int, vocab: int, skip: int = 0, hold_out: int = 0) -> list[np.ndarray]:
     """The first ``rows`` non-empty lines of ``text``, as token ids: fewer lines, fewer inputs (a line given
     twice would count as two decisions)."""
     from pathlib import Path
 
     lines = [line.strip() for line in Path(text).read_text(encoding="utf-8", errors="replace").splitlines()]
-    lines = [line for line in lines if line][skip:skip + rows]
+    lines = [line for line in lines if line]
+    lines = lines[: len(lines) - hold_out][skip:skip + rows]
     return [np.asarray(lm_text.encode(tokenizer, line), np.int64)[: 4 * INPUT_TOKENS] for line in lines]
+
+
+def text_lines(text: str) -> int:
+    """The non-empty lines of a text file (the inputs it can give)."""
+    from pathlib import Path
+
+    return sum(1 for line in Path(text).read_text(encoding="utf-8", errors="replace").splitlines() if line.strip())
 
 
 def source_words(tokenizer: str, text: str, layout: Seq2SeqLayout | None = None) -> str:
@@ -215,7 +225,9 @@ def source_words(tokenizer: str, text: str, layout: Seq2SeqLayout | None = None)
 # ---- generation -----------------------------------------------------------------------------------------
 
 
-def _decoder_feeds(layout: Seq2SeqLayout, ids: np.ndarray, states: np.ndarray, mask: np.ndarray | None) -> dict:
+def decoder_feeds(layout: Seq2SeqLayout, ids: np.ndarray, states: np.ndarray, mask: np.ndarray | None) -> dict:
+    """The decoder's feeds for ``ids`` (everything written so far) without its cache (a merged decoder: its
+    no-cache branch, with an empty past)."""
     feeds = {layout.decoder_ids: ids, layout.decoder_states: states}
     if layout.decoder_mask and mask is not None:
         feeds[layout.decoder_mask] = mask
@@ -293,7 +305,7 @@ def generate(encoder: Run, decoder: Run, layout: Seq2SeqLayout, feeds: dict[str,
         if step is not None and cache is not None and index:
             out = step(_cached_feeds(layout, cache, sequence[:, -1], past, states, mask))
         else:
-            out = decoder(_decoder_feeds(layout, sequence, states, mask))
+            out = decoder(decoder_feeds(layout, sequence, states, mask))
         past.update({name: value for name, value in out.items() if name.startswith("present")})
         token, margin = greedy_pick(np.asarray(out[layout.logits])[:, -1, :])
         if layout.end_token is not None:
@@ -308,7 +320,7 @@ def generate(encoder: Run, decoder: Run, layout: Seq2SeqLayout, feeds: dict[str,
     generated = np.stack([np.stack(made, axis=1), np.stack(margins, axis=1)], axis=-1).astype(np.float64)
     forced = np.concatenate([np.full((batch, 1), layout.start_token, np.int64),
                              (teacher if teacher is not None else generated[:, :, 0]).astype(np.int64)[:, :-1]], axis=1)  # fmt: skip
-    logits = np.asarray(decoder(_decoder_feeds(layout, forced, states, mask))[layout.logits])
+    logits = np.asarray(decoder(decoder_feeds(layout, forced, states, mask))[layout.logits])
     kept = min(logits.shape[1], max(1, JUDGED_LOGITS_BYTES // max(batch * logits.shape[-1] * logits.dtype.itemsize, 1)))
     return {GENERATED: generated, LOGITS: logits[:, :kept].copy()}
 

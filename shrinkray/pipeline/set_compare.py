@@ -37,11 +37,12 @@ from shrinkray.measure.deadline import run_within
 from shrinkray.measure.generation import GENERATED
 from shrinkray.measure.inputs import samples_digest
 from shrinkray.measure.parity import GENERATION, UNDECIDED, OutputKind, compare_outputs
+from shrinkray.measure.parity_inputs import ParityInputs
 from shrinkray.measure.results import ORIGINAL, CompareSettings, Comparison, VariantResult
 from shrinkray.measure.sample_files import load_sample_files
 from shrinkray.measure.sizes import Sizes, brotli_stream_size, brotli_window, gzip_stream_size, plan
 from shrinkray.measure.what_changes import worst_examples
-from shrinkray.methods.base import default_methods, get_method
+from shrinkray.methods.base import RunContext, default_methods, get_method
 from shrinkray.pipeline.compare import _label, variant_file_name
 from shrinkray.pipeline.inspect import MethodReach, ModelSummary, inspect_model
 from shrinkray.pipeline.shrink import shrink
@@ -125,6 +126,7 @@ def compare_set(model_set: ModelSet, settings: CompareSettings | None = None, pr
         timings["parity"] = time.perf_counter() - started
         variants: list[VariantResult] = []
         taken = {ORIGINAL}
+        calibration: tuple[dict[str, RunContext], str] | None | bool = False  # made when a method first needs it
         out_dir = Path(settings.variants_dir) if settings.variants_dir else scratch / "variants"
 
         def partial() -> None:
@@ -139,7 +141,9 @@ def compare_set(model_set: ModelSet, settings: CompareSettings | None = None, pr
             variants.append(result)
             say(f"Shrinking the set: {method}", 0.1 + 0.8 * index / len(methods))
             lap = time.perf_counter()
-            made = _shrink_set(model_set, originals, method, options, result, out_dir, naming)
+            if get_method(method).uses_context and calibration is False:
+                calibration = _calibration(model_set, route, layout, settings)  # once, for every method that learns
+            made = _shrink_set(model_set, originals, method, options, result, out_dir, naming, calibration or None)
             timings["shrink"] = timings.get("shrink", 0.0) + time.perf_counter() - lap
             if made is None:
                 continue
@@ -280,22 +284,82 @@ def variant_paths(model_set: ModelSet, result: VariantResult) -> dict[str, Path]
     return found
 
 
+#: Inputs a calibrating method (weights-int4's activation-aware scales) learns from in a set: held out of the
+#: judged ones and of their reserve (the text's last lines; clips of another seed).
+CALIBRATION_INPUTS = 32
+
+
+def _calibration(model_set: ModelSet, route: _Route, layout: seq2seq.Seq2SeqLayout, settings: CompareSettings,
+                 ) -> tuple[dict[str, RunContext], str] | None:  # fmt: skip
+    """Per file of the set, the inputs a calibrating method learns from, as the set itself feeds that file: the
+    encoder the held-out inputs, the decoder (and its cached form) the original encoder's states and the
+    original's own outputs on them. None when there are no inputs like the set's own to learn from (token ids
+    drawn without a tokenizer, as for a decoder LM; the user's clips, all judged)."""
+    tokenizer, text = _text_of(model_set, settings)
+    if settings.sample_files or (layout.features is None and not held_out(layout, tokenizer, text)):
+        return None  # no inputs like the set's own beyond those judged
+    lines = seq2seq.text_lines(text) if layout.features is None else 0
+    batches = seq2seq.input_batches(layout, tokenizer=tokenizer, text=text, seed=settings.inputs.seed + 104729,
+                                    batches=CALIBRATION_INPUTS // seq2seq.INPUTS_PER_BATCH,
+                                    skip=lines - CALIBRATION_INPUTS if lines else 0)  # fmt: skip
+    paths = {role: model_set.path(role) for role in model_set.members}
+    feeds: dict[str, list[dict[str, np.ndarray]]] = {"encoder": batches}
+    encoder = open_file_session(paths["encoder"], optimized=True, threads=1)
+    written = _generate(paths, route, layout, batches, None)[GENERATED][..., 0].astype(np.int64)
+    done = 0
+    for batch in batches:
+        rows = len(batch[layout.encoder_ids])
+        states = run_within(encoder, batch, names=[layout.encoder_output], what="One calibration run")[0]
+        mask = batch.get(layout.encoder_mask) if layout.encoder_mask else None
+        forced = np.concatenate([np.full((rows, 1), layout.start_token, np.int64), written[done:done + rows, :-1]], axis=1)
+        feeds.setdefault(route.judged, []).append(seq2seq.decoder_feeds(layout, forced, states, mask))
+        done += rows
+    settings = replace(settings, inputs=replace(settings.inputs, tokenizer=tokenizer, text=text))
+    contexts = {role: RunContext(settings=settings, calibration=ParityInputs(samples=samples, reference={}, kinds={},
+                                                                              note="")) for role, samples in feeds.items()}  # fmt: skip
+    source = "clips of voiced audio" if layout.features is not None else f"the last lines of {Path(text).name}"
+    return contexts, f"{CALIBRATION_INPUTS} inputs not judged ({source})"
+
+
+def held_out(layout: seq2seq.Seq2SeqLayout, tokenizer: str, text: str) -> int:
+    """The text's last lines a calibrating method learns from, never judged: :data:`CALIBRATION_INPUTS` when the
+    text has that many beyond the judged ones (0 otherwise, and for clips, which come from another seed)."""
+    if layout.features is not None or not (tokenizer and text):
+        return 0
+    enough = seq2seq.text_lines(text) >= seq2seq.BATCHES * seq2seq.INPUTS_PER_BATCH + CALIBRATION_INPUTS
+    return CALIBRATION_INPUTS if enough else 0
+
+
 def _shrink_set(model_set: ModelSet, originals: dict, method: str, options: dict[str, Any], result: VariantResult,
-                out_dir: Path, naming: str) -> dict[str, Path] | None:  # fmt: skip
+                out_dir: Path, naming: str, calibration: tuple[dict[str, RunContext], str] | None = None,
+                ) -> dict[str, Path] | None:  # fmt: skip
     """Every file of the set shrunk by one method and written under ``out_dir/<key>/`` with the set's own
-    layout; the written paths by role, or None (``result.error`` says why)."""
+    layout; the written paths by role, or None (``result.error`` says why). ``calibration``: per file, what a
+    calibrating method learns from (:func:`_calibration`); a file without it is shrunk uncalibrated."""
     folder = out_dir / _folder_name(result.key)
     written: dict[str, Path] = {}
-    extra = SET_OPTIONS.get(method, {})
-    if extra:
+    contexts, told = calibration or ({}, "")
+    spec = get_method(method)
+    resolved = spec.make_options(**options)  # weights-int4 learns unless its options turn it off
+    calibrating = spec.uses_context and (getattr(resolved, "activation_aware", True) or getattr(resolved, "gptq", "") == "on")
+    extra = {} if contexts or not calibrating else SET_OPTIONS.get(method, {})
+    if calibrating and contexts:
+        uncalibrated = [Path(model_set.members[r]).name for r in model_set.members if r not in contexts]
+        result.notes.append(f"Calibrated in the set on {told}: the encoder on them, the decoder on the encoder's "
+                            "states and the original's own outputs"
+                            + (f"; {', '.join(uncalibrated)} data-free" if uncalibrated else ""))  # fmt: skip
+    elif extra:
         result.notes.append("Uncalibrated in a set: activation-aware scales and GPTQ learn from a file's own "
-                            "inputs, and a decoder's come from the encoder")  # fmt: skip
+                            "inputs, and this set has no inputs like its own beyond those judged (its tokenizer.json "
+                            "and a prompts.txt of more lines, or clips)")  # fmt: skip
     record: dict[str, Any] = {"method": method, "options": dict(options), "tensors_changed": 0,
                               "weight_bytes_before": 0, "weight_bytes_after": 0, "changes": [], "files": {}}
     protect = [model_set.path(role) for role in model_set.members]
     for role, loaded in originals.items():
         try:
-            variant = shrink(loaded, method, open_runtime=False, **{**extra, **options})
+            context = contexts.get(role)
+            more = extra if context is not None or not calibrating else {**SET_OPTIONS.get(method, {}), **extra}
+            variant = shrink(loaded, method, open_runtime=False, context=context, **{**more, **options})
         except ShrinkRayError as exc:
             result.error = f"{Path(model_set.members[role]).name}: {exc}"
             return None
@@ -409,7 +473,8 @@ class _Reserve:
                 return False  # no time for them: the verdict stays undecided and says more inputs would decide it
             first = len(self.first[GENERATED])
             self.feeds = seq2seq.input_batches(self.layout, tokenizer=self.tokenizer, text=self.text, seed=self.seed,
-                                               batches=seq2seq.BATCHES * seq2seq.RESERVE_BATCHES, skip=first)  # fmt: skip
+                                               batches=seq2seq.BATCHES * seq2seq.RESERVE_BATCHES, skip=first,
+                                               hold_out=held_out(self.layout, self.tokenizer, self.text))  # fmt: skip
             if self.feeds:
                 self.reference = _generate(self.paths, self.route, self.layout, self.feeds, None)
                 self.all_reference = _joined(self.first, self.reference, self.layout)

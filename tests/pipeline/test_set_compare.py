@@ -175,7 +175,8 @@ def test_a_set_with_a_cached_decoder_is_run_token_by_token_through_it_and_writes
 
 def test_an_undecided_set_verdict_gathers_more_lines_never_the_same_twice(tmp_path):
     """A verdict the 160 judged lines leave undecided (here: 99.9% asked of float16, which keeps every output, so
-    no count of lines can prove it) runs the reserve: the rest of prompts.txt, every line once."""
+    no count of lines can prove it) runs the reserve: the rest of prompts.txt, every line once, but its last 32
+    (held out: a calibrating method learns from them)."""
     import shutil
 
     from helpers import ROOT
@@ -190,7 +191,7 @@ def test_an_undecided_set_verdict_gathers_more_lines_never_the_same_twice(tmp_pa
     comparison = compare_set(open_set(folder, workdir=tmp_path / "w"), settings)
     generated = {o.name: o for o in comparison.variants[0].parity.outputs}[GENERATED]
     assert generated.status == "undecided" and generated.measures["continuation_agreement"] == 1.0
-    assert generated.measures["continuations"] + generated.measures["undecided_continuations"] == 400  # all lines
+    assert generated.measures["continuations"] + generated.measures["undecided_continuations"] == 400 - 32
     from shrinkray.cli import advice_lines
 
     assert any("--text FILE (one input per line)" in line for line in advice_lines(comparison))  # the set's own words
@@ -320,3 +321,24 @@ def test_a_failing_set_variant_is_never_advised_a_search_or_calibration_a_set_do
     hints = [h for a in advise(comparison) if a.variant == "weights-int4" for h in a.hints]
     assert not [h for h in hints if h.setting in ("culprits", "auto", "exclude")]
     assert "GPTQ" not in " ".join(a.text for a in advise(comparison))
+
+
+def test_weights_int4_learns_in_a_set_from_its_own_held_out_lines_and_keeps_closer(tmp_path):
+    """The sample's last 32 lines (never judged): the encoder calibrated on them, the decoder on the encoder's
+    states and the original's outputs; its next-token distributions stay closer than the data-free build's.
+    A set without text of its own is shrunk data-free and says so."""
+    from helpers import ROOT
+
+    from shrinkray.measure.seq2seq import LOGITS
+
+    model_set = open_set(ROOT / "sample_models" / "tiny_seq2seq", workdir=tmp_path)
+    methods = [("weights-int4", {}), ("weights-int4", {"activation_aware": False})]
+    learned, free = compare_set(model_set, CompareSettings(methods=methods)).variants
+    assert any(n.startswith("Calibrated in the set on 32 inputs not judged (the last lines of prompts.txt)")
+               for n in learned.notes)  # fmt: skip
+    assert not any("alibrated" in n for n in free.notes)  # data-free on request: nothing to say
+    kl = [{o.name: o for o in v.parity.outputs}[LOGITS].measures["kl_divergence"] for v in (learned, free)]
+    assert kl[0] < 0.8 * kl[1], kl  # measured 0.0026 against 0.0040
+    seeded = open_set(write_set(tmp_path / "s2s"), workdir=tmp_path / "w")
+    plain = compare_set(seeded, CompareSettings(methods=[("weights-int4", {})])).variants[0]
+    assert any(n.startswith("Uncalibrated in a set") for n in plain.notes)

@@ -268,8 +268,9 @@ def _present(past: str) -> str:
     return "present" + past[len("past_key_values"):]
 
 
-def _cached_feeds(layout: Seq2SeqLayout, cache: CacheStep, token: np.ndarray, past: dict, states: np.ndarray,
-                  mask: np.ndarray | None) -> dict[str, np.ndarray]:  # fmt: skip
+def cached_feeds(layout: Seq2SeqLayout, cache: CacheStep, token: np.ndarray, past: dict, states: np.ndarray,
+                 mask: np.ndarray | None) -> dict[str, np.ndarray]:  # fmt: skip
+    """One step's feeds through the cache: ``token`` [batch] after ``past`` (the ``present.*`` outputs so far)."""
     feeds = {layout.decoder_ids: token[:, None], **{name: past[_present(name)] for name in cache.past}}
     if layout.decoder_mask and mask is not None:
         feeds[layout.decoder_mask] = mask
@@ -303,7 +304,7 @@ def generate(encoder: Run, decoder: Run, layout: Seq2SeqLayout, feeds: dict[str,
     past: dict[str, np.ndarray] = {}
     for index in range(tokens):
         if step is not None and cache is not None and index:
-            out = step(_cached_feeds(layout, cache, sequence[:, -1], past, states, mask))
+            out = step(cached_feeds(layout, cache, sequence[:, -1], past, states, mask))
         else:
             out = decoder(decoder_feeds(layout, sequence, states, mask))
         past.update({name: value for name, value in out.items() if name.startswith("present")})

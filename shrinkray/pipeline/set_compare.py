@@ -305,6 +305,8 @@ def _calibration(model_set: ModelSet, route: _Route, layout: seq2seq.Seq2SeqLayo
     paths = {role: model_set.path(role) for role in model_set.members}
     feeds: dict[str, list[dict[str, np.ndarray]]] = {"encoder": batches}
     encoder = open_file_session(paths["encoder"], optimized=True, threads=1)
+    decoder = open_file_session(paths[route.judged], optimized=True, threads=1)
+    names = [o.name for o in decoder.get_outputs()]
     written = _generate(paths, route, layout, batches, None)[GENERATED][..., 0].astype(np.int64)
     done = 0
     for batch in batches:
@@ -313,6 +315,11 @@ def _calibration(model_set: ModelSet, route: _Route, layout: seq2seq.Seq2SeqLayo
         mask = batch.get(layout.encoder_mask) if layout.encoder_mask else None
         forced = np.concatenate([np.full((rows, 1), layout.start_token, np.int64), written[done:done + rows, :-1]], axis=1)
         feeds.setdefault(route.judged, []).append(seq2seq.decoder_feeds(layout, forced, states, mask))
+        if route.step is not None and route.step != route.judged and forced.shape[1] > 1:  # decoder_with_past:
+            first = run_within(decoder, seq2seq.decoder_feeds(layout, forced[:, :-1], states, mask), names=names)
+            past = {n: v for n, v in zip(names, first, strict=True) if n.startswith("present")}  # its last step
+            feeds.setdefault(route.step, []).append(seq2seq.cached_feeds(layout, route.cache, forced[:, -1], past,
+                                                                         states, mask))  # fmt: skip
         done += rows
     settings = replace(settings, inputs=replace(settings.inputs, tokenizer=tokenizer, text=text))
     contexts = {role: RunContext(settings=settings, calibration=ParityInputs(samples=samples, reference={}, kinds={},
@@ -345,8 +352,8 @@ def _shrink_set(model_set: ModelSet, originals: dict, method: str, options: dict
     extra = {} if contexts or not calibrating else SET_OPTIONS.get(method, {})
     if calibrating and contexts:
         uncalibrated = [Path(model_set.members[r]).name for r in model_set.members if r not in contexts]
-        result.notes.append(f"Calibrated in the set on {told}: the encoder on them, the decoder on the encoder's "
-                            "states and the original's own outputs"
+        result.notes.append(f"Calibrated in the set on {told}: the encoder on them, the decoder (and its cached "
+                            "form) on the encoder's states and the original's own outputs"
                             + (f"; {', '.join(uncalibrated)} data-free" if uncalibrated else ""))  # fmt: skip
     elif extra:
         result.notes.append("Uncalibrated in a set: activation-aware scales and GPTQ learn from a file's own "

@@ -171,6 +171,17 @@ def test_a_set_with_a_cached_decoder_is_run_token_by_token_through_it_and_writes
     assert ", then decoder_with_past_model.onnx through the cache a token at a time" in comparison.input_note
     assert comparison.variants[0].parity.status == "pass"
     assert len(comparison.variants[0].record["files"]) == 3  # every file shrunk, the cached one too
+    import shutil
+
+    from helpers import ROOT
+
+    for name in ("tokenizer.json", "prompts.txt"):  # text of its own: weights-int4 learns, the cached file too
+        shutil.copy(ROOT / "sample_models" / "tiny_seq2seq" / name, tmp_path / "cached" / name)
+    learned = compare_set(open_set(tmp_path / "cached", workdir=tmp_path / "w"),
+                          CompareSettings(methods=[("weights-int4", {})])).variants[0]  # fmt: skip
+    told = next(n for n in learned.notes if n.startswith("Calibrated in the set"))
+    assert "data-free" not in told and learned.parity is not None
+    assert not [n for n in learned.notes if "Calibration was skipped" in n]  # each file's calibration ran
 
 
 def test_an_undecided_set_verdict_gathers_more_lines_never_the_same_twice(tmp_path):

@@ -95,7 +95,7 @@ def _prepare(loaded: LoadedModel, comparison: Comparison) -> BrowserInputs:
     from shrinkray.runs.sandbox import run_capped
 
     if loaded.model_set is not None:  # the set's first inputs, each written through the original set
-        from shrinkray.pipeline.set_compare import browser_inputs
+        from shrinkray.pipeline.set_inputs import browser_inputs
 
         return run_capped(browser_inputs, loaded.model_set, comparison.settings,
                           what="Preparing the inputs for the browser")  # fmt: skip
@@ -146,7 +146,7 @@ def _publish(loaded: LoadedModel, comparison: Comparison, inputs: BrowserInputs,
 def _publish_set(loaded: LoadedModel, comparison: Comparison, inputs: BrowserInputs, run_id: str, folder: Path,
                  url: str) -> dict[str, Any]:  # fmt: skip
     """A set's encoder and the decoder it is run through, for the original and every variant set."""
-    from shrinkray.pipeline.set_compare import JUDGED_DECODERS, variant_paths
+    from shrinkray.pipeline.set_run import JUDGED_DECODERS, variant_paths
 
     model_set = loaded.model_set
     judged = next(role for role in JUDGED_DECODERS if role in model_set.members)

@@ -86,7 +86,7 @@ def _runtime_problem(sha256: str, _loaded: LoadedModel) -> str | None:
 @st.cache_data(show_spinner=False, max_entries=32)
 def _set_problem(sha256: str, _model_set) -> str | None:
     from shrinkray.errors import ShrinkRayError
-    from shrinkray.pipeline.set_compare import check_set_runs
+    from shrinkray.pipeline.set_run import check_set_runs
     from shrinkray.runs.sandbox import run_capped
 
     try:

@@ -116,7 +116,7 @@ def test_a_merged_decoder_is_run_on_its_no_cache_branch_and_writes_what_the_plai
     import onnx
 
     from shrinkray.measure import seq2seq
-    from shrinkray.pipeline.set_compare import _generate, _Route
+    from shrinkray.pipeline.set_run import Route, run_set
     from tests.seq2seq_models import seq2seq_set
 
     models = seq2seq_set(width=32, layers=1)  # as write_set makes them
@@ -132,9 +132,9 @@ def test_a_merged_decoder_is_run_on_its_no_cache_branch_and_writes_what_the_plai
     assert [name for name, _, _ in merged_layout.past] == ["past_key_values.0.decoder.key"]
     plain_layout = seq2seq.layout_of(models["encoder_model"], models["decoder_model"], {})
     batches = seq2seq.input_batches(plain_layout, batches=2)
-    plain_out = _generate({r: sets["plain"].path(r) for r in ("encoder", "decoder")}, _Route("decoder"), plain_layout,
+    plain_out = run_set({r: sets["plain"].path(r) for r in ("encoder", "decoder")}, Route("decoder"), plain_layout,
                           batches, None)  # fmt: skip
-    merged_out = _generate({r: sets["merged"].path(r) for r in ("encoder", "decoder_merged")}, _Route("decoder_merged"),
+    merged_out = run_set({r: sets["merged"].path(r) for r in ("encoder", "decoder_merged")}, Route("decoder_merged"),
                            merged_layout, batches, None)  # fmt: skip
     assert (plain_out[GENERATED] == merged_out[GENERATED]).all()
     comparison = compare_set(sets["merged"], CompareSettings(methods=[("float16", {})]))
@@ -148,7 +148,7 @@ def test_a_set_with_a_cached_decoder_is_run_token_by_token_through_it_and_writes
     import onnx
 
     from shrinkray.measure import seq2seq
-    from shrinkray.pipeline.set_compare import _generate, _Route
+    from shrinkray.pipeline.set_run import Route, run_set
     from tests.seq2seq_models import seq2seq_set
 
     cached = seq2seq_set(width=32, layers=1, cached=True)
@@ -162,10 +162,10 @@ def test_a_set_with_a_cached_decoder_is_run_token_by_token_through_it_and_writes
     assert cache is not None and not cache.takes_states and len(cache.past) == 4
     layout = seq2seq.layout_of(cached["encoder_model"], cached["decoder_model"], {})
     batches = seq2seq.input_batches(layout, batches=2)
-    route = _Route("decoder", "decoder_with_past", cache)
-    through_cache = _generate({r: model_set.path(r) for r in model_set.members}, route, layout, batches, None)
+    route = Route("decoder", "decoder_with_past", cache)
+    through_cache = run_set({r: model_set.path(r) for r in model_set.members}, route, layout, batches, None)
     plain = open_set(tmp_path / "plain", workdir=tmp_path / "w")
-    whole = _generate({r: plain.path(r) for r in plain.members}, _Route("decoder"), layout, batches, None)
+    whole = run_set({r: plain.path(r) for r in plain.members}, Route("decoder"), layout, batches, None)
     assert (through_cache[GENERATED][..., 0] == whole[GENERATED][..., 0]).all()
     comparison = compare_set(model_set, CompareSettings(methods=[("float16", {})]))
     assert ", then decoder_with_past_model.onnx through the cache a token at a time" in comparison.input_note
@@ -246,7 +246,8 @@ def test_a_speech_set_is_fed_clips_of_voiced_audio_as_its_encoders_features(tmp_
 def test_the_browser_panel_gets_the_comparisons_first_inputs_each_on_its_own_and_the_variants_files(tmp_path):
     from helpers import ROOT
 
-    from shrinkray.pipeline.set_compare import BROWSER_INPUTS, browser_inputs, variant_paths
+    from shrinkray.pipeline.set_inputs import BROWSER_INPUTS, browser_inputs
+    from shrinkray.pipeline.set_run import variant_paths
 
     model_set = open_set(ROOT / "sample_models" / "tiny_seq2seq", workdir=tmp_path)
     settings = CompareSettings(methods=[("float16", {})], variants_dir=str(tmp_path / "variants"))

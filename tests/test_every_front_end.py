@@ -84,3 +84,38 @@ def test_app_job_runs_every_method(sample, tmp_path):
         assert result.parity is not None, result.key
         if result.method == "auto":  # auto accepts a mix only when the verdict compare gives passes
             assert verdict_of(result).status == "pass", verdict_of(result).sentence
+
+
+SET_METHODS = [m for m in METHODS if m != "auto"]  # auto searches one file's tensors: refused for a set
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_cli_shrink_of_a_set_through_its_worker(method, tmp_path, capsys):
+    """Every method on the set sample (an encoder and a decoder) through the CLI's worker: each file written and
+    opened, or one clear line (auto: it works on one file)."""
+    folder = shutil.copytree(sample_path("mlp").parent / "tiny_seq2seq", tmp_path / "tiny_seq2seq")
+    code = cli.main(["shrink", str(folder), "-m", method])
+    captured = capsys.readouterr()
+    written = sorted(p for p in (folder / "onnx").iterdir() if p.name not in ("encoder_model.onnx", "decoder_model.onnx"))
+    if method in SET_METHODS:
+        assert code == 0, captured.err
+        assert len(written) == 2 and all(open_session(shrinkray.load(p).model) for p in written)
+    else:
+        assert code == 1 and not written
+        _clear_refusal(captured.err)
+
+
+def test_app_job_runs_every_method_on_a_set(tmp_path):
+    """The set sample through the app's job path with every method a set takes: each variant set judged."""
+    from shrinkray.io.model_set import as_loaded, open_set
+
+    runs = Runs(RunStore(tmp_path / "store"), LocalQueue(workers=1))
+    loaded = as_loaded(open_set(sample_path("mlp").parent / "tiny_seq2seq", workdir=tmp_path / "w"))
+    run_id = runs.start(loaded, CompareSettings(methods=[(m, {}) for m in SET_METHODS], brotli_quality=1))
+    assert runs.queue.wait_idle(300)
+    view = runs.view(run_id)
+    assert view.status == "done", view.record.error
+    comparison = runs.comparison(run_id)
+    assert [r.key for r in comparison.variants] == SET_METHODS
+    assert all(r.ok and verdict_of(r).status in ("pass", "fail", "undecided") for r in comparison.variants)
+    assert all(Path(r.file).is_dir() for r in comparison.variants)  # each variant a folder of models

@@ -62,7 +62,7 @@ class ModelSet:
 
     @property
     def file_bytes(self) -> int:
-        return sum(_files_bytes(self.path(role)) for role in self.members)
+        return sum(files_bytes(self.path(role)) for role in self.members)
 
     def load(self, role: str, limits: Limits | None = None) -> LoadedModel:
         """One member, loaded (its external data read from beside it)."""
@@ -122,7 +122,7 @@ def pack_folder(folder: Path) -> bytes:
     return buffer.getvalue()
 
 
-def _files_bytes(path: Path) -> int:
+def files_bytes(path: Path) -> int:
     """A model file's bytes with its external data files (``NAME.onnx.data`` / ``NAME.onnx_data`` beside it)."""
     total = path.stat().st_size
     for extra in (path.with_name(path.name + ".data"), path.with_name(path.name + "_data")):
@@ -145,6 +145,8 @@ def set_members(paths: list[str]) -> dict[str, str] | None:
             by_folder.setdefault(folder, {})[role] = path
     for found in by_folder.values():
         if "encoder" in found and ("decoder" in found or "decoder_merged" in found):
+            if "decoder_merged" in found:  # transformers.js downloads the merged decoder alone: the others are spare
+                found = {role: path for role, path in found.items() if role in ("encoder", "decoder_merged")}
             return {role: found[role] for role in ROLES.values() if role in found}
     return None
 

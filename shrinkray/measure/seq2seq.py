@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
+from shrinkray.errors import OptionError
 from shrinkray.measure import audio_features, lm_text
 from shrinkray.measure.decoder_lm import token_text_ids
 from shrinkray.measure.generation import GENERATED, greedy_pick
@@ -101,10 +102,15 @@ def layout_of(encoder: onnx.ModelProto, decoder: onnx.ModelProto, config: dict |
         value = enc_in.get("input_features")
         dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
                 for d in value.type.tensor_type.shape.dim] if value is not None else []  # fmt: skip
+        bins = config.get("num_mel_bins")  # Whisper's export leaves its mel bins and frames symbolic: its config
+        if len(dims) == 3 and isinstance(bins, int) and not isinstance(dims[1], int):  # names them
+            dims = [dims[0], bins, dims[2]]
         axes = audio_features.feature_axes(dims) if len(dims) == 3 else None
         if axes is None:
             return None
-        frames = dims[axes[1]] if isinstance(dims[axes[1]], int) else audio_features.DEFAULT_FRAMES
+        positions = config.get("max_source_positions")  # Whisper: its encoder's positions, after a stride-2 Conv
+        frames = (dims[axes[1]] if isinstance(dims[axes[1]], int)
+                  else 2 * positions if isinstance(positions, int) else audio_features.DEFAULT_FRAMES)  # fmt: skip
         features = (axes[0], axes[1], int(dims[axes[0]]), int(frames))
     if not enc_out:
         return None
@@ -199,6 +205,8 @@ def _text_lines(tokenizer: str, text: str, rows: int, vocab: int, skip: int = 0,
 
     lines = [line.strip() for line in Path(text).read_text(encoding="utf-8", errors="replace").splitlines()]
     lines = [line for line in lines if line]
+    if not lines:
+        raise OptionError(f"The text {Path(text).name} has no lines to feed the set", "Give text, one input per line")
     lines = lines[: len(lines) - hold_out][skip:skip + rows]
     return [np.asarray(lm_text.encode(tokenizer, line), np.int64)[: 4 * INPUT_TOKENS] for line in lines]
 
@@ -307,7 +315,10 @@ def generate(encoder: Run, decoder: Run, layout: Seq2SeqLayout, feeds: dict[str,
             out = step(cached_feeds(layout, cache, sequence[:, -1], past, states, mask))
         else:
             out = decoder(decoder_feeds(layout, sequence, states, mask))
-        past.update({name: value for name, value in out.items() if name.startswith("present")})
+        # the encoder's keys and values come from the first step alone: a merged decoder's cache branch returns
+        # empty placeholders for them (optimum's merge), which must not replace the real ones
+        past.update({name: value for name, value in out.items()
+                     if name.startswith("present") and (index == 0 or ".encoder." not in name)})  # fmt: skip
         token, margin = greedy_pick(np.asarray(out[layout.logits])[:, -1, :])
         if layout.end_token is not None:
             token = np.where(done, layout.end_token, token)

@@ -300,27 +300,29 @@ def _tell_change(result: VariantResult, batches: list[dict], layout: seq2seq.Seq
     generated = next((o for o in result.parity.outputs if o.name == GENERATED), None)
     if generated is None or generated.status == "pass" or not tokenizer:
         return
-    inputs = None  # a clip's features are no text to show
-    if layout.features is None:
-        width = max(b[layout.encoder_ids].shape[1] for b in batches)
-        inputs = np.concatenate([np.pad(b[layout.encoder_ids], ((0, 0), (0, width - b[layout.encoder_ids].shape[1])))
-                                 for b in batches])  # fmt: skip
-    example = seq2seq.first_change(inputs, reference[GENERATED], outputs[GENERATED], tokenizer)
+    example = seq2seq.first_change(_shown_inputs(batches, layout), reference[GENERATED], outputs[GENERATED], tokenizer)
     if example:
         generated.decisions = f"{generated.decisions}; {example}" if generated.decisions else example
+
+
+def _shown_inputs(batches: list[dict], layout: seq2seq.Seq2SeqLayout) -> np.ndarray | None:
+    """Every judged input's token ids, its padding moved before it (so its last words are its own), one row each;
+    None for a clip's features (no text to show)."""
+    if layout.features is None:
+        rows = [row[mask.astype(bool)] if layout.encoder_mask else row for b in batches
+                for row, mask in zip(b[layout.encoder_ids], b.get(layout.encoder_mask, b[layout.encoder_ids]), strict=True)]  # fmt: skip
+        width = max(len(r) for r in rows)
+        pad = layout.end_token if layout.end_token is not None else 0
+        return np.stack([np.pad(r, (width - len(r), 0), constant_values=pad) for r in rows])
+    return None
 
 
 def _what_changes(result: VariantResult, batches: list[dict], layout: seq2seq.Seq2SeqLayout, reference: dict,
                   outputs: dict, tokenizer: str, kinds: dict[str, OutputKind]) -> list:  # fmt: skip
     """The inputs whose outputs changed most, as text (what the app's "What changes" and the reports show): each
     told after its input's last words (a text's padding moved before it), the tokens that differ marked."""
-    samples = []
-    if layout.features is None:
-        rows = [row[mask.astype(bool)] if layout.encoder_mask else row for b in batches
-                for row, mask in zip(b[layout.encoder_ids], b.get(layout.encoder_mask, b[layout.encoder_ids]), strict=True)]  # fmt: skip
-        width = max(len(r) for r in rows)
-        pad = layout.end_token if layout.end_token is not None else 0
-        samples = [{layout.encoder_ids: np.stack([np.pad(r, (width - len(r), 0), constant_values=pad) for r in rows])}]
+    shown = _shown_inputs(batches, layout)
+    samples = [{layout.encoder_ids: shown}] if shown is not None else []
     ref, var = np.array(reference[GENERATED]), np.array(outputs[GENERATED])
     if layout.end_token is not None:  # where both had ended: no tokens to show (not a run of end tokens)
         ended = (np.cumsum(ref[..., 0] == layout.end_token, axis=-1) > 0) & (

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from shrinkray.errors import SeveralModels, ShrinkRayError
+from shrinkray.graph.checks import explain_runtime_error
 from shrinkray.graph.sessions import open_file_session
 from shrinkray.io.model_set import ModelSet
 from shrinkray.measure import seq2seq
@@ -64,7 +65,16 @@ def run_set(paths: dict[str, Path], route: Route, layout: seq2seq.Seq2SeqLayout,
 
     def runner(session) -> seq2seq.Run:
         names = [o.name for o in session.get_outputs()]
-        return lambda feeds: dict(zip(names, run_within(session, feeds, names=names), strict=True))
+
+        def run(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+            try:
+                return dict(zip(names, run_within(session, feeds, names=names), strict=True))
+            except ShrinkRayError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - ONNX Runtime's own errors: one sentence, as for one model
+                raise explain_runtime_error(exc, running=True) from None
+
+        return run
 
     outs = []
     done = 0

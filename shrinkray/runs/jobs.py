@@ -18,7 +18,7 @@ import onnx
 from shrinkray.errors import OptionError, SeveralModels
 from shrinkray.io.archive import load_any
 from shrinkray.io.files import LoadedModel, check_output_path, save, save_all, write_outputs
-from shrinkray.io.model_set import COMPANIONS, open_set, set_members
+from shrinkray.io.model_set import COMPANIONS, files_bytes, open_set, set_members
 from shrinkray.measure.results import CompareSettings
 from shrinkray.methods import Variant
 from shrinkray.methods.base import RunContext
@@ -156,10 +156,14 @@ def shrink_set_job(model_path: Path, out_dir: Path, method: str, options: dict[s
         variant = shrink(model_set.load(role), method, in_place=True, **{**SET_OPTIONS.get(method, {}), **options})
         staging = Path(scratch) / "out" / relative.parent / target.name
         staging.parent.mkdir(parents=True, exist_ok=True)
-        save(variant.model, staging, overwrite=True)
+        save(variant.model, staging, overwrite=True)  # over 2 GB: with its data file beside it
         staged[staging] = target
-        records.append({"member": member, "output": str(target), "input_bytes": model_set.path(role).stat().st_size,
-                        "output_bytes": staging.stat().st_size, **variant.summary()})  # fmt: skip
+        data = staging.with_name(staging.name + ".data")
+        if data.exists():
+            staged[data] = target.with_name(target.name + ".data")
+            check_output_path(staged[data], protect=protected, overwrite=force)
+        records.append({"member": member, "output": str(target), "input_bytes": files_bytes(model_set.path(role)),
+                        "output_bytes": files_bytes(staging), **variant.summary()})  # fmt: skip
         del variant
     for companion in model_set.companions():  # a folder made from a zip is a whole model folder too
         target = out_dir / companion.relative_to(model_set.folder)

@@ -354,3 +354,66 @@ def test_weights_int4_learns_in_a_set_from_its_own_held_out_lines_and_keeps_clos
     seeded = open_set(write_set(tmp_path / "s2s"), workdir=tmp_path / "w")
     plain = compare_set(seeded, CompareSettings(methods=[("weights-int4", {})])).variants[0]
     assert any(n.startswith("Uncalibrated in a set") for n in plain.notes)
+
+
+def test_review_findings_whisper_dims_from_config_a_blank_text_and_a_merged_decoder_with_spare_files(tmp_path):
+    """Whisper's export names its mel bins and frames only in config.json; a text of blank lines is refused in one
+    sentence; beside a merged decoder, the plain and cached ones are spare (transformers.js downloads neither)."""
+
+    from shrinkray.errors import OptionError
+    from shrinkray.io.model_set import set_members
+    from shrinkray.measure import seq2seq
+    from tests.seq2seq_models import speech_set
+
+    models = speech_set(width=32, layers=1)
+    encoder = models["encoder_model"]
+    dims = encoder.graph.input[0].type.tensor_type.shape.dim
+    dims[1].dim_param, dims[2].dim_param = "feature_size", "encoder_sequence_length"  # as optimum exports Whisper
+    assert seq2seq.layout_of(encoder, models["decoder_model"], {}) is None
+    layout = seq2seq.layout_of(encoder, models["decoder_model"], {"num_mel_bins": 80, "max_source_positions": 100})
+    assert layout.features == (1, 2, 80, 200)
+    import shutil
+
+    from helpers import ROOT
+
+    blank = tmp_path / "blank.txt"
+    blank.write_text("\n  \n\n")
+    write_set(tmp_path / "s2s")
+    shutil.copy(ROOT / "sample_models" / "tiny_seq2seq" / "tokenizer.json", tmp_path / "s2s" / "tokenizer.json")
+    settings = CompareSettings(methods=[("float16", {})])
+    settings.inputs.text = str(blank)
+    with pytest.raises(OptionError, match="blank.txt has no lines to feed the set"):
+        compare_set(open_set(tmp_path / "s2s", workdir=tmp_path / "w"), settings)
+    assert set_members(["onnx/encoder_model.onnx", "onnx/decoder_model.onnx", "onnx/decoder_with_past_model.onnx",
+                        "onnx/decoder_model_merged.onnx"]) == {"encoder": "onnx/encoder_model.onnx",
+                                                               "decoder_merged": "onnx/decoder_model_merged.onnx"}  # fmt: skip
+
+
+def test_a_merged_decoders_cache_branch_keeps_the_first_steps_encoder_keys():
+    """optimum's merged decoder returns empty placeholders for the encoder's keys and values on its cache branch:
+    the steps after it are fed the first step's, never the placeholders."""
+    from shrinkray.measure import seq2seq
+
+    layout = seq2seq.Seq2SeqLayout("input_ids", None, "last_hidden_state", "input_ids", "encoder_hidden_states", None,
+                                   "logits", 8, 0, None)  # fmt: skip
+    cache = seq2seq.CacheStep(past=("past_key_values.0.encoder.key", "past_key_values.0.decoder.key"), takes_states=True,
+                              use_cache="use_cache_branch")  # fmt: skip
+    real = np.ones((2, 1, 5, 4), np.float32)
+    seen = []
+
+    def logits(step: int) -> np.ndarray:
+        out = np.zeros((2, 1, 8), np.float32)
+        out[:, :, (step + 1) % 8] = 5.0
+        return out
+
+    def first(feeds):
+        return {"logits": logits(0), "present.0.encoder.key": real, "present.0.decoder.key": np.zeros((2, 1, 1, 4))}
+
+    def step(feeds):
+        seen.append(feeds["past_key_values.0.encoder.key"].shape)
+        return {"logits": logits(len(seen)), "present.0.encoder.key": np.zeros((0, 1, 0, 4), np.float32),
+                "present.0.decoder.key": np.zeros((2, 1, len(seen) + 1, 4))}  # fmt: skip
+
+    encoder = lambda feeds: {"last_hidden_state": np.zeros((2, 3, 4), np.float32)}  # noqa: E731
+    seq2seq.generate(encoder, first, layout, {"input_ids": np.ones((2, 3), np.int64)}, None, step, cache)
+    assert seen and all(shape == real.shape for shape in seen)

@@ -75,8 +75,7 @@ class ModelSet:
         found = []
         for role in self.members:
             path = self.path(role)
-            found += [path] + [p for p in (path.with_name(path.name + ".data"), path.with_name(path.name + "_data"))
-                               if p.is_file()]  # fmt: skip
+            found += [path, *data_files(path)]
         return found + self.companions()
 
     def companions(self) -> list[Path]:
@@ -122,13 +121,15 @@ def pack_folder(folder: Path) -> bytes:
     return buffer.getvalue()
 
 
+def data_files(path: Path) -> list[Path]:
+    """A model file's external data beside it, under either naming (``NAME.onnx.data``, optimum's
+    ``NAME.onnx_data``)."""
+    return [p for p in (path.with_name(path.name + ".data"), path.with_name(path.name + "_data")) if p.is_file()]
+
+
 def files_bytes(path: Path) -> int:
-    """A model file's bytes with its external data files (``NAME.onnx.data`` / ``NAME.onnx_data`` beside it)."""
-    total = path.stat().st_size
-    for extra in (path.with_name(path.name + ".data"), path.with_name(path.name + "_data")):
-        if extra.is_file():
-            total += extra.stat().st_size
-    return total
+    """A model file's bytes with its external data files (:func:`data_files`)."""
+    return sum(p.stat().st_size for p in (path, *data_files(path)))
 
 
 def set_members(paths: list[str]) -> dict[str, str] | None:

@@ -178,7 +178,7 @@ def layout_of(model: onnx.ModelProto) -> DecoderLayout | None:
     if not past and (use_cache or not _is_causal(model)):
         return None
     if not isinstance(vocab, int) or vocab <= 0:
-        vocab = _embedding_rows(model, ids.name)
+        vocab = embedding_rows(model, ids.name)
     if vocab is None or vocab < MIN_VOCABULARY:
         return None
     return DecoderLayout(ids.name, logits.name, int(vocab), mask, position, tuple(past), use_cache)
@@ -193,7 +193,7 @@ def _present_name(name: str, match: re.Match, outputs: dict[str, onnx.ValueInfoP
     return None
 
 
-def _embedding_rows(model: onnx.ModelProto, ids: str) -> int | None:
+def embedding_rows(model: onnx.ModelProto, ids: str) -> int | None:
     """Rows of the table ``ids`` index (a Gather of an initializer): the vocabulary when logits say nothing."""
     tables = {t.name: list(t.dims) for t in model.graph.initializer}
     for node in model.graph.node:

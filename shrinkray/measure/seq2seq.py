@@ -22,7 +22,7 @@ import onnx
 
 from shrinkray.errors import OptionError
 from shrinkray.measure import audio_features, lm_text
-from shrinkray.measure.decoder_lm import token_text_ids
+from shrinkray.measure.decoder_lm import embedding_rows, token_text_ids
 from shrinkray.measure.generation import GENERATED, greedy_pick
 
 Run = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
@@ -117,7 +117,7 @@ def layout_of(encoder: onnx.ModelProto, decoder: onnx.ModelProto, config: dict |
     states = next((o.name for o in enc_out if o.name == "last_hidden_state"), enc_out[0].name)
     if "input_ids" not in dec_in or "encoder_hidden_states" not in dec_in or "logits" not in dec_out:
         return None
-    vocab = _dim(dec_out["logits"], 2) or int(config.get("vocab_size") or 0) or _vocab_rows(decoder)
+    vocab = _dim(dec_out["logits"], 2) or int(config.get("vocab_size") or 0) or embedding_rows(decoder, "input_ids")
     if not vocab:
         return None
     past = []
@@ -141,14 +141,6 @@ def layout_of(encoder: onnx.ModelProto, decoder: onnx.ModelProto, config: dict |
         past=tuple(past), use_cache="use_cache_branch" if "use_cache_branch" in dec_in else None,
     )  # fmt: skip
 
-
-def _vocab_rows(decoder: onnx.ModelProto) -> int:
-    """The rows of the table ``input_ids`` is gathered from (the token embedding), else 0."""
-    tables = {t.name: list(t.dims) for t in decoder.graph.initializer}
-    for node in decoder.graph.node:
-        if node.op_type == "Gather" and len(node.input) > 1 and node.input[1] == "input_ids" and node.input[0] in tables:
-            return int(tables[node.input[0]][0]) if tables[node.input[0]] else 0
-    return 0
 
 
 # ---- inputs ---------------------------------------------------------------------------------------------

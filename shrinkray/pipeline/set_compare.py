@@ -29,7 +29,7 @@ import numpy as np
 from shrinkray.cores import usable_cores
 from shrinkray.errors import ModelLoadError, ShrinkRayError
 from shrinkray.io.files import save
-from shrinkray.io.model_set import ModelSet
+from shrinkray.io.model_set import ModelSet, data_files
 from shrinkray.measure import seq2seq
 from shrinkray.measure.budget import PLAN_MARGIN, job_clock, limit_words
 from shrinkray.measure.generation import GENERATED
@@ -338,7 +338,7 @@ def _what_changes(result: VariantResult, batches: list[dict], layout: seq2seq.Se
 def _set_sizes(paths: dict[str, Path], settings: CompareSettings) -> Sizes:
     """The set's bytes as a page downloads it: every file with its external data, raw and compressed (one brotli
     quality for all), each read in chunks (a 2 GB decoder is never held whole), two files at a time."""
-    files = [f for path in paths.values() for f in (path, *_data_files(path))]
+    files = [f for path in paths.values() for f in (path, *data_files(path))]
     raw = [f.stat().st_size for f in files]
     quality, _ = plan(raw, settings.brotli_quality, None, workers=usable_cores())
     with ThreadPoolExecutor(max_workers=usable_cores()) as pool:  # zlib and brotli release the GIL
@@ -349,10 +349,6 @@ def _set_sizes(paths: dict[str, Path], settings: CompareSettings) -> Sizes:
                  brotli_window=max(brotli_window(n) for n in raw), brotli_encoded=sum(br),
                  brotli_encoding="br" if all(b <= g for b, g in zip(br, gz, strict=True)) else "gzip")  # fmt: skip
 
-
-def _data_files(path: Path) -> list[Path]:
-    """A model file's external data beside it, under either naming (``NAME.onnx.data``, optimum's ``NAME.onnx_data``)."""
-    return [p for p in (path.with_name(path.name + ".data"), path.with_name(path.name + "_data")) if p.is_file()]
 
 
 def set_summary(model_set: ModelSet, originals: dict | None = None) -> ModelSummary:

@@ -11,7 +11,7 @@ from app_ui.state import session_setting
 from app_ui.what_changes import what_changes
 from shrinkray.io.files import serialize
 from shrinkray.measure.results import Comparison, VariantResult
-from shrinkray.measure.sizes import BUDGET_S
+from shrinkray.measure.sizes import BUDGET_S, estimated_note
 from shrinkray.pipeline.compare import NAMINGS, naming_stem, variant_file_name
 from shrinkray.report import charts
 from shrinkray.report import formats as report
@@ -143,7 +143,10 @@ def variant_card(c: Comparison, result: VariantResult, advice_items, partial: bo
                 _pending(column, label, *(("measuring…",) if partial else ("not measured (see its notes)", "—")))
         else:
             cols[0].metric("Raw", format_bytes(s.raw), _delta(s.raw, base.raw), delta_color="inverse")
-            cols[1].metric("gzip -9", format_bytes(s.gzip), _delta(s.gzip, base.gzip), delta_color="inverse")
+            estimated = s.margin("gzip") > 0  # a file over 128 MiB: sampled blocks, with a 95% interval
+            cols[1].metric("gzip -9 (estimated)" if estimated else "gzip -9", format_bytes(s.gzip),
+                           _delta(s.gzip, base.gzip), delta_color="inverse",
+                           help=f"{s.method('gzip')}." if estimated else None)  # fmt: skip
             as_gzip = " · as gzip" if s.brotli_encoding == "gzip" else ""  # gzip -9 was smaller: a server sends that
             cols[2].metric(f"brotli q{s.brotli_quality}{as_gzip}", format_bytes(s.brotli), _delta(s.brotli, base.brotli),
                            delta_color="inverse",
@@ -249,7 +252,7 @@ def show_results(c: Comparison, partial: bool = False) -> None:
             st.info(md(advice_text(item)), icon=_ICONS.get(item.level))
     what_changes(c, card.variant)
     base = c.original.sizes
-    notes = " ".join(f"{n}." for n in (c.input_note, c.latency_note) if n)
+    notes = " ".join(f"{n}." for n in (c.input_note, c.latency_note, estimated_note(r.sizes for r in c.all)) if n)
     st.caption(
         f"Original: {format_bytes(base.raw)} raw · {format_bytes(base.gzip)} gzip -9 · {format_bytes(base.brotli)} "
         f"brotli q{base.brotli_quality}. {md(notes)}"

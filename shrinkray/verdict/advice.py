@@ -47,13 +47,17 @@ OWN_INPUTS = Hint("own_inputs", "give more inputs of your own (real samples of w
 OWN_TEXT = Hint("own_inputs", "give text like what the model reads (its own domain) for a firm verdict", "text")
 #: For a set of models (an encoder and a decoder), text of its own, one input per line.
 OWN_LINES = Hint("own_inputs", "give text like what the set reads, one input per line, for a firm verdict", "lines")
+#: For a speech set (an encoder of log-mel features, Whisper's), recordings of its own, one input each.
+OWN_CLIPS = Hint("own_inputs", "give recordings like what the set hears (WAV files, one input each) for a firm verdict",
+                 "clips")
 
 
 def _own_inputs(comparison: Comparison) -> Hint:
     """What "more inputs of your own" means for this model: lines for a set, text for a decoder LM, else samples."""
     outputs = comparison.original.parity.outputs if comparison.original.parity is not None else []
     if any(o.kind == GENERATION and o.unit == "input" for o in outputs):
-        return OWN_LINES
+        hears = any(i.name == "input_features" for i in comparison.summary.inputs)  # seq2seq.layout_of's speech
+        return OWN_CLIPS if hears else OWN_LINES
     return OWN_TEXT if any(o.kind == GENERATION for o in outputs) else OWN_INPUTS
 
 

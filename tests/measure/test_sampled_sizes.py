@@ -81,7 +81,7 @@ def test_strata_split_in_two_at_the_same_boundaries():
     assert sampled_sizes.strata_bounds(100, 4) == [(0, 25), (25, 50), (50, 75), (75, 100)]
     coarse, fine = sampled_sizes.strata_bounds(1000, 32), sampled_sizes.strata_bounds(1000, 64)
     assert [first for first, _ in coarse] == [first for first, _ in fine[::2]]
-    assert fine[-1][1] == 1000 and all(a[1] == b[0] for a, b in zip(fine, fine[1:]))
+    assert fine[-1][1] == 1000 and all(a[1] == b[0] for a, b in zip(fine, fine[1:], strict=False))
 
 
 def test_estimates_of_two_files_add_with_errors_in_quadrature():

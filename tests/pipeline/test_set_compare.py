@@ -241,6 +241,15 @@ def test_a_speech_set_is_fed_clips_of_voiced_audio_as_its_encoders_features(tmp_
     assert "decoder_with_past_model.onnx through the cache" in comparison.input_note
     fp16, damaged = comparison.variants
     assert fp16.parity.status == "pass" and damaged.parity.status == "fail"
+    # more inputs of its own are recordings, in each front end's words (a text set's are lines of text)
+    from app_ui.controls import APP_ADVICE
+
+    from shrinkray.cli import CLI_ADVICE
+    from shrinkray.verdict.advice import OWN_CLIPS, _own_inputs
+
+    assert _own_inputs(comparison) is OWN_CLIPS
+    assert "--inputs a.wav,b.wav" in CLI_ADVICE["own_inputs"](OWN_CLIPS)
+    assert "upload WAV recordings" in APP_ADVICE["own_inputs"](OWN_CLIPS)
 
 
 def test_the_browser_panel_gets_the_comparisons_first_inputs_each_on_its_own_and_the_variants_files(tmp_path):
@@ -264,6 +273,9 @@ def test_the_browser_panel_gets_the_comparisons_first_inputs_each_on_its_own_and
     assert {role: p.name for role, p in paths.items()} == {"encoder": "encoder_model_fp16.onnx",
                                                            "decoder": "decoder_model_fp16.onnx"}  # fmt: skip
     assert variant_paths(model_set, comparison.original)["encoder"] == model_set.path("encoder")
+    from shrinkray.verdict.advice import OWN_LINES, _own_inputs
+
+    assert _own_inputs(comparison) is OWN_LINES  # a text set's own inputs are lines of text
 
 
 def test_a_members_external_data_counts_in_the_sets_size_under_optimums_naming(tmp_path):

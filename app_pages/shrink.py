@@ -11,7 +11,7 @@ from app_ui.state import current_model, judged_outputs, session_setting
 from shrinkray.measure.parity import MEASURES, PROFILES, USER_KINDS, VerdictSettings, build_verdict
 from shrinkray.measure.results import CompareSettings
 from shrinkray.methods import all_methods
-from shrinkray.pipeline.set_compare import NOT_FOR_SETS
+from shrinkray.pipeline.set_shrink import NOT_FOR_SETS
 from shrinkray.text_safety import streamlit_markdown as md
 
 st.title("Shrink")

@@ -331,6 +331,8 @@ def _shrink_set(args: argparse.Namespace, model_path: Path, method: str) -> int:
         print(terminal(f"{record['member']}: {format_bytes(record['input_bytes'])} -> "
                        f"{format_bytes(record['output_bytes'])}, {record['tensors_changed']} tensors changed: "
                        f"{record['output']}"))  # fmt: skip
+    for note in dict.fromkeys(n for r in records for n in r.get("notes", [])):  # the set's own notes once
+        print(terminal(f"Note: {note}"))
     before, after = sum(r["input_bytes"] for r in records), sum(r["output_bytes"] for r in records)
     print(f"The set: {format_bytes(before)} -> {format_bytes(after)} ({format_percent(1 - after / before)} smaller). "
           f"Judge it with `shrinkray compare {shlex.quote(str(model_path))}` (it runs the set as it is used).")

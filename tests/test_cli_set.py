@@ -67,3 +67,21 @@ def test_shrink_a_set_writes_each_file_beside_its_own_in_transformers_js_names(t
     assert [Path(r["output"]).name for r in records] == ["encoder_model_fp16.onnx", "decoder_model_fp16.onnx"]
     assert sorted(p.relative_to(tmp_path / "zipped").as_posix() for p in (tmp_path / "zipped").rglob("*")
                   if p.is_file()) == ["config.json", "onnx/decoder_model_fp16.onnx", "onnx/encoder_model_fp16.onnx"]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_shrink_writes_the_files_compare_judged_calibrated_alike(tmp_path, capsys):
+    """weights-int4 learns from the set's held-out lines in both: `shrink` writes the very bytes `compare` judged."""
+    import shutil
+
+    from helpers import ROOT
+
+    folder = tmp_path / "set"
+    shutil.copytree(ROOT / "sample_models" / "tiny_seq2seq", folder)
+    assert cli.main(["shrink", str(folder), "-m", "weights-int4"]) == 0
+    assert "Note: Calibrated in the set on 32 inputs not judged" in capsys.readouterr().out
+    judged = tmp_path / "judged"
+    assert cli.main(["compare", str(folder), "--methods", "weights-int4", "--save-dir", str(judged)]) == 0
+    capsys.readouterr()
+    for name in ("encoder_model_q4.onnx", "decoder_model_q4.onnx"):
+        assert (folder / "onnx" / name).read_bytes() == (judged / "onnx" / name).read_bytes()

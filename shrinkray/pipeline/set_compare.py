@@ -25,8 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from shrinkray.errors import ModelLoadError, ShrinkRayError
-from shrinkray.io.files import save
+from shrinkray.errors import ShrinkRayError
 from shrinkray.io.model_set import ModelSet, data_files
 from shrinkray.measure import seq2seq
 from shrinkray.measure.budget import PLAN_MARGIN, job_clock, limit_words
@@ -36,23 +35,14 @@ from shrinkray.measure.parity import UNDECIDED, OutputKind, compare_outputs
 from shrinkray.measure.results import ORIGINAL, CompareSettings, Comparison, VariantResult
 from shrinkray.measure.sizes import BackgroundSizes, Sizes
 from shrinkray.measure.what_changes import worst_examples
-from shrinkray.methods.base import RunContext, default_methods, get_method
-from shrinkray.pipeline.compare import _label, variant_file_name
+from shrinkray.methods.base import default_methods, get_method
+from shrinkray.pipeline.compare import _label
 from shrinkray.pipeline.inspect import MethodReach, ModelSummary, inspect_model
 from shrinkray.pipeline.set_inputs import calibration_contexts, held_out, set_input_batches, text_of
 from shrinkray.pipeline.set_run import JUDGED_DECODERS, Route, joined, run_set, set_kinds, set_layout
-from shrinkray.pipeline.shrink import shrink
+from shrinkray.pipeline.set_shrink import NOT_FOR_SETS, Calibration, check_set_method, shrink_set
 
 Progress = Callable[[str, float], None]
-#: Methods a set is not shrunk by: ``auto`` searches one file's tensors against that file's own verdict.
-NOT_FOR_SETS = {"auto"}
-
-
-#: Options a calibrating method takes for a file of a set with nothing to learn from (no text of the set's own
-#: beyond the judged lines, or a file the set's calibration does not reach): data-free, as the notes say.
-SET_OPTIONS = {"weights-int4": {"activation_aware": False, "gptq": "off"}}
-
-
 def default_set_methods() -> list[tuple[str, dict[str, Any]]]:
     return [(name, options) for name, options in default_methods() if name not in NOT_FOR_SETS]
 
@@ -71,10 +61,7 @@ def compare_set(model_set: ModelSet, settings: CompareSettings | None = None, pr
     say = progress or (lambda _step, _fraction: None)
     methods = settings.methods or default_set_methods()
     for method, _ in methods:
-        if method in NOT_FOR_SETS:
-            raise ModelLoadError(f"The method {method} works on one model file, not on a set",
-                                 "Choose other methods, or one file of the set")  # fmt: skip
-        get_method(method)
+        check_set_method(method)
     started = time.perf_counter()
     clock = job_clock()  # a capped worker's (start, cap); None in a direct call: no time limit
     timings: dict[str, float] = {}
@@ -122,7 +109,7 @@ def compare_set(model_set: ModelSet, settings: CompareSettings | None = None, pr
         timings["parity"] = time.perf_counter() - started
         variants: list[VariantResult] = []
         taken = {ORIGINAL}
-        calibration: tuple[dict[str, RunContext], str] | None | bool = False  # made when a method first needs it
+        calibration: Calibration | None | bool = False  # made when a method first needs it
         out_dir = Path(settings.variants_dir) if settings.variants_dir else scratch / "variants"
 
         def partial() -> None:
@@ -180,57 +167,24 @@ def compare_set(model_set: ModelSet, settings: CompareSettings | None = None, pr
 
 
 def _shrink_set(model_set: ModelSet, originals: dict, method: str, options: dict[str, Any], result: VariantResult,
-                out_dir: Path, naming: str, calibration: tuple[dict[str, RunContext], str] | None = None,
-                ) -> dict[str, Path] | None:  # fmt: skip
-    """Every file of the set shrunk by one method and written under ``out_dir/<key>/`` with the set's own
-    layout; the written paths by role, or None (``result.error`` says why). ``calibration``: per file, what a
-    calibrating method learns from (:func:`calibration_contexts`); a file without it is shrunk uncalibrated."""
+                out_dir: Path, naming: str, calibration: Calibration | None = None) -> dict[str, Path] | None:  # fmt: skip
+    """The set shrunk by one method (set_shrink.py) under ``out_dir/<key>/``, with the set's settings and tokenizer
+    files beside it; the written paths by role, or None (``result.error`` says why)."""
     folder = out_dir / _folder_name(result.key)
-    written: dict[str, Path] = {}
-    contexts, told = calibration or ({}, "")
-    spec = get_method(method)
-    resolved = spec.make_options(**options)  # weights-int4 learns unless its options turn it off
-    calibrating = spec.uses_context and (getattr(resolved, "activation_aware", True) or getattr(resolved, "gptq", "") == "on")
-    extra = {} if contexts or not calibrating else SET_OPTIONS.get(method, {})
-    if calibrating and contexts:
-        uncalibrated = [Path(model_set.members[r]).name for r in model_set.members if r not in contexts]
-        result.notes.append(f"Calibrated in the set on {told}: the encoder on them, the decoder (and its cached "
-                            "form) on the encoder's states and the original's own outputs"
-                            + (f"; {', '.join(uncalibrated)} data-free" if uncalibrated else ""))  # fmt: skip
-    elif extra:
-        result.notes.append("Uncalibrated in a set: activation-aware scales and GPTQ learn from a file's own "
-                            "inputs, and this set has no inputs like its own beyond those judged (its tokenizer.json "
-                            "and a prompts.txt of more lines, or clips)")  # fmt: skip
-    record: dict[str, Any] = {"method": method, "options": dict(options), "tensors_changed": 0,
-                              "weight_bytes_before": 0, "weight_bytes_after": 0, "changes": [], "files": {}}
-    protect = [model_set.path(role) for role in model_set.members]
-    for role, loaded in originals.items():
-        try:
-            context = contexts.get(role)
-            more = extra if context is not None or not calibrating else {**SET_OPTIONS.get(method, {}), **extra}
-            variant = shrink(loaded, method, open_runtime=False, context=context, **{**more, **options})
-        except ShrinkRayError as exc:
-            result.error = f"{Path(model_set.members[role]).name}: {exc}"
-            return None
-        relative = Path(*model_set.members[role].split("/"))
-        stem = relative.name.removesuffix(".onnx")
-        target = folder / relative.parent / variant_file_name(stem, result.key, naming)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        save(variant.model, target, protect=protect, overwrite=True)
-        written[role] = target
-        own = variant.summary()
-        for field in ("tensors_changed", "weight_bytes_before", "weight_bytes_after"):
-            record[field] += int(own.get(field) or 0)
-        record["changes"].extend({**c, "name": f"{relative.name}: {c.get('name', '')}"} for c in own["changes"])
-        record["files"][role] = str(target)
-        result.warnings.extend(f"{relative.name}: {w}" for w in variant.warnings)
-        result.notes.extend(f"{relative.name}: {n}" for n in variant.notes)
+    try:
+        made = shrink_set(model_set, method, options, folder, key=result.key, naming=naming, calibration=calibration,
+                          originals=originals)  # fmt: skip
+    except ShrinkRayError as exc:
+        result.error = str(exc)
+        return None
+    result.record = made.record(method, options)
+    result.warnings.extend(made.warnings)
+    result.notes.extend(made.notes)
     for companion in model_set.companions():  # the folder is a whole model folder: it loads as it is
         target = folder / companion.relative_to(model_set.folder)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(companion, target)
-    result.record = record
-    return written
+    return made.paths
 
 
 def _folder_name(key: str) -> str:

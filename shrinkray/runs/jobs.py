@@ -18,12 +18,13 @@ import onnx
 from shrinkray.errors import OptionError, SeveralModels
 from shrinkray.io.archive import load_any
 from shrinkray.io.files import LoadedModel, check_output_path, save, save_all, write_outputs
-from shrinkray.io.model_set import COMPANIONS, files_bytes, open_set, set_members
+from shrinkray.io.model_set import COMPANIONS, data_files, files_bytes, open_set, set_members
 from shrinkray.measure.results import CompareSettings
 from shrinkray.methods import Variant
 from shrinkray.methods.base import RunContext
 from shrinkray.pipeline.compare import ComparePipeline, variant_file_name
-from shrinkray.pipeline.set_compare import NOT_FOR_SETS, SET_OPTIONS, compare_set
+from shrinkray.pipeline.set_compare import compare_set
+from shrinkray.pipeline.set_shrink import NOT_FOR_SETS, calibrates, set_calibration, shrink_set
 from shrinkray.pipeline.shrink import shrink
 from shrinkray.pipeline.streaming import can_stream, shrink_to_files, streams, zip_files
 
@@ -138,33 +139,28 @@ def compare_job(model_path: Path, settings: CompareSettings, save_dir: Path | No
 
 def shrink_set_job(model_path: Path, out_dir: Path, method: str, options: dict[str, Any], force: bool,
                    scratch: str) -> list[dict[str, Any]]:  # fmt: skip
-    """Every file of an encoder–decoder set shrunk by one method and checked, in the capped worker, then written
-    into ``out_dir`` at the set's own places under transformers.js's names (all or none, never over the set's
-    files); one record per file: its member path, the file written, bytes before and after, the change record."""
+    """Every file of an encoder–decoder set shrunk by one method (set_shrink.py: the files compare judges,
+    calibrated alike) and checked, in the capped worker, then written into ``out_dir`` at the set's own places
+    under transformers.js's names (all or none, never over the set's files); one record per file: its member
+    path, the file written, bytes before and after, the change record."""
     if method in NOT_FOR_SETS:
         raise OptionError(f"The method {method} works on one model file, not on a set",
                           "Choose another method, or one file of the set with --member")  # fmt: skip
     model_set = open_set(model_path, workdir=Path(scratch) / "set")
     protected = [model_path] + [model_set.path(role) for role in model_set.members]
+    staging = Path(scratch) / "out"
+    calibration = set_calibration(model_set) if calibrates(method, options) else None
+    made = shrink_set(model_set, method, options, staging, calibration=calibration, in_place=True)
     staged: dict[Path, Path] = {}
     records = []
-    for role, member in model_set.members.items():
-        relative = Path(*member.split("/"))
-        target = out_dir / relative.parent / variant_file_name(relative.name.removesuffix(".onnx"), method,
-                                                                "transformers.js")  # fmt: skip
-        check_output_path(target, protect=protected, overwrite=force)
-        variant = shrink(model_set.load(role), method, in_place=True, **{**SET_OPTIONS.get(method, {}), **options})
-        staging = Path(scratch) / "out" / relative.parent / target.name
-        staging.parent.mkdir(parents=True, exist_ok=True)
-        save(variant.model, staging, overwrite=True)  # over 2 GB: with its data file beside it
-        staged[staging] = target
-        data = staging.with_name(staging.name + ".data")
-        if data.exists():
-            staged[data] = target.with_name(target.name + ".data")
-            check_output_path(staged[data], protect=protected, overwrite=force)
-        records.append({"member": member, "output": str(target), "input_bytes": files_bytes(model_set.path(role)),
-                        "output_bytes": files_bytes(staging), **variant.summary()})  # fmt: skip
-        del variant
+    for role, written in made.paths.items():
+        target = out_dir / written.relative_to(staging)
+        for source in (written, *data_files(written)):
+            staged[source] = target.with_name(source.name)
+            check_output_path(staged[source], protect=protected, overwrite=force)
+        records.append({"member": model_set.members[role], "output": str(target),
+                        "input_bytes": files_bytes(model_set.path(role)), "output_bytes": files_bytes(written),
+                        **made.records[role], "notes": [*made.notes, *made.records[role].get("notes", [])]})  # fmt: skip
     for companion in model_set.companions():  # a folder made from a zip is a whole model folder too
         target = out_dir / companion.relative_to(model_set.folder)
         if not target.exists() and target not in protected:

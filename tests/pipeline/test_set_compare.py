@@ -243,7 +243,6 @@ def test_a_speech_set_is_fed_clips_of_voiced_audio_as_its_encoders_features(tmp_
     assert fp16.parity.status == "pass" and damaged.parity.status == "fail"
     # more inputs of its own are recordings, in each front end's words (a text set's are lines of text)
     from app_ui.controls import APP_ADVICE
-
     from shrinkray.cli import CLI_ADVICE
     from shrinkray.verdict.advice import OWN_CLIPS, _own_inputs
 

@@ -143,7 +143,7 @@ def variant_card(c: Comparison, result: VariantResult, advice_items, partial: bo
                 _pending(column, label, *(("measuring…",) if partial else ("not measured (see its notes)", "—")))
         else:
             cols[0].metric("Raw", format_bytes(s.raw), _delta(s.raw, base.raw), delta_color="inverse")
-            estimated = s.margin("gzip") > 0  # a file over 128 MiB: sampled blocks, with a 95% interval
+            estimated = s.margin("gzip") > 0  # a file over 32 MiB: sampled blocks, with a 95% interval
             cols[1].metric("gzip -9 (estimated)" if estimated else "gzip -9", format_bytes(s.gzip),
                            _delta(s.gzip, base.gzip), delta_color="inverse",
                            help=f"{s.method('gzip')}." if estimated else None)  # fmt: skip

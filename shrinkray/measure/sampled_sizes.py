@@ -2,8 +2,8 @@
 
 Why: gzip -9 runs at 15-35 MB/s on weights (brotli q6 at 100-200 MB/s), so the exact sizes of a 1 GB model
 and two of its variants took ~70 s of CPU, more than shrinking, parity and latency together (issue 28).
-Deflate's window is 32 KiB, so a file's gzip size is the sum of its 1 MiB blocks, each deflated with the
-32 KiB before it as its preset dictionary (the history the stream has there), to within 64 bytes a block
+Deflate's window is 32 KiB, so a file's gzip size is the sum of its 256 KiB blocks, each deflated with the
+32 KiB before it as its preset dictionary (the history the stream has there), to within 90 bytes a block
 (deflated alone, a block of 4-bit codes came out 0.05% larger). Brotli is never estimated so: its window
 reaches 16 MiB, and blocks alone came out 2-7% larger than the stream on a palettized model; quality 6, which
 files this large get, is quick enough to run whole.
@@ -28,18 +28,19 @@ from pathlib import Path
 
 import numpy as np
 
-#: Bytes per sampled block (32 deflate windows).
-BLOCK = 1 << 20
+#: Bytes per sampled block (8 deflate windows): small blocks, many strata, little deflated.
+BLOCK = 256 << 10
 #: Bytes of the pieces whose byte histograms give a block's entropy size.
 PIECE = 64 << 10
-#: Files larger than this are estimated (128 MiB: its exact gzip -9 costs 4-8 s of CPU).
-SAMPLE_ABOVE = 128 << 20
+#: Files larger than this are estimated (32 MiB: its exact gzip -9 costs 1-2 s of CPU; a 100 MB model's
+#: compare spent 18 s of CPU on exact gzip -9 of the original and five variants).
+SAMPLE_ABOVE = 32 << 20
 #: Strata of the first round; each further round doubles them.
 FIRST_STRATA = 32
 #: Bytes a block's fresh start may add or save against the stream (its own Huffman tables, a deflate block
-#: cut short), counted into the interval for every block of the file: measured -63 to +33 a 1 MiB block on
-#: float32, float16, int8, 4-bit code and zero blocks; twice that is allowed.
-RESTART_BYTES = 128
+#: cut short), counted into the interval for every block of the file: measured -87 to +24 a 256 KiB block
+#: on float32, float16, int8 and palettized weights (-63 to +33 a 1 MiB block, with 4-bit codes and zeros).
+RESTART_BYTES = 160
 #: The 95% interval the sampling stops at, relative to the estimate.
 MARGIN = 0.005
 #: The two-sided 95% normal quantile.

@@ -46,7 +46,7 @@ import brotli
 
 from shrinkray.cores import usable_cores
 from shrinkray.errors import OptionError
-from shrinkray.measure.sampled_sizes import SAMPLE_ABOVE, Estimate, sampled_size
+from shrinkray.measure.sampled_sizes import BLOCK, SAMPLE_ABOVE, Estimate, sampled_size
 
 GZIP_LEVEL = 9
 #: Bytes deflate looks back (zlib's 32 KiB window).
@@ -110,7 +110,7 @@ class Sizes:
     brotli_encoding: str = "br"
     zstd_encoded: int | None = None
     zstd_encoding: str | None = None
-    #: gzip of a file over 128 MiB is estimated from sampled blocks (sampled_sizes.py): its 95% half-width in
+    #: gzip of a file over 32 MiB is estimated from sampled blocks (sampled_sizes.py): its 95% half-width in
     #: bytes (0: every byte compressed) and the share of the raw bytes that were compressed for it
     gzip_margin: int = 0
     gzip_share: float = 1.0
@@ -176,14 +176,14 @@ def check_zstd_level(level: int | str | None) -> int | str | None:
 
 
 def estimated_note(measured: Iterable[Sizes | None]) -> str:
-    """One sentence when some gzip -9 sizes were estimated (files over 128 MiB), else ""."""
+    """One sentence when some gzip -9 sizes were estimated (files over 32 MiB), else ""."""
     estimated = [s for s in measured if s is not None and s.gzip_margin]
     if not estimated:
         return ""
     shares = sorted({f"{s.gzip_share:.0%}" for s in estimated}, key=lambda t: float(t[:-1]))
     worst = max(s.gzip_margin / s.gzip for s in estimated)
     share = shares[0] if len(shares) == 1 else f"{shares[0]}-{shares[-1]}"
-    return (f"gzip -9 sizes of files over {SAMPLE_ABOVE >> 20} MiB are estimated from 1 MiB blocks sampled across "
+    return (f"gzip -9 sizes of files over {SAMPLE_ABOVE >> 20} MiB are estimated from {BLOCK >> 10} KiB blocks sampled across "
             f"each file ({share} of the bytes compressed): within ±{worst:.2%} with 95% confidence; brotli is exact")
 
 

@@ -30,6 +30,7 @@ import streamlit as st
 from app_ui.controls import app_message, friendly_errors, method_controls
 from app_ui.state import workspace
 from shrinkray.errors import ShrinkRayError
+from shrinkray.io.archive import made_folder
 from shrinkray.io.files import LoadedModel, check_free_space
 from shrinkray.io.inline_data import hold_in_place
 from shrinkray.io.size_check import ModelSize, check_fits, model_size
@@ -119,7 +120,7 @@ def kept_set(folder: Path, name: str, workspace: Path) -> LoadedModel:
     systems), so it stays readable if the run is removed."""
     from shrinkray.io.model_set import as_loaded, open_set
 
-    copy = Path(tempfile.mkdtemp(prefix="upload-", dir=_made(workspace / "uploads"))) / "set"
+    copy = Path(tempfile.mkdtemp(prefix="upload-", dir=made_folder(workspace / "uploads"))) / "set"
     try:
         for source in sorted(p for p in folder.rglob("*") if p.is_file()):
             target = copy / source.relative_to(folder)
@@ -142,7 +143,7 @@ def hold_kept(loaded: LoadedModel, workspace: Path) -> LoadedModel:
     if loaded.path is None or loaded.external_data_files:
         loaded.path = None
         return loaded
-    folder = Path(tempfile.mkdtemp(prefix="upload-", dir=_made(workspace / "uploads")))
+    folder = Path(tempfile.mkdtemp(prefix="upload-", dir=made_folder(workspace / "uploads")))
     target = folder / "model.onnx"
     try:
         try:
@@ -157,11 +158,6 @@ def hold_kept(loaded: LoadedModel, workspace: Path) -> LoadedModel:
         shutil.rmtree(folder, ignore_errors=True)
         held.path = None
     return held
-
-
-def _made(folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
 
 
 def discard_upload(loaded: LoadedModel | None, workspace: Path) -> None:

@@ -3,8 +3,8 @@
 Goes through the app's own Runs service (queue -> capped worker -> run store snapshots), polled every
 0.2 s as the page would (the page polls every 1 s, so add up to 1 s), default methods and settings.
 Prints when a snapshot first shows a built variant, its parity and its sizes, and the whole run; the
-target is the first card within 10 s. ``--size small`` runs the same on a ~16 MB transformer (a quick
-check of the tool, not the issue's figure).
+target is the first card within 3 s (issue 28; issue 12 asked 10 s). ``--size small`` runs the same on a
+~16 MB transformer (a quick check of the tool, not the issue's figure).
 
     python -m bench first-card
     python -m bench first-card --size small
@@ -29,7 +29,7 @@ import shrinkray  # noqa: E402
 from shrinkray.measure.results import CompareSettings  # noqa: E402
 from shrinkray.runs.service import Runs  # noqa: E402
 
-TARGET_S = 10.0
+TARGET_S = 3.0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,7 +29,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("reference-tools", "run", "our methods vs onnx-shrink-ray and ORT quantize_dynamic: time, memory, sizes, errors"),
     Benchmark("compare-speed", "compare_speed", "issue 12: `shrinkray compare` wall time and peak memory (100 MB transformer, 3 MB CNN)"),
     Benchmark("scaling", "scaling", "issue 12: shrink and compare time / peak memory at 10 MB, 100 MB, 1 GB, 2.5 GB"),
-    Benchmark("first-card", "first_card", "issue 12: seconds until the app's first variant card on the 100 MB transformer"),
+    Benchmark("first-card", "first_card", "issues 12, 28: seconds until the app's first variant card on the 100 MB transformer"),
     Benchmark("run-disk", "run_disk", "issue 27: a run's disk in all (store + scratch) and what a repeat upload adds"),
     Benchmark("upload-memory", "upload_memory", "issue 27: the server memory one uploaded 100 MB model holds once loaded"),
     Benchmark("app-first-load", "app_first_load", "issue 29: the app's first load in Chromium on throttled 3G / 4G / cable"),

@@ -641,7 +641,7 @@ def load_any(
         return loaded
     with contextlib.ExitStack() as stack:
         folder = Path(workdir) if workdir is not None else stack.enter_context(scratch_folder())
-        unpack = Path(tempfile.mkdtemp(prefix="unpacked-", dir=_made(folder)))
+        unpack = Path(tempfile.mkdtemp(prefix="unpacked-", dir=made_folder(folder)))
         loaded = None
         try:
             loaded = load_zip(source if is_bytes else path, unpack, limits, choose=choose,
@@ -649,7 +649,7 @@ def load_any(
             for field_name, suffix in (("tokenizer", "json"), ("prompts", "txt")):
                 companion = getattr(loaded, field_name)
                 if companion and workdir is not None:  # kept past the unpacked copy, in the caller's folder
-                    kept = _made(folder) / f"{field_name}-{loaded.sha256[:16]}.{suffix}"
+                    kept = made_folder(folder) / f"{field_name}-{loaded.sha256[:16]}.{suffix}"
                     shutil.copyfile(companion, kept)
                     setattr(loaded, field_name, str(kept))
                 elif companion and not loaded.is_lazy:
@@ -662,6 +662,7 @@ def load_any(
     return loaded
 
 
-def _made(folder: Path) -> Path:
+def made_folder(folder: Path) -> Path:
+    """``folder``, made first when missing (with its parents)."""
     folder.mkdir(parents=True, exist_ok=True)
     return folder

@@ -507,10 +507,17 @@ def robust_range(values: np.ndarray, full: bool = False) -> float:
     """Spread of the original's values: 0.1st to 99.9th percentile (``full``: min to max), the full
     range if that is 0. Scores use the full range: softmax probabilities are nearly all ~0, so their
     percentiles would make any error look enormous (PP-OCR's recognizer: 1e-11 at the median)."""
+    if full:  # min and max: no float64 copy, no sort (percentiles 0 and 100 are exactly these)
+        values = np.asarray(values)
+        if values.size == 0:
+            return 0.0
+        low, high = float(values.min()), float(values.max())
+        spread = high - low
+        return spread if spread > 0 else float(np.abs(values.astype(np.float64)).max())
     flat = np.asarray(values, dtype=np.float64).ravel()
     if flat.size == 0:
         return 0.0
-    low, high = np.percentile(flat, (0.0, 100.0) if full else RANGE_PERCENTILES)
+    low, high = np.percentile(flat, RANGE_PERCENTILES)
     spread = float(high - low)
     if spread <= 0:
         spread = float(flat.max() - flat.min())
@@ -518,6 +525,9 @@ def robust_range(values: np.ndarray, full: bool = False) -> float:
         spread = float(np.abs(flat).max())  # a constant output: errors relative to its magnitude
     return spread
 
+
+#: Bytes of float64 scores decision_measures handles at a time (positions x classes).
+DECISION_CHUNK_BYTES = 8 << 20
 
 #: The least range relative errors of a probability output are measured against: half the [0, 1] span. A
 #: few samples that happen to agree (smart-turn: 4 synthesized clips all at p = 0.974-0.982, a range of
@@ -603,31 +613,61 @@ def decision_measures(ref: np.ndarray, var: np.ndarray, axis: int, spread: float
             out["step_top1_agreement"] = out.pop("top1_agreement")
             return out | ctc_measures(r_top, v_top, blank)
     r2, v2 = r.reshape(-1, classes), v.reshape(-1, classes)
-    best_two = np.partition(r2, classes - 2, axis=1)[:, -2:]  # float16-safe: float64 scores
-    decided = (best_two[:, 1] - best_two[:, 0]) > (TIE_SHARE * spread if tie is None else tie)
-    same = np.argmax(r2, axis=1) == np.argmax(v2, axis=1)
+    threshold = TIE_SHARE * spread if tie is None else tie
+    top5 = classes >= 10 and tie is None  # not over a vocabulary: [positions, vocab] int64 index arrays, for little
+    rows = max(1, DECISION_CHUNK_BYTES // (classes * 8))
+    decided_n = agreeing = undecided = kept = 0
+    for start in range(0, len(r2), rows):  # a chunk of positions at a time: the copies below stay small
+        a = np.asarray(r2[start:start + rows], np.float64)  # float16-safe: float64 scores
+        b = np.asarray(v2[start:start + rows], np.float64)
+        best_two = np.partition(a, classes - 2, axis=1)[:, -2:]
+        decided = (best_two[:, 1] - best_two[:, 0]) > threshold
+        same = np.argmax(a, axis=1) == np.argmax(b, axis=1)
+        decided_n += int(decided.sum())
+        agreeing += int((same & decided).sum())
+        undecided += int((~decided).sum())
+        if top5:
+            top_r = np.argpartition(-a, 4, axis=1)[:, :5]
+            top_v = np.argpartition(-b, 4, axis=1)[:, :5]
+            kept += int((top_r[:, :, None] == top_v[:, None, :]).any(axis=2).sum())
     out = {
-        "top1_agreement": float(np.mean(same[decided])) if decided.any() else 1.0,
-        "undecided_positions": float(np.sum(~decided)),
-        "positions": float(same.size),
+        "top1_agreement": agreeing / decided_n if decided_n else 1.0,
+        "undecided_positions": float(undecided),
+        "positions": float(len(r2)),
     }
-    if classes >= 10 and tie is None:  # not over a vocabulary: [positions, vocab] int64 index arrays, for little
-        k = 5
-        top_r = np.argpartition(-r2, k - 1, axis=1)[:, :k]
-        top_v = np.argpartition(-v2, k - 1, axis=1)[:, :k]
-        kept = (top_r[:, :, None] == top_v[:, None, :]).any(axis=2).sum(axis=1)
-        out["top5_overlap"] = float(np.mean(kept) / k)
+    if top5:
+        out["top5_overlap"] = kept / (5 * len(r2)) if len(r2) else 1.0
     return out
+
+
+def decision_counts(value: np.ndarray, kind: OutputKind) -> dict[str, float]:
+    """:func:`decision_measures` of a scores output against itself, spread as :func:`float_measures` takes it:
+    how many positions decide (what a verdict rests on), without float_measures' full-size float64 copies (a
+    100 MB transformer's reserve logits peaked the worker at 8x the file)."""
+    r = np.asarray(value)
+    if r.ndim < 1 or not r.size or r.shape[kind.axis] < 2:
+        return {}
+    finite = np.isfinite(r)
+    if not finite.all():
+        r = np.where(finite, r, 0.0)
+    values = r if finite.all() else r[finite]
+    spread = robust_range(values, full=True)
+    if kind.probability and values.size and 0.0 <= values.min() and values.max() <= 1.0:
+        spread = max(spread, PROBABILITY_RANGE)
+    return decision_measures(r, r, kind.axis, spread, generation.TIE_LOGODDS if kind.tokens else None)
 
 
 def float_measures(ref: np.ndarray, var: np.ndarray, kind: OutputKind) -> dict[str, float | None]:
     """Every measure of a float output (finite values only; non-finite ones are checked apart)."""
     finite = np.isfinite(ref) & np.isfinite(var)
-    r = np.where(finite, ref, 0.0)
-    v = np.where(finite, var, 0.0)
-    diff = np.abs(r - v)[finite]
-    spread = robust_range(r[finite], full=kind.kind == "scores")
-    if kind.probability and diff.size and 0.0 <= r[finite].min() and r[finite].max() <= 1.0:
+    whole = bool(finite.all())  # the usual case: no masked copies (each is the output's size in float64)
+    r = ref if whole else np.where(finite, ref, 0.0)
+    v = var if whole else np.where(finite, var, 0.0)
+    diff = np.abs(np.subtract(r, v, dtype=np.float64))
+    diff = diff.ravel() if whole else diff[finite]
+    kept = r if whole else r[finite]
+    spread = robust_range(kept, full=kind.kind == "scores")
+    if kind.probability and diff.size and 0.0 <= kept.min() and kept.max() <= 1.0:
         spread = max(spread, PROBABILITY_RANGE)
     max_abs = float(diff.max(initial=0.0))
     rms = float(np.sqrt(np.mean(diff * diff))) if diff.size else 0.0

@@ -30,7 +30,7 @@ from shrinkray.measure.inputs import (
     synthesize,
 )
 from shrinkray.measure.output_kinds import classify_outputs
-from shrinkray.measure.parity import RELATIVE_PROFILE, OutputKind, Parity, compare_outputs, float_measures
+from shrinkray.measure.parity import RELATIVE_PROFILE, OutputKind, Parity, compare_outputs, decision_counts
 from shrinkray.measure.results import CompareSettings
 from shrinkray.measure.sample_files import load_sample_files
 from shrinkray.units import format_seconds
@@ -306,7 +306,7 @@ def decisions_given(reference: dict[str, np.ndarray], kinds: dict[str, OutputKin
             counts.append(decoder_lm.continuation_count(value))
         if kind.kind != "scores" or kind.tokens or value is None or np.asarray(value).dtype.kind != "f":
             continue  # a decoder's logits: its continuations are the fewer decisions, and counting is cheap there
-        measures = float_measures(np.asarray(value, np.float64), np.asarray(value, np.float64), kind)
+        measures = decision_counts(value, kind)
         if "sequences" in measures:
             counts.append(int(measures["sequences"]))
         elif "positions" in measures:

@@ -100,6 +100,12 @@ def _label(method: str, options: dict[str, Any], taken: set[str]) -> str:
     return key
 
 
+def _quick(method: str, options: dict[str, Any]) -> bool:
+    """A method built in this process from the model alone, nothing to learn or prepare (its spec says)."""
+    spec = get_method(method)
+    return not (spec.uses_context or spec.runs_in_child_process or spec.prepare is not None)
+
+
 def _short(value: Any) -> str:
     return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
 
@@ -307,6 +313,8 @@ class ComparePipeline:
         self._stem = Path(base).stem if base.lower().endswith(".onnx") else base
         self._shown_sizes: set[str] = set()
         self._shown_parity: set[str] = {ORIGINAL}
+        self._positions: dict[str, int] = {}  # variant key -> its place among the requested methods
+        self._write_s = 0.0  # seconds writing (or linking) the original took: each variant's overhead
         self._parity_spent = 0.0
         self._started = time.perf_counter()
         clock = job_clock()  # a capped worker's time counts from its start (None: no cap, a direct call)
@@ -334,14 +342,19 @@ class ComparePipeline:
 
     def run(self) -> Comparison:
         """Every step in order; the finished comparison."""
-        self.measure_original()
+        self._settle_original()
+        early = self._build_early()  # a first card before the original's runs (a page waits for it)
+        self._run_original()
         # One variant at a time, in the requested order. A method that works in a child process (dynamic-int8)
         # was built in a background thread meanwhile, but its side of the worker holds the original about
         # three times over (ONNX Runtime's pre-processed copy, the quantized model, the values before), and
         # stacked on another variant's session opening it set the worker's peak (issue 12, measured 2026-11-23;
         # docs/benchmarks.md "Speed and memory"); the child itself still runs beside the original's size measurement.
-        for method, options in self.requested:
-            self.add_variant(method, options)
+        if early is not None:  # judged first: its card is the one on the page, and its model is held till then
+            self._complete(early[1], early[2], time.perf_counter())
+        for position, (method, options) in enumerate(self.requested):
+            if early is None or early[0] != position:
+                self.add_variant(method, options, position)
         self.find_culprits()
         self.wait_for_sizes()
         self.measure_latency()
@@ -349,6 +362,12 @@ class ComparePipeline:
 
     def measure_original(self) -> None:
         """Inputs the original accepts and its outputs on them; its sizes start in the background."""
+        self._settle_original()
+        self._run_original()
+
+    def _settle_original(self) -> None:
+        """The original's files as sessions and sizes read them, and (an owned model) the held copy dropped:
+        each shrink reloads it from its file."""
         lap = time.perf_counter()
         self.say("Running the original on its inputs", 0.02)
         # the file first: every session opens from a file, and an owned model is not held while they do
@@ -359,10 +378,8 @@ class ComparePipeline:
             self._referenced = self._reference_original() if self.own_file else None
             self.files[ORIGINAL] = self._referenced or _write_model(self.source, self._scratch / "original.onnx",
                                                                     atomic=False)  # fmt: skip
-        # sizes are the delivered file's: the model's own file when sessions read a header pointing into it
-        self.sizes.submit(ORIGINAL, [self.loaded.path] if self._referenced else self.files[ORIGINAL])
-        write_s = time.perf_counter() - lap
-        lap = _lap(self.timings, "sizes", lap)
+        self._write_s = time.perf_counter() - lap
+        _lap(self.timings, "sizes", lap)
         if self.in_files:  # the graph alone is held (small values in it); shrink reloads from its own files
             self._reload_from = self.loaded.path
         elif self.reload_source:
@@ -372,10 +389,17 @@ class ComparePipeline:
             self.source = skeleton
             self.loaded.model = None
             release_free_memory()
+
+    def _run_original(self) -> None:
+        """The original run on its inputs (the budget of the rest comes from its first run); its sizes start."""
+        lap = time.perf_counter()
+        self.say("Running the original on its inputs", 0.03)
+        # sizes are the delivered file's: the model's own file when sessions read a header pointing into it
+        self.sizes.submit(ORIGINAL, [self.loaded.path] if self._referenced else self.files[ORIGINAL])
         opened = time.perf_counter()
         session = _open_file_session(self.files[ORIGINAL], 1, self.copies)
         # the original's first run sets the budget of the rest: a plan that fits the job's cap, or a refusal now
-        self.budget = self._budget(per_variant_s=2 * write_s + time.perf_counter() - opened)
+        self.budget = self._budget(per_variant_s=2 * self._write_s + time.perf_counter() - opened)
         self.inputs = parity_inputs(self.source, self.settings, session, budget=self.budget)
         if any(get_method(method).uses_context for method, _ in self.requested):
             self.split = split_for_calibration(self.inputs, self.source, self.settings, session)
@@ -414,20 +438,51 @@ class ComparePipeline:
         plan = self.budget.made if self.budget is not None else None
         return plan is None or plan.latency
 
-    def add_variant(self, method: str, options: dict[str, Any]) -> VariantResult:
-        """Shrink (checked, in one ONNX Runtime session), write, start its sizes, judge parity in that session."""
-        result = self._reserve(method, options)
+    def add_variant(self, method: str, options: dict[str, Any], position: int | None = None) -> VariantResult:
+        """Shrink (checked, in one ONNX Runtime session), write, start its sizes, judge parity in that session.
+        ``position``: its place among the requested methods (default: after those added)."""
+        assert self.inputs is not None, "measure_original() first"
+        result = self._reserve(method, options, position)
         lap = time.perf_counter()
         return self._complete(result, self._shrink(method, options, result.key), lap)
 
-    def _reserve(self, method: str, options: dict[str, Any]) -> VariantResult:
+    def _reserve(self, method: str, options: dict[str, Any], position: int | None = None) -> VariantResult:
         """The variant's place in the results (requested order), before it is built."""
-        assert self.inputs is not None, "measure_original() first"
         index, count = len(self.variants), max(len(self.requested), 1)
         self.say(f"Shrinking: {method}", 0.05 + 0.4 * index / count)
         result = VariantResult(key=_label(method, options, self.taken), method=method, options=dict(options))
+        self._positions[result.key] = index if position is None else position
         self.variants.append(result)
+        self.variants.sort(key=lambda r: self._positions[r.key])
         return result
+
+    def _build_early(self) -> tuple[int, VariantResult, Variant | ShrinkRayError] | None:
+        """A first card within seconds, where a page waits for cards (``on_partial``): the first requested
+        method that learns nothing, runs in this process and has no preparing step (weights-int8, float16:
+        under a second on 100 MB, where dynamic-int8's child process takes 4 s) is built from a fresh load of
+        the original before the original runs on its inputs (3 s on 100 MB), and its card shows what it
+        rewrote meanwhile; its check, parity and sizes come after, as any variant's. None: nothing to build
+        early (else its place, its result and the variant or its error)."""
+        if self.on_partial is None or self.in_files or not self.reload_source:
+            return None
+        pick = next((i for i, (method, options) in enumerate(self.requested) if _quick(method, options)), None)
+        if pick is None:
+            return None
+        method, options = self.requested[pick]
+        result = self._reserve(method, options, pick)
+        lap = time.perf_counter()
+        try:
+            built = shrink(self.full_source(), method, in_place=True, open_runtime=False, check=False,
+                           context=RunContext(self.settings), **options)  # fmt: skip
+        except OptionError:
+            raise
+        except ShrinkRayError as exc:
+            return pick, result, exc
+        finally:
+            _lap(self.timings, "shrink", lap)
+        result.record, result.warnings, result.notes = built.summary(), list(built.warnings), list(built.notes)
+        self._emit()
+        return pick, result, built
 
     def _shrink(self, method: str, options: dict[str, Any], key: str = "") -> Variant | Streamed | ShrinkRayError:
         """Build and check (onnx.checker); :meth:`_complete` opens its session from the written file."""

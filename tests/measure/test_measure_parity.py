@@ -1108,3 +1108,24 @@ def test_a_decoders_own_kinds_cannot_be_given_to_another_output():
     for kind in ("generation", "perplexity"):
         with pytest.raises(OptionError, match="Unknown output kind"):
             build_verdict(kinds=[f"logits={kind}"])
+
+
+def test_decisions_are_counted_in_chunks_as_in_one_piece(monkeypatch):
+    """decision_measures takes positions a chunk at a time (a vocabulary's logits in float64 peaked the worker at
+    8x a 100 MB model): the same counts and agreement as one piece, and decision_counts matches float_measures."""
+    from shrinkray.measure import parity as parity_module
+    from shrinkray.measure.parity import OutputKind, decision_counts, decision_measures, float_measures
+
+    rng = np.random.default_rng(5)
+    ref = rng.normal(size=(3, 4, 16, 300))
+    var = ref + rng.normal(scale=0.3, size=ref.shape)
+    whole = decision_measures(ref, var, -1, 8.0)
+    monkeypatch.setattr(parity_module, "DECISION_CHUNK_BYTES", 300 * 8 * 7)  # 7 positions a chunk
+    assert decision_measures(ref, var, -1, 8.0) == pytest.approx(whole)
+    assert 0 < whole["top1_agreement"] < 1 and whole["positions"] == 3 * 4 * 16 and 0 < whole["top5_overlap"] < 1
+    kind = OutputKind("scores", axis=-1)
+    narrow = ref.astype(np.float32)
+    counts = decision_counts(narrow, kind)
+    measured = float_measures(narrow.astype(np.float64), narrow.astype(np.float64), kind)
+    assert 0 < counts["undecided_positions"] < counts["positions"] == measured["positions"]
+    assert counts["undecided_positions"] == measured["undecided_positions"]

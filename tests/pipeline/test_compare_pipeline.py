@@ -393,3 +393,25 @@ def test_a_one_file_original_is_measured_in_place_not_copied(name, tmp_path):
         result = pipeline.result()
     assert result.original.sizes.raw == path.stat().st_size
     assert result.variants[0].ok and result.variants[0].parity is not None
+
+
+def test_the_first_card_is_a_quick_method_built_before_the_original_runs(tmp_path):
+    """A page gets a card within seconds: the first method that learns nothing and runs here (weights-int8, not
+    dynamic-int8's child process) is built before the original runs on its inputs; the results keep the
+    requested order, and that variant is judged as any other."""
+    from shrinkray.pipeline.compare import ComparePipeline
+
+    snapshots: list[Comparison] = []
+    methods = [("dynamic-int8", {}), ("weights-int8", {}), ("float16", {})]
+    settings = CompareSettings(methods=methods, latency=False, brotli_quality=5, variants_dir=str(tmp_path))
+    with ComparePipeline(shrinkray.load(sample_path("mlp")), settings, on_partial=snapshots.append,
+                         owns_model=True) as pipeline:  # fmt: skip
+        result = pipeline.run()
+    first = next(s for s in snapshots if s.variants)
+    assert [v.key for v in first.variants] == ["weights-int8"] and first.variants[0].record
+    assert first.original.parity is None and first.input_note == ""  # before the original ran on its inputs
+    assert [v.key for v in result.variants] == ["dynamic-int8", "weights-int8", "float16"]
+    assert all(v.parity is not None and v.sizes is not None for v in result.variants)
+    plain = compare(shrinkray.load(sample_path("mlp")), CompareSettings(methods=methods, latency=False, brotli_quality=5))
+    assert [v.parity.status for v in result.variants] == [v.parity.status for v in plain.variants]
+    assert [v.record["tensors_changed"] for v in result.variants] == [v.record["tensors_changed"] for v in plain.variants]

@@ -264,3 +264,28 @@ def test_the_set_sample_is_one_model_shrunk_whole_and_each_variant_downloads_as_
     assert not other.exception, other.exception
     assert any("A set of models is fed the lines of its prompts.txt" in m.value for m in other.markdown)
     assert not [t for t in other.text_area if t.label.startswith("Dimensions")]
+
+
+def test_cards_say_when_a_gzip_size_was_estimated(shrunk_app):
+    """A file over 32 MiB has its gzip -9 estimated from sampled blocks: its card and the summary say so."""
+    import dataclasses
+    import pickle
+
+    measured = shrunk_app.session_state["comparisons"][shrunk_app.session_state["latest"]]
+    estimated = dataclasses.replace(measured, variants=[
+        dataclasses.replace(r, sizes=dataclasses.replace(r.sizes, gzip_margin=r.sizes.gzip // 300, gzip_share=0.05))
+        if r.sizes is not None else r for r in measured.variants])  # fmt: skip
+
+    def page(blob: bytes):
+        import pickle
+
+        from app_ui.results import show_results
+
+        show_results(pickle.loads(blob))
+
+    at = AppTest.from_function(page, args=(pickle.dumps(estimated),), default_timeout=60)
+    at.run()
+    assert not at.exception
+    labels = [m.label for m in at.metric]
+    assert labels.count("gzip -9 (estimated)") == len(estimated.variants) and labels.count("gzip -9") == 0
+    assert any("estimated from" in c.value and "95% confidence" in c.value for c in at.caption)

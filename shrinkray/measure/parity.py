@@ -636,7 +636,7 @@ def decision_measures(ref: np.ndarray, var: np.ndarray, axis: int, spread: float
         "positions": float(len(r2)),
     }
     if top5:
-        out["top5_overlap"] = kept / (5 * len(r2)) if len(r2) else 1.0
+        out["top5_overlap"] = kept / len(r2) / 5 if len(r2) else 1.0  # as the mean of per-position counts / 5
     return out
 
 

@@ -56,6 +56,9 @@ class Estimate:
     raw: int
     margin: int = 0
     covered: int | None = None  # None: all of them
+    #: the part of ``margin`` that bounds a bias of one sign (the blocks' fresh starts): it adds up across
+    #: files, where the sampling error adds in quadrature
+    bias: int = 0
 
     @property
     def share(self) -> float:
@@ -63,11 +66,12 @@ class Estimate:
         return 1.0 if self.covered is None or not self.raw else self.covered / self.raw
 
     def __add__(self, other: Estimate) -> Estimate:
-        """Files served apart: bytes add, independent errors add in quadrature."""
+        """Files served apart: bytes add, sampling errors add in quadrature, bias bounds add up."""
         covered = None if self.covered is None and other.covered is None else (
             (self.raw if self.covered is None else self.covered) + (other.raw if other.covered is None else other.covered))
-        return Estimate(self.bytes + other.bytes, self.raw + other.raw,
-                        math.ceil(math.hypot(self.margin, other.margin)), covered)  # fmt: skip
+        sampling = math.hypot(self.margin - self.bias, other.margin - other.bias)
+        bias = self.bias + other.bias
+        return Estimate(self.bytes + other.bytes, self.raw + other.raw, math.ceil(sampling) + bias, covered, bias)
 
 
 def is_sampled(path: Path | str) -> bool:
@@ -156,6 +160,8 @@ def sampled_size(
             estimate = (ratio * float(entropy.sum()) if sampled_x > 0 else float(counts @ y)) + tail_bytes + overhead
             # each pair of neighbours: (n_a^2 + n_b^2) / 2 * (d_a - d_b)^2, the (t_a - t_b)^2 of equal strata
             pairs = float(((counts[::2] ** 2 + counts[1::2] ** 2) / 2 * (residual[::2] - residual[1::2]) ** 2).sum())
-            half = Z95 * math.sqrt(pairs * (1 - strata / whole)) + RESTART_BYTES * whole
+            bias = RESTART_BYTES * whole
+            half = Z95 * math.sqrt(pairs * (1 - strata / whole)) + bias
             if half <= margin * estimate:
-                return Estimate(round(estimate), size, math.ceil(half), len(measured) * BLOCK + tail)
+                covered = (len(measured) - (1 if tail else 0)) * BLOCK + tail  # the tail block is the tail's bytes
+                return Estimate(round(estimate), size, math.ceil(half), covered, bias)

@@ -138,8 +138,8 @@ class Sizes:
         encoding = self.encoding(delivery)
         if delivery == "raw":
             return "raw bytes"
-        estimated = (f", estimated from {self.gzip_share:.0%} of the bytes: ±{self.gzip_margin / self.gzip:.2%} (95%)"
-                     if self.margin(delivery) else "")  # fmt: skip
+        estimated = (f", estimated from {share_words(self.gzip_share)} of the bytes: ±{self.gzip_margin / self.gzip:.2%} "
+                     "(95%)" if self.margin(delivery) else "")  # fmt: skip
         if delivery == "gzip":
             return f"gzip -{self.gzip_level}{estimated}"
         own = f"brotli q{self.brotli_quality}" if delivery == "brotli" else f"zstd -{self.zstd_level}"
@@ -175,14 +175,34 @@ def check_zstd_level(level: int | str | None) -> int | str | None:
     return value
 
 
+def combined(parts: Sequence[Sizes]) -> Sizes:
+    """Several files a page downloads together, each served as a server chooses for it (brotli or gzip, the
+    smaller): bytes summed, the served encoding "br" only when every file is sent so; estimated gzip margins
+    add up (conservative)."""
+    raw = sum(p.raw for p in parts)
+    return Sizes(
+        raw=raw, gzip=sum(p.gzip for p in parts), brotli=sum(p.brotli for p in parts),
+        brotli_quality=parts[0].brotli_quality, brotli_window=max(p.brotli_window for p in parts),
+        brotli_encoded=sum(p.brotli_encoded or p.brotli for p in parts),
+        brotli_encoding="br" if all(p.brotli_encoding == "br" for p in parts) else "gzip",
+        gzip_margin=sum(p.gzip_margin for p in parts),
+        gzip_share=round(sum(p.gzip_share * p.raw for p in parts) / raw, 4) if raw else 1.0,
+    )  # fmt: skip
+
+
+def share_words(share: float) -> str:
+    """A share of the bytes as a percentage that never reads 0%: '0.4%', '7.2%', '34%'."""
+    return f"{share:.0%}" if share >= 0.1 else f"{share:.1%}" if share >= 0.001 else "under 0.1%"
+
+
 def estimated_note(measured: Iterable[Sizes | None]) -> str:
     """One sentence when some gzip -9 sizes were estimated (files over 32 MiB), else ""."""
     estimated = [s for s in measured if s is not None and s.gzip_margin]
     if not estimated:
         return ""
-    shares = sorted({f"{s.gzip_share:.0%}" for s in estimated}, key=lambda t: float(t[:-1]))
+    low, high = min(s.gzip_share for s in estimated), max(s.gzip_share for s in estimated)
     worst = max(s.gzip_margin / s.gzip for s in estimated)
-    share = shares[0] if len(shares) == 1 else f"{shares[0]}-{shares[-1]}"
+    share = share_words(low) if share_words(low) == share_words(high) else f"{share_words(low)}-{share_words(high)}"
     return (f"gzip -9 sizes of files over {SAMPLE_ABOVE >> 20} MiB are estimated from {BLOCK >> 10} KiB blocks sampled across "
             f"each file ({share} of the bytes compressed): within ±{worst:.2%} with 95% confidence; brotli is exact")
 

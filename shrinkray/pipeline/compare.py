@@ -393,7 +393,7 @@ class ComparePipeline:
     def _run_original(self) -> None:
         """The original run on its inputs (the budget of the rest comes from its first run); its sizes start."""
         lap = time.perf_counter()
-        self.say("Running the original on its inputs", 0.03)
+        self.say("Running the original on its inputs", 0.05)
         # sizes are the delivered file's: the model's own file when sessions read a header pointing into it
         self.sizes.submit(ORIGINAL, [self.loaded.path] if self._referenced else self.files[ORIGINAL])
         opened = time.perf_counter()
@@ -453,16 +453,17 @@ class ComparePipeline:
         result = VariantResult(key=_label(method, options, self.taken), method=method, options=dict(options))
         self._positions[result.key] = index if position is None else position
         self.variants.append(result)
-        self.variants.sort(key=lambda r: self._positions[r.key])
+        self.variants.sort(key=lambda r: self._positions.get(r.key, len(self.requested)))  # auto's: after them
         return result
 
-    def _build_early(self) -> tuple[int, VariantResult, Variant | ShrinkRayError] | None:
+    def _build_early(self) -> tuple[int, VariantResult, Streamed | ShrinkRayError] | None:
         """A first card within seconds, where a page waits for cards (``on_partial``): the first requested
         method that learns nothing, runs in this process and has no preparing step (weights-int8, float16:
         under a second on 100 MB, where dynamic-int8's child process takes 4 s) is built from a fresh load of
         the original before the original runs on its inputs (3 s on 100 MB), and its card shows what it
-        rewrote meanwhile; its check, parity and sizes come after, as any variant's. None: nothing to build
-        early (else its place, its result and the variant or its error)."""
+        rewrote meanwhile. It is written to its file and dropped at once (one variant held at a time, as the
+        worker's memory check assumes); its check, parity and sizes come after, as any variant's. None: nothing
+        to build early (else its place, its result and the written variant or its error)."""
         if self.on_partial is None or self.in_files or not self.reload_source:
             return None
         pick = next((i for i, (method, options) in enumerate(self.requested) if _quick(method, options)), None)
@@ -482,7 +483,12 @@ class ComparePipeline:
             _lap(self.timings, "shrink", lap)
         result.record, result.warnings, result.notes = built.summary(), list(built.warnings), list(built.notes)
         self._emit()
-        return pick, result, built
+        folder = Path(self.settings.variants_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        files = _write_model(built.model, folder / variant_file_name(self._stem, result.key), atomic=True)
+        built.model = None
+        release_free_memory()
+        return pick, result, Streamed(built, files)
 
     def _shrink(self, method: str, options: dict[str, Any], key: str = "") -> Variant | Streamed | ShrinkRayError:
         """Build and check (onnx.checker); :meth:`_complete` opens its session from the written file."""

@@ -33,7 +33,7 @@ from shrinkray.measure.generation import GENERATED
 from shrinkray.measure.inputs import samples_digest
 from shrinkray.measure.parity import UNDECIDED, OutputKind, compare_outputs
 from shrinkray.measure.results import ORIGINAL, CompareSettings, Comparison, VariantResult
-from shrinkray.measure.sizes import BackgroundSizes, Sizes
+from shrinkray.measure.sizes import BackgroundSizes, Sizes, combined
 from shrinkray.measure.what_changes import worst_examples
 from shrinkray.methods.base import default_methods, get_method
 from shrinkray.pipeline.compare import _label
@@ -289,12 +289,14 @@ def _what_changes(result: VariantResult, batches: list[dict], layout: seq2seq.Se
 
 def _set_sizes(paths: dict[str, Path], settings: CompareSettings) -> Sizes:
     """The set's bytes as a page downloads it: every file with its external data, raw and compressed (one brotli
-    quality for all), each read in chunks (a 2 GB decoder is never held whole), a server's choice per set."""
+    quality for all, each file its own window and a server's choice of encoding), each read in chunks (a 2 GB
+    decoder is never held whole), side by side."""
     files = [f for path in paths.values() for f in (path, *data_files(path))]
     sizes = BackgroundSizes.planned([f.stat().st_size for f in files], settings.brotli_quality)
     try:
-        sizes.submit("set", files)
-        return sizes.result("set")
+        for index, f in enumerate(files):
+            sizes.submit(str(index), [f])
+        return combined([sizes.result(str(index)) for index in range(len(files))])
     finally:
         sizes.close()
 

@@ -81,12 +81,13 @@ def set_calibration(model_set: ModelSet, settings: CompareSettings | None = None
 
 def shrink_set(model_set: ModelSet, method: str, options: dict[str, Any], folder: Path, *, key: str | None = None,
                naming: str = "transformers.js", calibration: Calibration | None = None, originals: dict | None = None,
-               in_place: bool = False) -> SetVariant:  # fmt: skip
+               in_place: bool = False, validate: bool = False) -> SetVariant:  # fmt: skip
     """Every file of the set shrunk by ``method`` and written under ``folder`` at its place in the set, named
     as ``naming`` names a ``key`` variant (the method's name by default). ``calibration``: per file, what a
     calibrating method learns from; a file without it is shrunk data-free, and the notes say which.
-    ``in_place``: each original is loaded here and rewritten (a shrink that keeps nothing else).
-    A file that fails raises its error, named with the file."""
+    ``in_place``: each original is loaded here and rewritten (a shrink that keeps nothing else). Each file passes
+    onnx.checker; ``validate``: it opens in ONNX Runtime too (``compare`` runs the set instead). A file that fails raises
+    its error, named with the file."""
     check_set_method(method)
     contexts, told = calibration or ({}, "")
     learning = calibrates(method, options)
@@ -107,7 +108,7 @@ def shrink_set(model_set: ModelSet, method: str, options: dict[str, Any], folder
         data_free = SET_OPTIONS.get(method, {}) if learning and context is None else {}
         source = model_set.load(role) if originals is None else originals[role]
         try:
-            variant = shrink(source, method, open_runtime=False, context=context, in_place=in_place,
+            variant = shrink(source, method, open_runtime=validate, context=context, in_place=in_place,
                              **{**data_free, **options})  # fmt: skip
         except ShrinkRayError as exc:
             exc.problem = f"{relative.name}: {exc.problem}"  # which file, in the error's own type and hint

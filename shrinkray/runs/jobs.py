@@ -138,19 +138,24 @@ def compare_job(model_path: Path, settings: CompareSettings, save_dir: Path | No
 
 
 def shrink_set_job(model_path: Path, out_dir: Path, method: str, options: dict[str, Any], force: bool,
-                   scratch: str) -> list[dict[str, Any]]:  # fmt: skip
+                   scratch: str, settings: CompareSettings | None = None) -> list[dict[str, Any]]:  # fmt: skip
     """Every file of an encoder–decoder set shrunk by one method (set_shrink.py: the files compare judges,
-    calibrated alike) and checked, in the capped worker, then written into ``out_dir`` at the set's own places
-    under transformers.js's names (all or none, never over the set's files); one record per file: its member
-    path, the file written, bytes before and after, the change record."""
+    calibrated alike on ``settings``' inputs) and checked, in the capped worker, then written into ``out_dir``
+    at the set's own places under transformers.js's names (all or none, never over the set's files); one
+    record per file: its member path, the file written, bytes before and after, the change record."""
     if method in NOT_FOR_SETS:
         raise OptionError(f"The method {method} works on one model file, not on a set",
                           "Choose another method, or one file of the set with --member")  # fmt: skip
     model_set = open_set(model_path, workdir=Path(scratch) / "set")
     protected = [model_path] + [model_set.path(role) for role in model_set.members]
+    for member in model_set.members.values():  # refused before any work, not after the set is shrunk
+        relative = Path(*member.split("/"))
+        stem = relative.name.removesuffix(".onnx")
+        check_output_path(out_dir / relative.parent / variant_file_name(stem, method, "transformers.js"),
+                          protect=protected, overwrite=force)  # fmt: skip
     staging = Path(scratch) / "out"
-    calibration = set_calibration(model_set) if calibrates(method, options) else None
-    made = shrink_set(model_set, method, options, staging, calibration=calibration, in_place=True)
+    calibration = set_calibration(model_set, settings) if calibrates(method, options) else None
+    made = shrink_set(model_set, method, options, staging, calibration=calibration, in_place=True, validate=True)
     staged: dict[Path, Path] = {}
     records = []
     for role, written in made.paths.items():
@@ -160,7 +165,7 @@ def shrink_set_job(model_path: Path, out_dir: Path, method: str, options: dict[s
             check_output_path(staged[source], protect=protected, overwrite=force)
         records.append({"member": model_set.members[role], "output": str(target),
                         "input_bytes": files_bytes(model_set.path(role)), "output_bytes": files_bytes(written),
-                        **made.records[role], "notes": [*made.notes, *made.records[role].get("notes", [])]})  # fmt: skip
+                        **made.records[role], "notes": made.notes})  # the set's notes, each file's named  # fmt: skip
     for companion in model_set.companions():  # a folder made from a zip is a whole model folder too
         target = out_dir / companion.relative_to(model_set.folder)
         if not target.exists() and target not in protected:

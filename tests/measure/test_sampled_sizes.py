@@ -110,3 +110,30 @@ def test_background_sizes_say_which_numbers_are_estimated(tmp_path, small_blocks
     note = sizes.estimated_note([measured, None])
     assert "estimated from" in note and "95% confidence" in note
     assert sizes.estimated_note([sizes.Sizes(raw=10, gzip=5, brotli=4, brotli_quality=6)]) == ""
+
+
+def test_bias_bounds_add_up_across_files_while_sampling_errors_add_in_quadrature():
+    total = Estimate(1000, 4000, 30 + 20, 400, bias=20) + Estimate(500, 1000, 40 + 10, 100, bias=10)
+    assert total.bias == 30 and total.margin == 50 + 30  # hypot(30, 40) = 50, then 20 + 10
+
+
+def test_the_share_deflated_never_reads_zero():
+    assert sizes.share_words(0.004) == "0.4%" and sizes.share_words(0.072) == "7.2%" and sizes.share_words(0.34) == "34%"
+    assert sizes.share_words(0.0002) == "under 0.1%"
+
+
+def test_the_covered_bytes_count_a_partial_last_block_once(tmp_path, small_blocks):
+    path = _weights_file(tmp_path / "w.bin")
+    estimate = sizes.gzip_estimate(path)
+    tail = path.stat().st_size % sampled_sizes.BLOCK
+    assert tail and (estimate.covered - tail) % sampled_sizes.BLOCK == 0
+
+
+def test_files_served_together_sum_each_files_own_choice():
+    a = sizes.Sizes(raw=100, gzip=60, brotli=50, brotli_quality=6, brotli_encoded=50, gzip_margin=2, gzip_share=0.5)
+    b = sizes.Sizes(raw=300, gzip=90, brotli=90, brotli_quality=6, brotli_encoded=95, brotli_encoding="gzip",
+                    brotli_window=24)  # fmt: skip
+    both = sizes.combined([a, b])
+    assert (both.raw, both.gzip, both.brotli, both.brotli_encoded) == (400, 150, 140, 145)
+    assert both.brotli_encoding == "gzip" and both.brotli_window == 24
+    assert both.gzip_margin == 2 and both.gzip_share == pytest.approx((0.5 * 100 + 300) / 400)

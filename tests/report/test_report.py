@@ -465,7 +465,7 @@ def test_every_report_says_when_gzip_sizes_were_estimated(mlp):
     estimated.variants = [dataclasses.replace(r, sizes=dataclasses.replace(r.sizes, gzip_margin=r.sizes.gzip // 400,
                                                                            gzip_share=0.06))
                           for r in mlp.variants if r.sizes is not None]  # fmt: skip
-    line = "gzip -9 sizes of files over 32 MiB are estimated from 256 KiB blocks sampled across each file (6% of"
+    line = "gzip -9 sizes of files over 32 MiB are estimated from 256 KiB blocks sampled across each file (6.0% of"
     assert f"Sizes: {line}" in report.to_text(estimated)
     assert "±0.25% with 95% confidence" in report.to_text(estimated)
     assert line in report.to_markdown(estimated)

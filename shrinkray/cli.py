@@ -315,12 +315,12 @@ def cmd_shrink(args: argparse.Namespace) -> int:
 def _shrink_set(args: argparse.Namespace, model_path: Path, method: str) -> int:
     """Every file of an encoder–decoder set shrunk by ``method``, into the set's own folder (a zip: the folder
     it unpacks to, beside it) or ``-o DIR``, under transformers.js's names."""
+    context = shrink_context(args, method)  # before any work; a calibrating method learns from --text's lines
     out_dir = Path(args.output) if args.output else model_path if model_path.is_dir() else model_path.with_suffix("")
     if out_dir.exists() and not out_dir.is_dir():
         raise OptionError(f"-o {out_dir} is a file; a set is written into a folder", "Name a folder (created if missing)")
     _status(args, f"Loading the set {model_path} and applying {method} to each file (in a capped worker) ...")
     with scratch_folder() as scratch:
-        context = shrink_context(args, method)  # a calibrating method learns from the set's text, or --text's
         records = run_capped(shrink_set_job, model_path, out_dir, method, _method_options(args), args.force, scratch,
                              context.settings if context is not None else None,
                              what=f"Shrinking the set with {method}")  # fmt: skip

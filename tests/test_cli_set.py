@@ -85,3 +85,8 @@ def test_shrink_writes_the_files_compare_judged_calibrated_alike(tmp_path, capsy
     capsys.readouterr()
     for name in ("encoder_model_q4.onnx", "decoder_model_q4.onnx"):
         assert (folder / "onnx" / name).read_bytes() == (judged / "onnx" / name).read_bytes()
+    # a method that learns nothing refuses --text before any work, as for one model
+    assert cli.main(["shrink", str(folder), "-m", "float16", "--text", str(folder / "prompts.txt")]) != 0
+    said = capsys.readouterr()
+    assert "would have no effect" in said.err and "Loading the set" not in said.err + said.out
+    assert not list(folder.rglob("*_fp16.onnx"))

@@ -618,17 +618,17 @@ def decision_measures(ref: np.ndarray, var: np.ndarray, axis: int, spread: float
     rows = max(1, DECISION_CHUNK_BYTES // (classes * 8))
     decided_n = agreeing = undecided = kept = 0
     for start in range(0, len(r2), rows):  # a chunk of positions at a time: the copies below stay small
-        a = np.asarray(r2[start:start + rows], np.float64)  # float16-safe: float64 scores
+        a = np.asarray(r2[start:start + rows], np.float64)  # widened: numpy's float16 partition is wrong on some CPUs
         b = np.asarray(v2[start:start + rows], np.float64)
-        best_two = np.partition(a, classes - 2, axis=1)[:, -2:]
+        best_two = np.partition(a, classes - 2, axis=1)[:, -2:]  # float16-safe: float64 scores
         decided = (best_two[:, 1] - best_two[:, 0]) > threshold
         same = np.argmax(a, axis=1) == np.argmax(b, axis=1)
         decided_n += int(decided.sum())
         agreeing += int((same & decided).sum())
         undecided += int((~decided).sum())
         if top5:
-            top_r = np.argpartition(-a, 4, axis=1)[:, :5]
-            top_v = np.argpartition(-b, 4, axis=1)[:, :5]
+            top_r = np.argpartition(-a, 4, axis=1)[:, :5]  # float16-safe: float64 scores
+            top_v = np.argpartition(-b, 4, axis=1)[:, :5]  # float16-safe: float64 scores
             kept += int((top_r[:, :, None] == top_v[:, None, :]).any(axis=2).sum())
     out = {
         "top1_agreement": agreeing / decided_n if decided_n else 1.0,

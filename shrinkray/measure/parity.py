@@ -648,13 +648,19 @@ def decision_counts(value: np.ndarray, kind: OutputKind) -> dict[str, float]:
     if r.ndim < 1 or not r.size or r.shape[kind.axis] < 2:
         return {}
     finite = np.isfinite(r)
-    if not finite.all():
-        r = np.where(finite, r, 0.0)
-    values = r if finite.all() else r[finite]
-    spread = robust_range(values, full=True)
-    if kind.probability and values.size and 0.0 <= values.min() and values.max() <= 1.0:
-        spread = max(spread, PROBABILITY_RANGE)
+    whole = bool(finite.all())
+    spread = _spread(r if whole else r[finite], kind)
+    r = r if whole else np.where(finite, r, 0.0)
     return decision_measures(r, r, kind.axis, spread, generation.TIE_LOGODDS if kind.tokens else None)
+
+
+def _spread(kept: np.ndarray, kind: OutputKind) -> float:
+    """What an output's errors are relative to: :func:`robust_range` of its finite values (the full range for
+    scores), at least :data:`PROBABILITY_RANGE` for probabilities."""
+    spread = robust_range(kept, full=kind.kind == "scores")
+    if kind.probability and kept.size and 0.0 <= kept.min() and kept.max() <= 1.0:
+        spread = max(spread, PROBABILITY_RANGE)
+    return spread
 
 
 def float_measures(ref: np.ndarray, var: np.ndarray, kind: OutputKind) -> dict[str, float | None]:
@@ -665,10 +671,7 @@ def float_measures(ref: np.ndarray, var: np.ndarray, kind: OutputKind) -> dict[s
     v = var if whole else np.where(finite, var, 0.0)
     diff = np.abs(np.subtract(r, v, dtype=np.float64))
     diff = diff.ravel() if whole else diff[finite]
-    kept = r if whole else r[finite]
-    spread = robust_range(kept, full=kind.kind == "scores")
-    if kind.probability and diff.size and 0.0 <= kept.min() and kept.max() <= 1.0:
-        spread = max(spread, PROBABILITY_RANGE)
+    spread = _spread(r if whole else r[finite], kind)
     max_abs = float(diff.max(initial=0.0))
     rms = float(np.sqrt(np.mean(diff * diff))) if diff.size else 0.0
     rel = (lambda e: e / spread) if spread > 0 else (lambda e: 0.0 if e == 0 else math.inf)

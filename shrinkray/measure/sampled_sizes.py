@@ -20,7 +20,6 @@ blocks are drawn from a generator seeded by the file's length: the same file alw
 from __future__ import annotations
 
 import math
-import os
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -72,11 +71,6 @@ class Estimate:
         sampling = math.hypot(self.margin - self.bias, other.margin - other.bias)
         bias = self.bias + other.bias
         return Estimate(self.bytes + other.bytes, self.raw + other.raw, math.ceil(sampling) + bias, covered, bias)
-
-
-def is_sampled(path: Path | str) -> bool:
-    """Whether a file's compressed sizes are estimated (it is larger than :data:`SAMPLE_ABOVE`)."""
-    return os.path.getsize(path) > SAMPLE_ABOVE
 
 
 def strata_bounds(blocks: int, strata: int) -> list[tuple[int, int]]:

@@ -377,8 +377,7 @@ def _chunks(source: bytes | Path, stop: threading.Event | None = None) -> Iterat
     """The bytes of ``source`` in :data:`CHUNK` pieces; :class:`Abandoned` once ``stop`` is set."""
 
     def checked(chunk: bytes | memoryview) -> bytes | memoryview:
-        if stop is not None and stop.is_set():
-            raise Abandoned
+        _check(stop)
         return chunk
 
     if isinstance(source, (bytes, bytearray)):
@@ -405,6 +404,7 @@ def gzip_stream_size(source: bytes | Path, stop: threading.Event | None = None) 
 
 
 def _check(stop: threading.Event | None) -> None:
+    """:class:`Abandoned` once ``stop`` is set (the caller gave the measurement up)."""
     if stop is not None and stop.is_set():
         raise Abandoned
 

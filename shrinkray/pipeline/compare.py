@@ -100,7 +100,7 @@ def _label(method: str, options: dict[str, Any], taken: set[str]) -> str:
     return key
 
 
-def _quick(method: str, options: dict[str, Any]) -> bool:
+def _quick(method: str) -> bool:
     """A method built in this process from the model alone, nothing to learn or prepare (its spec says)."""
     spec = get_method(method)
     return not (spec.uses_context or spec.runs_in_child_process or spec.prepare is not None)
@@ -466,26 +466,19 @@ class ComparePipeline:
         to build early (else its place, its result and the written variant or its error)."""
         if self.on_partial is None or self.in_files or not self.reload_source:
             return None
-        pick = next((i for i, (method, options) in enumerate(self.requested) if _quick(method, options)), None)
+        pick = next((i for i, (method, _) in enumerate(self.requested) if _quick(method)), None)
         if pick is None:
             return None
         method, options = self.requested[pick]
         result = self._reserve(method, options, pick)
         lap = time.perf_counter()
-        try:
-            built = shrink(self.full_source(), method, in_place=True, open_runtime=False, check=False,
-                           context=RunContext(self.settings), **options)  # fmt: skip
-        except OptionError:
-            raise
-        except ShrinkRayError as exc:
-            return pick, result, exc
-        finally:
-            _lap(self.timings, "shrink", lap)
+        built = self._shrink(method, options, result.key)
+        _lap(self.timings, "shrink", lap)
+        if isinstance(built, ShrinkRayError):
+            return pick, result, built
         result.record, result.warnings, result.notes = built.summary(), list(built.warnings), list(built.notes)
         self._emit()
-        folder = Path(self.settings.variants_dir)
-        folder.mkdir(parents=True, exist_ok=True)
-        files = _write_model(built.model, folder / variant_file_name(self._stem, result.key), atomic=True)
+        files = self._write_variant(built.model, result.key)
         built.model = None
         release_free_memory()
         return pick, result, Streamed(built, files)
@@ -494,8 +487,9 @@ class ComparePipeline:
         """Build and check (onnx.checker); :meth:`_complete` opens its session from the written file."""
         try:
             # the run's verdict and its calibration samples: a method that calibrates or searches (auto,
-            # weights-int4) learns from samples its result is not judged on
-            context = self._judging(method)[0]
+            # weights-int4) learns from samples its result is not judged on; one built before the original ran
+            # (_build_early) learns nothing
+            context = self._judging(method)[0] if self.inputs is not None else RunContext(self.settings)
             spec = get_method(method)
             if self.in_files and spec.streams(spec.make_options(**options)):
                 return self._stream(method, options, key)
@@ -674,9 +668,7 @@ class ComparePipeline:
         """
         model, held.model = held.model, None
         if files is None and self.settings.variants_dir is not None:  # (streamed variants are written already)
-            folder = Path(self.settings.variants_dir)
-            folder.mkdir(parents=True, exist_ok=True)
-            files = _write_model(model, folder / variant_file_name(self._stem, result.key), atomic=True)
+            files = self._write_variant(model, result.key)
         elif files is None:
             files = _write_model(model, self._scratch / f"variant-{len(self.files)}.onnx", atomic=False)
         method = result.method
@@ -700,6 +692,12 @@ class ComparePipeline:
         self.files[result.key] = files
         self.sizes.submit(result.key, files)
         return True
+
+    def _write_variant(self, model: onnx.ModelProto, key: str) -> list[Path]:
+        """A variant's model written (atomically) as the user's copy in ``variants_dir``; the files written."""
+        folder = Path(self.settings.variants_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        return _write_model(model, folder / variant_file_name(self._stem, key), atomic=True)
 
     def _reference_original(self) -> list[Path] | None:
         """The original as a header whose weights point into its own file (hard-linked into the scratch folder):

@@ -382,6 +382,7 @@ def to_markdown(c: Comparison, delivery: str = DELIVERY, pricing: _pricing.Prici
     """
     s = c.summary
     header, rows = summary_table(c, delivery)
+    sizes_note = _sizes_note(c)
     lines = [
         f"# Shrink Ray report: {_md(c.name)}",
         "",
@@ -396,7 +397,7 @@ def to_markdown(c: Comparison, delivery: str = DELIVERY, pricing: _pricing.Prici
         "",
         f"Latency: {_md(c.latency_note) or 'not measured'}",
         "",
-        *([_md(_sizes_note(c)), ""] if _sizes_note(c) else []),
+        *([_md(sizes_note), ""] if sizes_note else []),
         _tolerances(c),
         "",
         "## Summary",
@@ -515,8 +516,8 @@ def to_text(c: Comparison, delivery: str = DELIVERY, pricing: _pricing.PricingCh
     lines = [_headline(c, delivery, pricing).text(), "", f"{c.name}: {c.input_note}"]
     if c.latency_note:
         lines.append(f"Latency: {c.latency_note}")
-    if _sizes_note(c):
-        lines.append(f"Sizes: {_sizes_note(c)}")
+    if sizes_note := _sizes_note(c):
+        lines.append(f"Sizes: {sizes_note}")
     lines += [_tolerances(c), "", *text_table([header, *rows]), "", *verdict_lines(c), ""]
     lines += [*change_lines(c), ""] if any(r.examples for r in c.variants) else []
     if pricing is not None:
@@ -791,6 +792,7 @@ def to_html(c: Comparison, delivery: str = DELIVERY, pricing: _pricing.PricingCh
     from shrinkray.report import charts  # start-up: plotly loads only for the HTML page
 
     s = c.summary
+    sizes_note = _sizes_note(c)
     header, rows = summary_table(c, delivery)
     figures = []
     for name, fig in charts.all_figures(c).items():
@@ -819,7 +821,7 @@ def to_html(c: Comparison, delivery: str = DELIVERY, pricing: _pricing.PricingCh
         ),
         f'<p class="meta">Inputs: {_h(c.input_note or DASH)}</p>',
         f'<p class="meta">Latency: {_h(c.latency_note or "not measured")}</p>',
-        f'<p class="meta">Sizes: {_h(_sizes_note(c))}</p>' if _sizes_note(c) else "",
+        f'<p class="meta">Sizes: {_h(sizes_note)}</p>' if sizes_note else "",
         f'<p class="meta">{_h(_tolerances(c))}</p>',
         "<h2>Summary</h2>",
         _html_table(header, rows),

@@ -23,6 +23,7 @@ import streamlit.components.v1 as components
 
 from app_ui import runs as run_links
 from shrinkray.io.files import LoadedModel, serialize
+from shrinkray.io.kept_files import copy_model, model_size
 from shrinkray.measure.browser import DEFAULT_RUNS, BrowserInputs, BrowserRun, judge_all
 from shrinkray.measure.results import Comparison
 from shrinkray.text_safety import streamlit_markdown as md
@@ -117,7 +118,6 @@ def _model_source(result, loaded: LoadedModel | None) -> Path | bytes | None:
 
 def _publish(loaded: LoadedModel, comparison: Comparison, inputs: BrowserInputs, run_id: str) -> dict[str, Any]:
     """Write every runnable model and the inputs into this session's folder (replacing the last ones)."""
-    import shutil
 
     folder, url = _session_folder()
     for old in folder.iterdir():
@@ -129,13 +129,13 @@ def _publish(loaded: LoadedModel, comparison: Comparison, inputs: BrowserInputs,
         source = _model_source(result, loaded if index == 0 else None)
         if source is None:
             continue
-        size = source.stat().st_size if isinstance(source, Path) else len(source)
+        size = model_size(source) if isinstance(source, Path) else len(source)
         if size > MAX_STATIC_BYTES:  # checked before a byte is read: a 1 GB variant is never pulled into memory
             skipped.append(f"{result.key} ({format_bytes(size)})")
             continue
         name = f"{run_id}-{index}.onnx"
         if isinstance(source, Path):
-            shutil.copyfile(source, folder / name)
+            copy_model(source, folder / name)  # a run may keep a large variant compressed: the model itself
         else:
             (folder / name).write_bytes(source)
         models.append({"key": result.key, "path": f"{url}/{name}"})

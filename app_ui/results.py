@@ -99,7 +99,9 @@ def _model_download(result: VariantResult):
             from shrinkray.io.model_set import pack_folder
 
             return lambda: pack_folder(path)
-        return path.read_bytes
+        from shrinkray.io.kept_files import model_bytes
+
+        return lambda: model_bytes(path)  # a run may keep a large variant compressed: the model's own bytes
     return None
 
 

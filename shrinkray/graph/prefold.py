@@ -47,6 +47,7 @@ from onnx import numpy_helper
 
 from shrinkray.errors import ShrinkRayError
 from shrinkray.graph.sessions import open_file_session, open_session, runtime, session_options
+from shrinkray.io import kept_files
 from shrinkray.io.external_data import read_array, read_bytes
 from shrinkray.io.files import external_place
 from shrinkray.memory import release_free_memory
@@ -73,6 +74,13 @@ EXTERNAL_MIN_BYTES = 1 << 16
 #: Element types stored several to a byte (their arrays hold one per byte).
 PACKED_TYPES = frozenset(getattr(onnx.TensorProto, t) for t in ("INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2")
                          if hasattr(onnx.TensorProto, t))  # fmt: skip
+
+#: Element types whose values a measuring copy can hold in memory (numpy has them; ONNX Runtime takes them as
+#: initializers); other types stay in the copy's data file.
+HELD_TYPES = {getattr(onnx.TensorProto, name): np.dtype(dtype) for name, dtype in (
+    ("FLOAT", "float32"), ("FLOAT16", "float16"), ("DOUBLE", "float64"), ("INT8", "int8"), ("UINT8", "uint8"),
+    ("INT16", "int16"), ("UINT16", "uint16"), ("INT32", "int32"), ("UINT32", "uint32"), ("INT64", "int64"),
+    ("UINT64", "uint64"), ("BOOL", "bool"))}  # fmt: skip
 
 #: Freed chain intermediates are returned to the system after about this many bytes (glibc keeps them).
 TRIM_EVERY_BYTES = 64 << 20
@@ -191,7 +199,8 @@ def _evaluate(model: onnx.ModelProto, name: str, nodes: list[int], inits: set[st
 
 
 def prefold(model: onnx.ModelProto, path: str | Path, fold: FoldPlan | None = None, *,
-            outputs: Sequence[str] = (), base_dir: Path | None = None) -> onnx.ModelProto:  # fmt: skip
+            outputs: Sequence[str] = (), base_dir: Path | None = None,
+            arrays: dict[str, np.ndarray] | None = None) -> onnx.ModelProto:  # fmt: skip
     """Write ``model`` to ``path`` with its constant chains folded and its weights in ``path``.data; the
     model written (its large tensors by reference). ``outputs``: values to add to the graph's outputs.
     ``base_dir``: the folder of the data files ``model``'s external tensors point into (read piece by piece;
@@ -201,7 +210,9 @@ def prefold(model: onnx.ModelProto, path: str | Path, fold: FoldPlan | None = No
     before the next, so this holds the model and one chain's tensors at a time. Every initializer
     of :data:`EXTERNAL_MIN_BYTES` or more goes to the data file too: ONNX Runtime then never parses a
     copy of the weights inside the model's protobuf (the 101 MB original peaked at +221 MB while
-    opening from one file, +136 MB from a model file and its data).
+    opening from one file, +136 MB from a model file and its data). With ``arrays`` (a dict) those tensors'
+    values are put there instead, and the data file stays empty: no disk for the decoded weights (see
+    :class:`MeasuringCopies`).
     """
     fold = fold if fold is not None else plan(model, outputs)
     graph = model.graph
@@ -211,7 +222,7 @@ def prefold(model: onnx.ModelProto, path: str | Path, fold: FoldPlan | None = No
     producer = {o: i for i, n in enumerate(graph.node) for o in n.output if i in folded_nodes or n.op_type == "Constant"}
     by_name = {t.name: t for t in graph.initializer}
     read = _reads(graph, folded_nodes, outputs)
-    writer = _DataWriter(data_path, base_dir)
+    writer = _DataWriter(data_path, base_dir, arrays)
     try:
         kept = [writer.place(t) for t in graph.initializer if t.name in read]
         values = []
@@ -243,12 +254,15 @@ def _nbytes(tensor: onnx.TensorProto) -> int:
 
 
 class _DataWriter:
-    """Appends tensors' bytes to one external data file, each at an :data:`ALIGN`-ed offset."""
+    """Appends tensors' bytes to one external data file, each at an :data:`ALIGN`-ed offset. With ``arrays``
+    (a dict), the file is left empty (ONNX Runtime checks that it exists) and each tensor's values go into
+    ``arrays`` instead, by name, for the session to take as its own initializers (:func:`held_session`)."""
 
-    def __init__(self, path: Path, base_dir: Path | None = None) -> None:
+    def __init__(self, path: Path, base_dir: Path | None = None, arrays: dict[str, np.ndarray] | None = None) -> None:
         self.path = path
         self.base_dir = base_dir  # where the source's external tensors are (None: refused)
         self.links: dict[Path, Path | None] = {}  # the source's data files -> their links beside the copy
+        self.arrays = arrays
         self.file = open(path, "wb")  # noqa: SIM115 - closed by close(), after the last tensor
         self.offset = 0
 
@@ -299,9 +313,16 @@ class _DataWriter:
         data_type = onnx.helper.np_dtype_to_tensor_dtype(array.dtype)
         if data_type in PACKED_TYPES:  # stored two (or more) to a byte, unlike the array
             return numpy_helper.from_array(array, name)
+        if self.arrays is not None and data_type in HELD_TYPES:  # the computed array itself, not a copy of it
+            self.arrays[name] = array
+            return _placeholder(name, data_type, array.shape, "", self.path.name, array.nbytes)
         return self._reference(name, data_type, array.shape, [memoryview(array).cast("B")], "")
 
     def _reference(self, name: str, data_type: int, dims, pieces: Iterable, doc: str) -> onnx.TensorProto:
+        if self.arrays is not None and data_type in HELD_TYPES:
+            held = np.frombuffer(b"".join(pieces), dtype=HELD_TYPES[data_type]).reshape(tuple(dims))
+            self.arrays[name] = held
+            return _placeholder(name, data_type, dims, doc, self.path.name, held.nbytes)
         aligned = -(-self.offset // ALIGN) * ALIGN
         self.file.write(b"\0" * (aligned - self.offset))
         length = 0
@@ -318,6 +339,17 @@ class _DataWriter:
 
     def close(self) -> None:
         self.file.close()
+
+
+def _placeholder(name: str, data_type: int, dims, doc: str, location: str, length: int) -> onnx.TensorProto:
+    """A tensor whose values a session is given as its own initializer (held in memory), named as external
+    data in ``location`` so the model file stays small and ONNX Runtime never looks for the values there."""
+    ref = onnx.TensorProto(name=name, data_type=data_type, dims=list(dims), doc_string=doc,
+                           data_location=onnx.TensorProto.EXTERNAL)  # fmt: skip
+    for key, value in (("location", location), ("offset", "0"), ("length", str(length))):
+        entry = ref.external_data.add()
+        entry.key, entry.value = key, value
+    return ref
 
 
 def _reads(graph: onnx.GraphProto, folded_nodes: set[int], outputs: Sequence[str] = ()) -> set[str]:
@@ -359,17 +391,20 @@ def _write_model(model: onnx.ModelProto, folded_nodes: set[int], read: set[str],
     return out
 
 
-def prefold_file(source: str | Path, target: str | Path) -> bool:
+def prefold_file(source: str | Path, target: str | Path, arrays: dict[str, np.ndarray] | None = None) -> bool:
     """:func:`prefold` of the model in file ``source`` (its graph loaded once, its external tensors read from
     their data files one at a time) into ``target``. False, and nothing written, when the copy would gain
     nothing: no chain folds and the weights are already in data files ONNX Runtime maps (a 1 GB original
-    copied for nothing was a gigabyte of scratch disk)."""
+    copied for nothing was a gigabyte of scratch disk). ``arrays``: see :func:`prefold`."""
     source = Path(source)
-    model = onnx.load(str(source), load_external_data=False)
+    if kept_files.is_compressed(source):  # a variant a run keeps compressed: one file, its weights inside
+        model = onnx.load_from_string(kept_files.model_bytes(source))
+    else:
+        model = onnx.load(str(source), load_external_data=False)
     fold = plan(model)
     if not fold and any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
         return False
-    prefold(model, target, fold, base_dir=source.parent)
+    prefold(model, target, fold, base_dir=source.parent, arrays=arrays)
     return True
 
 
@@ -380,13 +415,21 @@ class MeasuringCopies:
     fold whose weights are already in data files, or whose copy cannot be made, opens as it is: then
     ONNX Runtime's own folding decides, exactly as before. The copies go when ``folder`` is removed
     (or one by one, :meth:`drop`).
+
+    ``in_memory``: a copy's weights are held in this process, not written: its folder holds the small model
+    file and an empty data file, and each session takes the values as its initializers (no copy). A copy is
+    a variant's decoded weights, about the model's float size: on disk, one of them beside a run's kept
+    variants put a 100 MB upload's run over 3x its size (issue 27). ``keep_bytes`` then bounds the memory
+    kept between uses instead. Models measured in their own files (1 GB and more) keep copies on disk.
     """
 
-    def __init__(self, folder: str | Path, keep_bytes: int | None = None) -> None:
+    def __init__(self, folder: str | Path, keep_bytes: int | None = None, in_memory: bool = False) -> None:
         self.folder = Path(folder)
         self.keep_bytes = keep_bytes
+        self.in_memory = in_memory
         self._made: dict[Path, Path | None] = {}  # in order of last use, the most recent last
         self._bytes: dict[Path, int] = {}  # each copy's own bytes (not the source files it links)
+        self._arrays: dict[Path, dict[str, np.ndarray]] = {}  # in memory: each copy's weights
         self._largest = 0  # the largest copy made so far, kept or not: room is made for one that size
         self._count = 0
 
@@ -399,17 +442,21 @@ class MeasuringCopies:
             self._make_room()
             self._count += 1
             target = self.folder / f"measuring-{self._count}.onnx"
+            arrays: dict[str, np.ndarray] | None = {} if self.in_memory else None
             try:
                 self.folder.mkdir(parents=True, exist_ok=True)
-                made = prefold_file(source, target)
+                made = prefold_file(source, target, arrays)
             except Exception:  # noqa: BLE001 - any failure: ONNX Runtime opens the file itself, as before
                 made = False
             if not made:
                 _remove(target)
             self._made[source] = target if made else None
             if made:
-                self._bytes[source] = sum(p.stat().st_size for p in (target, target.with_name(target.name + ".data"))
-                                          if p.exists())  # fmt: skip
+                on_disk = sum(p.stat().st_size for p in (target, target.with_name(target.name + ".data"))
+                              if p.exists())  # fmt: skip
+                self._bytes[source] = on_disk + sum(a.nbytes for a in (arrays or {}).values())
+                if arrays:
+                    self._arrays[source] = arrays
                 self._largest = max(self._largest, self._bytes[source])
         return self._made[source]
 
@@ -429,10 +476,11 @@ class MeasuringCopies:
                 self.drop(source)
 
     def drop(self, source: str | Path) -> None:
-        """Remove the copy of ``source`` (its disk back; made again on next use). A large model's copies are
-        dropped between uses so that no more than one of them is on disk at a time."""
+        """Remove the copy of ``source`` (its disk or memory back; made again on next use). A large model's
+        copies are dropped between uses so that no more than one of them is on disk at a time."""
         copy = self._made.pop(Path(source), None)
         self._bytes.pop(Path(source), None)
+        self._arrays.pop(Path(source), None)  # a session still open keeps its own reference to them
         if copy is not None:
             _remove(copy)
 
@@ -441,8 +489,10 @@ class MeasuringCopies:
         copy = self.copy_of(files[0])
         if copy is not None:
             try:
-                return open_file_session(copy, optimized=True, threads=threads)
+                return open_file_session(copy, optimized=True, threads=threads,
+                                         initializers=self._arrays.get(Path(files[0])))  # fmt: skip
             except ShrinkRayError:  # the file itself decides, and its own error is what the user reads
+                self.drop(files[0])
                 self._made[Path(files[0])] = None
         return open_file_session(files[0], optimized=True, threads=threads)
 

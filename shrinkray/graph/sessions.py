@@ -7,9 +7,11 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import onnx
 
 from shrinkray.graph.checks import explain_runtime_error
+from shrinkray.io import kept_files
 from shrinkray.io.files import needs_external_data, save
 from shrinkray.memory import release_free_memory
 
@@ -61,18 +63,29 @@ def open_session(
     return session
 
 
-def open_file_session(path: str | Path, *, optimized: bool = True, threads: int = 1) -> ort.InferenceSession:
+def open_file_session(path: str | Path, *, optimized: bool = True, threads: int = 1,
+                      initializers: dict[str, np.ndarray] | None = None) -> ort.InferenceSession:  # fmt: skip
     """Open a CPU session on a model file (external data beside it): no serialized copy in Python.
+    ``initializers``: values of the file's tensors held in memory (a measuring copy's), which the session
+    takes as they are (ONNX Runtime's ``add_initializer``: no copy) and keeps alive as long as it lives. A
+    file a run keeps compressed (io/kept_files.py) opens from its bytes.
 
     Opening frees most of what it allocates (the parsed model, every intermediate tensor of constant
     folding: a 15.8 MB weights-int4 file of the 101 MB benchmark model freed ~650 MB), and glibc keeps
     it resident; it is returned to the system right away (issue 12, measured 2026-11-23; docs/benchmarks.md "Speed and memory").
     """
     ort = runtime()
+    options = session_options(optimized, threads)
+    held = [(name, ort.OrtValue.ortvalue_from_numpy(array)) for name, array in (initializers or {}).items()]
+    for name, value in held:
+        options.add_initializer(name, value)
     try:
-        session = ort.InferenceSession(str(path), session_options(optimized, threads),
-                                       providers=["CPUExecutionProvider"])  # fmt: skip
+        source = kept_files.model_bytes(path) if kept_files.is_compressed(path) else str(path)
+        session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+        del source
     except Exception as exc:  # noqa: BLE001 - ORT raises several unrelated exception types
         raise explain_runtime_error(exc) from None
+    if held:  # the values must outlive the session: they are its weights
+        session.held_initializers = (options, held, initializers)
     release_free_memory()
     return session

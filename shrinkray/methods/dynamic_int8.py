@@ -179,6 +179,16 @@ def _record_changes(before: dict[str, WeightRef], records: list[dict], variant: 
 WORKER_TIMEOUT_S = 1800
 
 
+def fits_in_memory(header: onnx.ModelProto) -> bool:
+    """Whether ONNX Runtime's pre-processing of this model (or its header) can run in memory in the child
+    (ort_quantize_worker): one file under protobuf's 2 GB with no external data, whose opset needs no
+    Upsample rewrite (ONNX Runtime's pre-processing converts opsets up to 10 first: left to it)."""
+    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in header.graph.initializer):
+        return False
+    onnx_opsets = [o.version for o in header.opset_import if o.domain in ("", "ai.onnx")]
+    return len(onnx_opsets) == 1 and onnx_opsets[0] > 10
+
+
 def _worker_env() -> dict[str, str]:
     """The child must import this very package, installed or not."""
     root = str(Path(__file__).resolve().parents[2])
@@ -197,11 +207,15 @@ def _run_worker(
     Conv weight or transpose a Gemm weight).
     """
     external = needs_external_data(model)
+    # a model protobuf holds goes to the child through a pipe and stays in its memory (no input, pre-processed
+    # or reloaded copies on disk: 3.5x the model at once before, issue 27); others go as files, as ORT takes them
+    piped = not external and fits_in_memory(model)
     with tempfile.TemporaryDirectory(prefix="shrinkray-dyn-") as tmp:
         folder = Path(tmp)
-        save(model, folder / "input.onnx")
+        if not piped:
+            save(model, folder / "input.onnx")
         spec = {
-            "input": str(folder / "input.onnx"),
+            "input": None if piped else str(folder / "input.onnx"),
             "preprocessed": str(folder / "pre.onnx"),
             "output": str(folder / "quantized.onnx"),
             "external": external,
@@ -220,7 +234,7 @@ def _run_worker(
                 env=_worker_env(),
                 check=False,
                 capture_output=True,
-                text=True,
+                input=model.SerializeToString() if piped else b"",
                 timeout=WORKER_TIMEOUT_S,
             )
         except subprocess.TimeoutExpired:
@@ -229,7 +243,7 @@ def _run_worker(
             ) from None
         result_path = folder / "result.json"
         if proc.returncode != 0 or not result_path.exists():
-            last = (proc.stderr.strip().splitlines() or ["no message"])[-1][:200]
+            last = (proc.stderr.decode(errors="replace").strip().splitlines() or ["no message"])[-1][:200]
             raise MethodError(
                 f"ONNX Runtime's quantizer stopped with exit code {proc.returncode} ({last})",
                 "Try weights-int8, which does not depend on ONNX Runtime's quantizer",

@@ -7,7 +7,11 @@ working directory set to a private temporary folder, so nothing lands next to
 the user's files, and a crash becomes a clear error instead of a dead app.
 
 Usage: python -m shrinkray.methods.ort_quantize_worker SPEC.json
-The spec names the input/output files and options; a result JSON is written
+The spec names the input/output files and options; a null input means the model's bytes come on standard
+input, and then nothing but the quantized model is written to disk: the pre-processing keeps its models in
+memory (ONNX Runtime's optimizer writes into a pipe) and the quantizer's shape-inference reloads are made in
+memory. ONNX Runtime's own steps each wrote a copy of the model (input, pre-processed, optimized, two reloads:
+3.5x the model at once), the peak of a 100 MB run's disk (issue 27). A result JSON is written
 next to it with ``preprocess_error`` / ``quantize_error`` (or null) and, when the
 quantizer succeeded, ``changes``: each rewritten weight's error against what the
 quantizer saw, measured here so that the parent never loads the pre-processed
@@ -16,9 +20,12 @@ model or the weights' floats beside its own (issue 12, measured 2026-11-27; docs
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 import sys
+import threading
 from pathlib import Path
 
 
@@ -27,6 +34,10 @@ def run(spec: dict) -> dict:
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     logging.getLogger().setLevel(logging.ERROR)
+    if spec["input"] is None:
+        import onnx
+
+        return _run_in_memory(spec, onnx.load_from_string(sys.stdin.buffer.read()))
     result: dict = {"preprocess_error": None, "quantize_error": None, "preprocessed": False}
     source = spec["input"]
     if spec["preprocess"] != "off":
@@ -59,46 +70,157 @@ def run(spec: dict) -> dict:
     return result
 
 
-def _preprocess_in_memory_fits(path: str) -> bool:
-    """A one-file model (under protobuf's 2 GB and with no external data) whose opset needs no Upsample rewrite
-    (ONNX Runtime's pre-processing converts opsets up to 10 first: left to it)."""
+def _run_in_memory(spec: dict, original) -> dict:
+    """:func:`run` on a model given in memory (standard input): the same steps and settings, no file but the
+    quantized model's."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    result: dict = {"preprocess_error": None, "quantize_error": None, "preprocessed": False}
+    pre = None
+    if spec["preprocess"] != "off":
+        try:
+            pre = preprocessed(original, Path(spec["output"]).parent)
+            result["preprocessed"] = True
+        except Exception as exc:  # noqa: BLE001 - pre-processing raises anything
+            result["preprocess_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+            if spec["preprocess"] == "on":
+                return result
+    try:
+        with reloads_in_memory():
+            quantize_dynamic(
+                pre if pre is not None else original,
+                spec["output"],
+                op_types_to_quantize=spec["op_types"] or None,
+                per_channel=spec["per_channel"],
+                reduce_range=spec["reduce_range"],
+                weight_type=QuantType.QInt8 if spec["weight_type"] == "int8" else QuantType.QUInt8,
+                nodes_to_exclude=spec["exclude_nodes"] or None,
+                use_external_data_format=False,
+            )
+    except Exception as exc:  # noqa: BLE001 - the quantizer raises anything
+        result["quantize_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+        return result
     import onnx
 
-    header = onnx.load(path, load_external_data=False)
-    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in header.graph.initializer):
-        return False
-    onnx_opsets = [o.version for o in header.opset_import if o.domain in ("", "ai.onnx")]
-    return len(onnx_opsets) == 1 and onnx_opsets[0] > 10
+    from shrinkray.methods.dynamic_int8 import measure_changes  # start-up: the child quantizes first, measures after
+
+    result["changes"] = measure_changes(original, onnx.load(spec["output"]), pre)
+    return result
+
+
+@contextlib.contextmanager
+def reloads_in_memory():
+    """ONNX Runtime's quantizer with its shape-inference reload (``save_and_reload_model_with_shape_infer``:
+    the model saved with external data into a temporary folder, shape-inferred there and loaded back) made in
+    memory: the same inference, and the same tensors marked as loaded from external data, so the quantized
+    model is byte for byte the one its files give (tests/methods/test_methods_ort_quantize_worker.py). Only
+    for a model protobuf can hold (under 2 GB), as the caller's own check ensures."""
+    from onnxruntime.quantization import base_quantizer, onnx_quantizer, quantize
+
+    modules = [m for m in (quantize, onnx_quantizer, base_quantizer) if hasattr(m, "save_and_reload_model_with_shape_infer")]
+    saved = [m.save_and_reload_model_with_shape_infer for m in modules]
+    for module in modules:
+        module.save_and_reload_model_with_shape_infer = _reload_in_memory
+    try:
+        yield
+    finally:
+        for module, function in zip(modules, saved, strict=True):
+            module.save_and_reload_model_with_shape_infer = function
+
+
+#: onnx saves a tensor's raw data as external data from this many bytes (``sys.getsizeof``), and marks it as
+#: loaded (``data_location`` DEFAULT) when it reads it back.
+EXTERNAL_SIZE_THRESHOLD = 1024
+
+
+def _reload_in_memory(model):
+    """What ``save_and_reload_model_with_shape_infer`` returns, without its files (see :func:`reloads_in_memory`)."""
+    import onnx
+    from onnxruntime.quantization.quant_utils import add_infer_metadata
+
+    inferred = onnx.shape_inference.infer_shapes(model)
+    graphs = [inferred.graph]
+    while graphs:  # the initializers of every graph, subgraphs included, as onnx's external-data helper walks them
+        graph = graphs.pop()
+        for tensor in graph.initializer:
+            if tensor.HasField("raw_data") and sys.getsizeof(tensor.raw_data) >= EXTERNAL_SIZE_THRESHOLD:
+                tensor.data_location = onnx.TensorProto.DEFAULT
+        for node in graph.node:
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    graphs.append(attr.g)
+                elif attr.type == onnx.AttributeProto.GRAPHS:
+                    graphs.extend(attr.graphs)
+    add_infer_metadata(inferred)
+    return inferred
+
+
+def _preprocess_in_memory_fits(path: str) -> bool:
+    """``dynamic_int8.fits_in_memory`` of the model in the file at ``path``."""
+    import onnx
+
+    from shrinkray.methods.dynamic_int8 import fits_in_memory  # start-up: as measure_changes below
+
+    return fits_in_memory(onnx.load(path, load_external_data=False))
 
 
 def preprocess(path: str, output: str) -> None:
     """ONNX Runtime's ``quant_pre_process`` for a one-file model into ``output``, its steps in its order with its
     settings (symbolic shape inference, ONNX Runtime's basic optimizations, ONNX shape inference), the optimizer's
-    file removed as soon as it is read and the rest in memory. ORT's own keeps three intermediate files until it
+    optimizer's model read through a pipe and the rest in memory. ORT's own keeps three intermediate files until it
     ends: 3.5x the model on disk beside our input copy, the peak of a 100 MB run's disk (issue 27)."""
+    import onnx
+
+    onnx.save(preprocessed(onnx.load(path), Path(output).parent), output)
+
+
+def preprocessed(original, folder: Path):
+    """:func:`preprocess` of a model in memory, returned in memory (``original`` is not changed): ONNX Runtime's
+    optimizer writes its model into a pipe in ``folder``, read here as it is written."""
     import onnx
     import onnxruntime
     from onnxruntime.quantization.quant_utils import add_pre_process_metadata
     from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
 
-    model = SymbolicShapeInference.infer_shapes(onnx.load(path), 2**31 - 1, False, False, 0)
-    folder = Path(output).parent
-    optimized = folder / "optimized.onnx"
+    model = SymbolicShapeInference.infer_shapes(original, 2**31 - 1, False, False, 0)
     try:
         options = onnxruntime.SessionOptions()
-        options.optimized_model_filepath = str(optimized)
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
-        session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-        del session
-        model = onnx.load(str(optimized))  # as ORT's: when the optimizer fails, the shape-inferred model goes on
+        with _written_to_memory(folder / "optimized.onnx") as (path, written):
+            options.optimized_model_filepath = str(path)
+            session = onnxruntime.InferenceSession(model.SerializeToString(), options,
+                                                   providers=["CPUExecutionProvider"])  # fmt: skip
+            del session
+        model = onnx.load_from_string(written[0])  # as ORT's: when the optimizer fails, the shape-inferred model goes on
     except Exception:  # noqa: BLE001, S110 - ORT's pre-processing logs and carries on too
         pass
-    finally:
-        for written in folder.glob("optimized.onnx*"):
-            written.unlink()
     model = onnx.shape_inference.infer_shapes(model)
     add_pre_process_metadata(model)
-    onnx.save(model, output)
+    return model
+
+
+@contextlib.contextmanager
+def _written_to_memory(path: Path):
+    """A named pipe at ``path`` and the bytes a writer puts through it (read in a thread as they come: nothing
+    reaches the disk). Leaving it ends the reader whether or not anything opened the pipe, and removes it."""
+    os.mkfifo(path)
+    written: list[bytes] = []
+
+    def read() -> None:
+        with open(path, "rb") as pipe:
+            written.append(pipe.read())
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        yield path, written
+    finally:
+        with contextlib.suppress(OSError):  # no writer came (ONNX Runtime failed first): end the reader's wait
+            os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join()
+        path.unlink(missing_ok=True)
+    if not written or not written[0]:
+        raise OSError("ONNX Runtime's optimizer wrote no model")
 
 
 def _changes(original: str, quantized: str, preprocessed: str | None) -> list[dict]:

@@ -29,6 +29,7 @@ from shrinkray.errors import DeadlineExceededError, OptionError, ShrinkRayError
 from shrinkray.graph.checks import check_file, explain_runtime_error
 from shrinkray.graph.prefold import MeasuringCopies
 from shrinkray.graph.sessions import open_file_session, open_session
+from shrinkray.io import kept_files
 from shrinkray.io.external_data import read_in, values_in
 from shrinkray.io.files import (
     LoadedModel,
@@ -227,6 +228,7 @@ def compare(
     on_partial: Snapshot | None = None,
     *,
     owns_model: bool = False,
+    keep_compressed: bool = False,
 ) -> Comparison:
     """Shrink with every requested method and measure everything against the original.
 
@@ -237,8 +239,11 @@ def compare(
     can show what was rewritten), when its sizes are known, when its parity is judged (whichever of
     the two lands first), and after latency. ``owns_model``: the caller hands ``loaded`` over (see
     :class:`ComparePipeline`): a model loaded as its graph alone is then measured in its own files.
+    ``keep_compressed``: a variant file about the original's size that compresses well is kept gzip-compressed
+    in ``variants_dir`` once its sizes are known (a server's run store: see :meth:`ComparePipeline.keep_small`).
     """
-    with ComparePipeline(loaded, settings, progress, on_partial, owns_model=owns_model) as pipeline:
+    with ComparePipeline(loaded, settings, progress, on_partial, owns_model=owns_model,
+                         keep_compressed=keep_compressed) as pipeline:  # fmt: skip
         return pipeline.run()
 
 
@@ -256,8 +261,9 @@ class ComparePipeline:
 
     def __init__(self, loaded: LoadedModel | onnx.ModelProto, settings: CompareSettings | None = None,
                  progress: Progress | None = None, on_partial: Snapshot | None = None, *,
-                 owns_model: bool = False) -> None:  # fmt: skip
+                 owns_model: bool = False, keep_compressed: bool = False) -> None:  # fmt: skip
         self.settings = settings = settings or CompareSettings()
+        self.keep_compressed = keep_compressed and settings.variants_dir is not None
         if not settings.inputs.tokenizer and isinstance(loaded, LoadedModel) and loaded.tokenizer:
             # a decoder LM's tokenizer.json came with it (a transformers.js folder, a zip): prompts of real text,
             # of its own prompts.txt when one is beside it
@@ -327,8 +333,11 @@ class ComparePipeline:
         # remove what a killed worker (memory or time cap) left behind.
         sweep_orphans(tempfile.gettempdir(), SCRATCH_PREFIX)
         self._scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
-        # what sessions open (decodes folded); those of a model over KEPT_COPIES_BYTES are kept up to its size
-        self.copies = MeasuringCopies(self._scratch / "measuring", keep_bytes=max(upper, KEPT_COPIES_BYTES))
+        # what sessions open (decodes folded); those of a model over KEPT_COPIES_BYTES are kept up to its size. Their
+        # weights are held in memory, not written (a decoded copy on disk beside the run's variants put a 100 MB
+        # upload's run over 3x its size), except for a model measured in its own files (1 GB and more)
+        self.copies = MeasuringCopies(self._scratch / "measuring", keep_bytes=max(upper, KEPT_COPIES_BYTES),
+                                      in_memory=not self.in_files)  # fmt: skip
 
     def __enter__(self) -> ComparePipeline:
         return self
@@ -564,7 +573,32 @@ class ComparePipeline:
         self._parity_spent += now - lap
         release_free_memory()
         self._flush()
+        if self.keep_compressed:
+            self.keep_small(result)
         return result
+
+    def keep_small(self, result: VariantResult) -> None:
+        """A one-file variant of at least :data:`KEEP_COMPRESSED_FROM` of the original's size (a palettized
+        model keeps the raw size) is kept gzip-compressed when that makes it under :data:`KEEP_COMPRESSED_BELOW`
+        of its size: its sizes are measured first (they are of the model itself), then the file is replaced
+        before the next variant is written, so the run's disk holds it once and small. Sessions, downloads and
+        the browser panel read it through io/kept_files.py."""
+        files = self.files.get(result.key, [])
+        original = self.loaded.file_bytes or 0
+        if len(files) != 1 or not original or files[0].stat().st_size < KEEP_COMPRESSED_FROM * original:
+            return
+        lap = time.perf_counter()
+        while result.key in self.sizes.pending():
+            self.sizes.wait_any(timeout=1.0)
+            self._flush()
+        self._flush()
+        sizes = result.sizes
+        if sizes is None or sizes.gzip > KEEP_COMPRESSED_BELOW * sizes.raw:
+            return
+        self.copies.drop(files[0])
+        self.files[result.key] = [kept_files.compress(files[0])]
+        result.file = str(self.files[result.key][0])
+        _lap(self.timings, "sizes", lap)
 
     def find_culprits(self) -> None:
         """Only on request (``culprits`` or ``auto``): the tensors behind each failing variant."""
@@ -819,6 +853,12 @@ def _all_values_in(loaded: LoadedModel) -> None:
     loaded.model = values_in(loaded)
     loaded.external_base, loaded.in_place = None, False
 
+
+#: A variant file at least this share of the original's is worth keeping compressed in a run store (a palettized
+#: model keeps the raw size; float16 halves it and compresses little)...
+KEEP_COMPRESSED_FROM = 0.75
+#: ...when gzip makes it smaller than this share of itself.
+KEEP_COMPRESSED_BELOW = 0.6
 
 #: Seconds a shrink step waits for the large-window brotli encoders still running before it loads the original
 #: (50-120 MB each beside the step's own memory; they run at 30-45 MB/s, so this is seldom reached).

@@ -66,7 +66,10 @@ def compare_run(model_path: str, name: str, settings: Any, run_folder: str, prog
     variants.mkdir(exist_ok=True)
     loaded = load(model_path, lazy_external=True)  # a model in external data files is measured in them
     loaded.name = name
-    kwargs: dict[str, Any] = {"progress": progress, "owns_model": True}  # dropped once its file exists
+    # dropped once its file exists; a large variant that compresses well is kept compressed (io/kept_files.py)
+    kwargs: dict[str, Any] = {"progress": progress, "owns_model": True}
+    if _compare_supports("keep_compressed"):
+        kwargs["keep_compressed"] = True
     if on_partial is not None and _compare_supports("on_partial"):
         kwargs["on_partial"] = on_partial
     if _settings_support("variants_dir"):

@@ -100,9 +100,10 @@ def main(argv: list[str] | None = None) -> int:
         notes=["Disk: blocks allocated under one folder holding the run store and TMPDIR, each file once "
                "(hard links counted once), sampled every 100 ms; the model file the runs read is outside it.",
                "Kept by the run: what its store folder holds once it ended (its model copy unless shared, and one "
-               "file per variant: five by default, palettize's at the raw size, as it saves only once compressed). "
-               "At its peak beyond what it kept: scratch and measuring copies (sessions read the original through "
-               "a header pointing into its own file; variants' copies are kept up to the model's size)."],
+               "file per variant: five by default; a large variant that compresses well, palettize's, kept as "
+               ".onnx.gz once its sizes are measured). At its peak beyond what it kept: scratch (sessions read the "
+               "original through a header pointing into its own file; measuring copies and dynamic-int8's "
+               "quantizer keep their models in memory) and a variant's raw file before it is compressed."],
         complete=ok,
     )  # fmt: skip
     return 0 if ok else 1

@@ -200,7 +200,7 @@ def _evaluate(model: onnx.ModelProto, name: str, nodes: list[int], inits: set[st
 
 def prefold(model: onnx.ModelProto, path: str | Path, fold: FoldPlan | None = None, *,
             outputs: Sequence[str] = (), base_dir: Path | None = None,
-            arrays: dict[str, np.ndarray] | None = None) -> onnx.ModelProto:  # fmt: skip
+            arrays: dict[str, np.ndarray] | None = None, consume: bool = False) -> onnx.ModelProto:  # fmt: skip
     """Write ``model`` to ``path`` with its constant chains folded and its weights in ``path``.data; the
     model written (its large tensors by reference). ``outputs``: values to add to the graph's outputs.
     ``base_dir``: the folder of the data files ``model``'s external tensors point into (read piece by piece;
@@ -212,7 +212,8 @@ def prefold(model: onnx.ModelProto, path: str | Path, fold: FoldPlan | None = No
     copy of the weights inside the model's protobuf (the 101 MB original peaked at +221 MB while
     opening from one file, +136 MB from a model file and its data). With ``arrays`` (a dict) those tensors'
     values are put there instead, and the data file stays empty: no disk for the decoded weights (see
-    :class:`MeasuringCopies`).
+    :class:`MeasuringCopies`); with ``consume`` too (a model the caller loaded for this alone), each tensor's
+    values are emptied from ``model`` once in ``arrays``, so the two are never held whole together.
     """
     fold = fold if fold is not None else plan(model, outputs)
     graph = model.graph
@@ -223,21 +224,39 @@ def prefold(model: onnx.ModelProto, path: str | Path, fold: FoldPlan | None = No
     by_name = {t.name: t for t in graph.initializer}
     read = _reads(graph, folded_nodes, outputs)
     writer = _DataWriter(data_path, base_dir, arrays)
-    try:
-        kept = [writer.place(t) for t in graph.initializer if t.name in read]
-        values = []
+
+    def keep() -> list[onnx.TensorProto]:
+        placed = []
+        for tensor in graph.initializer:
+            if tensor.name in read:
+                placed.append(writer.place(tensor))
+                if consume and tensor.HasField("raw_data") and placed[-1] is not tensor:
+                    tensor.ClearField("raw_data")  # its values are in the copy now: one of them held at a time
+        return placed
+
+    def folded() -> list[onnx.TensorProto]:
+        placed = []
         since_trim = 0
         for name in fold.frontier:
             nodes, inits = _ancestors(graph, name, producer)
             array = np.ascontiguousarray(_evaluate(model, name, nodes, inits, by_name, base_dir))
             if array.nbytes > FOLD_LIMIT_BYTES:  # ONNX Runtime would keep this chain: the file opens as it is
                 raise ValueError(f"{name}: {array.nbytes} bytes, more than ONNX Runtime folds")
-            values.append(writer.place_array(array, name))
+            placed.append(writer.place_array(array, name))
             since_trim += array.nbytes * 4  # the chain's intermediates were about this large
             del array
             if since_trim > TRIM_EVERY_BYTES:  # what the chains freed, before it piles up (glibc keeps it)
                 release_free_memory()
                 since_trim = 0
+        return placed
+
+    try:
+        if consume:  # the chains read the original tensors: they run before those are emptied
+            values = folded()
+            kept = keep()
+        else:
+            kept = keep()
+            values = folded()
     finally:
         writer.close()
     release_free_memory()
@@ -256,7 +275,7 @@ def _nbytes(tensor: onnx.TensorProto) -> int:
 class _DataWriter:
     """Appends tensors' bytes to one external data file, each at an :data:`ALIGN`-ed offset. With ``arrays``
     (a dict), the file is left empty (ONNX Runtime checks that it exists) and each tensor's values go into
-    ``arrays`` instead, by name, for the session to take as its own initializers (:func:`held_session`)."""
+    ``arrays`` instead, by name, for the session to be given as initializers (``open_file_session``)."""
 
     def __init__(self, path: Path, base_dir: Path | None = None, arrays: dict[str, np.ndarray] | None = None) -> None:
         self.path = path
@@ -404,7 +423,7 @@ def prefold_file(source: str | Path, target: str | Path, arrays: dict[str, np.nd
     fold = plan(model)
     if not fold and any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
         return False
-    prefold(model, target, fold, base_dir=source.parent, arrays=arrays)
+    prefold(model, target, fold, base_dir=source.parent, arrays=arrays, consume=arrays is not None)
     return True
 
 
@@ -417,10 +436,13 @@ class MeasuringCopies:
     (or one by one, :meth:`drop`).
 
     ``in_memory``: a copy's weights are held in this process, not written: its folder holds the small model
-    file and an empty data file, and each session takes the values as its initializers (no copy). A copy is
+    file and an empty data file, and each session takes the values as its initializers (``open_file_session``). A copy is
     a variant's decoded weights, about the model's float size: on disk, one of them beside a run's kept
     variants put a 100 MB upload's run over 3x its size (issue 27). ``keep_bytes`` then bounds the memory
-    kept between uses instead. Models measured in their own files (1 GB and more) keep copies on disk.
+    kept between uses instead, and a copy over a quarter of it is dropped as soon as its session is open
+    (the session holds its values): a run opens each variant once per latency setting, after every other
+    one, so keeping it would only add its size to the worker's memory. Models measured in their own files
+    (1 GB and more) keep copies on disk.
     """
 
     def __init__(self, folder: str | Path, keep_bytes: int | None = None, in_memory: bool = False) -> None:
@@ -431,6 +453,7 @@ class MeasuringCopies:
         self._bytes: dict[Path, int] = {}  # each copy's own bytes (not the source files it links)
         self._arrays: dict[Path, dict[str, np.ndarray]] = {}  # in memory: each copy's weights
         self._largest = 0  # the largest copy made so far, kept or not: room is made for one that size
+        self._once: set[Path] = set()  # in memory: copies too large to keep, dropped once their session opens
         self._count = 0
 
     def copy_of(self, source: str | Path) -> Path | None:
@@ -457,7 +480,10 @@ class MeasuringCopies:
                 self._bytes[source] = on_disk + sum(a.nbytes for a in (arrays or {}).values())
                 if arrays:
                     self._arrays[source] = arrays
-                self._largest = max(self._largest, self._bytes[source])
+                if self.in_memory and self.keep_bytes is not None and self._bytes[source] > self.keep_bytes / 4:
+                    self._once.add(source)  # not kept: no room is made for it either
+                else:
+                    self._largest = max(self._largest, self._bytes[source])
         return self._made[source]
 
     def _make_room(self) -> None:
@@ -481,6 +507,7 @@ class MeasuringCopies:
         copy = self._made.pop(Path(source), None)
         self._bytes.pop(Path(source), None)
         self._arrays.pop(Path(source), None)  # a session still open keeps its own reference to them
+        self._once.discard(Path(source))
         if copy is not None:
             _remove(copy)
 
@@ -489,8 +516,11 @@ class MeasuringCopies:
         copy = self.copy_of(files[0])
         if copy is not None:
             try:
-                return open_file_session(copy, optimized=True, threads=threads,
-                                         initializers=self._arrays.get(Path(files[0])))  # fmt: skip
+                session = open_file_session(copy, optimized=True, threads=threads,
+                                            initializers=self._arrays.get(Path(files[0])))  # fmt: skip
+                if Path(files[0]) in self._once:
+                    self.drop(files[0])
+                return session
             except ShrinkRayError:  # the file itself decides, and its own error is what the user reads
                 self.drop(files[0])
                 self._made[Path(files[0])] = None

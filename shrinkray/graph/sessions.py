@@ -66,26 +66,45 @@ def open_session(
 def open_file_session(path: str | Path, *, optimized: bool = True, threads: int = 1,
                       initializers: dict[str, np.ndarray] | None = None) -> ort.InferenceSession:  # fmt: skip
     """Open a CPU session on a model file (external data beside it): no serialized copy in Python.
-    ``initializers``: values of the file's tensors held in memory (a measuring copy's), which the session
-    takes as they are (ONNX Runtime's ``add_initializer``: no copy) and keeps alive as long as it lives. A
-    file a run keeps compressed (io/kept_files.py) opens from its bytes.
 
     Opening frees most of what it allocates (the parsed model, every intermediate tensor of constant
     folding: a 15.8 MB weights-int4 file of the 101 MB benchmark model freed ~650 MB), and glibc keeps
     it resident; it is returned to the system right away (issue 12, measured 2026-11-23; docs/benchmarks.md "Speed and memory").
+
+    ``initializers``: values of the file's tensors held in memory (a measuring copy's, whose data file is
+    empty). The session takes them as they are (ONNX Runtime's ``add_initializer``: no copy; it keeps them
+    alive as long as it lives). Some graph fusions read a tensor from the file themselves (Conv +
+    BatchNormalization): the empty file makes that fail loudly, never silently, and then the values are given
+    as ``add_external_initializers``, which puts a copy of them in the graph before any optimization. A file a
+    run keeps compressed (io/kept_files.py) opens from its bytes.
     """
-    ort = runtime()
-    options = session_options(optimized, threads)
-    held = [(name, ort.OrtValue.ortvalue_from_numpy(array)) for name, array in (initializers or {}).items()]
-    for name, value in held:
-        options.add_initializer(name, value)
     try:
-        source = kept_files.model_bytes(path) if kept_files.is_compressed(path) else str(path)
-        session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
-        del source
+        if initializers:
+            try:
+                return _opened(path, optimized, threads, initializers, copied=False)
+            except Exception:  # noqa: BLE001 - a fusion read a tensor from the empty file: give copies instead
+                return _opened(path, optimized, threads, initializers, copied=True)
+        return _opened(path, optimized, threads)
     except Exception as exc:  # noqa: BLE001 - ORT raises several unrelated exception types
         raise explain_runtime_error(exc) from None
-    if held:  # the values must outlive the session: they are its weights
-        session.held_initializers = (options, held, initializers)
-    release_free_memory()
+    finally:
+        release_free_memory()
+
+
+def _opened(path: str | Path, optimized: bool, threads: int, initializers: dict[str, np.ndarray] | None = None,
+            copied: bool = False) -> ort.InferenceSession:  # fmt: skip
+    """The session of :func:`open_file_session`, ``initializers`` given as they are or (``copied``) as copies."""
+    ort = runtime()
+    options = session_options(optimized, threads)
+    names = list(initializers or {})
+    values = [ort.OrtValue.ortvalue_from_numpy(initializers[n]) for n in names]
+    if copied:
+        options.add_external_initializers(names, values)
+    else:
+        for name, value in zip(names, values, strict=True):
+            options.add_initializer(name, value)
+    source = kept_files.model_bytes(path) if kept_files.is_compressed(path) else str(path)
+    session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+    if values and not copied:  # its weights: they must outlive it
+        session.held_initializers = (options, values, initializers)
     return session

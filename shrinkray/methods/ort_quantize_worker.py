@@ -215,9 +215,10 @@ def _written_to_memory(path: Path):
     try:
         yield path, written
     finally:
-        with contextlib.suppress(OSError):  # no writer came (ONNX Runtime failed first): end the reader's wait
-            os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
-        reader.join()
+        while reader.is_alive():  # no writer came (ONNX Runtime failed first): end the reader's wait on the pipe
+            with contextlib.suppress(OSError):  # (no reader in open() yet: try again once it is)
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+            reader.join(0.01)
         path.unlink(missing_ok=True)
     if not written or not written[0]:
         raise OSError("ONNX Runtime's optimizer wrote no model")

@@ -68,8 +68,8 @@ def compare_run(model_path: str, name: str, settings: Any, run_folder: str, prog
     loaded.name = name
     # dropped once its file exists; a large variant that compresses well is kept compressed (io/kept_files.py)
     kwargs: dict[str, Any] = {"progress": progress, "owns_model": True}
-    if _compare_supports("keep_compressed"):
-        kwargs["keep_compressed"] = True
+    if _compare_supports("spare_disk"):
+        kwargs["spare_disk"] = True
     if on_partial is not None and _compare_supports("on_partial"):
         kwargs["on_partial"] = on_partial
     if _settings_support("variants_dir"):

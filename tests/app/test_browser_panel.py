@@ -33,7 +33,7 @@ def test_the_panel_publishes_the_models_and_inputs_then_removes_them_with_the_se
     at.selectbox[0].select("mlp").run()
     next(b for b in at.button if b.label == "Load sample").click().run()
     at.switch_page("app_pages/shrink.py").run()
-    at.multiselect[0].set_value(["weights-int8", "float16"]).run()
+    at.multiselect[0].set_value(["weights-int8", "float16", "palettize"]).run()
     at.toggle[-1].set_value(False).run()  # "Measure latency" off: this test is about the files
     _finish(next(b for b in at.button if b.label == "Shrink and measure").click().run())
     at.switch_page("app_pages/compare.py").run()
@@ -43,7 +43,15 @@ def test_the_panel_publishes_the_models_and_inputs_then_removes_them_with_the_se
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
 
     armed = next(iter(at.session_state["browser_panel"].values()))
-    assert [m["key"] for m in armed["models"]] == ["original", "weights-int8", "float16"]
+    keys = [m["key"] for m in armed["models"]]
+    assert keys[0] == "original" and sorted(keys[1:]) == ["float16", "palettize", "weights-int8"], keys
+    # the run store keeps the palettized variant (the original's raw size) compressed; the page gets the model
+    from shrinkray.io import kept_files
+
+    kept = next(v for v in next(iter(at.session_state["comparisons"].values())).variants if v.key == "palettize")
+    assert kept_files.is_compressed(kept.file), kept.file
+    served = ROOT / "static" / armed["models"][keys.index("palettize")]["path"].removeprefix("app/static/")
+    assert served.read_bytes() == kept_files.model_bytes(kept.file)
     folder = Path(at.session_state["_browser_folder"].path)
     assert folder.parent == browser_panel.RUNS_DIR and len(folder.name) >= 32  # unguessable
     for model in armed["models"]:
@@ -107,3 +115,15 @@ def test_run_of_names_the_current_finished_run_only_for_its_own_comparison(monke
     assert runs.run_of(kept) is None
     monkeypatch.setattr(runs, "view", lambda: None)
     assert runs.run_of(kept) is None
+
+
+def test_a_variant_kept_compressed_downloads_as_the_model_itself(tmp_path):
+    from app_ui.results import _model_download
+    from shrinkray.io import kept_files
+    from shrinkray.measure.results import VariantResult
+
+    data = (ROOT / "sample_models" / "mlp.onnx").read_bytes()
+    (tmp_path / "mlp.palettize.onnx").write_bytes(data)
+    kept = kept_files.compress(tmp_path / "mlp.palettize.onnx")
+    download = _model_download(VariantResult(key="palettize", method="palettize", options={}, file=str(kept)))
+    assert download() == data

@@ -13,7 +13,7 @@ from helpers import SAMPLE_NAMES, cached_sample, make_feeds, shrunk
 from onnx import TensorProto, helper, numpy_helper
 
 from shrinkray.graph import prefold
-from shrinkray.graph.sessions import session_options
+from shrinkray.graph.sessions import open_file_session, session_options
 
 #: (method, options) whose results are folded by ONNX Runtime at load: every decode form of both weight methods.
 FORMS = [
@@ -28,10 +28,13 @@ FORMS = [
 ]
 
 
-def _optimized(path, tmp_path, tag: str) -> tuple[ort.InferenceSession, Counter]:
-    """An optimized 1-thread session on ``path`` and the op types of the graph ONNX Runtime made of it."""
+def _optimized(path, tmp_path, tag: str, arrays=None) -> tuple[ort.InferenceSession, Counter]:
+    """An optimized 1-thread session on ``path`` (``arrays``: its initializers held in memory) and the op types
+    of the graph ONNX Runtime made of it."""
     options = session_options(optimized=True, threads=1)
     options.optimized_model_filepath = str(tmp_path / f"optimized-{tag}.onnx")
+    if arrays:
+        options.add_external_initializers(list(arrays), [ort.OrtValue.ortvalue_from_numpy(a) for a in arrays.values()])
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     graph = onnx.load(options.optimized_model_filepath, load_external_data=False).graph
     return session, Counter((n.domain, n.op_type) for n in graph.node)
@@ -44,16 +47,23 @@ def _same_as_file(model: onnx.ModelProto, tmp_path) -> bool:
     real.write_bytes(model.SerializeToString())
     copy = tmp_path / "copy.onnx"
     prefold.prefold_file(real, copy)
+    held, arrays = tmp_path / "held" / "copy.onnx", {}  # the same copy, its weights held in memory (issue 27)
+    held.parent.mkdir()
+    prefold.prefold_file(real, held, arrays)
+    assert held.with_name("copy.onnx.data").stat().st_size == 0  # nothing of the weights on disk
     folded = bool(prefold.plan(model))
     expected, expected_ops = _optimized(real, tmp_path, "file")
-    measured, measured_ops = _optimized(copy, tmp_path, "copy")
-    assert measured_ops == expected_ops
-    for seed in (0, 1):
-        feeds = make_feeds(expected, seed)
-        for want, got in zip(expected.run(None, feeds), measured.run(None, feeds), strict=True):
-            want, got = np.asarray(want), np.asarray(got)
-            assert want.dtype == got.dtype and want.shape == got.shape
-            assert want.tobytes() == got.tobytes()  # bitwise, NaN and signed zeros included
+    # the product's session on the held copy: its values taken as they are, or copied in when a fusion reads them
+    product = (open_file_session(held, initializers=arrays), expected_ops)
+    for measured, measured_ops in (_optimized(copy, tmp_path, "copy"), _optimized(held, tmp_path, "held", arrays),
+                                   product):  # fmt: skip
+        assert measured_ops == expected_ops
+        for seed in (0, 1):
+            feeds = make_feeds(expected, seed)
+            for want, got in zip(expected.run(None, feeds), measured.run(None, feeds), strict=True):
+                want, got = np.asarray(want), np.asarray(got)
+                assert want.dtype == got.dtype and want.shape == got.shape
+                assert want.tobytes() == got.tobytes()  # bitwise, NaN and signed zeros included
     return folded
 
 
@@ -179,7 +189,7 @@ def test_copies_are_made_once_per_file(tmp_path, monkeypatch):
     real.write_bytes(_chain_model().SerializeToString())
     made = []
     original = prefold.prefold_file
-    monkeypatch.setattr(prefold, "prefold_file", lambda s, t: made.append(s) or original(s, t))
+    monkeypatch.setattr(prefold, "prefold_file", lambda s, t, *rest: made.append(s) or original(s, t, *rest))
     copies = prefold.MeasuringCopies(tmp_path / "measuring")
     for threads in (1, 2):
         copies.session([real], threads)
@@ -307,3 +317,34 @@ def test_a_copy_links_the_data_file_of_what_it_keeps_and_dropping_it_removes_its
     copies.drop(variant)
     assert not list((tmp_path / "m2").iterdir())
     assert (original.parent / "model.onnx.data").exists()
+
+
+def test_copies_held_in_memory_take_no_disk_and_go_when_dropped(tmp_path):
+    """A run's measuring copies hold the decoded weights in memory: the folder keeps the small model file and an
+    empty data file; the session runs as the file does; dropping the copy lets its memory go."""
+    real = tmp_path / "model.onnx"
+    real.write_bytes(_chain_model(n=256).SerializeToString())
+    copies = prefold.MeasuringCopies(tmp_path / "measuring", in_memory=True)
+    session = copies.session([real], 1)
+    copy = copies.copy_of(real)
+    assert copy.exists() and copy.with_name(copy.name + ".data").stat().st_size == 0
+    assert copy.stat().st_size < real.stat().st_size / 10
+    plain = ort.InferenceSession(str(real), session_options(True, 1), providers=["CPUExecutionProvider"])
+    feeds = {"x": np.ones((2, 256), np.float32)}
+    assert session.run(None, feeds)[0].tobytes() == plain.run(None, feeds)[0].tobytes()
+    copies.drop(real)
+    assert not list((tmp_path / "measuring").glob("*"))
+    assert session.run(None, feeds)[0].tobytes() == plain.run(None, feeds)[0].tobytes()  # it keeps its own
+
+
+def test_a_copy_of_a_kept_compressed_file_runs_what_the_file_runs(tmp_path):
+    from shrinkray.io import kept_files
+
+    real = tmp_path / "model.onnx"
+    real.write_bytes(_chain_model(n=256).SerializeToString())
+    plain = ort.InferenceSession(str(real), session_options(True, 1), providers=["CPUExecutionProvider"])
+    kept = kept_files.compress(tmp_path / "model.onnx")
+    feeds = {"x": np.full((2, 256), 0.5, np.float32)}
+    for in_memory in (True, False):
+        session = prefold.MeasuringCopies(tmp_path / f"m-{in_memory}", in_memory=in_memory).session([kept], 1)
+        assert session.run(None, feeds)[0].tobytes() == plain.run(None, feeds)[0].tobytes()

@@ -87,3 +87,66 @@ def test_models_it_does_not_handle_are_left_to_onnx_runtime(tmp_path):
     external.parent.mkdir()
     onnx.save(onnx.load(str(sample_path("mlp"))), str(external), save_as_external_data=True, location="w.data")
     assert not worker._preprocess_in_memory_fits(str(external))
+
+
+# dynamic-int8's child on a model given through a pipe (issue 27): nothing but the quantized model on disk, and
+# the very bytes the file route gives (ONNX Runtime's reloads made in memory, tensors marked as its files mark them).
+
+def _quantized(name: str, piped: bool, monkeypatch) -> tuple[bytes, list, list]:
+    from shrinkray.methods import dynamic_int8
+
+    real = dynamic_int8.fits_in_memory
+    monkeypatch.setattr(dynamic_int8, "fits_in_memory", real if piped else (lambda _model: False))
+    variant = shrinkray.shrink(shrinkray.load(sample_path(name)), "dynamic-int8")
+    return variant.model.SerializeToString(), [(c.name, c.relative_rms_error) for c in variant.changes], variant.notes
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["mlp", "cnn", "transformer", "rnn", "shared_weight", "messy"])
+def test_a_model_piped_to_the_quantizer_gives_the_bytes_its_files_give(name, monkeypatch):
+    assert _quantized(name, True, monkeypatch) == _quantized(name, False, monkeypatch)
+
+
+@pytest.mark.slow
+def test_the_piped_quantizer_writes_nothing_but_its_output(tmp_path, monkeypatch):
+    """Every file the child makes in its folder is listed as it appears: the spec, the optimizer's pipe, the
+    quantized model and the result; no copy of the model (input, pre-processed, optimized, reloads)."""
+    import os
+    import subprocess
+
+    from shrinkray.methods import dynamic_int8
+
+    seen: set[str] = set()
+    real_run = subprocess.run
+
+    def watching(args, cwd=None, **kwargs):
+        import threading
+
+        done = threading.Event()
+
+        def watch() -> None:
+            while not done.is_set():
+                for root, _, files in os.walk(cwd):
+                    seen.update(os.path.relpath(os.path.join(root, f), cwd) for f in files)
+                done.wait(0.005)
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        try:
+            return real_run(args, cwd=cwd, **kwargs)
+        finally:
+            done.set()
+            watcher.join()
+
+    monkeypatch.setattr(dynamic_int8.subprocess, "run", watching)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    variant = shrinkray.shrink(shrinkray.load(sample_path("transformer")), "dynamic-int8")
+    assert variant.changes
+    assert seen and seen <= {"spec.json", "optimized.onnx", "quantized.onnx", "result.json"}, seen
+
+
+def test_a_pipe_no_writer_opens_ends_its_reader(tmp_path):
+    """ONNX Runtime failing before it writes the optimized model must not leave the reader waiting."""
+    with pytest.raises(OSError, match="wrote no model"), worker._written_to_memory(tmp_path / "p.onnx"):
+        pass
+    assert not (tmp_path / "p.onnx").exists()

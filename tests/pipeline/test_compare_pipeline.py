@@ -415,3 +415,23 @@ def test_the_first_card_is_a_quick_method_built_before_the_original_runs(tmp_pat
     plain = compare(shrinkray.load(sample_path("mlp")), CompareSettings(methods=methods, latency=False, brotli_quality=5))
     assert [v.parity.status for v in result.variants] == [v.parity.status for v in plain.variants]
     assert [v.record["tensors_changed"] for v in result.variants] == [v.record["tensors_changed"] for v in plain.variants]
+
+
+def test_a_run_store_keeps_a_large_variant_that_compresses_well_compressed_and_still_times_it(tmp_path):
+    """Issue 27: a palettized variant keeps the original's raw size; a run store keeps it as ``.onnx.gz`` once its
+    sizes (of the model itself) are known, and latency, downloads and the browser read the model back from it."""
+    from shrinkray.io import kept_files
+
+    settings = {"methods": [("palettize", {"levels": 16}), ("weights-int8", {})], **FAST, "latency_budget_s": 2}
+    plain = compare(shrinkray.load(sample_path("mlp")), CompareSettings(**settings, variants_dir=str(tmp_path / "a")))
+    kept = compare(shrinkray.load(sample_path("mlp")), CompareSettings(**settings, variants_dir=str(tmp_path / "b")),
+                   spare_disk=True)  # fmt: skip
+    palettized, small = kept.get("palettize levels=16"), kept.get("weights-int8")
+    assert palettized.file.endswith(".onnx.gz") and kept_files.is_compressed(palettized.file)
+    assert not small.file.endswith(".gz")  # a quarter of the original's size: kept as it is
+    assert kept_files.model_bytes(palettized.file) == Path(plain.get("palettize levels=16").file).read_bytes()
+    assert Path(palettized.file).stat().st_size < palettized.sizes.raw / 2
+    assert palettized.sizes == plain.get("palettize levels=16").sizes  # the model's sizes, not the kept file's
+    assert palettized.latency and palettized.parity.passed == plain.get("palettize levels=16").parity.passed
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == sorted(
+        Path(r.file).name for r in kept.variants)  # the raw file is gone

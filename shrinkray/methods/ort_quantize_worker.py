@@ -31,81 +31,55 @@ from pathlib import Path
 
 def run(spec: dict) -> dict:
     from onnxruntime.quantization import QuantType, quantize_dynamic
-    from onnxruntime.quantization.shape_inference import quant_pre_process
 
     logging.getLogger().setLevel(logging.ERROR)
-    if spec["input"] is None:
+    original = None
+    if spec["input"] is None:  # the model's bytes on standard input: every step in memory
         import onnx
 
-        return _run_in_memory(spec, onnx.load_from_string(sys.stdin.buffer.read()))
+        original = onnx.load_from_string(sys.stdin.buffer.read())
     result: dict = {"preprocess_error": None, "quantize_error": None, "preprocessed": False}
-    source = spec["input"]
+    source = spec["input"] if original is None else original
     if spec["preprocess"] != "off":
         try:
-            if spec["external"] or not _preprocess_in_memory_fits(source):
-                quant_pre_process(source, spec["preprocessed"], save_as_external_data=spec["external"])
-            else:
-                preprocess(source, spec["preprocessed"])
-            source = spec["preprocessed"]
+            source = _preprocessed(spec, original)
             result["preprocessed"] = True
         except Exception as exc:  # noqa: BLE001 - pre-processing raises anything
             result["preprocess_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
             if spec["preprocess"] == "on":
                 return result
     try:
-        quantize_dynamic(
-            source,
-            spec["output"],
-            op_types_to_quantize=spec["op_types"] or None,
-            per_channel=spec["per_channel"],
-            reduce_range=spec["reduce_range"],
-            weight_type=QuantType.QInt8 if spec["weight_type"] == "int8" else QuantType.QUInt8,
-            nodes_to_exclude=spec["exclude_nodes"] or None,
-            use_external_data_format=spec["external"],
-        )
-    except Exception as exc:  # noqa: BLE001 - the quantizer raises anything
-        result["quantize_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
-        return result
-    result["changes"] = _changes(spec["input"], spec["output"], source if result["preprocessed"] else None)
-    return result
-
-
-def _run_in_memory(spec: dict, original) -> dict:
-    """:func:`run` on a model given in memory (standard input): the same steps and settings, no file but the
-    quantized model's."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    result: dict = {"preprocess_error": None, "quantize_error": None, "preprocessed": False}
-    pre = None
-    if spec["preprocess"] != "off":
-        try:
-            pre = preprocessed(original, Path(spec["output"]).parent)
-            result["preprocessed"] = True
-        except Exception as exc:  # noqa: BLE001 - pre-processing raises anything
-            result["preprocess_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
-            if spec["preprocess"] == "on":
-                return result
-    try:
-        with reloads_in_memory():
+        with reloads_in_memory() if original is not None else contextlib.nullcontext():
             quantize_dynamic(
-                pre if pre is not None else original,
+                source,
                 spec["output"],
                 op_types_to_quantize=spec["op_types"] or None,
                 per_channel=spec["per_channel"],
                 reduce_range=spec["reduce_range"],
                 weight_type=QuantType.QInt8 if spec["weight_type"] == "int8" else QuantType.QUInt8,
                 nodes_to_exclude=spec["exclude_nodes"] or None,
-                use_external_data_format=False,
+                use_external_data_format=spec["external"],
             )
     except Exception as exc:  # noqa: BLE001 - the quantizer raises anything
         result["quantize_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
         return result
-    import onnx
-
-    from shrinkray.methods.dynamic_int8 import measure_changes  # start-up: the child quantizes first, measures after
-
-    result["changes"] = measure_changes(original, onnx.load(spec["output"]), pre)
+    pre = source if result["preprocessed"] else None
+    result["changes"] = _changes(spec["input"] if original is None else original, spec["output"], pre)
     return result
+
+
+def _preprocessed(spec: dict, original):
+    """The pre-processed model: in memory for a model given so, else its file (ONNX Runtime's own function for
+    models over 2 GB or at opset 10 and older, our step-by-step one otherwise)."""
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    if original is not None:
+        return preprocessed(original, Path(spec["output"]).parent)
+    if spec["external"] or not _preprocess_in_memory_fits(spec["input"]):
+        quant_pre_process(spec["input"], spec["preprocessed"], save_as_external_data=spec["external"])
+    else:
+        preprocess(spec["input"], spec["preprocessed"])
+    return spec["preprocessed"]
 
 
 @contextlib.contextmanager
@@ -224,15 +198,19 @@ def _written_to_memory(path: Path):
         raise OSError("ONNX Runtime's optimizer wrote no model")
 
 
-def _changes(original: str, quantized: str, preprocessed: str | None) -> list[dict]:
+def _changes(original, quantized: str, preprocessed) -> list[dict]:
     """What the quantizer did to each original weight (``dynamic_int8.measure_changes``), measured here,
-    where the three models are at hand, so the parent never holds their floats beside its own model."""
+    where the three models are at hand, so the parent never holds their floats beside its own model.
+    ``original`` and ``preprocessed``: models or their files."""
     import onnx
 
     from shrinkray.methods.dynamic_int8 import measure_changes  # start-up: the child quantizes first, measures after
 
-    pre = onnx.load(preprocessed) if preprocessed is not None else None
-    return measure_changes(onnx.load(original), onnx.load(quantized), pre)
+    def loaded(model):
+        return onnx.load(model) if isinstance(model, str) else model
+
+    pre = loaded(preprocessed) if preprocessed is not None else None
+    return measure_changes(loaded(original), onnx.load(quantized), pre)
 
 
 def main() -> None:

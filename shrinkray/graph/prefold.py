@@ -320,10 +320,7 @@ class _DataWriter:
         ref = onnx.TensorProto()
         ref.CopyFrom(tensor)
         del ref.external_data[:]
-        for key, value in (("location", link.name), ("offset", str(place.offset)), ("length", str(place.length))):
-            entry = ref.external_data.add()
-            entry.key, entry.value = key, value
-        return ref
+        return _pointing(ref, link.name, place.offset, place.length)
 
     def place_array(self, array: np.ndarray, name: str) -> onnx.TensorProto:
         """A computed value as stored in the copy (written from the array's own buffer when large)."""
@@ -351,10 +348,7 @@ class _DataWriter:
         self.offset = aligned + length
         ref = onnx.TensorProto(name=name, data_type=data_type, dims=list(dims), doc_string=doc,
                                data_location=onnx.TensorProto.EXTERNAL)  # fmt: skip
-        for key, value in (("location", self.path.name), ("offset", str(aligned)), ("length", str(length))):
-            entry = ref.external_data.add()
-            entry.key, entry.value = key, value
-        return ref
+        return _pointing(ref, self.path.name, aligned, length)
 
     def close(self) -> None:
         self.file.close()
@@ -365,7 +359,12 @@ def _placeholder(name: str, data_type: int, dims, doc: str, location: str, lengt
     data in ``location`` so the model file stays small and ONNX Runtime never looks for the values there."""
     ref = onnx.TensorProto(name=name, data_type=data_type, dims=list(dims), doc_string=doc,
                            data_location=onnx.TensorProto.EXTERNAL)  # fmt: skip
-    for key, value in (("location", location), ("offset", "0"), ("length", str(length))):
+    return _pointing(ref, location, 0, length)
+
+
+def _pointing(ref: onnx.TensorProto, location: str, offset: int, length: int) -> onnx.TensorProto:
+    """``ref`` with its external-data entries: where its bytes are in the data file ``location``."""
+    for key, value in (("location", location), ("offset", str(offset)), ("length", str(length))):
         entry = ref.external_data.add()
         entry.key, entry.value = key, value
     return ref
@@ -436,8 +435,8 @@ class MeasuringCopies:
     (or one by one, :meth:`drop`).
 
     ``in_memory``: a copy's weights are held in this process, not written: its folder holds the small model
-    file and an empty data file, and each session takes the values as its initializers (``open_file_session``). A copy is
-    a variant's decoded weights, about the model's float size: on disk, one of them beside a run's kept
+    file and an empty data file, and each session takes the values as its initializers (``open_file_session``).
+    A copy is a variant's decoded weights, about the model's float size: on disk, one of them beside a run's kept
     variants put a 100 MB upload's run over 3x its size (issue 27). ``keep_bytes`` then bounds the memory
     kept between uses instead, and a copy over a quarter of it is dropped as soon as its session is open
     (the session holds its values): a run opens each variant once per latency setting, after every other

@@ -112,19 +112,13 @@ def _reload_in_memory(model):
     import onnx
     from onnxruntime.quantization.quant_utils import add_infer_metadata
 
+    from shrinkray.graph.weights import iter_graphs  # start-up: as measure_changes below
+
     inferred = onnx.shape_inference.infer_shapes(model)
-    graphs = [inferred.graph]
-    while graphs:  # the initializers of every graph, subgraphs included, as onnx's external-data helper walks them
-        graph = graphs.pop()
+    for _, graph in iter_graphs(inferred.graph):  # every graph's initializers, as onnx's external-data helper walks
         for tensor in graph.initializer:
             if tensor.HasField("raw_data") and sys.getsizeof(tensor.raw_data) >= EXTERNAL_SIZE_THRESHOLD:
                 tensor.data_location = onnx.TensorProto.DEFAULT
-        for node in graph.node:
-            for attr in node.attribute:
-                if attr.type == onnx.AttributeProto.GRAPH:
-                    graphs.append(attr.g)
-                elif attr.type == onnx.AttributeProto.GRAPHS:
-                    graphs.extend(attr.graphs)
     add_infer_metadata(inferred)
     return inferred
 
@@ -140,7 +134,7 @@ def _preprocess_in_memory_fits(path: str) -> bool:
 
 def preprocess(path: str, output: str) -> None:
     """ONNX Runtime's ``quant_pre_process`` for a one-file model into ``output``, its steps in its order with its
-    settings (symbolic shape inference, ONNX Runtime's basic optimizations, ONNX shape inference), the optimizer's
+    settings (symbolic shape inference, ONNX Runtime's basic optimizations, ONNX shape inference), the
     optimizer's model read through a pipe and the rest in memory. ORT's own keeps three intermediate files until it
     ends: 3.5x the model on disk beside our input copy, the peak of a 100 MB run's disk (issue 27)."""
     import onnx

@@ -66,9 +66,8 @@ def compare_run(model_path: str, name: str, settings: Any, run_folder: str, prog
     variants.mkdir(exist_ok=True)
     loaded = load(model_path, lazy_external=True)  # a model in external data files is measured in them
     loaded.name = name
-    # dropped once its file exists; a large variant that compresses well is kept compressed (io/kept_files.py)
-    kwargs: dict[str, Any] = {"progress": progress, "owns_model": True}
-    if _compare_supports("spare_disk"):
+    kwargs: dict[str, Any] = {"progress": progress, "owns_model": True}  # dropped once its file exists
+    if _compare_supports("spare_disk"):  # the server's disk is every visitor's: measure sparing it
         kwargs["spare_disk"] = True
     if on_partial is not None and _compare_supports("on_partial"):
         kwargs["on_partial"] = on_partial

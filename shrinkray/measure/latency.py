@@ -22,10 +22,10 @@ session, load over minutes), so the within-run interval is widened by that
 
 **Stopping rule** (adaptive, the default): from :data:`MIN_ROUNDS` rounds and
 :data:`MIN_SECONDS` on, the intervals are checked (every ~10% more rounds); timing stops as soon as
-every variant's interval lies within ±:data:`TARGET` (3%) of its ratio, or
-when the time budget is spent, whichever comes first. A variant whose
-interval is still wider at the budget is *too noisy to tell*
-(``LatencyStats.settled`` is False). With ``runs=N`` exactly N rounds run
+every variant's interval lies within ±:data:`TARGET` (3%) of its ratio or wholly inside :data:`SAME_BAND`
+(0.95-1.05x: the original's speed, the answer however wide the interval inside it; it read "too noisy" at
+0.95-1.01x before, 2026-12-06), or when the time budget is spent, whichever comes first. A variant whose
+interval is still neither at the budget is *too noisy to tell* (``LatencyStats.settled`` is False). With ``runs=N`` exactly N rounds run
 (the old fixed measurement), still within the budget, and the interval is reported too.
 
 **The budget is kept before each run, not after each round**: a timed run starts only when the running
@@ -72,6 +72,9 @@ DEFAULT_RUNS = 50
 DEFAULT_WARMUP = 5
 #: Half-width of the 95% interval, relative to the ratio, at which adaptive timing stops.
 TARGET = 0.03
+#: A time ratio whose whole 95% interval lies inside these bounds is the original's speed: timing has its answer
+#: (verdict/speed.py words it "about the original's time"); beyond them with its whole interval it is a change.
+SAME_BAND = (0.95, 1.05)
 #: Seconds of timing per (threads, batch) setting, shared by the variants (the CLI's and the app's default;
 #: ``CompareSettings.latency_budget_s`` and the budget's plan start from it).
 DEFAULT_BUDGET_S = 5.0
@@ -106,8 +109,8 @@ class LatencyStats:
 
     For a variant, ``ratio`` is its time over the original's (the median of
     block ratios) and ``ratio_low``/``ratio_high`` where a repeat lands, 95% (:func:`repeat_interval`); ``settled``
-    says whether that interval came within ±``target`` before the budget ran
-    out (False: too noisy to tell). For the original the ratio fields are None
+    says whether that interval came within ±``target``, or wholly inside :data:`SAME_BAND`, before the budget
+    ran out (False: too noisy to tell). For the original the ratio fields are None
     and ``settled`` says whether every variant settled.
     """
 
@@ -133,7 +136,7 @@ class LatencyStats:
 
     @property
     def too_noisy(self) -> bool:
-        """The budget ended before the interval came within the target."""
+        """The budget ended before the interval came within the target or inside :data:`SAME_BAND`."""
         return self.settled is False
 
     def call(self) -> str:
@@ -190,6 +193,15 @@ def median_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> 
 def _within(median: float, low: float | None, high: float | None, target: float) -> bool:
     return low is not None and high is not None and median > 0 and \
         high <= median * (1 + target) and low >= median * (1 - target)  # fmt: skip
+
+
+def _decided(ratio: float, low: float | None, high: float | None, target: float) -> bool:
+    """A variant's ratio is known: its interval within ±``target`` of it, or wholly inside :data:`SAME_BAND`."""
+    return _within(ratio, low, high, target) or _inside_band(low, high)
+
+
+def _inside_band(low: float | None, high: float | None) -> bool:
+    return low is not None and high is not None and SAME_BAND[0] <= low and high <= SAME_BAND[1]
 
 
 @dataclass(frozen=True)
@@ -590,10 +602,13 @@ def repeat_interval(
 
 
 def _hopeless(times: dict[str, list[float]], reference: str, others: list[str], target: float, used: float) -> bool:
-    """True when some variant's interval cannot come within ``target`` in the rest of the budget.
+    """True when some variant's interval can come neither within ``target`` nor inside :data:`SAME_BAND` in the
+    rest of the budget.
 
     ``used``: the share of the budget spent so far (0-1). The within-run part is projected to shrink
-    like 1/sqrt(time); the run-to-run part (:data:`REPEAT_SD`) does not shrink.
+    like 1/sqrt(time); the run-to-run part (:data:`REPEAT_SD`) does not shrink. The target is given
+    :data:`GIVE_UP_FACTOR` times its width, and the band is taken as reachable from any ratio in today's interval
+    with a :data:`GIVE_UP_FACTOR` times narrower projection (optimistic: giving up errs towards timing on).
     """
     if not 0 < used < 1:
         return False
@@ -602,7 +617,12 @@ def _hopeless(times: dict[str, list[float]], reference: str, others: list[str], 
         if low is None or high is None or ratio <= 0 or low <= 0:
             continue
         within = max(math.log(high / ratio), math.log(ratio / low))
-        if math.expm1(_repeat_half(within * math.sqrt(used))) > GIVE_UP_FACTOR * target:
+        half = _repeat_half(within * math.sqrt(used))
+        # the band is still reachable if a ratio anywhere in today's interval, with the projected half-width,
+        # would lie inside it
+        lowest, highest = SAME_BAND[0] * math.exp(half / GIVE_UP_FACTOR), SAME_BAND[1] * math.exp(-half / GIVE_UP_FACTOR)
+        reachable = lowest <= highest and low <= highest and high >= lowest
+        if math.expm1(half) > GIVE_UP_FACTOR * target and not reachable:
             return True
     return False
 
@@ -610,7 +630,7 @@ def _hopeless(times: dict[str, list[float]], reference: str, others: list[str], 
 def _all_settled(times: dict[str, list[float]], reference: str, others: list[str], target: float) -> bool:
     if not others:  # the original alone: its own median must be known this well
         return _within(*ratio_interval(times[reference]), target)
-    return all(_within(*repeat_interval(*ratio_interval(times[k], times[reference])), target) for k in others)
+    return all(_decided(*repeat_interval(*ratio_interval(times[k], times[reference])), target) for k in others)
 
 
 def _stats(times: dict[str, list[float]], reference: str, others: list[str], t: Timing,
@@ -622,7 +642,7 @@ def _stats(times: dict[str, list[float]], reference: str, others: list[str], t: 
         settled = None
         if key != reference and ts:
             ratio, low, high = repeat_interval(*ratio_interval(ts, times[reference]))
-            settled = _within(ratio, low, high, t.target)
+            settled = _decided(ratio, low, high, t.target)
             settled_all &= settled
         out[key] = LatencyStats(
             threads=t.threads, batch=t.batch, runs=len(ts), median_ms=statistics.median(ts),

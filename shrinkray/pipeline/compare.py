@@ -55,7 +55,7 @@ from shrinkray.measure.inputs import (
     samples_digest,
     synthesize,
 )
-from shrinkray.measure.latency import WARMUP_S, Alone, Timing, stats_apart, time_alone, time_pairwise
+from shrinkray.measure.latency import SAME_BAND, WARMUP_S, Alone, Timing, stats_apart, time_alone, time_pairwise
 from shrinkray.measure.parity_inputs import (
     CalibrationSplit,
     ParityInputs,
@@ -1064,7 +1064,8 @@ def _measure_all_latency(
         text = (
             f"ONNX Runtime CPU, each variant timed against the original in interleaved rounds after up to "
             f"{settings.warmup} warm-up runs (one for a model that runs {WARMUP_S:g} s or more), until its time "
-            f"ratio to the original is known within ±{settings.latency_target:.0%} "
+            f"ratio to the original is known within ±{settings.latency_target:.0%} or wholly within "
+            f"{SAME_BAND[0]:.2f}-{SAME_BAND[1]:.2f}x (the original's speed) "
             f"(the 95% range a repeat of the measurement falls in; runs under 1 ms timed in short warm bursts) "
             f"or the budget is spent "
             f"({budget} per setting, shared by the variants); median and p90; threads {settings.threads}"
@@ -1086,9 +1087,13 @@ def _measure_all_latency(
                      f"{format_seconds(slowest_ms / 1000)} here, and a variant needs a warm-up run and a round of both within "
                      f"its share; a larger latency budget would time it): {'; '.join(over_budget)}")  # fmt: skip
     if noisy:
-        notes.insert(0, "too noisy to tell (interval wider than "
-                     f"±{settings.latency_target:.0%} when the budget ended): " + ", ".join(noisy))  # fmt: skip
+        notes.insert(0, _noisy_note(settings, noisy))
     return text + ("; " + "; ".join(notes) if notes else "")
+
+
+def _noisy_note(settings: CompareSettings, noisy: list[str]) -> str:
+    return (f"too noisy to tell (interval wider than ±{settings.latency_target:.0%} and not wholly within "
+            f"{SAME_BAND[0]:.2f}-{SAME_BAND[1]:.2f}x when the budget ended): " + ", ".join(noisy))
 
 
 def _measure_latency_apart(
@@ -1168,8 +1173,7 @@ def _measure_latency_apart(
     if untimed:
         notes.insert(0, f"not timed, to finish within the run's time limit: {'; '.join(untimed)}")
     if noisy:
-        notes.insert(0, "too noisy to tell (interval wider than "
-                     f"±{settings.latency_target:.0%} when the budget ended): " + ", ".join(noisy))  # fmt: skip
+        notes.insert(0, _noisy_note(settings, noisy))
     return text + ("; " + "; ".join(notes) if notes else "")
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-#: A ratio whose whole 95% range lies beyond these bounds is a change; inside them it is the original's speed.
-SAME_BAND = (0.95, 1.05)
+from shrinkray.measure.latency import SAME_BAND  # a ratio whose whole 95% range lies beyond it is a change
+
 #: The advice calls a variant slower (and the recommendation passes it over) beyond this ratio.
 SLOWER_RATIO = 1.10
 

@@ -81,8 +81,7 @@ with st.expander("Measurement settings"):
     c1, c2 = st.columns(2)
     runs = c1.number_input("Timed runs per model (0 = adaptive)", min_value=0, max_value=500,
                            help="0: adaptive. Original and variants run interleaved until every variant's speed ratio "
-                           f"is known within ±3% (95% interval) or lies wholly within 0.95-1.05x (the original's speed), or "
-                           f"{CompareSettings().latency_budget_s:.0f} s per "
+                           f"is known within ±3% (95% interval), or {CompareSettings().latency_budget_s:.0f} s per "
                            "setting (thread count and batch size). A number: exactly that many runs. "
                            "Median and p90 are reported.", key=session_setting("shrink.runs", 0), persist_state="session")  # fmt: skip
     latency = c2.toggle("Measure latency", key=session_setting("shrink.latency", True), persist_state="session")

@@ -622,8 +622,7 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     _add_judging_flags(p)
     p.add_argument("--runs", type=int, help="a fixed number of timed rounds per setting (default: adaptive, until "
-                   "every variant's latency ratio to the original is known within --latency-target or lies wholly within "
-                   "0.95-1.05x, or the budget)")  # fmt: skip
+                   "every variant's latency ratio to the original is known within --latency-target, or the budget)")  # fmt: skip
     # (the second % after the target: argparse's escape of the first)
     p.add_argument("--latency-target", type=float, default=TARGET, help="adaptive timing stops when every ratio's "
                    f"95%% interval is within ±this share of it (default {TARGET:g} = ±{TARGET:.0%}%)")  # fmt: skip

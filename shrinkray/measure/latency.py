@@ -27,8 +27,9 @@ when the time budget is spent, whichever comes first. A variant whose interval i
 target nor wholly inside :data:`SAME_BAND` (0.95-1.05x: the original's speed, the answer however wide the
 interval inside it; 0.95-1.01x read "too noisy" before, 2026-12-06) is *too noisy to tell*
 (``LatencyStats.settled`` is False). The band decides the call, not when timing stops: stopping at it too
-put fewer of a sub-millisecond model's repeats inside each other's interval (16, 13, 22 of 30 against 28, 26,
-26; ``python -m bench latency-agreement --samples mlp``, 2026-12-06). With ``runs=N`` exactly N rounds run
+was tried, and the sub-millisecond mlp's repeats inside each other's interval (``python -m bench
+latency-agreement``) were 13-24 of 30 with it and 16-28 without, too close to tell apart in 7 runs, so the
+measurement stayed as it was validated (2026-12-06). With ``runs=N`` exactly N rounds run
 (the old fixed measurement), still within the budget, and the interval is reported too.
 
 **The budget is kept before each run, not after each round**: a timed run starts only when the running

@@ -88,14 +88,13 @@ def calibration_contexts(model_set: ModelSet, route: Route, layout: seq2seq.Seq2
                                     skip=lines - CALIBRATION_INPUTS if lines else 0)  # fmt: skip
     paths = {role: model_set.path(role) for role in model_set.members}
     feeds: dict[str, list[dict[str, np.ndarray]]] = {"encoder": batches}
-    encoder = open_file_session(paths["encoder"], optimized=True, threads=1)
+    encoded: list[np.ndarray] = []  # the encoder's states of each batch, as the set's own run made them
+    written = run_set(paths, route, layout, batches, None, states=encoded)[GENERATED][..., 0].astype(np.int64)
     decoder = open_file_session(paths[route.judged], optimized=True, threads=1)
     names = [o.name for o in decoder.get_outputs()]
-    written = run_set(paths, route, layout, batches, None)[GENERATED][..., 0].astype(np.int64)
     done = 0
-    for batch in batches:
+    for batch, states in zip(batches, encoded, strict=True):
         rows = len(batch[layout.encoder_ids])
-        states = run_within(encoder, batch, names=[layout.encoder_output], what="One calibration run")[0]
         mask = batch.get(layout.encoder_mask) if layout.encoder_mask else None
         forced = np.concatenate([np.full((rows, 1), layout.start_token, np.int64), written[done:done + rows, :-1]], axis=1)
         feeds.setdefault(route.judged, []).append(seq2seq.decoder_feeds(layout, forced, states, mask))

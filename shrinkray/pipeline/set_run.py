@@ -55,8 +55,10 @@ def set_layout(model_set: ModelSet, originals: dict | None = None) -> tuple[Rout
 
 
 def run_set(paths: dict[str, Path], route: Route, layout: seq2seq.Seq2SeqLayout, batches: list[dict],
-              teacher: np.ndarray | None) -> dict[str, np.ndarray]:  # fmt: skip
-    """The set's outputs on every batch (the original's when ``teacher`` is None; else forced over its tokens)."""
+              teacher: np.ndarray | None, states: list[np.ndarray] | None = None) -> dict[str, np.ndarray]:  # fmt: skip
+    """The set's outputs on every batch (the original's when ``teacher`` is None; else forced over its tokens).
+    ``states``: where each batch's encoder states are put, in order, for a caller that feeds them on (the
+    calibration inputs: the encoder ran twice on them before)."""
     encoder = open_file_session(paths["encoder"], optimized=True, threads=1)
     decoder = open_file_session(paths[route.judged], optimized=True, threads=1)
     step = None
@@ -76,12 +78,21 @@ def run_set(paths: dict[str, Path], route: Route, layout: seq2seq.Seq2SeqLayout,
 
         return run
 
+    encode = runner(encoder)
+    if states is not None:
+        run_encoder = encode
+
+        def encode(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+            out = run_encoder(feeds)
+            states.append(np.asarray(out[layout.encoder_output]))
+            return out
+
     outs = []
     done = 0
     for batch in batches:
         rows = len(batch[layout.encoder_ids])
         forced = None if teacher is None else teacher[done:done + rows]
-        outs.append(seq2seq.generate(runner(encoder), runner(decoder), layout, batch, forced,
+        outs.append(seq2seq.generate(encode, runner(decoder), layout, batch, forced,
                                      runner(step) if step is not None else None, route.cache))  # fmt: skip
         done += rows
     width = max(o[GENERATED].shape[1] for o in outs)

@@ -428,3 +428,27 @@ def test_a_merged_decoders_cache_branch_keeps_the_first_steps_encoder_keys():
     encoder = lambda feeds: {"last_hidden_state": np.zeros((2, 3, 4), np.float32)}  # noqa: E731
     seq2seq.generate(encoder, first, layout, {"input_ids": np.ones((2, 3), np.int64)}, None, step, cache)
     assert seen and all(shape == real.shape for shape in seen)
+
+
+def test_the_sets_run_hands_on_each_batchs_encoder_states_as_the_encoder_gives_them(tmp_path):
+    """What the calibration inputs are built from (they ran the encoder a second time before): one array a batch,
+    the encoder's own output on it, and the run's outputs the same with or without handing them on."""
+    from shrinkray.graph.sessions import open_file_session
+    from shrinkray.measure import seq2seq
+    from shrinkray.pipeline.set_run import Route, run_set
+    from tests.seq2seq_models import seq2seq_set
+
+    models = seq2seq_set(width=32, layers=1)  # as write_set makes them
+    write_set(tmp_path / "plain", config={"decoder_start_token_id": 0, "eos_token_id": 0})
+    model_set = open_set(tmp_path / "plain", workdir=tmp_path / "w")
+    paths = {role: model_set.path(role) for role in ("encoder", "decoder")}
+    layout = seq2seq.layout_of(models["encoder_model"], models["decoder_model"], {})
+    batches = seq2seq.input_batches(layout, batches=3)
+    states: list[np.ndarray] = []
+    handed = run_set(paths, Route("decoder"), layout, batches, None, states=states)
+    encoder = open_file_session(paths["encoder"], optimized=True, threads=1)
+    assert len(states) == len(batches) == 3
+    for batch, kept in zip(batches, states, strict=True):
+        np.testing.assert_array_equal(kept, encoder.run([layout.encoder_output], batch)[0])
+    plain = run_set(paths, Route("decoder"), layout, batches, None)
+    np.testing.assert_array_equal(handed[GENERATED], plain[GENERATED])

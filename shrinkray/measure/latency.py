@@ -28,7 +28,7 @@ target nor wholly inside :data:`SAME_BAND` (0.95-1.05x: the original's speed, th
 interval inside it; 0.95-1.01x read "too noisy" before, 2026-12-06) is *too noisy to tell*
 (``LatencyStats.settled`` is False). The band decides the call, not when timing stops: stopping at it too
 was tried, and the sub-millisecond mlp's repeats inside each other's interval (``python -m bench
-latency-agreement``) were 13-24 of 30 with it and 16-28 without, too close to tell apart in 7 runs, so the
+latency-agreement``) were 13-24 of 30 with it and 16-28 without, too close to tell apart in 9 runs, so the
 measurement stayed as it was validated (2026-12-06). With ``runs=N`` exactly N rounds run
 (the old fixed measurement), still within the budget, and the interval is reported too.
 

@@ -2,7 +2,7 @@
 
 ``quantize_dynamic(per_channel=True)`` quantizes each output channel of each weight by itself in Python
 (``BaseQuantizer.quantize_weight_per_channel_impl``: ~40,000 calls of ``quantize_data`` on a 100 MB
-transformer, 2.2 s of dynamic-int8's 5.4 s, measured 2026-12-06). :func:`vectorized` puts in its place the
+transformer, 1.4-1.6 s of dynamic-int8's 5.4 s, measured 2026-12-06). :func:`vectorized` puts in its place the
 same arithmetic on all channels at once, in the same dtypes and order of operations (float64 scale, float32
 division, round half to even, clip), so the quantized model is byte for byte ONNX Runtime's
 (tests/methods/test_methods_ort_per_channel.py). A weight it does not cover (quantization overrides, a minimum

@@ -135,22 +135,25 @@ def infer_shapes_light(model, *, marked_loaded: bool = False):
     held: list[tuple[bytes, bool]] = []
     for _, graph in iter_graphs(model.graph):  # every graph's initializers, as onnx's external-data helper walks
         for tensor in graph.initializer:
-            if tensor.HasField("raw_data") and sys.getsizeof(tensor.raw_data) >= EXTERNAL_SIZE_THRESHOLD:
-                held.append((tensor.raw_data, tensor.HasField("data_location")))
+            if not tensor.HasField("raw_data"):
+                continue
+            data = tensor.raw_data  # read once: each read copies the bytes
+            if sys.getsizeof(data) >= EXTERNAL_SIZE_THRESHOLD:
+                held.append((data, tensor.HasField("data_location")))
                 tensor.ClearField("raw_data")
                 tensor.data_location = onnx.TensorProto.EXTERNAL
                 tensor.external_data.add(key="location", value=HELD)
     try:
         inferred = onnx.shape_inference.infer_shapes(model)
     finally:
-        _put_back(model, held, None)
-    _put_back(inferred, held, True if marked_loaded else None)
+        _put_back(model, held, marked_loaded=False)
+    _put_back(inferred, held, marked_loaded=marked_loaded)
     return inferred
 
 
-def _put_back(model, held: list[tuple[bytes, bool]], mark: bool | None) -> None:
+def _put_back(model, held: list[tuple[bytes, bool]], *, marked_loaded: bool) -> None:
     """The bytes :func:`infer_shapes_light` set aside, back in ``model``'s tensors in the order they were taken;
-    ``data_location`` as it was (``mark`` None) or set to DEFAULT (True)."""
+    ``data_location`` as it was, or DEFAULT when ``marked_loaded``."""
     import onnx
 
     from shrinkray.graph.weights import iter_graphs  # start-up: as measure_changes below
@@ -163,7 +166,7 @@ def _put_back(model, held: list[tuple[bytes, bool]], mark: bool | None) -> None:
                 del tensor.external_data[:]
                 tensor.raw_data = data
                 tensor.ClearField("data_location")
-                if mark or had_location:
+                if marked_loaded or had_location:
                     tensor.data_location = onnx.TensorProto.DEFAULT
 
 

@@ -37,13 +37,14 @@ every report says which one decided):
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import numpy as np
 import onnx
 
 from shrinkray.measure import decoder_lm
 from shrinkray.measure.decisions import gfl_levels, head_layout, looks_like_map
-from shrinkray.measure.parity import GENERATION, PERPLEXITY, OutputKind, VerdictSettings
+from shrinkray.measure.parity import GENERATION, PERPLEXITY, OutputKind, VerdictSettings, ctc_alphabet
 
 #: Ops that only move or retype values: the output "is" what their input is.
 _PASS_THROUGH = {
@@ -283,4 +284,8 @@ def classify_outputs(
                 "that score 0.25 after NMS", size, levels)  # fmt: skip
         else:
             kinds[name] = classify_output(name, value, model, producers)
+    alphabet = ctc_alphabet({p.key: p.value for p in model.metadata_props})
+    if alphabet:  # a CTC reader's lines are then read as its text (parity.strip_classes)
+        kinds = {name: replace(k, alphabet=tuple(alphabet)) if k.kind == "scores" and np.ndim(reference[name]) == 3
+                 else k for name, k in kinds.items()}  # fmt: skip
     return kinds

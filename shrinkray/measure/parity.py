@@ -253,6 +253,9 @@ class OutputKind:
     #: what a generation is written for: a ``prompt`` a decoder LM continues, or an ``input`` a set of models
     #: (an encoder and a decoder) writes its output for; the verdict's sentence says it so
     unit: str = "prompt"
+    #: a CTC reader's alphabet from its metadata (the characters, without the blank), when it has one: the
+    #: decoded lines are compared as text, whitespace at a line's ends dropped as a reader's text does
+    alphabet: tuple[str, ...] = ()
 
 
 @dataclass
@@ -576,7 +579,40 @@ def edit_distance(a: list[int], b: list[int]) -> int:
     return row[-1]
 
 
-def ctc_measures(r_top: np.ndarray, v_top: np.ndarray, blank: int) -> dict[str, float]:
+def ctc_alphabet(metadata: dict[str, str]) -> list[str] | None:
+    """A CTC reader's characters from its model's metadata (PaddleOCR exports keep them under ``character``,
+    one a line, the space class after them), or None."""
+    for key in ("character", "characters", "vocab", "alphabet"):
+        text = metadata.get(key)
+        if text:
+            chars = text.split("\n")
+            if len(chars) >= 2:
+                return [*chars, " "] if key == "character" else chars
+    return None
+
+
+def edge_spaces(alphabet: tuple[str, ...], blank: int, classes: int) -> frozenset[int]:
+    """The classes that are whitespace in ``alphabet`` (which leaves out the blank), when the alphabet is the
+    output's classes; else none."""
+    if len(alphabet) + 1 != classes:
+        return frozenset()
+    shift = 1 if blank == 0 else 0  # PaddleOCR's dictionary starts after the blank
+    return frozenset(k + shift for k, c in enumerate(alphabet) if not c.strip())
+
+
+def strip_classes(decoded: list[int], spaces: frozenset[int]) -> list[int]:
+    """A decoded line without the whitespace classes at its ends: "Total: 12.50 " reads as "Total: 12.50" (a
+    trailing space read in the zero padding after a line is not a change of its text)."""
+    start, end = 0, len(decoded)
+    while start < end and decoded[start] in spaces:
+        start += 1
+    while end > start and decoded[end - 1] in spaces:
+        end -= 1
+    return decoded[start:end]
+
+
+def ctc_measures(r_top: np.ndarray, v_top: np.ndarray, blank: int,
+                 spaces: frozenset[int] = frozenset()) -> dict[str, float]:  # fmt: skip
     """What a CTC reader sees: a step flipping between the blank and its neighbour's class (a character
     read one step earlier or later) changes nothing once decoded, so the agreement is the share of
     sequences (text lines) decoded to the same characters, as a reader's check counts lines read the
@@ -584,7 +620,7 @@ def ctc_measures(r_top: np.ndarray, v_top: np.ndarray, blank: int) -> dict[str, 
     would pass a line whose ':' turned into a full-width '：' (PP-OCRv5 rec, int4: 2 of ~110 characters)."""
     edits = length = same = 0
     for r, v in zip(r_top, v_top, strict=True):
-        a, b = ctc_decode(r, blank), ctc_decode(v, blank)
+        a, b = strip_classes(ctc_decode(r, blank), spaces), strip_classes(ctc_decode(v, blank), spaces)
         edits += edit_distance(a, b)
         length += max(len(a), len(b))
         same += a == b
@@ -598,7 +634,7 @@ def ctc_measures(r_top: np.ndarray, v_top: np.ndarray, blank: int) -> dict[str, 
 
 
 def decision_measures(ref: np.ndarray, var: np.ndarray, axis: int, spread: float,
-                      tie: float | None = None) -> dict[str, float]:  # fmt: skip
+                      tie: float | None = None, alphabet: tuple[str, ...] = ()) -> dict[str, float]:  # fmt: skip
     """Top-1 agreement over decided positions (and top-5 overlap for 10+ classes) along the class axis;
     for a CTC sequence, the agreement of the greedy-decoded characters (``ctc_measures``). ``tie``: the gap
     of the two best scores under which a position is a coin toss (default: ``TIE_SHARE`` of the spread)."""
@@ -611,7 +647,7 @@ def decision_measures(ref: np.ndarray, var: np.ndarray, axis: int, spread: float
         if blank is not None:
             out = decision_measures(r.reshape(-1, classes), v.reshape(-1, classes), -1, spread)  # per step
             out["step_top1_agreement"] = out.pop("top1_agreement")
-            return out | ctc_measures(r_top, v_top, blank)
+            return out | ctc_measures(r_top, v_top, blank, edge_spaces(alphabet, blank, classes))
     r2, v2 = r.reshape(-1, classes), v.reshape(-1, classes)
     threshold = TIE_SHARE * spread if tie is None else tie
     top5 = classes >= 10 and tie is None  # not over a vocabulary: [positions, vocab] int64 index arrays, for little
@@ -691,7 +727,7 @@ def float_measures(ref: np.ndarray, var: np.ndarray, kind: OutputKind) -> dict[s
     if kind.kind == "scores" and r.ndim >= 1 and r.size and r.shape[kind.axis] >= 2:
         # a decoder's logits are log-odds: a position is a coin toss by the same bar as its continuations
         tie = generation.TIE_LOGODDS if kind.tokens else None
-        measures.update(decision_measures(r, v, kind.axis, spread, tie))
+        measures.update(decision_measures(r, v, kind.axis, spread, tie, kind.alphabet))
     if kind.tokens and r.size:
         measures["kl_divergence"] = generation.mean_kl(r, v)
     return measures

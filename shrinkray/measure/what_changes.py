@@ -39,9 +39,12 @@ from shrinkray.measure.parity import (
     OutputKind,
     Parity,
     cosine_similarity,
+    ctc_alphabet,
     ctc_decode,
+    edge_spaces,
     edit_distance,
     robust_range,
+    strip_classes,
 )
 from shrinkray.measure.parity_inputs import ParityInputs
 
@@ -271,9 +274,10 @@ def _ctc(name: str, kind: OutputKind, blank: int, refs, vars_, alphabet) -> Outp
         r, v = np.moveaxis(r, kind.axis, -1), np.moveaxis(v, kind.axis, -1)
         lines_r = r.reshape(-1, r.shape[-2], r.shape[-1]) if r.ndim >= 2 else r.reshape(1, 1, -1)
         lines_v = v.reshape(lines_r.shape)
+        spaces = edge_spaces(tuple(alphabet or ()), blank, lines_r.shape[-1])
         for line, (lr, lv) in enumerate(zip(lines_r, lines_v, strict=True)):
-            a = ctc_decode(np.argmax(lr, axis=-1), blank)
-            b = ctc_decode(np.argmax(lv, axis=-1), blank)
+            a = strip_classes(ctc_decode(np.argmax(lr, axis=-1), blank), spaces)
+            b = strip_classes(ctc_decode(np.argmax(lv, axis=-1), blank), spaces)
             where = _where(item, line, len(lines_r)).replace("position", "line")
             found.examples.append(_text_example(item, where, chars(a), chars(b), float(edit_distance(a, b))))
     return found
@@ -580,18 +584,6 @@ def _drawn(name: str, refs, vars_, measures: dict[str, float | None], view: str)
         else:
             example.original_wave, example.variant_wave = envelope(_samples_axis(a)), envelope(_samples_axis(b))
     return found
-
-
-def ctc_alphabet(metadata: dict[str, str]) -> list[str] | None:
-    """A CTC reader's characters from its model's metadata (PaddleOCR exports keep them under ``character``,
-    one a line), or None."""
-    for key in ("character", "characters", "vocab", "alphabet"):
-        text = metadata.get(key)
-        if text:
-            chars = text.split("\n")
-            if len(chars) >= 2:
-                return [*chars, " "] if key == "character" else chars
-    return None
 
 
 __all__ = ["WORST", "ctc_alphabet", "examples_of", "image_items", "marked_text", "match_boxes", "split_items", "thumbnail",

@@ -100,6 +100,18 @@ def test_softmax_gives_scores_along_its_axis(axis, shape, expected):
     assert f"Softmax over axis {expected + len(shape)}" in got.why
 
 
+def test_a_ctc_readers_alphabet_in_its_metadata_travels_with_its_scores():
+    """PaddleOCR exports keep the characters under ``character``: the scores of a [batch, steps, classes]
+    output carry them (read as text, the space class after them); an output of another rank does not."""
+    nodes = [helper.make_node("Softmax", ["x"], ["rec"], axis=-1), helper.make_node("Softmax", ["x"], ["cls"])]
+    model = graph_model(nodes, {"rec": ["b", 10, 4], "cls": ["b", 4]}, inputs={"x": ["b", 10, 4]})
+    reference = {"rec": np.zeros((1, 10, 4), np.float32), "cls": np.zeros((1, 4), np.float32)}
+    assert classify_outputs(model, reference)["rec"].alphabet == ()
+    helper.set_model_props(model, {"character": "a\nb"})
+    kinds = classify_outputs(model, reference)
+    assert kinds["rec"].alphabet == ("a", "b", " ") and kinds["cls"].alphabet == ()
+
+
 def test_softmax_default_axis_depends_on_the_opset():
     node = [helper.make_node("Softmax", ["x"], ["out"])]
     assert kind_of(graph_model(node, {"out": [2, 5, 3]}, opset=13), "out", (2, 5, 3)).axis == -1

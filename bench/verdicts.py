@@ -59,6 +59,8 @@ from shrinkray.pipeline.compare import CompareSettings, compare  # noqa: E402
 
 DEFAULT_METHODS = "dynamic-int8,weights-int8,palettize:levels=16,palettize:levels=256,float16"
 PROFILES = ("old", "new", "new/real")
+#: The run budget (SHRINKRAY_MAX_RUN_SECONDS) of each comparison here, unless the environment sets one.
+RUN_SECONDS = 900
 #: Box task checks are also judged at this IoU (the default bar is real_models.IOU_MATCH = 0.9).
 LOOSE_IOU = 0.8
 
@@ -112,7 +114,7 @@ def verdict_settings(
 
 
 #: The engine before the verdict rewrite (absolute verdict on noise inputs): the product as issue 11 found it.
-BASELINE_COMMIT = "7fbf8a3"
+BASELINE_COMMIT = "7fbf8a3"  # no longer imports with today's dependencies: the column is off unless asked for
 BEFORE = "before"
 
 _BASELINE_CODE = r"""
@@ -531,8 +533,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(HERE / "out" / "verdicts.md"), help="Markdown report (default bench/out/verdicts.md; copy the figures into bench/RESULTS.md)")
     ap.add_argument(
         "--baseline",
-        default=BASELINE_COMMIT,
-        help=f"engine commit for the '{BEFORE}' column (default {BASELINE_COMMIT}, before the rewrite); '' to skip",
+        default="",
+        help=f"engine commit for the '{BEFORE}' column (e.g. {BASELINE_COMMIT}, before the rewrite); default: none",
     )
     ap.add_argument("--from-json", help="rewrite the report from a saved bench/out/verdicts.json, run nothing")
     args = ap.parse_args(argv)
@@ -550,6 +552,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(text)
         return 0
+    # the realistic sets are TASK_SAMPLES inputs each at the pipeline's own sizes (160 text lines 762 wide into
+    # an 18,000-class reader): the 120 s default run budget, sized for synthesized inputs, left variants unmeasured
+    os.environ.setdefault("SHRINKRAY_MAX_RUN_SECONDS", str(RUN_SECONDS))
     keys = [k.strip() for k in args.models.split(",") if k.strip()]
     unknown = [k for k in keys if k not in rm.SPECS]
     if unknown:

@@ -201,3 +201,39 @@ def token_ids(count: int, length: int, vocab: int, seed: int = 0) -> np.ndarray:
     span = max(vocab - low, 1)
     ranks = np.minimum(rng.zipf(1.3, size=(count, length)) - 1, span - 1)
     return low + (ranks * 7919) % span  # spread frequent ranks over the table
+
+
+def _file_text(rng: np.random.Generator, kind: int) -> bytes:
+    """One file's bytes: prose, source code, JSON, HTML, CSV, or binary data behind a file signature."""
+    lines = int(rng.integers(3, 120))
+    if kind == 0:
+        return "\n".join(_sentence(rng, int(rng.integers(4, 14))) + "." for _ in range(lines)).encode()
+    if kind == 1:
+        body = [f"def {_sentence(rng, 1)}_{k}(x, y={k}):\n    return x * {k} + y  # {_sentence(rng, 3)}"
+                for k in range(lines)]  # fmt: skip
+        return ("import os\nimport sys\n\n\n" + "\n\n".join(body) + "\n").encode()
+    if kind == 2:
+        items = ",\n".join(f'  "{_sentence(rng, 1)}_{k}": {{"id": {k}, "value": {rng.uniform(0, 1e3):.2f}}}'
+                           for k in range(lines))  # fmt: skip
+        return ("{\n" + items + "\n}\n").encode()
+    if kind == 3:
+        rows = "\n".join(f"<tr><td>{_sentence(rng, 2)}</td><td>{int(rng.integers(0, 9999))}</td></tr>" for _ in range(lines))
+        return f'<!DOCTYPE html>\n<html lang="en">\n<head><title>{_sentence(rng, 3)}</title></head>\n<body>\n<table>\n{rows}\n</table>\n</body>\n</html>\n'.encode()
+    if kind == 4:
+        rows = "\n".join(f"{k},{_sentence(rng, 1)},{rng.uniform(0, 100):.3f},{int(rng.integers(1990, 2030))}" for k in range(lines))
+        return ("id,name,score,year\n" + rows + "\n").encode()
+    signature = (b"\x89PNG\r\n\x1a\n", b"PK\x03\x04", b"\x7fELF\x02\x01\x01\x00", b"%PDF-1.7\n")[int(rng.integers(0, 4))]
+    return signature + rng.integers(0, 256, int(rng.integers(200, 8000)), dtype=np.uint8).tobytes()
+
+
+def file_bytes(count: int, length: int, depth: int = 256, seed: int = 0) -> np.ndarray:
+    """[count, length] byte values of files of six kinds (a byte model's inputs: magika reads a file's bytes),
+    each from its start; a file shorter than the row is padded with ``depth - 1`` when the model has a
+    padding value past the 256 bytes (depth 257+), else with zeros."""
+    rng = np.random.default_rng([seed, 3000])
+    pad = depth - 1 if depth > 256 else 0
+    out = np.full((count, length), pad, np.int64)
+    for row in range(count):
+        data = np.frombuffer(_file_text(rng, int(rng.integers(0, 6))), np.uint8)[:length]
+        out[row, : data.size] = data
+    return out

@@ -150,6 +150,45 @@ def _vocab_sizes(model: onnx.ModelProto) -> dict[str, int]:
     return sizes
 
 
+#: Ops an integer input passes through unchanged in value on its way to a one-hot comparison.
+_INDEX_PASS = {"Reshape", "Expand", "Unsqueeze", "Squeeze", "Cast", "Identity", "Flatten", "Transpose"}
+
+
+def _one_hot_depths(model: onnx.ModelProto) -> dict[str, int]:
+    """Integer inputs that become a one-hot code: compared by ``Equal`` with a stored 0, 1, ..., N-1 (as jax
+    and tf exports write one_hot) or given to ``OneHot`` with a stored depth. Their valid values are 0..N-1."""
+    consts = _constant_values(model)
+    users: dict[str, list[onnx.NodeProto]] = {}
+    for node in model.graph.node:
+        for name in node.input:
+            users.setdefault(name, []).append(node)
+    sizes: dict[str, int] = {}
+    for inp in model.graph.input:
+        frontier, seen = [inp.name], set()
+        while frontier and inp.name not in sizes:
+            name = frontier.pop()
+            for node in users.get(name, []):
+                if id(node) in seen:
+                    continue
+                seen.add(id(node))
+                other = [consts.get(i) for i in node.input if i != name]
+                if node.op_type == "Equal" and other and other[0] is not None and other[0].size >= 2:
+                    values = other[0].ravel()
+                    if np.array_equal(values, np.arange(values.size)):
+                        sizes[inp.name] = int(values.size)
+                elif node.op_type == "OneHot" and node.input[0] == name and len(node.input) > 1:
+                    depth = consts.get(node.input[1])
+                    if depth is not None and depth.size == 1 and int(depth.ravel()[0]) >= 2:
+                        sizes[inp.name] = int(depth.ravel()[0])
+                elif node.op_type in _INDEX_PASS and node.input[0] == name:
+                    frontier.extend(node.output)
+    return sizes
+
+
+#: One-hot depths that mean "a byte per position" (256 values, and a padding value or two after them).
+BYTE_DEPTHS = (256, 257, 258)
+
+
 @dataclass
 class InputRole:
     """What an input carries, so synthesis can give it realistic content."""
@@ -322,6 +361,7 @@ def input_roles(model: onnx.ModelProto) -> dict[str, InputRole]:
     """What each input carries: images, audio, features, token ids, masks, states, sample rates or plain values."""
     sigs = signature(model)
     vocab = _vocab_sizes(model)
+    depths = _one_hot_depths(model)
     has_rate = any(_RATE_WORDS.search(s.name) for s in sigs)
     roles: dict[str, InputRole] = {}
     for sig in sigs:
@@ -340,6 +380,9 @@ def input_roles(model: onnx.ModelProto) -> dict[str, InputRole]:
                 roles[sig.name] = InputRole("token_types")
             elif sig.name in vocab:
                 roles[sig.name] = InputRole("tokens", vocab=vocab[sig.name])
+            elif sig.name in depths:  # a byte model (magika: 256 byte values and a padding value) or categories
+                depth = depths[sig.name]
+                roles[sig.name] = InputRole("bytes" if depth in BYTE_DEPTHS else "tokens", vocab=depth)
             else:
                 roles[sig.name] = InputRole("int")
         elif sig.dtype.kind == "f":
@@ -526,6 +569,10 @@ def synthesize(
                 rows = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
                 length = shape[-1] if shape else 1
                 values = content.token_ids(rows, length, role.vocab, seed=options.seed).reshape(shape)
+            elif role.kind == "bytes":
+                rows = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
+                values = content.file_bytes(rows, shape[-1] if shape else 1, role.vocab, seed=options.seed)
+                values = values.reshape(shape)
             else:
                 values = rng.integers(DEFAULT_INT_RANGE[0], DEFAULT_INT_RANGE[1], size=shape, endpoint=True)
         elif sig.dtype.kind == "b":

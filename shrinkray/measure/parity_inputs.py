@@ -522,6 +522,8 @@ def _content_text(role, value: np.ndarray | None = None) -> str:
         values = "normalized like ImageNet (mean/std)" if value_range == "imagenet" else f"in {value_range}"
         how = how.removeprefix("guessed: mean/std normalized ").strip("()") if how.startswith("guessed") else how
         return f"{shape}, values {values} ({'a guess: ' if value_range == 'imagenet' else 'from '}{how})"
+    if role.kind == "bytes":
+        return "bytes of text, markup, source and binary files" + (f" (value {role.vocab - 1} pads)" if role.vocab > 256 else "")
     return {"audio": "speech", "tokens": "token ids", "mask": "ones", "token_types": "zeros", "positions": "0, 1, 2...",
             "state": "zeros (initial state)", "sample_rate": "16000"}.get(role.kind, role.kind)  # fmt: skip
 

@@ -243,6 +243,41 @@ def test_shared_weight_token_ids_stay_below_its_table():
     assert ids.max() > DEFAULT_INT_RANGE[1]
 
 
+def _one_hot_model(depth: int, as_equal: bool = True) -> onnx.ModelProto:
+    """ids [batch, 64] int32 -> one-hot over ``depth`` (jax/tf's Equal with a stored 0..depth-1, or OneHot)."""
+    if as_equal:
+        nodes = [helper.make_node("Unsqueeze", ["ids", "axis"], ["col"]),
+                 helper.make_node("Equal", ["col", "range"], ["hot"]),
+                 helper.make_node("Cast", ["hot"], ["y"], to=TensorProto.FLOAT)]  # fmt: skip
+        inits = [numpy_helper.from_array(np.arange(depth, dtype=np.int32).reshape(1, 1, depth), "range"),
+                 numpy_helper.from_array(np.array([-1], np.int64), "axis")]  # fmt: skip
+    else:
+        nodes = [helper.make_node("OneHot", ["ids", "depth", "values"], ["y"])]
+        inits = [numpy_helper.from_array(np.array(depth, np.int64), "depth"),
+                 numpy_helper.from_array(np.array([0, 1], np.float32), "values")]  # fmt: skip
+    graph = helper.make_graph(nodes, "hot", [helper.make_tensor_value_info("ids", TensorProto.INT32, ["b", 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+def test_ids_of_a_one_hot_stay_within_its_depth_and_a_byte_model_gets_bytes_of_files():
+    """magika's input was integers in [0, 10], nothing like a file: its one-hot is an Equal against a stored
+    0..256 (256 bytes and a padding value). Such an input gets bytes of text, markup, source and binary
+    files, padded with 256; any other depth gets ids in range."""
+    model = _one_hot_model(257)
+    assert input_roles(model)["ids"].kind == "bytes"
+    x = synthesize(model, InputOptions(dims={"b": 8})).feeds["ids"]
+    assert x.dtype == np.int32 and x.min() >= 0 and x.max() <= 256
+    printable = np.isin(x, np.r_[9, 10, 13, 32:127]).mean()
+    assert printable > 0.5 and x.max() > DEFAULT_INT_RANGE[1]  # mostly text, not [0, 10]
+    assert len({bytes(row.astype(np.uint8)) for row in x}) == 8  # every row its own file
+    run(model, {"ids": x})
+    for as_equal in (True, False):
+        ids = synthesize(_one_hot_model(40, as_equal), InputOptions(dims={"b": 4})).feeds["ids"]
+        assert input_roles(_one_hot_model(40, as_equal))["ids"].kind == "tokens"
+        assert 0 <= ids.min() and ids.max() < 40 and ids.max() > DEFAULT_INT_RANGE[1]
+
+
 def test_masks_are_all_ones():
     mask = synthesize(cached_sample("transformer"), InputOptions(dims={"batch": 4, "seq": 32})).feeds["attention_mask"]
     assert mask.dtype == np.int64

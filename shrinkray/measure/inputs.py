@@ -263,9 +263,25 @@ def image_value_range(model: onnx.ModelProto, name: str) -> tuple[str, str]:
                     return "0-255", f"mean {value:g} subtracted from the input"
                 if 0.2 <= value <= 0.8:
                     return "0-1", f"mean {value:g} subtracted from the input"
+    if _ultralytics(model):
+        return "0-1", "Ultralytics YOLO's input, RGB / 255 (its metadata)"
     if _paddle(model) and (reads_text_lines(model) or turns_text_lines(model)):
         return "-1-1", "PaddleOCR's text-line normalization, (x/255 - 0.5) / 0.5"
     return "imagenet", "guessed: mean/std normalized (the input goes straight into the network)"
+
+
+def _ultralytics(model: onnx.ModelProto) -> bool:
+    """An Ultralytics YOLO export (its metadata's author): RGB in 0..1, at the ``imgsz`` it records."""
+    return any(p.key == "author" and "ultralytics" in p.value.lower() for p in model.metadata_props)
+
+
+def _recorded_size(model: onnx.ModelProto) -> tuple[int, int] | None:
+    """(H, W) an Ultralytics export records as ``imgsz`` ("[640, 640]" or "640"), if any."""
+    text = next((p.value for p in model.metadata_props if p.key == "imgsz"), "")
+    sides = [int(v) for v in re.findall(r"\d+", text)]
+    if len(sides) == 1:
+        sides *= 2
+    return (sides[0], sides[1]) if len(sides) == 2 and all(16 <= v <= 4096 for v in sides) else None
 
 
 def _paddle(model: onnx.ModelProto) -> bool:
@@ -375,6 +391,8 @@ def image_size(model: onnx.ModelProto, name: str) -> tuple[int, int]:
         return TEXT_LINE_HEIGHT, TEXT_LINE_WIDTH
     if turns_text_lines(model):
         return TURNED_LINE_SIZE
+    if _ultralytics(model) and _recorded_size(model):
+        return _recorded_size(model)
     for out in model.graph.output:
         dims = list(out.type.tensor_type.shape.dim) if out.type.HasField("tensor_type") else []
         shaped = out.type.HasField("tensor_type") and out.type.tensor_type.HasField("shape")

@@ -314,6 +314,19 @@ def test_paddleocrs_direction_classifier_gets_its_lines_half_upside_down_in_its_
     assert role.text_line and not role.turned and role.detail.startswith("-1-1")
 
 
+def test_an_ultralytics_export_gets_rgb_in_0_1_at_the_size_it_records():
+    """nudenet and captcha-recognizer ship Ultralytics YOLO exports, which take RGB / 255; in ImageNet's range
+    (the guess for an input that goes straight into a convolution) the slider model found 48 boxes on scenes
+    and failed a weights-int8 that keeps every box on real captchas."""
+    model = _paddle_model(2, producer="pytorch")
+    assert input_roles(model)["x"].detail.startswith("imagenet")
+    helper.set_model_props(model, {"author": "Ultralytics", "imgsz": "[320, 256]"})
+    role = input_roles(model)["x"]
+    assert role.detail.startswith("0-1") and role.size == (320, 256)
+    x = synthesize(model, InputOptions(dims={}), batch=2).feeds["x"]
+    assert x.shape == (2, 3, 320, 256) and 0.0 <= x.min() and x.max() <= 1.0
+
+
 def test_a_yolo_head_on_a_fixed_square_image_is_not_a_text_reader():
     """[1, 4 + 1 + 32, 8400] reads like [batch, steps, characters]; on a fixed 640 x 640 input it is a detection head
     (captcha-recognizer's slider model was synthesized as text lines in the input note)."""

@@ -237,10 +237,33 @@ def _components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
             parent = jumped
 
 
-def map_decisions(reference: np.ndarray, variant: np.ndarray) -> Decisions | str:
+#: DB text detection as PaddleOCR / rapidocr read its map: regions above DB_THRESHOLD whose box has a mean
+#: probability of at least DB_BOX_THRESHOLD, each box pushed out by area x DB_UNCLIP / perimeter.
+DB_THRESHOLD, DB_BOX_THRESHOLD, DB_UNCLIP = 0.3, 0.5, 1.6
+
+
+def text_boxes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The text boxes a DB detector's map gives (x1, y1, x2, y2) and their mean probabilities: what the OCR
+    pipeline crops and reads, so an edge that moves a pixel on a line pushed out by its unclip is no change."""
+    boxes, _ = regions(values, DB_THRESHOLD)
+    if not len(boxes):
+        return boxes, np.zeros(0)
+    total = np.zeros((values.shape[0] + 1, values.shape[1] + 1))
+    total[1:, 1:] = np.cumsum(np.cumsum(values, axis=0), axis=1)  # summed-area table: each box's mean at once
+    x0, y0, x1, y1 = (boxes[:, k].astype(np.int64) for k in range(4))
+    area = (x1 - x0) * (y1 - y0)
+    mean = (total[y1, x1] - total[y0, x1] - total[y1, x0] + total[y0, x0]) / np.maximum(area, 1)
+    keep = mean >= DB_BOX_THRESHOLD
+    w, h = (x1 - x0)[keep], (y1 - y0)[keep]
+    d = (w * h * DB_UNCLIP / (2.0 * (w + h)))[:, None]
+    return boxes[keep] + np.hstack([-d, -d, d, d]), mean[keep]
+
+
+def map_decisions(reference: np.ndarray, variant: np.ndarray, text: bool = False) -> Decisions | str:
     """Regions of every 2-D map (the last two axes), original vs variant, at each of MAP_THRESHOLDS: the
-    threshold with the lowest agreement decides. When there is nothing to compare, why not (no region in
-    either output, or speckle: more than MAX_REGIONS regions in one map)."""
+    threshold with the lowest agreement decides. ``text``: a DB text detector's map, judged by its text boxes
+    (:func:`text_boxes`) alone. When there is nothing to compare, why not (no region in either output, or
+    speckle: more than MAX_REGIONS regions in one map)."""
     ref = np.asarray(reference, np.float64)
     var = np.asarray(variant, np.float64)
     h, w = ref.shape[-2:]
@@ -249,18 +272,19 @@ def map_decisions(reference: np.ndarray, variant: np.ndarray) -> Decisions | str
     var = np.where(np.isfinite(var), var, 0.0)
     margin = np.array([-1.0, -1.0, 1.0, 1.0])
     worst: Decisions | None = None
-    for threshold in MAP_THRESHOLDS:
+    for threshold in (DB_BOX_THRESHOLD,) if text else MAP_THRESHOLDS:
         parts = []
         for r, v in zip(ref, var, strict=True):
-            a_box, a_peak = regions(r, threshold)
-            b_box, b_peak = regions(v, threshold)
+            a_box, a_peak = text_boxes(r) if text else regions(r, threshold)
+            b_box, b_peak = text_boxes(v) if text else regions(v, threshold)
             if max(len(a_box), len(b_box)) > MAX_REGIONS:
                 return f"more than {MAX_REGIONS} regions above {threshold:g} in one map (speckle, not objects)"
+            pad = 0.0 if text else margin
             parts.append(
-                _match(a_box + margin, np.zeros(len(a_box)), a_peak, b_box + margin, np.zeros(len(b_box)), b_peak,
+                _match(a_box + pad, np.zeros(len(a_box)), a_peak, b_box + pad, np.zeros(len(b_box)), b_peak,
                        threshold)
             )  # fmt: skip
-        found = _combine("regions", threshold, parts)
+        found = _combine("text boxes" if text else "regions", threshold, parts)
         if found.total and (worst is None or found.agreement < worst.agreement):
             worst = found
     return worst if worst is not None else f"no region above {MAP_THRESHOLDS[0]:g} in either output"

@@ -163,6 +163,20 @@ def _input_size(model: onnx.ModelProto) -> tuple[int, int] | None:
     return None
 
 
+def _text_detector(arr: np.ndarray, op: str, model: onnx.ModelProto) -> bool:
+    """A DB text detector's map (PaddleOCR, rapidocr, onnxocr): [batch, 1, H, W] by Sigmoid from a model whose one
+    image input leaves its height and width free (it takes a page at any size, the map following it)."""
+    if arr.ndim != 4 or arr.shape[1] != 1 or op != "Sigmoid":
+        return False
+    initializers = {t.name for t in model.graph.initializer}
+    images = [i for i in model.graph.input if i.name not in initializers and i.type.HasField("tensor_type")
+              and len(i.type.tensor_type.shape.dim) == 4]  # fmt: skip
+    if len(images) != 1:
+        return False
+    dims = images[0].type.tensor_type.shape.dim
+    return dims[1].dim_value == 3 and not any(d.HasField("dim_value") and d.dim_value > 0 for d in dims[2:])
+
+
 def classify_output(
     name: str, value: np.ndarray, model: onnx.ModelProto, producers: dict[str, onnx.NodeProto] | None = None
 ) -> OutputKind:
@@ -184,6 +198,10 @@ def classify_output(
         if axis is not None:
             return OutputKind("scores", axis, f"computed by {op} over axis {axis + rank}: class scores")
     if looks_like_map(arr):
+        if _text_detector(arr, op, model):
+            return OutputKind("map", why=f"a text detector's probability map ({arr.shape[-2]} x {arr.shape[-1]}, "
+                              "one channel by Sigmoid at the page's size): judged by its text boxes as OCR pipelines "
+                              "read them (above 0.3, box mean 0.5, pushed out by DB's unclip)", text_boxes=True)  # fmt: skip
         return OutputKind("map", why=f"probabilities on a {arr.shape[-2]} x {arr.shape[-1]} grid: judged by the "
                           "regions above 0.3 and 0.5")  # fmt: skip
     size = _input_size(model)

@@ -256,6 +256,8 @@ class OutputKind:
     #: a CTC reader's alphabet from its metadata (the characters, without the blank), when it has one: the
     #: decoded lines are compared as text, whitespace at a line's ends dropped as a reader's text does
     alphabet: tuple[str, ...] = ()
+    #: a DB text detector's probability map: judged by the text boxes the OCR pipeline reads off it
+    text_boxes: bool = False
 
 
 @dataclass
@@ -900,7 +902,8 @@ def _decide(ref: np.ndarray, var: np.ndarray, kind: OutputKind, grouped=None):
         found = grouped
         nothing = "no box scores 0.25 in either output"
     elif kind.kind == "map":
-        found = decisions.map_decisions(ref, var) if ref.ndim >= 2 and ref.size else "not a grid of values"
+        found = (decisions.map_decisions(ref, var, kind.text_boxes) if ref.ndim >= 2 and ref.size
+                 else "not a grid of values")  # fmt: skip
         nothing, found = (found, None) if isinstance(found, str) else ("", found)
     else:
         layout = decisions.head_layout(ref, kind.input_size, kind.masks)

@@ -507,8 +507,46 @@ def _samples(model: onnx.ModelProto, options: InputOptions, batch: int | None,
     if roles:
         note += "; content " + ", ".join(roles)
     if synth.guesses:
-        note += "; guessed dims " + ", ".join(f"{k}={v}" for k, v in synth.guesses.items())
+        note += "; sizes the model leaves free, chosen: " + _free_sizes(model, synth.guesses)
     return samples, note
+
+
+def _free_sizes(model: onnx.ModelProto, guesses: dict[str, int]) -> str:
+    """'x height 960, width 736': each guessed size by its input and what the axis is, not by the exporter's
+    name for it ("DynamicDimension.1", "p2o.DynamicDimension.2" mean nothing to a user)."""
+    roles = input_roles(model)
+    words: list[str] = []
+    said: set[str] = set()
+    for sig in signature(model):
+        role = roles.get(sig.name)
+        parts = []
+        for axis, dim in enumerate(sig.shape):
+            label = dim if isinstance(dim, str) else f"{sig.name}:{axis}"
+            if isinstance(dim, int) or label not in guesses or label in said:
+                continue
+            said.add(label)
+            parts.append(f"{_axis_word(role, axis, len(sig.shape))} {guesses[label]}")
+        if parts:
+            words.append(f"{sig.name} " + ", ".join(parts))
+    words += [f"{label} {value}" for label, value in guesses.items() if label not in said]
+    return "; ".join(words)
+
+
+def _axis_word(role, axis: int, rank: int) -> str:
+    """What one axis of an input is, in a user's words."""
+    if axis == 0 and rank > 1:
+        return "batch"
+    if role is not None and role.kind == "image" and rank == 4:
+        sides = (2, 3) if role.channels_first else (1, 2)
+        if axis in sides:
+            return "height" if axis == sides[0] else "width"
+    if role is not None and role.kind == "features" and axis in role.axes:
+        return "mel bins" if axis == role.axes[0] else "frames"
+    if role is not None and role.kind in ("tokens", "mask", "token_types", "positions", "bytes") and axis == rank - 1:
+        return "length"
+    if role is not None and role.kind == "audio" and axis == rank - 1:
+        return "samples"
+    return f"axis {axis}"
 
 
 def _content_text(role, value: np.ndarray | None = None) -> str:

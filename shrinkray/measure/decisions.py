@@ -93,6 +93,7 @@ class Decisions:
         key = "box" if self.what == "boxes" else "region"
         return {
             f"{key}_agreement": self.agreement,
+            f"{key}_decisions": float(self.total),  # what the agreement divides by: what a verdict rests on
             f"{self.what}": float(self.kept + self.moved + self.lost),
             f"{self.what}_moved": float(self.moved),
             f"{self.what}_lost": float(self.lost),

@@ -201,6 +201,7 @@ class InputRole:
     turned: bool = False  # text lines, half of them upside down: a text direction classifier's two classes
     #: pictures turned by each of these angles in turn: an orientation classifier's classes (its labels say so)
     rotations: tuple[int, ...] = ()
+    documents: bool = False  # dense printed pages: a text detector's input
     axes: tuple[int, int] = (-1, -1)  # features: (mel axis, time axis)
     size: tuple[int, int] = (0, 0)  # image: (H, W) its family takes when the model leaves them free
 
@@ -317,6 +318,22 @@ def turns_text_lines(model: onnx.ModelProto) -> bool:
     two = len(dims) == 2 and dims[1].HasField("dim_value") and dims[1].dim_value == 2
     images = [s for s in signature(model) if _is_image(s)[0]]
     return two and len(images) == 1 and _is_image(images[0])[1] and not any(isinstance(d, int) for d in images[0].shape[2:])
+
+
+def reads_pages(model: onnx.ModelProto) -> bool:
+    """True for a DB text detector (PaddleOCR, rapidocr, onnxocr) before any run: one 3-channel image input that
+    leaves its height and width free, and an output of rank 4 computed by Sigmoid with one channel (or a free
+    one): the text probability map of a page. Its inputs are dense printed pages, as it is run on."""
+    images = [s for s in signature(model) if _is_image(s)[0]]
+    if len(images) != 1 or images[0].shape[1] != 3 or any(isinstance(d, int) for d in images[0].shape[2:]):
+        return False
+    producers = {out: node for node in model.graph.node for out in node.output}
+    for out in model.graph.output:
+        dims = list(out.type.tensor_type.shape.dim) if out.type.HasField("tensor_type") else []
+        node = producers.get(out.name)
+        if len(dims) == 4 and (_free(dims[1]) or dims[1].dim_value == 1) and node is not None and node.op_type == "Sigmoid":
+            return True
+    return False
 
 
 def _is_image(sig: InputSignature) -> tuple[bool, bool]:
@@ -462,7 +479,8 @@ def input_roles(model: onnx.ModelProto) -> dict[str, InputRole]:
                 value_range, how = image_value_range(model, sig.name)
                 roles[sig.name] = InputRole("image", f"{value_range}|{how}", channels_first=first,
                                             text_line=reads_text_lines(model), size=image_size(model, sig.name),
-                                            turned=turns_text_lines(model), rotations=orientation_classes(model))  # fmt: skip
+                                            turned=turns_text_lines(model), rotations=orientation_classes(model),
+                                            documents=reads_pages(model))  # fmt: skip
             elif _STATE_WORDS.search(sig.name):
                 roles[sig.name] = InputRole("state")
             elif _RATE_WORDS.search(sig.name) and rank <= 1:  # before audio: a float [1] sr is not a clip
@@ -558,7 +576,8 @@ def _image_values(sig: InputSignature, role: InputRole, shape: list[int], option
         channels, height, width = shape[1], shape[2], shape[3]
     else:
         height, width, channels = shape[1], shape[2], shape[3]
-    rgb = content.rgb_images(count, height, width, seed=options.seed, turned=role.turned, rotations=role.rotations)
+    rgb = content.rgb_images(count, height, width, seed=options.seed, turned=role.turned, rotations=role.rotations,
+                             documents=role.documents)  # fmt: skip
     low_high = options.ranges.get(sig.name)
     values = _rescale(rgb, low_high) if low_high else content.to_model_range(rgb, role.detail.split("|")[0])
     return content.layout_channels(values, channels, role.channels_first)

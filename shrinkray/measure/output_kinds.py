@@ -306,4 +306,7 @@ def classify_outputs(
     if alphabet:  # a CTC reader's lines are then read as its text (parity.strip_classes)
         kinds = {name: replace(k, alphabet=tuple(alphabet)) if k.kind == "scores" and np.ndim(reference[name]) == 3
                  else k for name, k in kinds.items()}  # fmt: skip
-    return kinds
+    # a run's rank: several synthesized sets stack on a new first axis, and a [batch, steps, classes] reader
+    # must still be read line by line there (it was judged by positions: a false pass on PP-OCRv5)
+    return {name: replace(k, rank=int(np.ndim(reference[name]))) if k.kind == "scores" else k
+            for name, k in kinds.items()}  # fmt: skip

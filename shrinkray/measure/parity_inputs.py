@@ -30,7 +30,14 @@ from shrinkray.measure.inputs import (
     synthesize,
 )
 from shrinkray.measure.output_kinds import classify_outputs
-from shrinkray.measure.parity import RELATIVE_PROFILE, OutputKind, Parity, compare_outputs, decision_counts
+from shrinkray.measure.parity import (
+    RELATIVE_PROFILE,
+    OutputKind,
+    Parity,
+    compare_outputs,
+    decision_counts,
+    own_decisions,
+)
 from shrinkray.measure.results import CompareSettings
 from shrinkray.measure.sample_files import load_sample_files
 from shrinkray.units import format_seconds
@@ -296,8 +303,9 @@ RESERVE_SETS = 3
 
 def decisions_given(reference: dict[str, np.ndarray], kinds: dict[str, OutputKind]) -> int | None:
     """The fewest decisions any scores output gives on these outputs (decided positions, or decoded lines of
-    a CTC reader; an ArgMax's labels, each position), or None when no output is judged by its decisions."""
-    counts = []
+    a CTC reader; an ArgMax's labels, each position; a map's or a detector's boxes), or None when no output
+    is judged by its decisions."""
+    counts = own_decisions(reference, kinds)
     for name, kind in kinds.items():
         value = reference.get(name)
         if kind.labels and value is not None:
@@ -364,8 +372,11 @@ def _enough_decisions(inputs: ParityInputs, model: onnx.ModelProto, session, bat
             return inputs  # the first set stands: the original refused the others
         more = decisions_given(reference, inputs.kinds) or 0
         how = f"{total} batches of {batch}, seeds {options.seed}-{options.seed + total - 1}" if batch is not None else f"{total} runs, seeds {options.seed}-{options.seed + total - 1}"
+        enough = ("so that a verdict rests on enough of them to be sure" if more >= MIN_DECISIONS else
+                  f"as many as the outputs' memory allows ({out_bytes / 2**20:.0f} MiB a set), too few to be sure "
+                  "of every verdict: give samples of your own for a firm one")  # fmt: skip
         note = (re.sub(r"\((one batch of \d+|\d+ runs), seed \d+\)", f"({how})", inputs.note, count=1)
-                + f"; {more} decisions, so that a top-1 verdict rests on enough of them to be sure")  # fmt: skip
+                + f"; {more} decisions, {enough}")  # fmt: skip
         inputs = replace(inputs, samples=samples, reference=reference, note=note)
         sets = total
     if plan_note:
@@ -391,11 +402,11 @@ def _planned(inputs: ParityInputs, budget: Budget | None, asked: Asked) -> Parit
 
 
 def _few(inputs: ParityInputs, given: int, per_set_s: float) -> ParityInputs:
-    """The inputs as they are, with a note when their decisions are too few for a top-1 verdict to pass."""
+    """The inputs as they are, with a note when their decisions are too few for a verdict to pass."""
     if given >= decisions_to_pass(RELATIVE_PROFILE["scores"]["min_top1_agreement"]):
         return inputs
     few = (f"; only {given} decisions (more samples would take the original {format_seconds(per_set_s)} a set), too few "
-           "for a top-1 verdict to pass with 95% confidence: give samples of your own for a firm one")  # fmt: skip
+           "for a verdict to pass with 95% confidence: give samples of your own for a firm one")  # fmt: skip
     return replace(inputs, note=inputs.note + few)
 
 
@@ -558,7 +569,7 @@ def _content_text(role, value: np.ndarray | None = None) -> str:
         value_range, how = role.detail.split("|", 1)
         shape = ("text lines" if role.text_line else "text lines, half upside down" if role.turned
                  else "pages turned by " + "/".join(map(str, role.rotations)) + " degrees in turn" if role.rotations
-                 else "pages and scenes")  # fmt: skip
+                 else "dense printed pages" if role.documents else "pages and scenes")  # fmt: skip
         values = "normalized like ImageNet (mean/std)" if value_range == "imagenet" else f"in {value_range}"
         how = how.removeprefix("guessed: mean/std normalized ").strip("()") if how.startswith("guessed") else how
         return f"{shape}, values {values} ({'a guess: ' if value_range == 'imagenet' else 'from '}{how})"

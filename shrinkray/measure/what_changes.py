@@ -203,7 +203,7 @@ def _examples(name: str, judged_kind: str, kind: OutputKind, measures: dict[str,
         if layout is not None:
             return _detections(name, layout, kind, refs, vars_, image_items(samples))
     if judged_kind == "map" and measures.get("region_agreement") is not None:
-        return _maps(name, refs, vars_, image_items(samples))
+        return _maps(name, refs, vars_, image_items(samples), kind.text_boxes)
     if judged_kind == "exact" and all(np.size(r) <= MAX_EXACT_VALUES for r in refs):
         return _exact(name, refs, vars_)
     if judged_kind == "continuous" and _audio(name, refs, samples, _samples_axis):
@@ -434,10 +434,12 @@ def _extent(boxes: list[Box]) -> list[float]:
     return [float(max(width, 1.0)), float(max(height, 1.0))]
 
 
-def _maps(name: str, refs, vars_, images) -> OutputExamples:
-    """The regions of each input's (first) map above 0.5, matched as parity matches them."""
+def _maps(name: str, refs, vars_, images, text: bool = False) -> OutputExamples:
+    """The regions of each input's (first) map above 0.5, matched as parity matches them; ``text``: a DB text
+    detector's map, by the text boxes its OCR pipeline reads (what its verdict counts)."""
     threshold = decisions.MAP_THRESHOLDS[-1]
-    found = OutputExamples(name, "map", "boxes", f"regions above {threshold:g} moved, lost or new")
+    found = OutputExamples(name, "map", "boxes", "text boxes moved, lost or new" if text
+                           else f"regions above {threshold:g} moved, lost or new")  # fmt: skip
     candidates = []
     for item, (r, v) in enumerate(zip(refs, vars_, strict=True)):
         r, v = np.asarray(r, np.float64), np.asarray(v, np.float64)
@@ -446,8 +448,8 @@ def _maps(name: str, refs, vars_, images) -> OutputExamples:
         v2 = np.where(np.isfinite(v), v, 0.0).reshape(-1, h, w)
         best = None
         for index, (mr, mv) in enumerate(zip(r2, v2, strict=True)):
-            a_box, a_peak = decisions.regions(mr, threshold)
-            b_box, b_peak = decisions.regions(mv, threshold)
+            a_box, a_peak = decisions.text_boxes(mr) if text else decisions.regions(mr, threshold)
+            b_box, b_peak = decisions.text_boxes(mv) if text else decisions.regions(mv, threshold)
             a = _boxes_of(a_box, np.zeros(len(a_box)), a_peak)
             b = _boxes_of(b_box, np.zeros(len(b_box)), b_peak)
             changed, worst = match_boxes(a, b)

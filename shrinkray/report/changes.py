@@ -276,7 +276,7 @@ def example_words(oe: OutputExamples, e: Example) -> str:
         if new:
             parts.append(f"{new} new")
         kept = sum(b.status == "kept" for b in a)
-        what = "regions" if oe.kind == "map" else "boxes"
+        what = "text boxes" if oe.measure.startswith("text boxes") else "regions" if oe.kind == "map" else "boxes"
         return f"{e.where}: {', '.join(parts) or 'all kept'} ({kept} of {len(a)} {what} kept)"
     return (f"{e.where}: {oe.measure} {_num(e.differs)}, max abs diff {_num(e.max_abs_diff)}, "
             f"cosine {_num(e.cosine, '.6f')}")  # fmt: skip

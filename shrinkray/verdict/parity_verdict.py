@@ -79,6 +79,8 @@ def _things(o: OutputParity, total: int, samples: int) -> tuple[str, str]:
     """What a top-1 decision is on this output, and what keeping it means: lines read, inputs or positions."""
     if o.measures.get("sequences") is not None:
         return "lines", "reads the same text on"
+    if o.unit and o.kind in ("map", "detections"):  # boxes or regions: kept at IoU >= 0.9, none new
+        return o.unit, "keeps"
     if o.measures.get("continuations") is not None and o.unit == "input":  # a set of models writing outputs
         return "inputs", "writes the same output for"
     if o.measures.get("continuations") is not None:
@@ -94,6 +96,8 @@ def _share_sentence(o: OutputParity, check: Check, samples: int) -> str:
     n = check.decisions or 0
     kept = int(round(check.value * n))
     things, keeps = _things(o, n, samples)
+    if n == 1:  # "0 of 1 box", "1 of 1 line"
+        things = things[:-2] if things.endswith("xes") else things[:-1]
     needs = f"needs {check.limit * 100:g}%"
     if check.status == PASS:
         return f"{keeps} {kept} of {n} {things}: at least {_percent(check.low)} with 95% confidence ({needs})"
@@ -124,6 +128,8 @@ def output_verdict(o: OutputParity, samples: int) -> OutputVerdict:
                     else o.reason or "does not match the original")  # fmt: skip
         return OutputVerdict(o.name, o.kind, status, sentence, severity=o.severity)
     what = f"{o.decisions}; " if o.decisions else ""  # a map's or a detector's regions and boxes, as a user sees them
+    if what.startswith("all ") and check.decisions is not None:
+        what = ""  # "all 21 text boxes kept": the share's sentence says it, with what it rests on
     after = ""
     if o.kind == GENERATION:  # where changed continuations part: after the share, which is what decides
         what, after = "", (f"; {o.decisions}" if o.decisions else "")
@@ -135,6 +141,8 @@ def output_verdict(o: OutputParity, samples: int) -> OutputVerdict:
         measured = Criterion(check.criterion, check.limit).text(check.value)
         if status == FAIL and check.status != FAIL:  # broken for another reason (inf/NaN, shape)
             sentence = o.reason
+        elif status == UNDECIDED and check.status == PASS:  # a detector with no box to judge on these inputs
+            sentence = f"{o.reason}; its values moved: {measured}"
         else:
             sentence = f"{what}{measured}, {over_limit(check.severity)}"
     return OutputVerdict(o.name, o.kind, status, sentence, check.criterion[4:], check.value, check.limit,

@@ -12,6 +12,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
+from shrinkray.measure.confidence import UNDECIDED
 from shrinkray.measure.decisions import GflLevel, gfl_decisions, gfl_levels
 from shrinkray.measure.output_kinds import classify_outputs
 from shrinkray.measure.parity import compare_outputs
@@ -91,7 +92,8 @@ def test_values_that_move_without_moving_a_box_pass():
     original, shaken = head(BOXES), head(BOXES, seed=1, noise=2.0)
     kinds = classify_outputs(model(), original)
     parity = compare_outputs(original, shaken, kinds)
-    assert parity.passed, parity.decided_by
+    assert parity.status == UNDECIDED, parity.outputs  # 2 of 2 boxes kept: too few to be sure (at least 70%)
+    assert all(o.measures["box_agreement"] == 1.0 for o in parity.outputs)
     assert parity.outputs[1].decisions == "all 2 boxes kept (IoU >= 0.9)"
     assert parity.outputs[1].measures["cosine"] < 0.9  # judged as values, dist_0 would fail
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from shrinkray.measure import decisions
+from shrinkray.measure.confidence import UNDECIDED
 from shrinkray.measure.decisions import SLACK_PX, TINY_SIDE, map_decisions, within_slack
 from shrinkray.measure.parity import OutputKind, compare_output
 
@@ -43,7 +44,7 @@ def test_a_tiny_line_one_row_lower_is_kept_and_said_so():
     found = map_decisions(ref, var)
     assert (found.kept, found.moved, found.nudged) == (2, 0, 1)
     out = compare_output("prob", ref, var, MAP)
-    assert out.passed, out.reason
+    assert out.status == UNDECIDED and out.measures["region_agreement"] == 1.0, out.reason  # kept; 2 decide nothing
     assert out.decisions == "all 2 regions kept (IoU >= 0.9; 1 tiny within 1 px)"
     assert out.measures["regions_nudged"] == 1
 
@@ -96,7 +97,7 @@ def test_a_tiny_detection_box_jittered_by_a_pixel_is_kept_a_larger_one_moved_is_
     ref = yolo_head([(50, 50, 8, 8), (150, 150, 40, 40)])
     tiny = yolo_head([(51, 49, 8, 8), (150, 150, 40, 40)])  # 8 px box, 1 px right and up: IoU 0.62
     out = compare_output("output0", ref, tiny, DETECTIONS)
-    assert out.passed, out.reason
+    assert out.status == UNDECIDED and out.measures["box_agreement"] == 1.0, out.reason
     assert out.decisions == "all 2 boxes kept (IoU >= 0.9; 1 tiny within 1 px)"
     large = yolo_head([(50, 50, 8, 8), (151.5, 151.5, 40, 40)])  # 40 px box, 1.5 px diagonally: IoU 0.86
     out = compare_output("output0", ref, large, DETECTIONS)

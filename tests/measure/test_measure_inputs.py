@@ -806,6 +806,22 @@ def test_a_text_detector_gets_a_page_in_multiples_of_32():
     assert page.shape[2] > page.shape[3]  # portrait, like a page
     assert synth.guesses == {"h": 960, "w": 736}
     run(model, synth.feeds)
+    # dense printed pages, every one: a sparse page (or a scene) left its box verdict on a handful of boxes
+    assert input_roles(model)["x"].documents
+    dark = (page.mean(axis=1) < page.mean() - 1.0).mean(axis=2)  # per row: share of ink pixels
+    assert (dark > 0.01).mean(axis=1).min() > 0.3, "every page: ink on a third of its rows or more"
+    assert "dense printed pages" in compare_inputs_note(model)
+
+
+def compare_inputs_note(model: onnx.ModelProto) -> str:
+    from shrinkray.measure.parity_inputs import _content_text
+
+    return _content_text(input_roles(model)["x"])
+
+
+def test_a_classifier_or_a_fixed_size_map_gets_pages_and_scenes():
+    assert not input_roles(detector_model(["batch", 3, 224, 224], ["batch", 1, 224, 224]))["x"].documents  # fixed sides
+    assert not input_roles(detector_model(["batch", 3, "h", "w"], ["batch", 1000], "logits"))["x"].documents
 
 
 @pytest.mark.parametrize(

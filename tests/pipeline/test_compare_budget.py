@@ -122,7 +122,7 @@ def test_a_slow_model_finishes_compare_within_15_times_its_first_run(slow, monke
     # what the plan decides, not how long it took (wall time on a shared machine is the bench's to measure:
     # the 3 s model's 11x is in the closing note of issue 27)
     # one set of inputs (a set is slow): the batch of 4, whose decisions (ties aside) are too few to pass firmly
-    assert "one batch of 4" in c.input_note and "too few for a top-1 verdict" in c.input_note, c.input_note
+    assert "one batch of 4" in c.input_note and "too few for a verdict" in c.input_note, c.input_note
     assert all(r.parity.samples <= 4 for r in c.variants if r.parity)
     assert all(r.ok for r in c.variants if r.method != "dynamic-int8")
 

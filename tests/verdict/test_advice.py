@@ -438,6 +438,12 @@ def head(moved: float = 0.0, score: float = 0.8) -> np.ndarray:
     return rows.T[None]
 
 
+def grid_head(moved: float = 0.0) -> np.ndarray:
+    """[1, 6, 100]: 100 confident 20 x 20 boxes of class 0 on a 10 x 10 grid (enough decisions to pass)."""
+    rows = np.array([(30 + 30 * (k % 10) + moved, 30 + 30 * (k // 10), 20, 20, 0.8, 0.01) for k in range(100)])
+    return rows.T[None]
+
+
 def detector_variant(key: str, size: int, variant: np.ndarray, reference: np.ndarray | None = None) -> VariantResult:
     from shrinkray.measure.parity import OutputKind
 
@@ -449,13 +455,16 @@ def detector_variant(key: str, size: int, variant: np.ndarray, reference: np.nda
 
 
 def test_a_moved_box_is_said_in_plain_words(summary):
-    cmp = hand_made(summary, [detector_variant("int4", 30, head(moved=10.0)), detector_variant("int8", 50, head(0.4))])
+    cmp = hand_made(summary, [detector_variant("int4", 30, head(moved=10.0)),
+                              detector_variant("int8", 50, grid_head(0.4), grid_head())])  # fmt: skip
     notes = advise(cmp)
     bad = next(n.text for n in by_variant(notes, "int4") if ": Fails: " in n.text)
-    assert bad.startswith("int4: Fails: 1 of 1 box moved (IoU 0.60 < 0.9); box agreement 0"), bad
+    assert bad.startswith("int4: Fails: 1 of 1 box moved (IoU 0.60 < 0.9); keeps only 0 of 1 box: at most 73.0%"), bad
     best = notes[0]
     assert best.level == "good" and best.variant == "int8"
-    assert "Passes: all 1 box kept (IoU >= 0.9)" in best.text, best.text
+    assert "Passes: keeps 100 of 100 boxes: at least 97.4% with 95% confidence" in best.text, best.text
+    one = " ".join(n.text for n in by_variant(advise(hand_made(summary, [detector_variant("int8", 50, head(0.4))])), "int8"))
+    assert "Undecided: keeps 1 of 1 box" in one, one  # a box kept is no verdict on one box
 
 
 def test_a_detector_without_boxes_on_these_inputs_says_so_once(summary):

@@ -353,15 +353,12 @@ def write_markdown(records: list[dict[str, Any]], path: Path, command: str, elap
             lines.append(f"{i}. **{run['recommended']}** (task {run['task']}), {run['seconds']:.0f} s, load "
                          f"{run['load']}. Headline: {run['headline']} Variants: {variants}")  # fmt: skip
         lines.append("")
-    text = "\n".join(lines).rstrip() + "\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return text
+    return rm.write_report(path, lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--models", default=",".join(rm.default_keys()), help="keys: " + ", ".join(rm.SPECS))
+    rm.add_models_argument(ap)
     ap.add_argument("--reruns", type=int, default=5, help="comparisons per model (default 5)")
     ap.add_argument(
         "--out", default=str(HERE / "out" / "reruns.md"), help="Markdown report (default bench/out/reruns.md)"

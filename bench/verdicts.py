@@ -520,15 +520,12 @@ def write_markdown(
     for r in records:
         for note in r.get("notes", []):
             lines.append(f"- `{r['model']}` {note}")
-    text = "\n".join(lines) + "\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return text
+    return rm.write_report(path, lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--models", default=",".join(rm.default_keys()), help="keys: " + ", ".join(rm.SPECS))
+    rm.add_models_argument(ap)
     ap.add_argument("--methods", default=DEFAULT_METHODS, help=f"comma-separated; default {DEFAULT_METHODS}")
     ap.add_argument("--out", default=str(HERE / "out" / "verdicts.md"), help="Markdown report (default bench/out/verdicts.md; copy the figures into bench/RESULTS.md)")
     ap.add_argument(

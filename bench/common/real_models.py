@@ -1604,6 +1604,19 @@ def default_keys() -> list[str]:
     return [k for k, s in SPECS.items() if s.default]
 
 
+def write_report(path: Path, lines: list[str]) -> str:
+    """A bench's Markdown report from its lines, written to ``path`` (its folder made): the text written."""
+    text = "\n".join(lines).rstrip() + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return text
+
+
+def add_models_argument(ap: argparse.ArgumentParser) -> None:
+    """``--models``: comma-separated keys of :data:`SPECS`, the default set unless given."""
+    ap.add_argument("--models", default=",".join(default_keys()), help="comma-separated keys: " + ", ".join(SPECS))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default=",".join(default_keys()), help="comma-separated keys: " + ", ".join(SPECS))

@@ -659,21 +659,50 @@ def ctc_measures(r_top: np.ndarray, v_top: np.ndarray, blank: int,
     }
 
 
+def top_two(values: np.ndarray, axis: int) -> np.ndarray:
+    """Each position's top class and the gap of its two best scores ([..., 2] float64, the class axis gone):
+    all a top-1 verdict reads of a scores output, at 16 bytes a position where an 18k-class reader's line
+    holds 2.9 MB of scores. Non-finite scores count as 0, as :func:`float_measures` counts them."""
+    r = np.moveaxis(np.asarray(values), axis, -1)
+    classes = r.shape[-1]
+    flat = r.reshape(-1, classes)
+    out = np.empty((len(flat), 2))
+    rows = max(1, DECISION_CHUNK_BYTES // (classes * 8))
+    for start in range(0, len(flat), rows):
+        a = np.asarray(flat[start:start + rows], np.float64)  # widened: numpy's float16 partition is wrong on some CPUs
+        a = np.where(np.isfinite(a), a, 0.0)
+        best_two = np.partition(a, classes - 2, axis=1)[:, -2:]  # float16-safe: float64 scores
+        out[start:start + rows, 0] = np.argmax(a, axis=1)
+        out[start:start + rows, 1] = best_two[:, 1] - best_two[:, 0]
+    return out.reshape(r.shape[:-1] + (2,))
+
+
+#: Top classes of further sets, the original's and the variant's (:func:`top_two` of each), judged with
+#: the sets whose full values are held
+Tally = tuple[np.ndarray, np.ndarray]
+
+
 def decision_measures(ref: np.ndarray, var: np.ndarray, axis: int, spread: float, tie: float | None = None,
-                      alphabet: tuple[str, ...] = (), rank: int = 0) -> dict[str, float]:  # fmt: skip
+                      alphabet: tuple[str, ...] = (), rank: int = 0, tally: Tally | None = None) -> dict[str, float]:  # fmt: skip
     """Top-1 agreement over decided positions (and top-5 overlap for 10+ classes) along the class axis;
     for a CTC sequence, the agreement of the greedy-decoded characters (``ctc_measures``). ``tie``: the gap
-    of the two best scores under which a position is a coin toss (default: ``TIE_SHARE`` of the spread)."""
+    of the two best scores under which a position is a coin toss (default: ``TIE_SHARE`` of the spread).
+    ``tally``: more sets' top classes, counted with these (top-5 overlap stays on the full values)."""
     r = np.moveaxis(ref, axis, -1)
     v = np.moveaxis(var, axis, -1)
     classes = r.shape[-1]
     if (rank or r.ndim) == 3 and r.ndim in (3, 4) and tie is None:  # a decoder's logits are never read as a CTC line
         # [sets, batch, steps, classes] when several synthesized sets are stacked: each line is one sequence
-        r_top = np.argmax(r, axis=-1).reshape(-1, r.shape[-2])
-        v_top = np.argmax(v, axis=-1).reshape(-1, r.shape[-2])
+        steps = r.shape[-2]
+        r_top = np.argmax(r, axis=-1).reshape(-1, steps)
+        v_top = np.argmax(v, axis=-1).reshape(-1, steps)
+        if tally is not None:
+            r_top = np.concatenate([r_top, tally[0][..., 0].reshape(-1, steps).astype(r_top.dtype)])
+            v_top = np.concatenate([v_top, tally[1][..., 0].reshape(-1, steps).astype(v_top.dtype)])
         blank = ctc_blank(r_top, classes)
         if blank is not None:
-            out = decision_measures(r.reshape(-1, classes), v.reshape(-1, classes), -1, spread)  # per step
+            per_step = None if tally is None else (tally[0].reshape(-1, 2), tally[1].reshape(-1, 2))
+            out = decision_measures(r.reshape(-1, classes), v.reshape(-1, classes), -1, spread, tally=per_step)
             out["step_top1_agreement"] = out.pop("top1_agreement")
             return out | ctc_measures(r_top, v_top, blank, edge_spaces(alphabet, blank, classes))
     r2, v2 = r.reshape(-1, classes), v.reshape(-1, classes)
@@ -694,20 +723,28 @@ def decision_measures(ref: np.ndarray, var: np.ndarray, axis: int, spread: float
             top_r = np.argpartition(-a, 4, axis=1)[:, :5]  # float16-safe: float64 scores
             top_v = np.argpartition(-b, 4, axis=1)[:, :5]  # float16-safe: float64 scores
             kept += int((top_r[:, :, None] == top_v[:, None, :]).any(axis=2).sum())
+    positions = len(r2)
+    if tally is not None:
+        t_ref, t_var = tally[0].reshape(-1, 2), tally[1].reshape(-1, 2)
+        decided = t_ref[:, 1] > threshold
+        decided_n += int(decided.sum())
+        agreeing += int(((t_ref[:, 0] == t_var[:, 0]) & decided).sum())
+        undecided += int((~decided).sum())
+        positions += len(t_ref)
     out = {
         "top1_agreement": agreeing / decided_n if decided_n else 1.0,
         "undecided_positions": float(undecided),
-        "positions": float(len(r2)),
+        "positions": float(positions),
     }
     if top5:
         out["top5_overlap"] = kept / len(r2) / 5 if len(r2) else 1.0  # as the mean of per-position counts / 5
     return out
 
 
-def decision_counts(value: np.ndarray, kind: OutputKind) -> dict[str, float]:
+def decision_counts(value: np.ndarray, kind: OutputKind, tally: np.ndarray | None = None) -> dict[str, float]:
     """:func:`decision_measures` of a scores output against itself, spread as :func:`float_measures` takes it:
     how many positions decide (what a verdict rests on), without float_measures' full-size float64 copies (a
-    100 MB transformer's reserve logits peaked the worker at 8x the file)."""
+    100 MB transformer's reserve logits peaked the worker at 8x the file). ``tally``: further sets' top_two."""
     r = np.asarray(value)
     if r.ndim < 1 or not r.size or r.shape[kind.axis] < 2:
         return {}
@@ -715,7 +752,8 @@ def decision_counts(value: np.ndarray, kind: OutputKind) -> dict[str, float]:
     whole = bool(finite.all())
     spread = _spread(r if whole else r[finite], kind)
     r = r if whole else np.where(finite, r, 0.0)
-    return decision_measures(r, r, kind.axis, spread, generation.TIE_LOGODDS if kind.tokens else None, rank=kind.rank)
+    return decision_measures(r, r, kind.axis, spread, generation.TIE_LOGODDS if kind.tokens else None, rank=kind.rank,
+                             tally=None if tally is None else (tally, tally))  # fmt: skip
 
 
 def _spread(kept: np.ndarray, kind: OutputKind) -> float:
@@ -727,8 +765,10 @@ def _spread(kept: np.ndarray, kind: OutputKind) -> float:
     return spread
 
 
-def float_measures(ref: np.ndarray, var: np.ndarray, kind: OutputKind) -> dict[str, float | None]:
-    """Every measure of a float output (finite values only; non-finite ones are checked apart)."""
+def float_measures(ref: np.ndarray, var: np.ndarray, kind: OutputKind,
+                   tally: Tally | None = None) -> dict[str, float | None]:  # fmt: skip
+    """Every measure of a float output (finite values only; non-finite ones are checked apart); ``tally``:
+    further sets' top classes, counted with these sets' decisions (:func:`decision_measures`)."""
     finite = np.isfinite(ref) & np.isfinite(var)
     whole = bool(finite.all())  # the usual case: no masked copies (each is the output's size in float64)
     r = ref if whole else np.where(finite, ref, 0.0)
@@ -755,7 +795,7 @@ def float_measures(ref: np.ndarray, var: np.ndarray, kind: OutputKind) -> dict[s
     if kind.kind == "scores" and r.ndim >= 1 and r.size and r.shape[kind.axis] >= 2:
         # a decoder's logits are log-odds: a position is a coin toss by the same bar as its continuations
         tie = generation.TIE_LOGODDS if kind.tokens else None
-        measures.update(decision_measures(r, v, kind.axis, spread, tie, kind.alphabet, kind.rank))
+        measures.update(decision_measures(r, v, kind.axis, spread, tie, kind.alphabet, kind.rank, tally))
     if kind.tokens and r.size:
         measures["kl_divergence"] = generation.mean_kl(r, v)
     return measures
@@ -787,9 +827,11 @@ def compare_output(
     kind: OutputKind | None = None,
     verdict: VerdictSettings | None = None,
     grouped=None,
+    tally: Tally | None = None,
 ) -> OutputParity:
     """Judge one output of the variant against the original's. ``grouped``: for an output of a head split
-    over several outputs (``kind.levels``), the boxes decoded from all of them (:func:`compare_outputs`)."""
+    over several outputs (``kind.levels``), the boxes decoded from all of them (:func:`compare_outputs`);
+    ``tally``: the top classes of further sets (a scores output's), counted with these sets' decisions."""
     ref, var = np.asarray(reference), np.asarray(variant)
     verdict = verdict or VerdictSettings()
     if kind is None:
@@ -821,7 +863,8 @@ def compare_output(
     same_nonfinite = bool(np.all(np.isfinite(r64) == np.isfinite(v64))) and np.array_equal(
         r64[~np.isfinite(r64)], v64[~np.isfinite(v64)], equal_nan=True
     )
-    measures = float_measures(r64, v64, kind)
+    tally = tally if kind.kind == "scores" else None
+    measures = float_measures(r64, v64, kind, tally)
     criteria_kind, decided, kind = _decide(r64, v64, kind, grouped)
     if decided is not None:
         measures.update(decided.measures())
@@ -829,7 +872,7 @@ def compare_output(
     if not np.any(np.where(np.isfinite(r64), r64, 0.0)):
         # an all-zero original has no direction to keep: cosines say nothing about it when other criteria judge
         criteria = [c for c in criteria if c.measure not in _DIRECTION_MEASURES] or criteria
-    identical = np.array_equal(r64, v64, equal_nan=True)
+    identical = np.array_equal(r64, v64, equal_nan=True) and (tally is None or np.array_equal(*tally))
     checks = []
     for criterion in criteria:
         value = measures.get(criterion.measure)
@@ -956,8 +999,10 @@ def compare_outputs(
     kinds: dict[str, OutputKind] | None = None,
     verdict: VerdictSettings | None = None,
     samples: int = 1,
+    tally: dict[str, Tally] | None = None,
 ) -> Parity:
-    """Compare every output of the original with the variant's output of the same name."""
+    """Compare every output of the original with the variant's output of the same name; ``tally``: further
+    sets' top classes of scores outputs, by name, counted with their decisions (measure/parity_inputs.py)."""
     verdict = verdict or VerdictSettings()
     kinds = kinds or {}
     outputs = []
@@ -973,7 +1018,7 @@ def compare_outputs(
             if kind.levels not in heads:
                 heads[kind.levels] = _head_decisions(reference, variant, kind.levels)
             grouped = heads[kind.levels]
-        outputs.append(compare_output(name, ref, variant[name], kind, verdict, grouped))
+        outputs.append(compare_output(name, ref, variant[name], kind, verdict, grouped, (tally or {}).get(name)))
     return Parity(outputs=outputs, verdict=verdict, samples=samples)
 
 

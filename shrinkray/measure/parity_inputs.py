@@ -37,6 +37,7 @@ from shrinkray.measure.parity import (
     compare_outputs,
     decision_counts,
     own_decisions,
+    top_two,
 )
 from shrinkray.measure.results import CompareSettings
 from shrinkray.measure.sample_files import load_sample_files
@@ -60,6 +61,10 @@ class ParityInputs:
     reserve_reference: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     #: a decoder LM's layout: every run of its samples generates (measure/decoder_lm.py), wherever it runs
     decoder: decoder_lm.DecoderLayout | None = None
+    #: More sets judged by their top classes alone (``top_two`` of each big scores output, by name, stacked
+    #: per set), when the full outputs of enough sets would not fit in memory: every variant runs them too
+    tally: list[dict[str, np.ndarray]] = field(default_factory=list, repr=False)
+    tally_reference: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     def with_reserve(self) -> ParityInputs:
         """The samples and the reserve as one set of parity inputs (no reserve left)."""
@@ -76,6 +81,32 @@ class ParityInputs:
             return len(self.samples) * self.per_run
         first = next(iter(self.samples[0].values()), None) if self.samples else None
         return int(first.shape[0]) if first is not None and first.ndim else 1
+
+    @property
+    def judged_count(self) -> int:
+        """Input samples a verdict rests on: :attr:`count` and the tally's."""
+        return self.count + len(self.tally) * self.per_run
+
+
+def tally_outputs(session, inputs: ParityInputs, model: onnx.ModelProto | None) -> dict[str, np.ndarray]:
+    """The tally's sets through ``session``, one at a time, each big scores output kept as its top classes
+    (:func:`top_two`, by the original's kinds) and stacked per set; empty when ``inputs`` has no tally."""
+    if not inputs.tally:
+        return {}
+    names = [o.name for o in session.get_outputs()]
+    kept: dict[str, list[np.ndarray]] = {name: [] for name in inputs.tally_reference}
+    for feeds in inputs.tally:
+        outputs = dict(zip(names, _run_feeds(session, model, feeds), strict=True))
+        for name in kept:
+            kept[name].append(top_two(outputs[name], inputs.kinds[name].axis))
+    return {name: np.stack(values) for name, values in kept.items()}
+
+
+def tallied(inputs: ParityInputs, outputs: dict[str, np.ndarray]) -> dict | None:
+    """The ``tally`` argument of compare_outputs: the original's tally beside a variant's (``outputs``)."""
+    if not inputs.tally:
+        return None
+    return {name: (ref, outputs[name]) for name, ref in inputs.tally_reference.items() if name in outputs}
 
 
 def as_sets(value: np.ndarray, sets: int) -> np.ndarray:
@@ -134,8 +165,14 @@ def _run(model: onnx.ModelProto, samples: dict[str, np.ndarray] | list[dict[str,
 
 
 def judge(reference: dict[str, np.ndarray], outputs: dict[str, np.ndarray], inputs: ParityInputs,
-            settings: CompareSettings) -> Parity:  # fmt: skip
-    parity = compare_outputs(reference, outputs, inputs.kinds, settings.verdict, samples=inputs.count)
+          settings: CompareSettings, tally: dict[str, np.ndarray] | None = None) -> Parity:  # fmt: skip
+    """The verdict on a variant's ``outputs`` on ``inputs``' samples (and ``tally``: its
+    :func:`tally_outputs`, when ``inputs`` has a tally) against the original's ``reference``."""
+    if tally is None:
+        parity = compare_outputs(reference, outputs, inputs.kinds, settings.verdict, samples=inputs.count)
+    else:
+        parity = compare_outputs(reference, outputs, inputs.kinds, settings.verdict, samples=inputs.judged_count,
+                                 tally=tallied(inputs, tally))  # fmt: skip
     if inputs.decoder is not None and inputs.options.tokenizer:
         _tell_first_change(parity, reference, outputs, inputs)
     return parity
@@ -296,15 +333,20 @@ SLOW_SET_S = 0.5
 MAX_SAMPLE_SETS = 40
 #: Outputs of all the sets together, at most: the original's and each variant's are held for the verdict.
 DECISIONS_MAX_BYTES = 64 << 20
+#: A scores output with at least this many classes may be held as its top classes alone (``top_two``) for
+#: the sets past ``DECISIONS_MAX_BYTES``: PP-OCRv5's reader (18,385 classes, 2.9 MB a line) fit 20 lines
+#: there, too few for any verdict, where 160 lines' top classes take 0.8 MB.
+TALLY_MIN_CLASSES = 64
 #: Reserve sets per parity set, run only for a variant whose verdict the parity sets leave undecided (a top-1
 #: agreement whose 95% bounds straddle the limit): up to 4x the decisions before it says "undecided".
 RESERVE_SETS = 3
 
 
-def decisions_given(reference: dict[str, np.ndarray], kinds: dict[str, OutputKind]) -> int | None:
+def decisions_given(reference: dict[str, np.ndarray], kinds: dict[str, OutputKind],
+                    tally: dict[str, np.ndarray] | None = None) -> int | None:  # fmt: skip
     """The fewest decisions any scores output gives on these outputs (decided positions, or decoded lines of
     a CTC reader; an ArgMax's labels, each position; a map's or a detector's boxes), or None when no output
-    is judged by its decisions."""
+    is judged by its decisions. ``tally``: further sets' top classes of scores outputs, counted too."""
     counts = own_decisions(reference, kinds)
     for name, kind in kinds.items():
         value = reference.get(name)
@@ -314,7 +356,7 @@ def decisions_given(reference: dict[str, np.ndarray], kinds: dict[str, OutputKin
             counts.append(decoder_lm.continuation_count(value))
         if kind.kind != "scores" or kind.tokens or value is None or np.asarray(value).dtype.kind != "f":
             continue  # a decoder's logits: its continuations are the fewer decisions, and counting is cheap there
-        measures = decision_counts(value, kind)
+        measures = decision_counts(value, kind, (tally or {}).get(name))
         if "sequences" in measures:
             counts.append(int(measures["sequences"]))
         elif "positions" in measures:
@@ -351,13 +393,15 @@ def _enough_decisions(inputs: ParityInputs, model: onnx.ModelProto, session, bat
         return _planned(_few(inputs, given, per_set_s), budget, asked(sets, sets, 0))
     fits = int(DECISIONS_MAX_BYTES // max(out_bytes, 1))
     options = inputs.options
-    total = sets
+    total = wanted = sets
     if given < MIN_DECISIONS:
-        wanted = -(-MIN_DECISIONS * sets // given)  # sets for MIN_DECISIONS at this rate
         cap = MAX_SAMPLE_SETS if batch is not None else MAX_SAMPLE_SETS * inputs.per_run * max(sets, 1)
-        total = min(wanted, cap, fits, sets_at_most or cap)
+        wanted = min(-(-MIN_DECISIONS * sets // given), cap)  # sets for MIN_DECISIONS at this rate
+        total = min(wanted, fits, sets_at_most or cap)
         if total <= sets:
-            return _planned(_few(inputs, given, per_set_s), budget, asked(sets, sets, 0))
+            if sets_at_most is None and fits <= sets:  # memory-bound from the first set: top classes only
+                inputs = _with_tally(inputs, model, session, batch, range(sets, wanted))
+            return _planned(inputs if inputs.tally else _few(inputs, given, per_set_s), budget, asked(sets, sets, 0))
     reserve = 0 if sets_at_most is not None else min(total * RESERVE_SETS, max(fits - total, 0))
     deciding = -(-decisions_to_pass(RELATIVE_PROFILE["scores"]["min_top1_agreement"]) * sets // given)
     plan_note = ""
@@ -381,6 +425,8 @@ def _enough_decisions(inputs: ParityInputs, model: onnx.ModelProto, session, bat
         sets = total
     if plan_note:
         inputs = replace(inputs, note=inputs.note + plan_note)
+    if sets_at_most is None and fits < wanted and len(inputs.samples) == sets:  # memory-bound: top classes only
+        inputs = _with_tally(inputs, model, session, batch, range(sets + reserve, wanted + reserve))
     if reserve < 1 or len(inputs.samples) != sets:
         return inputs
     try:
@@ -391,6 +437,47 @@ def _enough_decisions(inputs: ParityInputs, model: onnx.ModelProto, session, bat
     held = decisions_given(kept, inputs.kinds) or 0
     note = inputs.note + (f"; {held} more held back for a verdict these leave undecided" if held else "")
     return replace(inputs, reserve=extra, reserve_reference=kept, note=note)
+
+
+def _tallied_names(inputs: ParityInputs) -> list[str]:
+    """The outputs a tally keeps (scores with ``TALLY_MIN_CLASSES`` or more classes), when every output a
+    verdict counts decisions of is one of them; else none (a tally would not add to the fewest)."""
+    names, others = [], False
+    for name, kind in inputs.kinds.items():
+        value = inputs.reference.get(name)
+        if value is None:
+            continue
+        value = np.asarray(value)
+        scores = kind.kind == "scores" and not kind.tokens and not kind.labels and value.dtype.kind == "f"
+        if scores and value.ndim and value.shape[kind.axis] >= TALLY_MIN_CLASSES:
+            names.append(name)
+        elif scores or kind.labels or kind.kind in ("detections", "map", "generation"):
+            others = True
+    return [] if others else names
+
+
+def _with_tally(inputs: ParityInputs, model: onnx.ModelProto, session, batch: int | None,
+                seeds: range) -> ParityInputs:  # fmt: skip
+    """``inputs`` with a tally of sets ``seeds`` (their big scores outputs' top classes) when the sets held
+    in full decide too few: what a verdict reads of the outputs, within memory."""
+    given = decisions_given(inputs.reference, inputs.kinds) or 0
+    names = _tallied_names(inputs)
+    if given >= MIN_DECISIONS or not names or len(seeds) < 1:
+        return inputs
+    try:
+        feeds = _synthesized(model, inputs.options, batch, seeds)
+        tally = replace(inputs, tally=feeds, tally_reference=dict.fromkeys(names))
+        reference = tally_outputs(session, tally, model)
+    except ShrinkRayError:
+        return inputs  # the sets held in full stand
+    more = decisions_given(inputs.reference, inputs.kinds, reference) or 0
+    how = (f"{len(feeds)} more batches of {batch}" if batch is not None else f"{len(feeds)} more runs") + \
+        f" (seeds {seeds.start}-{seeds.stop - 1}), judged by each position's top class alone to spare memory"
+    enough = "enough for a verdict to be sure" if more >= MIN_DECISIONS else \
+        "too few to be sure of every verdict: give samples of your own for a firm one"
+    note = re.sub(r"; \d+ decisions, as many as the outputs' memory allows \([^)]*\), too few to be sure of every "
+                  r"verdict: give samples of your own for a firm one", "", inputs.note)  # fmt: skip
+    return replace(inputs, tally=feeds, tally_reference=reference, note=f"{note}; and {how}: {more} decisions in all, {enough}")
 
 
 def _planned(inputs: ParityInputs, budget: Budget | None, asked: Asked) -> ParityInputs:
@@ -444,9 +531,10 @@ def user_halves(samples: list[dict[str, np.ndarray]], model: onnx.ModelProto) ->
 def first_sets(inputs: ParityInputs, count: int) -> ParityInputs:
     """The first ``count`` sets of ``inputs`` with the original's outputs on them, and no reserve."""
     if len(inputs.samples) <= count:
-        return replace(inputs, reserve=[], reserve_reference={})
+        return replace(inputs, reserve=[], reserve_reference={}, tally=[], tally_reference={})
     reference = {k: (v[:count] if count > 1 else v[0]) for k, v in inputs.reference.items()}
-    return replace(inputs, samples=inputs.samples[:count], reference=reference, reserve=[], reserve_reference={})
+    return replace(inputs, samples=inputs.samples[:count], reference=reference, reserve=[], reserve_reference={},
+                   tally=[], tally_reference={})  # fmt: skip
 
 
 def split_for_calibration(inputs: ParityInputs, model: onnx.ModelProto, settings: CompareSettings,

@@ -71,13 +71,17 @@ MAX_ITEMS = 2048
 
 
 def examples_of(parity: Parity, reference: dict[str, np.ndarray], outputs: dict[str, np.ndarray],
-                inputs: ParityInputs, model: onnx.ModelProto | None = None) -> list[OutputExamples]:  # fmt: skip
+                inputs: ParityInputs, model: onnx.ModelProto | None = None,
+                tally: dict[str, np.ndarray] | None = None) -> list[OutputExamples]:  # fmt: skip
     """:func:`worst_examples` of a variant judged on ``inputs`` (``model``: the variant, for a CTC reader's
-    alphabet in its metadata); empty when they cannot be made (never fails the comparison)."""
+    alphabet in its metadata; ``tally``: its top classes on the inputs' tally, for lines read there too);
+    empty when they cannot be made (never fails the comparison)."""
     metadata = {p.key: p.value for p in model.metadata_props} if model is not None else {}
+    tops = {name: (ref, tally[name]) for name, ref in inputs.tally_reference.items() if name in tally} if tally else {}
     try:
         return worst_examples(parity, reference, outputs, inputs.samples, inputs.kinds, inputs.options.tokenizer,
-                              ctc_alphabet(metadata), prompts=inputs.decoder.input_ids if inputs.decoder else "")  # fmt: skip
+                              ctc_alphabet(metadata), prompts=inputs.decoder.input_ids if inputs.decoder else "",
+                              tops=tops)  # fmt: skip
     except Exception:  # noqa: BLE001 - showing what changes never fails the comparison it illustrates
         return []
 
@@ -85,12 +89,13 @@ def examples_of(parity: Parity, reference: dict[str, np.ndarray], outputs: dict[
 def worst_examples(parity: Parity, reference: dict[str, np.ndarray], outputs: dict[str, np.ndarray],
                    samples: Sequence[dict[str, np.ndarray]], kinds: dict[str, OutputKind] | None = None,
                    tokenizer: str = "", alphabet: Sequence[str] | None = None, worst: int = WORST,
-                   prompts: str = "") -> list[OutputExamples]:  # fmt: skip
+                   prompts: str = "", tops: dict | None = None) -> list[OutputExamples]:  # fmt: skip
     """Per output of ``parity`` (judged on ``reference`` vs ``outputs``, the runs of ``samples``), its worst
     inputs. ``tokenizer``: a decoder LM's tokenizer.json, to read continuations; ``alphabet``: a CTC reader's
     characters (class 1 is its first, as PaddleOCR keeps them); ``prompts``: a decoder LM's input of token ids
-    (each continuation is told after its prompt's last words). An output that cannot be split or shown is
-    left out; nothing here raises for a model's odd outputs."""
+    (each continuation is told after its prompt's last words); ``tops``: more sets' top classes of a scores
+    output (the original's and the variant's ``top_two``), whose lines a CTC reader's examples rank too. An
+    output that cannot be split or shown is left out; nothing here raises for a model's odd outputs."""
     kinds = kinds or {}
     found = []
     for judged in parity.outputs:
@@ -102,7 +107,8 @@ def worst_examples(parity: Parity, reference: dict[str, np.ndarray], outputs: di
             continue
         kind = kinds.get(name) or OutputKind(judged.kind)
         try:
-            shown = _examples(name, judged.kind, kind, judged.measures, ref, var, samples, tokenizer, alphabet, prompts)
+            shown = _examples(name, judged.kind, kind, judged.measures, ref, var, samples, tokenizer, alphabet, prompts,
+                              (tops or {}).get(name))  # fmt: skip
         except Exception:  # noqa: BLE001 - an output this cannot read as its kind: parity's table still tells it
             continue
         if shown is None:
@@ -189,14 +195,15 @@ def _where(item: int, position: int | None = None, positions: int = 1, noun: str
 
 
 def _examples(name: str, judged_kind: str, kind: OutputKind, measures: dict[str, float | None], ref: np.ndarray,
-              var: np.ndarray, samples, tokenizer: str, alphabet, prompts: str = "") -> OutputExamples | None:  # fmt: skip
+              var: np.ndarray, samples, tokenizer: str, alphabet, prompts: str = "",
+              tops=None) -> OutputExamples | None:  # fmt: skip
     refs, vars_ = split_items(ref, samples), split_items(var, samples)
     if judged_kind == "generation":
         ids = [np.asarray(s[prompts]).reshape(-1, np.shape(s[prompts])[-1]) for s in samples if prompts in s]
         return _generation(name, refs, vars_, tokenizer, np.concatenate(ids) if ids else None, kind.unit)
     if judged_kind == "scores" and ref.dtype.kind == "f":
         if measures.get("ctc_blank") is not None:
-            return _ctc(name, kind, int(measures["ctc_blank"]), refs, vars_, alphabet)
+            return _ctc(name, kind, int(measures["ctc_blank"]), refs, vars_, alphabet, tops)
         return _classes(name, kind, refs, vars_, robust_range(ref, full=True), tokenizer if kind.tokens else "")
     if judged_kind == "detections" and not kind.levels and measures.get("box_agreement") is not None:
         layout = decisions.head_layout(ref, kind.input_size, kind.masks)
@@ -261,8 +268,9 @@ def _text_example(item: int, where: str, a: list[str], b: list[str], differs: fl
     return Example(item, where, differs, a != b, text_a, text_b, spans_a, spans_b)
 
 
-def _ctc(name: str, kind: OutputKind, blank: int, refs, vars_, alphabet) -> OutputExamples:
-    """Each line of a CTC reader greedy-decoded; ranked by the edit distance of the decoded characters."""
+def _ctc(name: str, kind: OutputKind, blank: int, refs, vars_, alphabet, tops=None) -> OutputExamples:
+    """Each line of a CTC reader greedy-decoded; ranked by the edit distance of the decoded characters.
+    ``tops``: the top classes of more inputs' lines (original's, variant's), when each input is one line."""
     def chars(classes: list[int]) -> list[str]:
         if alphabet:
             shift = 1 if blank == 0 else 0  # PaddleOCR's dictionary starts after the blank
@@ -280,6 +288,14 @@ def _ctc(name: str, kind: OutputKind, blank: int, refs, vars_, alphabet) -> Outp
             b = strip_classes(ctc_decode(np.argmax(lv, axis=-1), blank), spaces)
             where = _where(item, line, len(lines_r)).replace("position", "line")
             found.examples.append(_text_example(item, where, chars(a), chars(b), float(edit_distance(a, b))))
+    if tops is not None and all(np.ndim(r) == 2 for r in refs):  # one line an input: the tally's follow on
+        steps, classes = np.moveaxis(refs[0], kind.axis, -1).shape
+        ref_top, var_top = (np.asarray(t)[..., 0].reshape(-1, steps).astype(np.int64) for t in tops)
+        spaces = edge_spaces(tuple(alphabet or ()), blank, classes)
+        for line, (lr, lv) in enumerate(zip(ref_top[:MAX_ITEMS], var_top[:MAX_ITEMS], strict=True)):
+            a, b = strip_classes(ctc_decode(lr, blank), spaces), strip_classes(ctc_decode(lv, blank), spaces)
+            found.examples.append(_text_example(len(refs) + line, _where(len(refs) + line), chars(a), chars(b),
+                                                float(edit_distance(a, b))))  # fmt: skip
     return found
 
 

@@ -65,6 +65,7 @@ from shrinkray.measure.parity_inputs import (
     parity_inputs,
     session_outputs,
     split_for_calibration,
+    tally_outputs,
 )
 from shrinkray.measure.results import ORIGINAL, CompareSettings, Comparison, Culprit, VariantResult
 from shrinkray.measure.sample_files import load_sample_files
@@ -164,15 +165,16 @@ def _measure_parity(result: VariantResult, inputs: ParityInputs, settings: Compa
     try:
         session = session or open_session(model)
         outputs = session_outputs(session, inputs.samples, model, inputs.decoder)
-        result.parity = judge(inputs.reference, outputs, inputs, settings)
+        tally = tally_outputs(session, inputs, model) if inputs.tally else None
+        result.parity = judge(inputs.reference, outputs, inputs, settings, tally)
         judged = inputs
         if result.parity.status == UNDECIDED and inputs.reserve:
             more = session_outputs(session, inputs.reserve, model, inputs.decoder)
             judged = inputs.with_reserve()
             outputs = {k: np.concatenate([as_sets(v, len(inputs.samples)), as_sets(more[k], len(inputs.reserve))])
                        for k, v in outputs.items()}  # fmt: skip
-            result.parity = judge(judged.reference, outputs, judged, settings)
-        result.examples = examples_of(result.parity, judged.reference, outputs, judged, model)  # what changes
+            result.parity = judge(judged.reference, outputs, judged, settings, tally)
+        result.examples = examples_of(result.parity, judged.reference, outputs, judged, model, tally)  # what changes
     except ShrinkRayError as exc:
         result.error = f"Could not run the variant: {exc}"
 
@@ -197,12 +199,13 @@ def _auto_variant(
         try:
             variant = shrink(source, result.method, keep_session=True, context=context, **options)
             outputs = session_outputs(variant.session, inputs.samples, variant.model, inputs.decoder)
+            tally = tally_outputs(variant.session, inputs, variant.model) if inputs.tally else None
         except ShrinkRayError:
             continue
-        parity = judge(inputs.reference, outputs, inputs, settings)
+        parity = judge(inputs.reference, outputs, inputs, settings, tally)
         if parity.passed:
             auto = VariantResult(
-                examples=examples_of(parity, inputs.reference, outputs, inputs, variant.model),
+                examples=examples_of(parity, inputs.reference, outputs, inputs, variant.model, tally),
                 key=_label(result.method, {"auto-exclude": count}, taken),
                 method=result.method,
                 options=options,
@@ -421,7 +424,8 @@ class ComparePipeline:
             self.copies.drop(self.files[ORIGINAL][0])
         self.input_note = self.inputs.note
         self.inputs_digest = samples_digest(self.inputs.samples)
-        self.original.parity = judge(self.inputs.reference, self.inputs.reference, self.inputs, self.settings)
+        self.original.parity = judge(self.inputs.reference, self.inputs.reference, self.inputs, self.settings,
+                                     self.inputs.tally_reference if self.inputs.tally else None)  # fmt: skip
         release_free_memory()  # the original's session and its temporaries, before the first variant
         _lap(self.timings, "parity", lap)
         self._emit()

@@ -1218,3 +1218,38 @@ def test_a_reader_of_dense_lines_is_read_as_text():
     assert compare_output("o", dense, dense + 1e-3, OutputKind("scores")).measures.get("sequences") == 4
     tagger = ctc_lines(4, classes=12, blank_share=0.45)
     assert compare_output("o", tagger, tagger + 1e-3, OutputKind("scores")).measures.get("sequences") is None
+
+
+def test_top_two_is_each_positions_top_class_and_gap():
+    from shrinkray.measure.parity import top_two
+
+    scores = np.array([[[1.0, 3.0, 2.5], [np.nan, 0.5, 0.25]]], np.float32)
+    tops = top_two(scores, -1)
+    assert tops.shape == (1, 2, 2)
+    assert tops[0, 0].tolist() == [1.0, 0.5] and tops[0, 1].tolist() == [1.0, 0.25]  # NaN counts as 0
+
+
+def test_a_tally_of_top_classes_judges_as_the_full_outputs_would():
+    """Sets kept as top classes alone (a big alphabet's outputs past the memory cap) give the verdict the full
+    outputs give: the same lines, decoded characters and decided positions."""
+    from shrinkray.measure.parity import top_two
+
+    ref = np.stack([ctc_lines(4, classes=100, seed=s) for s in range(10)])
+    var = ref.copy()
+    var[7, 2, 5] = 0.0
+    var[7, 2, 5, 9] = 9.0  # one character misread in the 8th set
+    kind = OutputKind("scores", -1, "test", rank=3)
+    whole = compare_output("o", ref, var, kind)
+    tally = (top_two(ref[3:], -1), top_two(var[3:], -1))
+    split = compare_output("o", ref[:3], var[:3], kind, tally=tally)
+    for measure in ("sequences", "decoded_sequences_unchanged", "top1_agreement", "positions", "undecided_positions",
+                    "step_top1_agreement", "decoded_character_agreement"):
+        assert split.measures[measure] == pytest.approx(whole.measures[measure]), measure
+    assert split.status == whole.status and split.measures["sequences"] == 40
+    positions = OutputKind("scores", -1, "test")  # a per-position classifier: decided positions counted too
+    flat, flat_var = ref.reshape(-1, 100), var.reshape(-1, 100)
+    whole = compare_output("o", flat, flat_var, positions)
+    split = compare_output("o", flat[:120], flat_var[:120], positions,
+                           tally=(top_two(flat[120:], -1), top_two(flat_var[120:], -1)))
+    assert split.measures["positions"] == whole.measures["positions"] == 1600
+    assert split.measures["top1_agreement"] == pytest.approx(whole.measures["top1_agreement"])

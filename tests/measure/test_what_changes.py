@@ -286,3 +286,24 @@ def test_an_audio_models_mask_is_drawn_as_pictures_and_a_vision_models_is_not():
     image = [{"image": np.zeros((2, 3, 64, 50), np.float32)}]
     seen = _examples({"gains": ref}, {"gains": var}, {"gains": OutputKind("continuous")}, image)["gains"]
     assert seen.view == "values" and not seen.examples[0].original_mask
+
+
+def test_a_readers_worst_line_may_be_one_judged_by_its_top_classes():
+    """Lines past the sets held in full (a tally of top classes) are read for What changes too: the one line
+    the variant misreads is shown, not an unchanged one from the first sets."""
+    from shrinkray.measure.parity import top_two
+
+    rng = np.random.default_rng(0)
+    top = np.where(rng.random((12, 10)) < 0.6, 0, rng.integers(1, 40, (12, 10)))
+    ref = rng.normal(0, 0.1, (12, 10, 40))
+    np.put_along_axis(ref, top[..., None], 5.0, axis=-1)
+    var = ref.copy()
+    var[9, 4] = 0.0
+    var[9, 4, 7] = 9.0  # line 10 (in the tally) misread at one step
+    kind = OutputKind("scores", -1, "test")
+    tops = {"o": (top_two(ref[4:], -1), top_two(var[4:], -1))}
+    samples = [{"x": np.zeros((4, 10), np.float32)}]
+    parity = compare_outputs({"o": ref[:4]}, {"o": var[:4]}, {"o": kind}, tally=tops)
+    found = worst_examples(parity, {"o": ref[:4]}, {"o": var[:4]}, samples, {"o": kind}, tops=tops)
+    assert found and found[0].inputs == 12 and found[0].changed == 1
+    assert found[0].examples[0].where == "input 10" and found[0].examples[0].changed

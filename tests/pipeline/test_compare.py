@@ -760,6 +760,37 @@ def test_more_decisions_stay_within_the_output_bytes(monkeypatch):
     assert not inputs.reserve  # no bytes left for it
 
 
+def line_reader(classes: int = 100) -> onnx.ModelProto:
+    """[batch, 8 steps, 16] -> [batch, 8, classes] scores: a reader of a big alphabet, each step its own class."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8, 16])
+    y = helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["batch", 8, classes])
+    w = numpy_helper.from_array(np.random.default_rng(3).normal(size=(16, classes)).astype(np.float32), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["scores"])], "reader", [x], [y], [w])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+
+
+def test_sets_past_the_output_bytes_are_judged_by_their_top_classes(monkeypatch):
+    """A big alphabet's full outputs fit few sets in memory (PP-OCRv5's reader: 20 lines in 64 MiB, too few
+    for any verdict); further sets keep each position's top class, and every variant is judged on them too."""
+    per_set = 2 * 8 * 100 * 4
+    monkeypatch.setattr(parity_inputs_module, "DECISIONS_MAX_BYTES", 2 * per_set)  # two sets held in full
+    model = line_reader()
+    inputs = parity_inputs_module.parity_inputs(model, settings(parity_batch=2))
+    assert len(inputs.samples) == 2 and inputs.tally and set(inputs.tally_reference) == {"scores"}
+    assert inputs.tally_reference["scores"].shape == (len(inputs.tally), 2, 8, 2)
+    held = parity_inputs_module.decisions_given(inputs.reference, inputs.kinds)
+    given = parity_inputs_module.decisions_given(inputs.reference, inputs.kinds, inputs.tally_reference)
+    assert held <= 32 and given >= 4 * held  # sets for 160 decisions at the first set's rate
+    assert "judged by each position's top class alone to spare memory" in inputs.note
+    assert f"{given} decisions in all" in inputs.note
+    assert "as many as the outputs' memory allows" not in inputs.note
+    result = compare(model, settings(methods=[("float16", {}), ("weights-int8", {})], latency=False, parity_batch=2))
+    for variant in result.variants:
+        judged = variant.parity.outputs[0]
+        assert judged.measures["positions"] == 16 * (2 + len(inputs.tally)), judged.measures
+    assert result.original.parity.samples == 2 * (2 + len(inputs.tally))
+
+
 def test_parity_runs_several_seeds_when_the_batch_is_fixed():
     inputs = parity_inputs_module.parity_inputs(cached_sample("subgraph"), settings(parity_batch=3))
     assert len(inputs.samples) == 3 and inputs.count == 3

@@ -84,6 +84,40 @@ function fromTensor(name, tensor) {
   return { name, type: tensor.type, dims: Array.from(tensor.dims), data: base64FromBytes(bytes) };
 }
 
+// An IEEE half (its 16 bits, as ONNX Runtime Web hands float16 data) as a number.
+function halfToFloat(bits) {
+  const exponent = (bits >> 10) & 0x1f, fraction = bits & 0x3ff, sign = bits & 0x8000 ? -1 : 1;
+  if (exponent === 0) return sign * fraction * 2 ** -24;
+  if (exponent === 0x1f) return fraction ? NaN : sign * Infinity;
+  return sign * (1 + fraction / 1024) * 2 ** (exponent - 15);
+}
+
+// Each position's top class and the gap of its two best scores along the class axis, as the server keeps
+// them for a tally (measure/parity.py top_two): [..., 2] float64, non-finite scores counted as 0.
+function topTwo(name, tensor, axis) {
+  const dims = Array.from(tensor.dims);
+  const at = axis < 0 ? dims.length + axis : axis;
+  const classes = dims[at];
+  const outer = dims.slice(0, at).reduce((n, d) => n * d, 1);
+  const inner = dims.slice(at + 1).reduce((n, d) => n * d, 1);
+  const data = tensor.type === "float16" ? Float32Array.from(tensor.data, halfToFloat) : tensor.data;
+  const out = new Float64Array(outer * inner * 2);
+  for (let o = 0; o < outer; o++) {
+    for (let i = 0; i < inner; i++) {
+      let best = -Infinity, second = -Infinity, index = 0;
+      for (let c = 0; c < classes; c++) {
+        let v = Number(data[(o * classes + c) * inner + i]);
+        if (!Number.isFinite(v)) v = 0;
+        if (v > best) { second = best; best = v; index = c; } else if (v > second) second = v;
+      }
+      out[(o * inner + i) * 2] = index;
+      out[(o * inner + i) * 2 + 1] = best - second;
+    }
+  }
+  const kept = [...dims.slice(0, at), ...dims.slice(at + 1), 2];
+  return { name, type: "float64", dims: kept, data: base64FromBytes(new Uint8Array(out.buffer)) };
+}
+
 function median(values) {
   const sorted = [...values].sort((a, b) => a - b);
   const mid = Math.floor(sorted.length / 2);
@@ -151,6 +185,14 @@ async function openModel(ort, model, inputs, backend) {
     } else {
       outputChars += chars;
       result.outputs = encoded;
+      if (inputs.tally) { // more sets, sent back as each position's top class: what the server judged them by
+        stage = "tally";
+        result.tally = [];
+        for (const sample of inputs.tally) {
+          const o = await session.run(feeds(sample));
+          result.tally.push(Object.entries(inputs.tallied).map(([name, axis]) => topTwo(name, o[name], axis)));
+        }
+      }
     }
     if (inputs.decoder) {
       stage = "generate";

@@ -69,6 +69,12 @@ class BrowserInputs:
     #: an encoder–decoder set's roles for the page (pipeline/set_compare.browser_inputs): each sample is one input
     #: the page writes an output for, greedy, ``steps`` tokens each (the server original's own length)
     model_set: dict | None = None
+    #: the server's tally (measure/parity_inputs.py): sets whose big scores outputs the page sends back as each
+    #: position's top class and gap (``tally_axes``: output -> class axis), judged with the samples
+    tally: list[dict[str, np.ndarray]] = field(default_factory=list, repr=False)
+    tally_reference: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    tally_axes: dict[str, int] = field(default_factory=dict)
+    tally_count: int = 0  # input samples in the tally
 
     def same_as(self, comparison: Any) -> bool:
         """Whether these are the samples ``comparison`` judged on (its digest; a run from before digests were
@@ -82,6 +88,9 @@ class BrowserInputs:
             "samples": [[encode_tensor(name, value) for name, value in feeds.items()] for feeds in self.samples],
             "timing": [encode_tensor(name, value) for name, value in (self.timing or self.samples[0]).items()],
         }
+        if self.tally:  # the page keeps each position's top class and gap of these outputs, as the server did
+            payload["tally"] = [[encode_tensor(name, value) for name, value in feeds.items()] for feeds in self.tally]
+            payload["tallied"] = self.tally_axes
         if self.model_set is not None:  # the page writes each input's output through the set, token by token
             payload["set"] = self.model_set
         if self.decoder is not None:  # the page sends back only what is judged, and generates from the timing prompt
@@ -255,17 +264,37 @@ def judge(inputs: BrowserInputs, result: dict[str, Any]) -> BrowserRun:
         return run
     try:  # runs whose outputs differ in shape or type from each other or the server's cannot be compared
         outputs = _like_reference(_stack(runs), inputs.reference)
+        tally = _tally(inputs, result)
         if inputs.first_sets:  # the parity sets first; the reserve too only when they leave it undecided
             first = {k: v[:inputs.first_sets] for k, v in outputs.items()}
             reference = {k: v[:inputs.first_sets] for k, v in inputs.reference.items()}
-            run.parity = compare_outputs(reference, first, inputs.kinds, inputs.verdict, samples=inputs.first_count)
+            run.parity = compare_outputs(reference, first, inputs.kinds, inputs.verdict,
+                                         samples=inputs.first_count + inputs.tally_count, tally=tally)  # fmt: skip
             if run.parity.status != "undecided":
                 return run
         run.parity = compare_outputs(inputs.reference, outputs, inputs.kinds, inputs.verdict,
-                                     samples=inputs.count)  # fmt: skip
-    except (TypeError, ValueError) as exc:
+                                     samples=inputs.count + inputs.tally_count, tally=tally)  # fmt: skip
+    except (BrowserInputError, KeyError, TypeError, ValueError) as exc:
         run.error, run.stage = f"its outputs could not be read ({exc})", "outputs"
     return run
+
+
+def _tally(inputs: BrowserInputs, result: dict[str, Any]) -> dict | None:
+    """The page's top classes on the tally's sets beside the server original's, by output (compare_outputs'
+    ``tally``); None without a tally. Raises ValueError when the page sent too few or odd ones."""
+    if not inputs.tally:
+        return None
+    runs = result.get("tally")
+    if not isinstance(runs, list) or len(runs) != len(inputs.tally):
+        raise ValueError(f"it returned {len(runs) if isinstance(runs, list) else 'no'} sets of top classes for {len(inputs.tally)}")
+    tops = [{t["name"]: decode_tensor(t) for t in run} for run in runs]
+    found = {}
+    for name, ref in inputs.tally_reference.items():
+        var = np.stack([np.asarray(run[name], np.float64) for run in tops])
+        if var.shape != ref.shape:
+            raise ValueError(f"its top classes of {name} have shape {list(var.shape)}, not {list(ref.shape)}")
+        found[name] = (ref, var)
+    return found
 
 
 def _judge_set(inputs: BrowserInputs, result: dict[str, Any], run: BrowserRun) -> BrowserRun:

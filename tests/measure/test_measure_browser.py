@@ -345,3 +345,23 @@ def test_a_sets_outputs_written_in_the_page_are_judged_token_for_token_against_t
     assert generated.measures["continuation_agreement"] == pytest.approx(0.75) and generated.measures["first_divergence"] == 2
     short = judge(inputs, {"key": "float16", "generatedRows": [[5, 6, 7]]})  # one output for 200 inputs
     assert not short.ok and short.stage == "outputs" and "1 outputs for 200 inputs" in short.error
+
+
+def test_a_tally_the_page_sends_as_top_classes_is_judged_with_the_samples():
+    """The server's tally (sets past its output memory, kept as top classes): the page sends each position's
+    top class and gap for them, and the verdict counts them as the server's did; a tally missing is an error."""
+    from shrinkray.measure.parity import top_two
+
+    rng = np.random.default_rng(0)
+    scores = rng.normal(size=(10, 4, 100)).astype(np.float32)  # 10 sets of [4 positions, 100 classes]
+    kinds = {"s": OutputKind("scores")}
+    feeds = [{"x": np.zeros((4, 8), np.float32)} for _ in range(2)]
+    tally = [{"x": np.ones((4, 8), np.float32)} for _ in range(8)]
+    inputs = BrowserInputs(feeds, {"s": scores[:2]}, kinds, "note", 2, VerdictSettings(), tally=tally,
+                           tally_reference={"s": top_two(scores[2:], -1)}, tally_axes={"s": -1}, tally_count=8)
+    assert [t["name"] for t in inputs.payload()["tally"][0]] == ["x"] and inputs.payload()["tallied"] == {"s": -1}
+    page_tops = [[encode_tensor("s", top_two(scores[k], -1))] for k in range(2, 10)]
+    run = judge(inputs, _page_result("float16", [{"s": scores[0]}, {"s": scores[1]}], tally=page_tops))
+    assert run.ok and run.parity.outputs[0].measures["positions"] == 40 and run.parity.samples == 10
+    short = judge(inputs, _page_result("float16", [{"s": scores[0]}, {"s": scores[1]}], tally=page_tops[:3]))
+    assert short.error and "3 sets of top classes for 8" in short.error

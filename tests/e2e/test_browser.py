@@ -22,7 +22,7 @@ from helpers import press
 
 import shrinkray
 from shrinkray.graph.validate import validate
-from tests.e2e.conftest import upload, upload_model
+from tests.e2e.conftest import DOWNLOAD_MS, upload, upload_model
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = Path(__file__).resolve().parent / "screenshots"
@@ -129,7 +129,7 @@ def test_full_flow_in_a_real_browser(page, tmp_path):
     _shot(page, "3_shrink_results")
     _no_traceback(page)
 
-    with page.expect_download() as info:
+    with page.expect_download(timeout=DOWNLOAD_MS) as info:
         page.get_by_role("button", name="Download cnn.weights-int8.onnx").click()
     target = tmp_path / "downloaded.onnx"
     info.value.save_as(str(target))

@@ -4,6 +4,7 @@ its link, in another browser with its in-browser timings, and the one page to se
 
 from __future__ import annotations
 
+from tests.e2e.conftest import DOWNLOAD_MS
 from tests.e2e.test_browser import _no_traceback, app_url  # noqa: F401 - app_url is a fixture
 from tests.e2e.test_in_browser import WANTED, _dynamic_axes_model, _run_in_browser, _shot_panel, _shrink
 
@@ -40,7 +41,7 @@ def test_the_demo_path_on_an_uploaded_model(app_url, pages, tmp_path):  # noqa: 
 
     page.get_by_role("link", name="Shrink").click()
     page.wait_for_selector("text=Reports", timeout=60_000)
-    with page.expect_download() as info:
+    with page.expect_download(timeout=DOWNLOAD_MS) as info:
         page.get_by_role("button", name="One page to send").click()
     saved = tmp_path / "one.html"
     info.value.save_as(str(saved))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from helpers import run_sample_in_app
 
+from tests.e2e.conftest import DOWNLOAD_MS
 from tests.e2e.test_browser import ROOT, SHOTS, _no_traceback, app_url  # noqa: F401 - app_url is a fixture
 
 
@@ -36,7 +37,7 @@ def test_the_headline_card_after_a_run(app_url, pages, width, scheme, tmp_path):
                                     <= s.getBoundingClientRect().right + 1)""")  # fmt: skip
     changes.scroll_into_view_if_needed()
     changes.screenshot(path=str(SHOTS / f"what-changes-{width}-{scheme}.png"))
-    with page.expect_download() as info:
+    with page.expect_download(timeout=DOWNLOAD_MS) as info:
         page.get_by_role("button", name="One page to send").click()
     saved = tmp_path / "one.html"
     info.value.save_as(str(saved))

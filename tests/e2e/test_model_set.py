@@ -16,7 +16,7 @@ import numpy as np
 import onnxruntime as ort
 from helpers import whole_page_screenshot
 
-from tests.e2e.conftest import go_to, upload_model, wait_idle
+from tests.e2e.conftest import DOWNLOAD_MS, go_to, upload_model, wait_idle
 from tests.e2e.test_browser import ROOT, SHOTS, _no_traceback, app_url  # noqa: F401 - app_url is a fixture
 from tests.io.test_model_set import write_set
 
@@ -122,7 +122,7 @@ def test_a_zipped_set_is_judged_whole_and_its_download_runs_in_onnx_runtime_web(
     assert "Each download is a .zip of the set's folder" in text and "Name model downloads" not in text
     for key, name in (("float16", "fp16"), ("weights-int8", "quantized")):
         wait_idle(pg)  # a click while the page still redraws is dropped
-        with pg.expect_download() as download:
+        with pg.expect_download(timeout=DOWNLOAD_MS) as download:
             pg.get_by_role("button", name=f"Download s2s.{key}.zip").click()
         saved = tmp_path / f"{key}.zip"
         download.value.save_as(saved)

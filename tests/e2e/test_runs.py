@@ -9,7 +9,7 @@ from helpers import press
 
 import shrinkray
 from shrinkray.graph.validate import validate
-from tests.e2e.conftest import go_to, upload_model
+from tests.e2e.conftest import DOWNLOAD_MS, go_to, upload_model
 from tests.e2e.test_browser import ROOT, SHOTS, _no_traceback, app_url  # noqa: F401
 
 SAMPLE = ROOT / "sample_models" / "cnn.onnx"
@@ -110,7 +110,7 @@ def test_a_run_is_kept_and_reopens_from_its_address(app_url, pages, tmp_path):  
     _wait_results(fresh, metrics)
     assert _cards(fresh) == first
     assert "cnn" in fresh.locator("[data-testid='stSidebar']").inner_text()
-    with fresh.expect_download(timeout=120_000) as info:  # a loaded CI machine: the page may still be drawing
+    with fresh.expect_download(timeout=DOWNLOAD_MS) as info:
         fresh.get_by_role("button", name="Download cnn.weights-int8.onnx").click()
     target = tmp_path / "from_link.onnx"
     info.value.save_as(str(target))

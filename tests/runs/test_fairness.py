@@ -180,8 +180,13 @@ def test_a_signed_cookie_names_its_visitor_and_a_tampered_one_gets_a_new_identit
     assert keys.identify(cookie, "10.0.0.1").key == f"cookie:{visitor_id}"
     assert keys.identify(cookie, "10.0.0.1").set_cookie == ""
     mac = cookie.split(".", 1)[1]
-    tampered = [cookie[:-1] + ("A" if cookie[-1] != "A" else "B"), "B" + cookie[1:], f"{'x' * 22}.{mac}",
-                visitor_id, "", None, cookie + "." + mac, "a" * 500]  # fmt: skip
+
+    def other(char: str) -> str:  # a different character, whatever the random cookie holds there
+        return "A" if char != "A" else "B"
+
+    middle = len(visitor_id) + 1 + len(mac) // 2  # a character of the MAC whose 6 bits all count (the last has padding)
+    tampered = [cookie[:middle] + other(cookie[middle]) + cookie[middle + 1:], other(cookie[0]) + cookie[1:],
+                f"{'x' * 22}.{mac}", visitor_id, "", None, cookie + "." + mac, "a" * 500]  # fmt: skip
     for bad in tampered:
         assert keys.verify(bad) is None, bad
         fresh = keys.identify(bad, "10.0.0.1")

@@ -1619,7 +1619,7 @@ def add_models_argument(ap: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--models", default=",".join(default_keys()), help="comma-separated keys: " + ", ".join(SPECS))
+    add_models_argument(ap)
     ap.add_argument("--json", action="store_true", help="print the descriptions as JSON")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/, also when this file runs directly

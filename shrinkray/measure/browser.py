@@ -70,10 +70,9 @@ class BrowserInputs:
     #: the page writes an output for, greedy, ``steps`` tokens each (the server original's own length)
     model_set: dict | None = None
     #: the server's tally (measure/parity_inputs.py): sets whose big scores outputs the page sends back as each
-    #: position's top class and gap (``tally_axes``: output -> class axis), judged with the samples
+    #: position's top class and gap along its class axis (its kind's), judged with the samples
     tally: list[dict[str, np.ndarray]] = field(default_factory=list, repr=False)
     tally_reference: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
-    tally_axes: dict[str, int] = field(default_factory=dict)
     tally_count: int = 0  # input samples in the tally
 
     def same_as(self, comparison: Any) -> bool:
@@ -90,7 +89,7 @@ class BrowserInputs:
         }
         if self.tally:  # the page keeps each position's top class and gap of these outputs, as the server did
             payload["tally"] = [[encode_tensor(name, value) for name, value in feeds.items()] for feeds in self.tally]
-            payload["tallied"] = self.tally_axes
+            payload["tallied"] = {name: self.kinds[name].axis for name in self.tally_reference}
         if self.model_set is not None:  # the page writes each input's output through the set, token by token
             payload["set"] = self.model_set
         if self.decoder is not None:  # the page sends back only what is judged, and generates from the timing prompt

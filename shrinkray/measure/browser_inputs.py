@@ -36,9 +36,7 @@ def prepare(model, settings) -> BrowserInputs:
         count = part.count
     return BrowserInputs(samples, reference, kinds, inputs.note, count, settings.verdict,
                          timing, batch, samples_digest(inputs.samples), first, inputs.count, inputs.decoder,
-                         tally=inputs.tally, tally_reference=inputs.tally_reference,
-                         tally_axes={name: kinds[name].axis for name in inputs.tally_reference},
-                         tally_count=len(inputs.tally) * inputs.per_run)  # fmt: skip
+                         tally=inputs.tally, tally_reference=inputs.tally_reference, tally_count=len(inputs.tally) * inputs.per_run)  # fmt: skip
 
 
 #: Next-token positions a decoder is judged on in the browser: twice the decisions a top-1 verdict needs, so

@@ -89,24 +89,23 @@ class ParityInputs:
 
 
 def tally_outputs(session, inputs: ParityInputs, model: onnx.ModelProto | None) -> dict[str, np.ndarray]:
-    """The tally's sets through ``session``, one at a time, each big scores output kept as its top classes
-    (:func:`top_two`, by the original's kinds) and stacked per set; empty when ``inputs`` has no tally."""
-    if not inputs.tally:
-        return {}
+    """The tally's sets through ``session``, its outputs kept as the original's tally keeps them
+    (:func:`top_classes`); empty when ``inputs`` has no tally."""
+    axes = {name: inputs.kinds[name].axis for name in inputs.tally_reference}
+    return top_classes(session, inputs.tally, model, axes) if inputs.tally else {}
+
+
+def top_classes(session, sets: list[dict[str, np.ndarray]], model: onnx.ModelProto | None,
+                axes: dict[str, int]) -> dict[str, np.ndarray]:  # fmt: skip
+    """``sets`` through ``session``, one at a time, each output of ``axes`` (name -> class axis) kept as its
+    top classes (:func:`top_two`) and stacked per set: what a tally holds, never the full scores of them all."""
     names = [o.name for o in session.get_outputs()]
-    kept: dict[str, list[np.ndarray]] = {name: [] for name in inputs.tally_reference}
-    for feeds in inputs.tally:
+    kept: dict[str, list[np.ndarray]] = {name: [] for name in axes}
+    for feeds in sets:
         outputs = dict(zip(names, _run_feeds(session, model, feeds), strict=True))
-        for name in kept:
-            kept[name].append(top_two(outputs[name], inputs.kinds[name].axis))
+        for name, axis in axes.items():
+            kept[name].append(top_two(outputs[name], axis))
     return {name: np.stack(values) for name, values in kept.items()}
-
-
-def tallied(inputs: ParityInputs, outputs: dict[str, np.ndarray]) -> dict | None:
-    """The ``tally`` argument of compare_outputs: the original's tally beside a variant's (``outputs``)."""
-    if not inputs.tally:
-        return None
-    return {name: (ref, outputs[name]) for name, ref in inputs.tally_reference.items() if name in outputs}
 
 
 def as_sets(value: np.ndarray, sets: int) -> np.ndarray:
@@ -167,12 +166,10 @@ def _run(model: onnx.ModelProto, samples: dict[str, np.ndarray] | list[dict[str,
 def judge(reference: dict[str, np.ndarray], outputs: dict[str, np.ndarray], inputs: ParityInputs,
           settings: CompareSettings, tally: dict[str, np.ndarray] | None = None) -> Parity:  # fmt: skip
     """The verdict on a variant's ``outputs`` on ``inputs``' samples (and ``tally``: its
-    :func:`tally_outputs`, when ``inputs`` has a tally) against the original's ``reference``."""
-    if tally is None:
-        parity = compare_outputs(reference, outputs, inputs.kinds, settings.verdict, samples=inputs.count)
-    else:
-        parity = compare_outputs(reference, outputs, inputs.kinds, settings.verdict, samples=inputs.judged_count,
-                                 tally=tallied(inputs, tally))  # fmt: skip
+    :func:`tally_outputs`; empty or None: the samples alone) against the original's ``reference``."""
+    pairs = {name: (ref, tally[name]) for name, ref in inputs.tally_reference.items() if name in tally} if tally else None
+    parity = compare_outputs(reference, outputs, inputs.kinds, settings.verdict,
+                             samples=inputs.judged_count if pairs else inputs.count, tally=pairs)  # fmt: skip
     if inputs.decoder is not None and inputs.options.tokenizer:
         _tell_first_change(parity, reference, outputs, inputs)
     return parity
@@ -466,8 +463,7 @@ def _with_tally(inputs: ParityInputs, model: onnx.ModelProto, session, batch: in
         return inputs
     try:
         feeds = _synthesized(model, inputs.options, batch, seeds)
-        tally = replace(inputs, tally=feeds, tally_reference=dict.fromkeys(names))
-        reference = tally_outputs(session, tally, model)
+        reference = top_classes(session, feeds, model, {name: inputs.kinds[name].axis for name in names})
     except ShrinkRayError:
         return inputs  # the sets held in full stand
     more = decisions_given(inputs.reference, inputs.kinds, reference) or 0

@@ -278,24 +278,25 @@ def _ctc(name: str, kind: OutputKind, blank: int, refs, vars_, alphabet, tops=No
         return [f"{c} " for c in classes]
 
     found = OutputExamples(name, "scores", "text", "characters changed in the decoded line (edit distance)")
+
+    def read(item: int, where: str, top_r: np.ndarray, top_v: np.ndarray, spaces: frozenset[int]) -> None:
+        a, b = strip_classes(ctc_decode(top_r, blank), spaces), strip_classes(ctc_decode(top_v, blank), spaces)
+        found.examples.append(_text_example(item, where, chars(a), chars(b), float(edit_distance(a, b))))
+
     for item, (r, v) in enumerate(zip(refs, vars_, strict=True)):
         r, v = np.moveaxis(r, kind.axis, -1), np.moveaxis(v, kind.axis, -1)
         lines_r = r.reshape(-1, r.shape[-2], r.shape[-1]) if r.ndim >= 2 else r.reshape(1, 1, -1)
         lines_v = v.reshape(lines_r.shape)
         spaces = edge_spaces(tuple(alphabet or ()), blank, lines_r.shape[-1])
         for line, (lr, lv) in enumerate(zip(lines_r, lines_v, strict=True)):
-            a = strip_classes(ctc_decode(np.argmax(lr, axis=-1), blank), spaces)
-            b = strip_classes(ctc_decode(np.argmax(lv, axis=-1), blank), spaces)
             where = _where(item, line, len(lines_r)).replace("position", "line")
-            found.examples.append(_text_example(item, where, chars(a), chars(b), float(edit_distance(a, b))))
+            read(item, where, np.argmax(lr, axis=-1), np.argmax(lv, axis=-1), spaces)
     if tops is not None and all(np.ndim(r) == 2 for r in refs):  # one line an input: the tally's follow on
         steps, classes = np.moveaxis(refs[0], kind.axis, -1).shape
         ref_top, var_top = (np.asarray(t)[..., 0].reshape(-1, steps).astype(np.int64) for t in tops)
         spaces = edge_spaces(tuple(alphabet or ()), blank, classes)
         for line, (lr, lv) in enumerate(zip(ref_top[:MAX_ITEMS], var_top[:MAX_ITEMS], strict=True)):
-            a, b = strip_classes(ctc_decode(lr, blank), spaces), strip_classes(ctc_decode(lv, blank), spaces)
-            found.examples.append(_text_example(len(refs) + line, _where(len(refs) + line), chars(a), chars(b),
-                                                float(edit_distance(a, b))))  # fmt: skip
+            read(len(refs) + line, _where(len(refs) + line), lr, lv, spaces)
     return found
 
 

@@ -165,7 +165,7 @@ def _measure_parity(result: VariantResult, inputs: ParityInputs, settings: Compa
     try:
         session = session or open_session(model)
         outputs = session_outputs(session, inputs.samples, model, inputs.decoder)
-        tally = tally_outputs(session, inputs, model) if inputs.tally else None
+        tally = tally_outputs(session, inputs, model)
         result.parity = judge(inputs.reference, outputs, inputs, settings, tally)
         judged = inputs
         if result.parity.status == UNDECIDED and inputs.reserve:
@@ -199,7 +199,7 @@ def _auto_variant(
         try:
             variant = shrink(source, result.method, keep_session=True, context=context, **options)
             outputs = session_outputs(variant.session, inputs.samples, variant.model, inputs.decoder)
-            tally = tally_outputs(variant.session, inputs, variant.model) if inputs.tally else None
+            tally = tally_outputs(variant.session, inputs, variant.model)
         except ShrinkRayError:
             continue
         parity = judge(inputs.reference, outputs, inputs, settings, tally)
@@ -425,7 +425,7 @@ class ComparePipeline:
         self.input_note = self.inputs.note
         self.inputs_digest = samples_digest(self.inputs.samples)
         self.original.parity = judge(self.inputs.reference, self.inputs.reference, self.inputs, self.settings,
-                                     self.inputs.tally_reference if self.inputs.tally else None)  # fmt: skip
+                                     self.inputs.tally_reference)  # fmt: skip
         release_free_memory()  # the original's session and its temporaries, before the first variant
         _lap(self.timings, "parity", lap)
         self._emit()

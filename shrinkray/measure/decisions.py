@@ -41,6 +41,9 @@ MARGIN = 0.05
 MIN_SIDE = 3
 #: At most this many candidate boxes per image go into NMS (best scores first).
 MAX_CANDIDATES = 1000
+#: Sigmoid in float32 rounds to 1.0000001 (PP-OCRv5's detector on every page): values this far outside [0, 1]
+#: are still probabilities.
+PROBABILITY_SLACK = 1e-5
 #: A map with more regions than this in one image is speckle, not objects: it is judged as values.
 MAX_REGIONS = 1000
 YOLOX_STRIDES = (8, 16, 32)
@@ -291,6 +294,12 @@ def map_decisions(reference: np.ndarray, variant: np.ndarray, text: bool = False
     return worst if worst is not None else f"no region above {MAP_THRESHOLDS[0]:g} in either output"
 
 
+def probabilities(values: np.ndarray) -> bool:
+    """Whether every value lies in [0, 1], give or take float32's rounding of a Sigmoid (PROBABILITY_SLACK)."""
+    arr = np.asarray(values)
+    return bool(arr.size and arr.min() >= -PROBABILITY_SLACK and arr.max() <= 1 + PROBABILITY_SLACK)
+
+
 def looks_like_map(values: np.ndarray) -> bool:
     """Probabilities on a spatial grid: every value in [0, 1], the last two axes at least 16 wide, at most
     64 maps, some values above 0.5 and some below 0.3, and the map mostly decided (>= 80% of values below
@@ -300,7 +309,7 @@ def looks_like_map(values: np.ndarray) -> bool:
         return False
     if arr.size // (arr.shape[-1] * arr.shape[-2]) > 64:
         return False
-    if not np.isfinite(arr).all() or arr.min() < 0 or arr.max() > 1:
+    if not np.isfinite(arr).all() or not probabilities(arr):
         return False
     if arr.max() <= MAP_THRESHOLDS[-1] or arr.min() >= MAP_THRESHOLDS[0]:
         return False  # no foreground or no background on these inputs: nothing to tell a map by
@@ -364,7 +373,7 @@ def head_layout(values: np.ndarray, input_size: tuple[int, int] | None = None, m
         return None
     rows = _rows(arr, axis).reshape(-1, small)[:, : small - masks]
     scores, box = rows[:, 4:], rows[:, :4]
-    if scores.min() < 0 or scores.max() > 1:
+    if not probabilities(scores):
         return None
     if box.min() >= 0 and box.max() <= 1:
         return None  # every column a probability: class scores, not boxes
@@ -479,7 +488,7 @@ def gfl_levels(outputs: dict[str, np.ndarray], input_size: tuple[int, int] | Non
             continue
         n, width = arr.shape[1], arr.shape[2]
         slot = by_count.setdefault(n, {"scores": [], "boxes": []})
-        if arr.min() >= 0 and arr.max() <= 1 and width <= 1000:
+        if probabilities(arr) and width <= 1000:
             slot["scores"].append(name)
         elif width % 4 == 0 and width // 4 >= 2:
             slot["boxes"].append(name)

@@ -18,9 +18,11 @@ every report says which one decided):
    ``[batch, N, 4 x bins]`` box distributions, N the cells of the stride's grid
    on the input), judged by the boxes decoded from all of them; a segmentation head (YOLOv8/11-seg: a head
    whose last ``nm`` attributes are mask coefficients, beside a ``[batch, nm, h, w]`` prototype output) is
-   ``detections`` judged by its boxes, the prototypes ``continuous``; any other output computed by Sigmoid is ``continuous``
-   (independent probabilities: voice activity, per-anchor class scores), its relative errors measured
-   against at least half the [0, 1] span (``OutputKind.probability``);
+   ``detections`` judged by its boxes, the prototypes ``continuous``; an output computed by Sigmoid of rank <= 2
+   with at most ``MAX_YES_NO`` values per input is ``probability`` (yes/no decisions: voice activity, end of
+   turn, multi-label tags), judged by the side of 0.5 each value falls on; any other output computed by Sigmoid
+   is ``continuous``; both measure relative errors against at least half the [0, 1] span
+   (``OutputKind.probability``);
 4. names: ``embed``, ``hidden``, ``pool``, ``feature``, ``encod``, ``vector``
    mean ``embedding``; ``logit``, ``score``, ``prob``, ``class``, ``cls``,
    ``label``, ``pred`` mean ``scores`` (when the last axis has 2 to 100,000
@@ -55,6 +57,10 @@ _LINEAR = {"Gemm", "MatMul", "Add", "MatMulInteger", "QLinearMatMul", "Dequantiz
 _NORMALIZED = {"LayerNormalization", "SkipLayerNormalization", "SimplifiedLayerNormalization", "LpNormalization"}
 _POOLED = {"ReduceMean", "ReduceSum", "Div", "GlobalAveragePool", "ReduceL2"}
 _MAX_CLASSES = 100_000
+#: A Sigmoid output of rank <= 2 with at most this many values per input is yes/no decisions (``probability``):
+#: voice activity, end of turn, multi-label tags. Larger or higher-rank ones (masks, per-anchor raw heads,
+#: images) stay ``continuous``: their values matter beyond which side of 0.5 they fall on.
+MAX_YES_NO = 1000
 #: A linear layer this wide per position is a vocabulary (CTC characters, tokens), not a hidden width.
 VOCABULARY = 5000
 
@@ -209,6 +215,10 @@ def classify_output(
     if layout is not None:
         return OutputKind("detections", layout.axis, f"a detection head ({layout.describe()}): judged by the "
                           "boxes that score 0.25 after NMS", size)  # fmt: skip
+    if op == "Sigmoid" and rank <= 2 and last <= MAX_YES_NO:
+        return OutputKind("probability", why=f"computed by Sigmoid, {last} per input: yes/no probabilities, judged by "
+                          "the side of 0.5 each falls on (errors relative to at least half the 0-1 span)",
+                          probability=True)  # fmt: skip
     if op == "Sigmoid":
         return OutputKind("continuous", why="computed by Sigmoid: independent probabilities, judged as values "
                           "(errors relative to at least half the 0-1 span)", probability=True)

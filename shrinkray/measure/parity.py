@@ -42,7 +42,7 @@ from shrinkray.errors import OptionError
 from shrinkray.measure import confidence, decisions, generation
 from shrinkray.measure.confidence import FAIL, PASS, UNDECIDED
 
-FLOAT_KINDS = ("scores", "continuous", "embedding", "map", "detections")
+FLOAT_KINDS = ("scores", "probability", "continuous", "embedding", "map", "detections")
 #: Kinds judged by the decisions drawn from them: with nothing decided (no region, no confident box in the
 #: original or the variant) they are judged as values, by the continuous criteria.
 DECISION_KINDS = ("map", "detections")
@@ -61,6 +61,9 @@ USER_KINDS = (*FLOAT_KINDS, "exact")
 #: Thresholds chosen by measuring real models against task checks (bench/verdicts.py, docs/verdicts.md "Parity").
 RELATIVE_PROFILE: dict[str, dict[str, float]] = {
     "scores": {"min_top1_agreement": 0.97},
+    # yes/no probabilities (a Sigmoid's few per input: voice activity, end of turn, multi-label tags): what a user
+    # acts on is the side of 0.5; their values may not drift far (a backstop, like a map's)
+    "probability": {"min_side_agreement": 0.97, "max_relative_rms_error": 0.1},
     "continuous": {"max_relative_rms_error": 0.02, "min_cosine": 0.99},
     # the worst row, and (hidden states [.., tokens, width]) what mean pooling keeps: MiniLM's task bar is its
     # sentence cosine >= 0.999, which an auto mix passing the worst row's 0.99 missed (pooled 0.9954;
@@ -95,6 +98,8 @@ MEASURES: dict[str, str] = {
     "mean_row_cosine": "mean cosine similarity over rows",
     "pooled_cosine": "cosine similarity of the mean over positions (axis -2) per item, the worst item (a sentence "
                      "embedding's mean pooling; outputs of rank 3 and more)",
+    "side_agreement": "share of decided probabilities (the original's at least 0.05 from 0.5) that stay on the same "
+                      "side of 0.5 (a Sigmoid's yes/no decisions)",
     "region_agreement": "share of a probability map's regions (above 0.3 or 0.5) whose box keeps IoU >= 0.9",
     "box_agreement": "share of confident boxes (score >= 0.25, after NMS) kept with the same class at IoU >= 0.9",
     "continuation_agreement": "share of prompts whose greedy continuation (16 tokens, through the model's cache "
@@ -289,7 +294,7 @@ class Check:
 #: Measures that are a share of decisions, judged by their interval: a handful of decisions decides nothing.
 #: Boxes and regions too: "all 21 text boxes kept" passed a 4-bit PP-OCRv4 detector that lost 1 of 18 boxes
 #: on rendered pages (bench recommend-reruns, 2026-12-06); 21 of 21 is at least 88.6% with 95% confidence.
-SHARE_MEASURES = ("top1_agreement", "continuation_agreement", "box_agreement", "region_agreement")
+SHARE_MEASURES = ("top1_agreement", "continuation_agreement", "box_agreement", "region_agreement", "side_agreement")
 
 
 def decision_count(measures: dict[str, float | None]) -> int | None:
@@ -299,7 +304,7 @@ def decision_count(measures: dict[str, float | None]) -> int | None:
         return int(measures["sequences"])
     if measures.get("continuations") is not None:
         return int(measures["continuations"])
-    for key in ("box_decisions", "region_decisions"):
+    for key in ("box_decisions", "region_decisions", "side_decisions"):
         if measures.get(key) is not None:
             return int(measures[key])
     if measures.get("positions") is not None:
@@ -551,6 +556,8 @@ DECISION_CHUNK_BYTES = 8 << 20
 #: few samples that happen to agree (smart-turn: 4 synthesized clips all at p = 0.974-0.982, a range of
 #: 0.0075) would make one quantization step of the output "9% of the range".
 PROBABILITY_RANGE = 0.5
+#: A probability this close to 0.5 in the original is a coin toss: its side is not counted (as decisions.MARGIN).
+SIDE_MARGIN = 0.05
 
 
 #: A position whose two best original scores differ by less than this share of the scores' range is
@@ -756,11 +763,21 @@ def decision_counts(value: np.ndarray, kind: OutputKind, tally: np.ndarray | Non
                              tally=None if tally is None else (tally, tally))  # fmt: skip
 
 
+def side_measures(ref: np.ndarray, var: np.ndarray) -> dict[str, float]:
+    """Yes/no decisions of probabilities: the share of the original's decided values (at least SIDE_MARGIN from
+    0.5; nearer, a coin toss in the original itself) that the variant keeps on the same side of 0.5."""
+    r, v = np.asarray(ref, np.float64).ravel(), np.asarray(var, np.float64).ravel()
+    decided = np.abs(r - 0.5) >= SIDE_MARGIN
+    kept = int(((r > 0.5) == (v > 0.5))[decided].sum())
+    count = int(decided.sum())
+    return {"side_agreement": kept / count if count else 1.0, "side_decisions": float(count)}
+
+
 def _spread(kept: np.ndarray, kind: OutputKind) -> float:
     """What an output's errors are relative to: :func:`robust_range` of its finite values (the full range for
     scores), at least :data:`PROBABILITY_RANGE` for probabilities."""
     spread = robust_range(kept, full=kind.kind == "scores")
-    if kind.probability and kept.size and 0.0 <= kept.min() and kept.max() <= 1.0:
+    if kind.probability and decisions.probabilities(kept):
         spread = max(spread, PROBABILITY_RANGE)
     return spread
 
@@ -796,6 +813,8 @@ def float_measures(ref: np.ndarray, var: np.ndarray, kind: OutputKind,
         # a decoder's logits are log-odds: a position is a coin toss by the same bar as its continuations
         tie = generation.TIE_LOGODDS if kind.tokens else None
         measures.update(decision_measures(r, v, kind.axis, spread, tie, kind.alphabet, kind.rank, tally))
+    if kind.kind == "probability":
+        measures.update(side_measures(r, v))
     if kind.tokens and r.size:
         measures["kl_divergence"] = generation.mean_kl(r, v)
     return measures

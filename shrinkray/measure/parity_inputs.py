@@ -37,6 +37,7 @@ from shrinkray.measure.parity import (
     compare_outputs,
     decision_counts,
     own_decisions,
+    side_measures,
     top_two,
 )
 from shrinkray.measure.results import CompareSettings
@@ -349,6 +350,8 @@ def decisions_given(reference: dict[str, np.ndarray], kinds: dict[str, OutputKin
         value = reference.get(name)
         if kind.labels and value is not None:
             counts.append(int(np.asarray(value).size))
+        if kind.kind == "probability" and value is not None:  # each value far enough from 0.5
+            counts.append(int(side_measures(value, value)["side_decisions"]))
         if kind.kind == "generation" and value is not None:  # continuations: one decision per prompt
             counts.append(decoder_lm.continuation_count(value))
         if kind.kind != "scores" or kind.tokens or value is None or np.asarray(value).dtype.kind != "f":

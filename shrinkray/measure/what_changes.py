@@ -578,7 +578,7 @@ def _mask_of(item: np.ndarray) -> np.ndarray | None:
     arr = np.squeeze(np.asarray(item))
     if arr.dtype.kind != "f" or arr.ndim != 2 or min(arr.shape) < MIN_MASK_SIDE or not np.isfinite(arr).all():
         return None
-    return arr if arr.min() >= 0.0 and arr.max() <= 1.0 else None
+    return arr if decisions.probabilities(arr) else None
 
 
 def mask_picture(mask: np.ndarray) -> str:

@@ -272,7 +272,7 @@ def sensitivity(parity) -> float:
             graded = max(graded, math.sqrt(share) if "cosine" in check.criterion and math.isfinite(share) else share)
         if not out.checks and not out.passed:
             graded = math.inf
-        if out.kind in ("scores", "continuous") and m.get("relative_rms_error") is not None:
+        if out.kind in ("scores", "probability", "continuous") and m.get("relative_rms_error") is not None:
             graded = max(graded, m["relative_rms_error"] / RMS_SCALE)
         elif out.kind == "embedding" and m.get("row_cosine") is not None:
             graded = max(graded, math.sqrt(max(1.0 - m["row_cosine"], 0.0) / COSINE_SCALE))

@@ -20,7 +20,8 @@ from shrinkray.measure.results import VariantResult
 from shrinkray.text_safety import markdown_code, markdown_text, one_line, visible
 
 #: What each kind is called for a reader.
-KIND_WORDS = {"scores": "class scores", "continuous": "values", "embedding": "embeddings", "map": "probability map",
+KIND_WORDS = {"scores": "class scores", "continuous": "values", "probability": "yes/no probabilities",
+              "embedding": "embeddings", "map": "probability map",
               "detections": "detections", "exact": "exact values", "generation": "generated text"}  # fmt: skip
 #: How each box status is said.
 STATUS_WORDS = {"kept": "kept", "moved": "moved", "lost": "lost", "new": "new"}

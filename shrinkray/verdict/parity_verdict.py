@@ -89,6 +89,8 @@ def _things(o: OutputParity, total: int, samples: int) -> tuple[str, str]:
         return "positions", "keeps the next token on"
     if o.exact:
         return "positions", "keeps the label on"
+    if o.kind == "probability":
+        return "decisions", "keeps the yes/no (above or below 0.5) on"
     return ("inputs" if total <= samples else "positions"), "keeps the top class on"
 
 

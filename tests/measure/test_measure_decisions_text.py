@@ -53,3 +53,15 @@ def test_a_single_channel_sigmoid_map_of_a_page_at_any_size_is_read_as_text_boxe
     kind = classify_outputs(_detector(), ref)["y"]
     assert kind.kind == "map" and kind.text_boxes and "text boxes" in kind.why
     assert not classify_outputs(_detector(free_sides=False), ref)["y"].text_boxes  # a fixed-size segmenter's mask
+
+
+def test_a_map_whose_sigmoid_rounds_past_one_in_float32_is_still_a_map():
+    """PP-OCRv5's detector gives 1.0000001 on every synthesized page: read as 'values' it failed weights-int8
+    on its RMS error, while every text box stayed put."""
+    prob = page_map([(10, 10, 90, 22)]).astype(np.float32)
+    prob[0, 0, 12, 20] = np.float32(1.0000001)
+    assert prob.max() > 1.0
+    kind = classify_outputs(_detector(), {"y": prob})["y"]
+    assert kind.kind == "map" and kind.text_boxes
+    prob[0, 0, 12, 20] = 1.01  # beyond float32's rounding: not probabilities
+    assert classify_outputs(_detector(), {"y": prob})["y"].kind != "map"

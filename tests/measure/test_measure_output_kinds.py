@@ -168,12 +168,14 @@ def test_a_sigmoid_probability_is_judged_against_at_least_half_its_span():
     model = graph_model([helper.make_node("Sigmoid", ["x"], ["logits"])], {"logits": ["batch", 1]})
     ref = {"logits": np.array([[0.9745], [0.9781], [0.9812], [0.9768]])}
     kinds = classify_outputs(model, ref)
-    assert kinds["logits"].probability and kinds["logits"].kind == "continuous"
+    assert kinds["logits"].probability and kinds["logits"].kind == "probability"
     step = {"logits": ref["logits"] + np.array([[0.0008], [-0.0008], [0.0016], [0.0]])}
     out = compare_outputs(ref, step, kinds).outputs[0]
-    assert out.measures["range"] == 0.5 and out.passed, out.reason  # 0.0010 / 0.5; against 0.0067 it was 0.15
+    rms = next(c for c in out.checks if c.criterion == "max_relative_rms_error")
+    assert out.measures["range"] == 0.5 and rms.passed  # 0.0010 / 0.5; against 0.0067 it was 0.15
+    assert out.status == "undecided"  # 4 yes/no decisions decide nothing
     moved = {"logits": np.array([[0.9745], [0.8047], [0.9812], [0.9768]])}  # one clip 0.978 -> 0.805
-    assert not compare_outputs(ref, moved, kinds).outputs[0].passed
+    assert compare_outputs(ref, moved, kinds).outputs[0].status == "fail"  # on the same side, but far off
     # values in [0, 1] from anything else keep their own range: a small ReLU feature is not a probability
     relu = graph_model([helper.make_node("Relu", ["x"], ["feat"])], {"feat": ["batch", 1]})
     feat = {"feat": ref["logits"]}
@@ -181,15 +183,39 @@ def test_a_sigmoid_probability_is_judged_against_at_least_half_its_span():
     assert not compare_outputs(feat, {"feat": step["logits"]}, classify_outputs(relu, feat)).outputs[0].passed
 
 
+def test_yes_no_probabilities_are_judged_by_the_side_of_one_half_they_fall_on():
+    """silero-vad's and smart-turn's palettized variants move probabilities by 2-5% of the span and flip no
+    frame: as values they failed (RMS > 2% of 0.5) though every decision stays; a flipped decision fails."""
+    from shrinkray.measure.parity import compare_outputs
+
+    model = graph_model([helper.make_node("Sigmoid", ["x"], ["speech"])], {"speech": ["batch", 1]})
+    rng = np.random.default_rng(0)
+    ref = {"speech": np.concatenate([rng.uniform(0.0, 0.2, 150), rng.uniform(0.8, 1.0, 150), [0.51, 0.49]])[:, None]}
+    kinds = classify_outputs(model, ref)
+    assert kinds["speech"].kind == "probability" and "side of 0.5" in kinds["speech"].why
+    nudged = {"speech": np.clip(ref["speech"] + rng.choice([-0.03, 0.03], ref["speech"].shape), 0, 1)}
+    nudged["speech"][-2:] = [[0.47], [0.53]]  # coin tosses in the original: not counted
+    out = compare_outputs(ref, nudged, kinds).outputs[0]
+    assert out.measures["relative_rms_error"] > 0.02  # what failed it as values
+    assert out.status == "pass" and out.measures["side_decisions"] == 300, out.reason
+    flipped = {"speech": nudged["speech"].copy()}
+    flipped["speech"][:15] = 0.7  # 15 of 150 silent frames now speech
+    bad = compare_outputs(ref, flipped, kinds).outputs[0]
+    assert bad.status == "fail" and bad.measures["side_agreement"] == 285 / 300
+    # a large Sigmoid output (a mask, a raw per-anchor head) keeps being judged by its values
+    big = graph_model([helper.make_node("Sigmoid", ["x"], ["gate"])], {"gate": ["batch", 4096]})
+    assert kind_of(big, "gate", (2, 4096)).kind == "continuous"
+
+
 def test_softmax_over_a_single_entry_is_not_scores():
     model = graph_model([helper.make_node("Softmax", ["x"], ["out"], axis=-1)], {"out": [2, 1]})
     assert kind_of(model, "out", (2, 1)).kind == "continuous"
 
 
-def test_sigmoid_is_continuous_even_when_named_like_scores():
+def test_sigmoid_is_a_probability_even_when_named_like_scores():
     model = graph_model([helper.make_node("Sigmoid", ["x"], ["scores"])], {"scores": ["batch", 8]})
     got = kind_of(model, "scores", (2, 8))
-    assert got.kind == "continuous"
+    assert got.kind == "probability"
     assert "Sigmoid" in got.why
 
 
@@ -305,7 +331,7 @@ def test_user_override_wins_over_every_rule():
     )
     reference = {"probs": np.zeros((2, 8), np.float32), "mask": np.zeros((2, 8), np.float32)}
     plain = classify_outputs(model, reference)
-    assert (plain["probs"].kind, plain["mask"].kind) == ("scores", "continuous")
+    assert (plain["probs"].kind, plain["mask"].kind) == ("scores", "probability")
     chosen = classify_outputs(model, reference, VerdictSettings(kinds={"probs": "embedding", "mask": "scores"}))
     assert chosen["probs"].kind == "embedding" and chosen["probs"].why == "set by you"
     assert (chosen["mask"].kind, chosen["mask"].axis) == ("scores", -1)

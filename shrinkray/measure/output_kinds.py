@@ -70,7 +70,7 @@ _CONTINUOUS_WORDS = re.compile(r"box|coord|loc|mask|map|heat|depth|audio|wav|mel
 
 
 def _producers(model: onnx.ModelProto) -> dict[str, onnx.NodeProto]:
-    return {out: node for node in model.graph.node for out in node.output if out}
+    return _graph_producers(model.graph)
 
 
 #: Ops that read a head's logits to decide (a vocabulary's logits may feed them and still be logits).
@@ -99,6 +99,35 @@ def _source_op(name: str, producers: dict[str, onnx.NodeProto]) -> onnx.NodeProt
             return node
         name = node.input[0]
     return None
+
+
+#: Ops whose output stays a probability when their input is one: a mean or an extreme of probabilities.
+_KEEPS_PROBABILITY = {"ReduceMean", "ReduceMax", "ReduceMin", "AveragePool", "MaxPool", "GlobalAveragePool"}
+
+
+def _behind_sigmoid(name: str, producers: dict[str, onnx.NodeProto], depth: int = 0) -> bool:
+    """Whether ``name`` is a Sigmoid's output, through pass-throughs, means and extremes of it, and the branches
+    of an If (silero-vad: output <- If <- ReduceMean <- If <- Sigmoid, the If choosing the sample rate)."""
+    seen: set[str] = set()
+    while name in producers and name not in seen and depth < 8:
+        seen.add(name)
+        node = producers[name]
+        if node.op_type == "Sigmoid":
+            return True
+        if node.op_type == "If":
+            index = list(node.output).index(name)
+            branches = [a.g for a in node.attribute if a.name in ("then_branch", "else_branch")]
+            return bool(branches) and all(
+                _behind_sigmoid(g.output[index].name, producers | _graph_producers(g), depth + 1) for g in branches
+            )
+        if (node.op_type not in _PASS_THROUGH and node.op_type not in _KEEPS_PROBABILITY) or not node.input:
+            return False
+        name = node.input[0]
+    return False
+
+
+def _graph_producers(graph: onnx.GraphProto) -> dict[str, onnx.NodeProto]:
+    return {out: node for node in graph.node for out in node.output if out}
 
 
 def _softmax_axis(node: onnx.NodeProto, rank: int, model: onnx.ModelProto) -> int:
@@ -215,6 +244,8 @@ def classify_output(
     if layout is not None:
         return OutputKind("detections", layout.axis, f"a detection head ({layout.describe()}): judged by the "
                           "boxes that score 0.25 after NMS", size)  # fmt: skip
+    if op != "Sigmoid" and _behind_sigmoid(name, producers):
+        op = "Sigmoid"  # a mean of Sigmoids, or one chosen by an If, is as much a probability
     if op == "Sigmoid" and rank <= 2 and last <= MAX_YES_NO:
         return OutputKind("probability", why=f"computed by Sigmoid, {last} per input: yes/no probabilities, judged by "
                           "the side of 0.5 each falls on (errors relative to at least half the 0-1 span)",

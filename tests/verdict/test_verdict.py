@@ -94,3 +94,17 @@ def test_as_dict_is_strict_json():
     data = _verdict(160, 1).as_dict()
     assert json.loads(json.dumps(data, allow_nan=False)) == data
     assert data["status"] == "pass" and data["outputs"][0]["decisions"] == 160
+
+
+def test_a_yes_no_pass_says_the_decisions_it_rests_on_not_the_closest_backstop():
+    """A probability output passes on its decisions kept; its RMS backstop may be the closer call, but the
+    sentence a user acts on is how many yes/no decisions stayed."""
+    rng = np.random.default_rng(0)
+    ref = np.concatenate([rng.uniform(0.0, 0.2, 150), rng.uniform(0.8, 1.0, 150)])[:, None]
+    var = ref.copy()
+    var[:4] = 0.7  # 4 of 150 silent frames now speech: RMS 76% of its limit, the share just clear
+    kind = {"speech": OutputKind("probability", why="test", probability=True)}
+    v = parity_verdict(compare_outputs({"speech": ref}, {"speech": var}, kind))
+    assert v.status == "pass"
+    assert v.sentence == ("Passes: keeps the yes/no (above or below 0.5) on 296 of 300 decisions: at least 97.1% "
+                          "with 95% confidence (needs 97%).")  # fmt: skip

@@ -159,6 +159,25 @@ def _reference(session, samples: list[dict[str, np.ndarray]], model: onnx.ModelP
     return stream.steps, _stacked(names, stream.runs), note + stream.note()
 
 
+#: A user's batch is run this many rows at a time, at most: 30 pages of 992 x 736 in one run took dynamic-int8's
+#: PP-OCRv6 detector past the 60 s an inference may take (bench verdicts, 2026-12-07), where each run of 3 took 6 s.
+USER_ROWS_PER_RUN = 4
+
+
+def _in_runs(feeds: dict[str, np.ndarray], model: onnx.ModelProto,
+             decoder: decoder_lm.DecoderLayout | None) -> list[dict[str, np.ndarray]]:  # fmt: skip
+    """A user's feeds as equal runs of at most USER_ROWS_PER_RUN rows when every input's first axis is a free batch
+    of the same length (a recurrent model's rows are its stream's steps, a decoder's its prompts: one run)."""
+    rows = {int(np.shape(v)[0]) if np.ndim(v) else 0 for v in feeds.values()}
+    if decoder is not None or len(rows) != 1 or not first_axis_dynamic(model) or recurrent.model_pairs(model):
+        return [feeds]
+    n = rows.pop()
+    if n <= USER_ROWS_PER_RUN:
+        return [feeds]
+    size = max(d for d in range(1, USER_ROWS_PER_RUN + 1) if n % d == 0)
+    return [{k: v[start:start + size] for k, v in feeds.items()} for start in range(0, n, size)]
+
+
 def _run(model: onnx.ModelProto, samples: dict[str, np.ndarray] | list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     """Run once per sample; failures at run time become a RuntimeUnsupportedError like failures at load time."""
     return session_outputs(open_session(model), samples if isinstance(samples, list) else [samples], model)
@@ -246,9 +265,11 @@ def parity_inputs(model: onnx.ModelProto, settings: CompareSettings, session=Non
         decoder = replace(decoder, text=True)
     if settings.inputs_path:
         feeds = load_inputs(settings.inputs_path, model)
-        _first_group(budget, [feeds], None)
-        samples, reference, note = _reference(session, [feeds], model, decoder=decoder, note=
-                                              f"Inputs loaded from {Path(settings.inputs_path).name}")  # fmt: skip
+        runs = _in_runs(feeds, model, decoder)
+        _first_group(budget, runs, None)
+        rows = f" ({len(runs)} runs of {len(next(iter(runs[0].values())))} rows)" if len(runs) > 1 else ""
+        samples, reference, note = _reference(session, runs, model, decoder=decoder, note=
+                                              f"Inputs loaded from {Path(settings.inputs_path).name}{rows}")  # fmt: skip
         kinds = _classify(model, reference, len(samples), settings)
         return _user_plan(ParityInputs(samples, reference, kinds, note, user_data=True, decoder=decoder), budget)
     if settings.sample_files:

@@ -378,6 +378,27 @@ def test_inputs_path_npz(mlp_npz):
     assert "Give more inputs of your own" in " ".join(a.text for a in advise(result) if a.variant == "float16")
 
 
+def test_a_big_user_batch_runs_a_few_rows_at_a_time_and_every_row_is_judged(tmp_path, monkeypatch):
+    """30 pages in one run took a PP-OCRv6 detector's int8 past the 60 s an inference may take: a user's batch
+    runs USER_ROWS_PER_RUN rows at a time, and the verdict still rests on every row."""
+    path = tmp_path / "big.npz"
+    rows = np.random.default_rng(5).standard_normal((10, 64)).astype(np.float32)
+    np.savez(path, features=rows)
+    calls = []
+    real = parity_inputs_module.run_within
+
+    def counted(session, feeds, *args, **kwargs):
+        calls.append(len(feeds["features"]))
+        return real(session, feeds, *args, **kwargs)
+
+    monkeypatch.setattr(parity_inputs_module, "run_within", counted)
+    result = compare(cached_sample("mlp"), settings(methods=[("float16", {})], inputs_path=str(path), latency=False))
+    assert result.input_note == "Inputs loaded from big.npz (5 runs of 2 rows)"
+    assert max(calls) <= parity_inputs_module.USER_ROWS_PER_RUN and calls[:5] == [2] * 5
+    top1 = result.get("float16").parity.outputs[0].checks[0]
+    assert top1.decisions == 10  # every row of the file, none dropped or doubled
+
+
 def test_inputs_path_mismatch_raises(tmp_path):
     path = tmp_path / "wrong.npz"
     np.savez(path, x=np.zeros((1, 64), np.float32))

@@ -35,6 +35,7 @@ from shrinkray.measure.examples import Box, Example, OutputExamples, TopClass
 from shrinkray.measure.generation import TIE_LOGODDS
 from shrinkray.measure.parity import (
     PERPLEXITY,
+    SIDE_MARGIN,
     TIE_SHARE,
     OutputKind,
     Parity,
@@ -211,6 +212,8 @@ def _examples(name: str, judged_kind: str, kind: OutputKind, measures: dict[str,
             return _detections(name, layout, kind, refs, vars_, image_items(samples))
     if judged_kind == "map" and measures.get("region_agreement") is not None:
         return _maps(name, refs, vars_, image_items(samples), kind.text_boxes)
+    if judged_kind == "probability" and ref.dtype.kind == "f":
+        return _yes_no(name, refs, vars_)
     if judged_kind == "exact" and all(np.size(r) <= MAX_EXACT_VALUES for r in refs):
         return _exact(name, refs, vars_)
     if judged_kind == "continuous" and _audio(name, refs, samples, _samples_axis):
@@ -218,6 +221,26 @@ def _examples(name: str, judged_kind: str, kind: OutputKind, measures: dict[str,
     if judged_kind == "continuous" and _audio(name, refs, samples, _mask_of):
         return _drawn(name, refs, vars_, measures, "mask")
     return _values(name, judged_kind, refs, vars_, measures)
+
+
+def _yes_no(name: str, refs, vars_) -> OutputExamples:
+    """Each input's yes/no decisions at 0.5 (voice activity, end of turn, tags): the inputs where one flipped
+    first, each shown by its most changed value ("yes (0.559)" -> "no (0.403)"), what the user acts on."""
+    found = OutputExamples(name, "probability", "text", "decisions flipped at 0.5, then the largest move")
+    for item, (r, v) in enumerate(zip(refs, vars_, strict=True)):
+        a, b = np.asarray(r, np.float64).ravel(), np.asarray(v, np.float64).ravel()
+        if not a.size:
+            continue
+        flipped = (np.abs(a - 0.5) >= SIDE_MARGIN) & ((a > 0.5) != (b > 0.5))
+        moved = np.where(np.isfinite(a - b), np.abs(a - b), np.inf)
+        k = int(np.argmax(np.where(flipped, moved, -1.0))) if flipped.any() else int(np.argmax(moved))
+        original, variant = (f"{'yes' if p > 0.5 else 'no'} ({p:.3f})" for p in (a[k], b[k]))
+        marks = [[0, len(original)]], [[0, len(variant)]]
+        where = _where(item) if a.size == 1 else f"{_where(item)}, value {k}"
+        found.examples.append(Example(item, where, float(flipped.sum()) + min(float(moved[k]), 0.999), bool(flipped.any()),
+                                      original, variant, *(marks if flipped.any() else ([], [])),
+                                      max_abs_diff=float(moved.max())))  # fmt: skip
+    return found
 
 
 def _token_marks(a: list[str], b: list[str]) -> tuple[list[int], list[int]]:

@@ -307,3 +307,19 @@ def test_a_readers_worst_line_may_be_one_judged_by_its_top_classes():
     found = worst_examples(parity, {"o": ref[:4]}, {"o": var[:4]}, samples, {"o": kind}, tops=tops)
     assert found and found[0].inputs == 12 and found[0].changed == 1
     assert found[0].examples[0].where == "input 10" and found[0].examples[0].changed
+
+
+def test_a_yes_no_output_shows_the_inputs_whose_decision_flipped_first():
+    """smart-turn: what a user sees change is an end of turn called where it was not ('yes (0.559)' -> 'no
+    (0.403)'), not an RMS in a table."""
+    from shrinkray.report.changes import example_words, summary
+
+    ref = np.array([[0.9], [0.1], [0.559], [0.8], [0.52]])
+    var = np.array([[0.7], [0.12], [0.403], [0.81], [0.47]])  # input 3 flips; 5 was a coin toss; 1 moved far
+    kinds = {"turn": OutputKind("probability", why="test", probability=True)}
+    oe = _examples({"turn": ref}, {"turn": var}, kinds, _batch(5))["turn"]
+    assert oe.view == "text" and [e.item for e in oe.examples[:2]] == [2, 0]
+    first = oe.examples[0]
+    assert first.changed and not oe.examples[1].changed and not next(e for e in oe.examples if e.item == 4).changed
+    assert example_words(oe, first) == 'input 3: "[yes (0.559)]" → "[no (0.403)]"'
+    assert summary(oe).startswith("yes/no probabilities · changed on 1 of 5 inputs")

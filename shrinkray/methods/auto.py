@@ -59,13 +59,15 @@ from shrinkray.graph.weights import WeightRef, constants_to_initializers, find_w
 from shrinkray.measure import recurrent
 from shrinkray.measure.deadline import run_within
 from shrinkray.measure.inputs import first_axis_dynamic
-from shrinkray.measure.parity import compare_outputs, over_limit
+from shrinkray.measure.parity import over_limit
 from shrinkray.measure.parity_inputs import (
     DECISIONS_MAX_BYTES,
     MIN_DECISIONS,
     decisions_given,
+    judge,
     session_outputs,
     split_for_calibration,
+    tally_outputs,
 )
 from shrinkray.methods.base import MethodSpec, RunContext, TensorSelection, Variant, get_method, option, register
 from shrinkray.units import format_bytes
@@ -136,9 +138,10 @@ def _run(session, samples: list[dict[str, Any]], decoder=None) -> dict[str, Any]
     return {name: np.stack([np.asarray(r[i]) for r in runs]) for i, name in enumerate(names)}
 
 
-def _judge(inputs, outputs: dict[str, Any], settings: Any):
-    """The run's verdict on ``outputs`` against the original's (the public parity function compare uses)."""
-    return compare_outputs(inputs.reference, outputs, inputs.kinds, settings.verdict, samples=inputs.count)
+def _judge(inputs, outputs: dict[str, Any], settings: Any, tally: dict[str, Any] | None = None):
+    """The run's verdict on ``outputs`` against the original's, as compare judges it (``tally``: the variant's
+    top classes on the sets past the output memory, :func:`tally_outputs`; None: the held sets alone)."""
+    return judge(inputs.reference, outputs, inputs, settings, tally)
 
 
 def _choices(refs: list[WeightRef], lowest: str) -> list[Choice]:
@@ -431,8 +434,9 @@ def apply(model: onnx.ModelProto, options: AutoOptions, context: RunContext | No
             if c.level != "float32" and c.ref.name not in done:
                 c.level = "float32"
         outputs = _run(built.session, inputs.samples, inputs.decoder)
+        tally = tally_outputs(built.session, inputs, built.model)
         built.session = None
-        parity = _judge(inputs, outputs, settings)
+        parity = _judge(inputs, outputs, settings, tally)
         ok = parity.passed and parity.severity <= limit  # a target below 1 keeps that margin
         tries.append(f"{label}: {'passes' if ok else 'fails'} ({over_limit(parity.severity)})")
         tried[key] = ok

@@ -17,7 +17,7 @@ import onnx
 from shrinkray.errors import LimitExceededError, RuntimeUnsupportedError, ShrinkRayError
 from shrinkray.graph.checks import explain_runtime_error
 from shrinkray.graph.sessions import open_session
-from shrinkray.measure import audio_features, decoder_lm, recurrent
+from shrinkray.measure import audio_features, content, decoder_lm, recurrent
 from shrinkray.measure.budget import CALIBRATION_SETS, Asked, Budget, FirstRun
 from shrinkray.measure.confidence import decisions_to_pass
 from shrinkray.measure.deadline import run_within
@@ -602,6 +602,19 @@ def _classify(model: onnx.ModelProto, reference: dict[str, np.ndarray], runs: in
     return classify_outputs(model, single, settings.verdict)
 
 
+#: Steps of a synthesized stream for a model with a recurrent state and an audio input (a VAD): each a yes/no
+#: decision, as many as a verdict wants (MIN_DECISIONS). 16 cycled chunks left silero-vad's probability judged on
+#: 15 decisions, undecided on every variant.
+STREAM_STEPS = MIN_DECISIONS
+
+
+def _streamed_audio(model: onnx.ModelProto, options: InputOptions) -> list[str]:
+    """The audio inputs of a model with a recurrent state, unless the user set their values: fed as one clip."""
+    if not recurrent.model_pairs(model):
+        return []
+    return [name for name, role in input_roles(model).items() if role.kind == "audio" and name not in options.ranges]
+
+
 def _samples(model: onnx.ModelProto, options: InputOptions, batch: int | None,
              count: int) -> tuple[list[dict[str, np.ndarray]], str]:  # fmt: skip
     """One batch of ``count`` samples, or ``count`` single runs with seeds seed, seed+1, ..."""
@@ -609,9 +622,18 @@ def _samples(model: onnx.ModelProto, options: InputOptions, batch: int | None,
         synth = synthesize(model, options, batch=batch)
         samples = [synth.feeds]
     else:
-        runs = [synthesize(model, replace(options, seed=options.seed + i)) for i in range(max(count, 1))]
+        streamed = _streamed_audio(model, options)
+        runs = [synthesize(model, replace(options, seed=options.seed + i))
+                for i in range(STREAM_STEPS if streamed else max(count, 1))]  # fmt: skip
         synth, samples = runs[0], [r.feeds for r in runs]
+        for name in streamed:  # one clip cut into consecutive chunks, as a stream feeds a VAD
+            shape, dtype = samples[0][name].shape, samples[0][name].dtype
+            clip = content.speech(1, int(np.prod(shape)) * len(samples), seed=options.seed)
+            for step, chunk in zip(samples, clip.reshape(len(samples), *shape), strict=True):
+                step[name] = chunk.astype(dtype)
     how = f"one batch of {batch}" if batch is not None else f"{len(samples)} runs"
+    if batch is None and streamed:
+        how += f", {', '.join(streamed)} as consecutive chunks of one {len(samples) * samples[0][streamed[0]].size / 16000:.1f} s clip"
     layout = decoder_lm.layout_of(model)
     if layout is not None:
         length = synth.guesses["sequence_length"]

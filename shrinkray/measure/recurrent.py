@@ -26,7 +26,7 @@ import numpy as np
 
 #: A stream has at least this many steps (a short one repeated or cycled), at most MAX_STEPS.
 MIN_STEPS = 16
-MAX_STEPS = 128
+MAX_STEPS = 160
 #: The original's stream stops early (at least 2 steps) once it took this long; the variants run as many.
 STREAM_BUDGET_S = 5.0
 #: ... or once its outputs held this many bytes (every step's outputs are kept to judge them).

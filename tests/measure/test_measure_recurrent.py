@@ -234,3 +234,41 @@ def test_a_growing_cache_is_not_fed_back():
     assert recurrent.stream_reference(session, feeds, lambda f: session.run(None, f)) is None
     out = session_outputs(session, feeds, model)
     assert out["present"].shape == (3, 1, 4)  # every run from its own past: nothing grew
+
+
+def vad_like() -> onnx.ModelProto:
+    """input [1, 512] audio, state [1, 8], sr (as silero-vad) -> output [1, 1] (a speech probability), stateN [1, 8]."""
+    inits = [numpy_helper.from_array(np.full((512, 8), 0.01, np.float32), "W"),
+             numpy_helper.from_array(np.ones((8, 1), np.float32), "v")]  # fmt: skip
+    nodes = [
+        helper.make_node("Abs", ["input"], ["energy"]),
+        helper.make_node("MatMul", ["energy", "W"], ["e"]),
+        helper.make_node("Add", ["e", "state"], ["pre"]),
+        helper.make_node("Tanh", ["pre"], ["stateN"]),
+        helper.make_node("MatMul", ["stateN", "v"], ["logit"]),
+        helper.make_node("Sigmoid", ["logit"], ["output"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "vad",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 512]),
+         helper.make_tensor_value_info("state", TensorProto.FLOAT, [1, 8]),
+         helper.make_tensor_value_info("sr", TensorProto.INT64, [])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 1]),
+         helper.make_tensor_value_info("stateN", TensorProto.FLOAT, [1, 8])],
+        inits,
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+def test_a_streaming_audio_model_hears_one_clip_in_consecutive_chunks_enough_to_decide():
+    """silero-vad on 4 synthesized chunks cycled to 16 steps: its probability judged on 15 decisions, every
+    variant undecided. A synthesized stream is one clip cut into MIN_DECISIONS consecutive chunks."""
+    from shrinkray.measure import content
+    from shrinkray.measure.parity_inputs import MIN_DECISIONS
+
+    model = vad_like()
+    inputs = parity_inputs(model, CompareSettings())
+    assert len(inputs.samples) == MIN_DECISIONS and "consecutive chunks of one" in inputs.note
+    heard = np.concatenate([s["input"].ravel() for s in inputs.samples])
+    np.testing.assert_allclose(heard, content.speech(1, 512 * MIN_DECISIONS, seed=0).ravel(), atol=1e-6)
+    assert inputs.kinds["output"].kind == "probability"

@@ -33,7 +33,7 @@ verdict applies them alike and a new kind is added beside the others.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -888,6 +888,15 @@ def compare_output(
     if decided is not None:
         measures.update(decided.measures())
     criteria = verdict.criteria_for(name, criteria_kind)
+    if criteria_kind == "probability":
+        side = next((c for c in criteria if c.measure == "side_agreement"), None)
+        count = int(measures.get("side_decisions") or 0)
+        if side is not None and count < confidence.decisions_to_pass(side.limit):
+            # too few yes/no decisions to ever pass or fail by them (smart-turn: 4 clips): judged as values, as a
+            # map with no region is; values that moved fail as they did (its int8 flipped 5 of 160 real clips)
+            criteria_kind, criteria = "continuous", verdict.criteria_for(name, "continuous")
+            kind = replace(kind, why=f"{kind.why}; {count} yes/no decisions on these inputs, too few to judge "
+                                     "by: judged as values")  # fmt: skip
     if not np.any(np.where(np.isfinite(r64), r64, 0.0)):
         # an all-zero original has no direction to keep: cosines say nothing about it when other criteria judge
         criteria = [c for c in criteria if c.measure not in _DIRECTION_MEASURES] or criteria

@@ -832,9 +832,11 @@ def test_probing_finds_the_frame_length_of_a_streaming_speech_model(capfd):
     assert "content audio as speech, state as zeros (initial state)" in note
     assert "found by trying other sizes: length 512; refused: as guessed" in note
     parity = result.original.parity
-    # four seeds (the batch being fixed by the state), streamed with the state fed back: cycled to 16 steps
-    assert parity.passed and parity.samples == 16 and "judged streaming over 16 steps" in note
-    assert [o.shape for o in parity.outputs] == [[16, 1, 16], [16, 2, 1, 16]]
+    # one clip in STREAM_STEPS consecutive chunks (the batch being fixed by the state), the state fed back
+    steps = parity_inputs_module.STREAM_STEPS
+    assert "audio as consecutive chunks of one" in note
+    assert parity.passed and parity.samples == steps and f"judged streaming over {steps} steps" in note
+    assert [o.shape for o in parity.outputs] == [[steps, 1, 16], [steps, 2, 1, 16]]
     for variant in result.variants:
         assert variant.ok and variant.parity is not None, variant.error
     # latency runs on the sizes that worked

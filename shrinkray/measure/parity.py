@@ -556,8 +556,8 @@ DECISION_CHUNK_BYTES = 8 << 20
 #: few samples that happen to agree (smart-turn: 4 synthesized clips all at p = 0.974-0.982, a range of
 #: 0.0075) would make one quantization step of the output "9% of the range".
 PROBABILITY_RANGE = 0.5
-#: A probability this close to 0.5 in the original is a coin toss: its side is not counted (as decisions.MARGIN).
-SIDE_MARGIN = 0.05
+#: A probability this close to 0.5 in the original is a coin toss: its side is not counted (a box's margin too).
+SIDE_MARGIN = decisions.MARGIN
 
 
 #: A position whose two best original scores differ by less than this share of the scores' range is
@@ -763,14 +763,19 @@ def decision_counts(value: np.ndarray, kind: OutputKind, tally: np.ndarray | Non
                              tally=None if tally is None else (tally, tally))  # fmt: skip
 
 
-def side_measures(ref: np.ndarray, var: np.ndarray) -> dict[str, float]:
-    """Yes/no decisions of probabilities: the share of the original's decided values (at least SIDE_MARGIN from
-    0.5; nearer, a coin toss in the original itself) that the variant keeps on the same side of 0.5."""
+def side_flips(ref: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Yes/no decisions of probabilities, flattened: which of the original's values decide (at least SIDE_MARGIN
+    from 0.5; nearer, a coin toss in the original itself), and which of those the variant puts on the other side."""
     r, v = np.asarray(ref, np.float64).ravel(), np.asarray(var, np.float64).ravel()
     decided = np.abs(r - 0.5) >= SIDE_MARGIN
-    kept = int(((r > 0.5) == (v > 0.5))[decided].sum())
+    return decided, decided & ((r > 0.5) != (v > 0.5))
+
+
+def side_measures(ref: np.ndarray, var: np.ndarray) -> dict[str, float]:
+    """The share of the original's decided yes/no values the variant keeps on the same side of 0.5."""
+    decided, flipped = side_flips(ref, var)
     count = int(decided.sum())
-    return {"side_agreement": kept / count if count else 1.0, "side_decisions": float(count)}
+    return {"side_agreement": (count - int(flipped.sum())) / count if count else 1.0, "side_decisions": float(count)}
 
 
 def _spread(kept: np.ndarray, kind: OutputKind) -> float:

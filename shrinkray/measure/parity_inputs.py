@@ -22,6 +22,7 @@ from shrinkray.measure.budget import CALIBRATION_SETS, Asked, Budget, FirstRun
 from shrinkray.measure.confidence import decisions_to_pass
 from shrinkray.measure.deadline import run_within
 from shrinkray.measure.inputs import (
+    DEFAULT_SAMPLE_RATE,
     InputOptions,
     first_axis_dynamic,
     input_roles,
@@ -628,12 +629,12 @@ def _samples(model: onnx.ModelProto, options: InputOptions, batch: int | None,
         synth, samples = runs[0], [r.feeds for r in runs]
         for name in streamed:  # one clip cut into consecutive chunks, as a stream feeds a VAD
             shape, dtype = samples[0][name].shape, samples[0][name].dtype
-            clip = content.speech(1, int(np.prod(shape)) * len(samples), seed=options.seed)
+            clip = content.speech(1, int(np.prod(shape)) * len(samples), DEFAULT_SAMPLE_RATE, seed=options.seed)
             for step, chunk in zip(samples, clip.reshape(len(samples), *shape), strict=True):
                 step[name] = chunk.astype(dtype)
     how = f"one batch of {batch}" if batch is not None else f"{len(samples)} runs"
     if batch is None and streamed:
-        how += f", {', '.join(streamed)} as consecutive chunks of one {len(samples) * samples[0][streamed[0]].size / 16000:.1f} s clip"
+        how += f", {', '.join(streamed)} as consecutive chunks of one {len(samples) * samples[0][streamed[0]].size / DEFAULT_SAMPLE_RATE:.1f} s clip"
     layout = decoder_lm.layout_of(model)
     if layout is not None:
         length = synth.guesses["sequence_length"]

@@ -35,7 +35,6 @@ from shrinkray.measure.examples import Box, Example, OutputExamples, TopClass
 from shrinkray.measure.generation import TIE_LOGODDS
 from shrinkray.measure.parity import (
     PERPLEXITY,
-    SIDE_MARGIN,
     TIE_SHARE,
     OutputKind,
     Parity,
@@ -45,6 +44,7 @@ from shrinkray.measure.parity import (
     edge_spaces,
     edit_distance,
     robust_range,
+    side_flips,
     strip_classes,
 )
 from shrinkray.measure.parity_inputs import ParityInputs
@@ -231,7 +231,7 @@ def _yes_no(name: str, refs, vars_) -> OutputExamples:
         a, b = np.asarray(r, np.float64).ravel(), np.asarray(v, np.float64).ravel()
         if not a.size:
             continue
-        flipped = (np.abs(a - 0.5) >= SIDE_MARGIN) & ((a > 0.5) != (b > 0.5))
+        flipped = side_flips(a, b)[1]
         moved = np.where(np.isfinite(a - b), np.abs(a - b), np.inf)
         k = int(np.argmax(np.where(flipped, moved, -1.0))) if flipped.any() else int(np.argmax(moved))
         original, variant = (f"{'yes' if p > 0.5 else 'no'} ({p:.3f})" for p in (a[k], b[k]))

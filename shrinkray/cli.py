@@ -732,11 +732,18 @@ CLI_ADVICE = {
 
 
 def advice_lines(comparison: Any, delivery: str = "brotli") -> list[str]:
-    """The advice that has hints, worded as flags: what to run next."""
+    """The advice that has hints, worded as flags: what to run next (a hint said for all variants is not said
+    again for each)."""
     from shrinkray.verdict.advice import advise  # start-up: only commands that advise load the verdict layer
 
-    return [f"- {a.variant or 'all variants'}: {a.hints_worded(CLI_ADVICE)}" for a in advise(comparison, delivery)
-            if a.hints]  # fmt: skip
+    lines, said = [], set()
+    for advice in advise(comparison, delivery):
+        worded = advice.hints_worded(CLI_ADVICE) if advice.hints else ""
+        if worded and worded not in said:
+            lines.append(f"- {advice.variant or 'all variants'}: {worded}")
+            if not advice.variant:
+                said.add(worded)
+    return lines
 
 
 def cli_message(exc: ShrinkRayError) -> str:

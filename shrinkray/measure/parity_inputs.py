@@ -246,7 +246,7 @@ def _probe_plans(model: onnx.ModelProto, settings: CompareSettings, batch: int |
 
 
 def parity_inputs(model: onnx.ModelProto, settings: CompareSettings, session=None, *, budget: Budget | None = None,
-                  sets_at_most: int | None = None) -> ParityInputs:  # fmt: skip
+                  sets_at_most: int | None = None, tally_beyond: bool = False) -> ParityInputs:  # fmt: skip
     """Samples the original accepts, its outputs on them and the kind of every output.
 
     Synthesized inputs come as one batch of ``parity_batch`` samples when the
@@ -256,7 +256,9 @@ def parity_inputs(model: onnx.ModelProto, settings: CompareSettings, session=Non
 
     ``budget`` (a comparison's, measure/budget.py): the original's first inference is timed and told to it, and
     how many sets are run (and whether a reserve is) follows its plan; it may refuse the run at once.
-    ``sets_at_most``: no more sets than this and no reserve (a calibration part is cut to that anyway).
+    ``sets_at_most``: no more sets than this and no reserve (a calibration part is cut to that anyway);
+    ``tally_beyond``: the sets the cap leaves out are still tallied (their top classes), so that a verdict on
+    the capped inputs (auto's search) rests on as many decisions as one without the cap.
     """
     session = session or open_session(model)
     if budget is not None and budget.first_s is None:
@@ -315,7 +317,7 @@ def parity_inputs(model: onnx.ModelProto, settings: CompareSettings, session=Non
         found = ParityInputs(samples, reference, kinds, note, tried, options, per_run=plan_batch or 1,
                              decoder=decoder)
         return _enough_decisions(found, model, session, plan_batch, time.perf_counter() - attempt, budget,
-                                 sets_at_most)  # fmt: skip
+                                 sets_at_most, tally_beyond)  # fmt: skip
     raise explain_rejection(first_error, tried)
 
 
@@ -393,13 +395,15 @@ def _synthesized(model: onnx.ModelProto, options: InputOptions, batch: int | Non
 
 
 def _enough_decisions(inputs: ParityInputs, model: onnx.ModelProto, session, batch: int | None,
-                      spent_s: float, budget: Budget | None = None, sets_at_most: int | None = None) -> ParityInputs:  # fmt: skip
+                      spent_s: float, budget: Budget | None = None, sets_at_most: int | None = None,
+                      tally_beyond: bool = False) -> ParityInputs:  # fmt: skip
     """More synthesized samples when a scores output decides fewer than ``MIN_DECISIONS`` positions on them,
     unless one set is slow (``SLOW_SET_S``), within ``DECISIONS_MAX_BYTES`` of outputs. Batch models
     get more batches of the same size (seeds seed+1, ...), others more runs; a model with a recurrent state
     keeps its stream (its steps are the decisions). Then a reserve (``RESERVE_SETS``) for variants whose
     verdict those decisions leave undecided. ``budget``: its plan may cut the sets (down to the fewest that
-    can decide a top-1 verdict) and the reserve, or refuse; ``sets_at_most``: a cap, without reserve."""
+    can decide a top-1 verdict) and the reserve, or refuse; ``sets_at_most``: a cap, without reserve (with
+    ``tally_beyond``, the sets past the cap tallied)."""
     given = decisions_given(inputs.reference, inputs.kinds)
     sets = len(inputs.samples) if batch is None else 1  # runs mode: every run is a set of one
     per_set = inputs.per_run
@@ -416,13 +420,15 @@ def _enough_decisions(inputs: ParityInputs, model: onnx.ModelProto, session, bat
     fits = int(DECISIONS_MAX_BYTES // max(out_bytes, 1))
     options = inputs.options
     total = wanted = sets
+    capped = False  # a cap (sets_at_most) left sets out that a tally judges
     if given < MIN_DECISIONS:
         cap = MAX_SAMPLE_SETS if batch is not None else MAX_SAMPLE_SETS * inputs.per_run * max(sets, 1)
         wanted = min(-(-MIN_DECISIONS * sets // given), cap)  # sets for MIN_DECISIONS at this rate
         total = min(wanted, fits, sets_at_most or cap)
+        capped = sets_at_most is not None and tally_beyond and total < wanted
         if total <= sets:
-            if sets_at_most is None and fits <= sets:  # memory-bound from the first set: top classes only
-                inputs = _with_tally(inputs, model, session, batch, range(sets, wanted))
+            if (sets_at_most is None and fits <= sets) or capped:  # memory-bound (or capped): top classes only
+                inputs = _with_tally(inputs, model, session, batch, range(sets, wanted), capped)
             return _planned(inputs if inputs.tally else _few(inputs, given, per_set_s), budget, asked(sets, sets, 0))
     reserve = 0 if sets_at_most is not None else min(total * RESERVE_SETS, max(fits - total, 0))
     deciding = -(-decisions_to_pass(RELATIVE_PROFILE["scores"]["min_top1_agreement"]) * sets // given)
@@ -447,8 +453,8 @@ def _enough_decisions(inputs: ParityInputs, model: onnx.ModelProto, session, bat
         sets = total
     if plan_note:
         inputs = replace(inputs, note=inputs.note + plan_note)
-    if sets_at_most is None and fits < wanted and len(inputs.samples) == sets:  # memory-bound: top classes only
-        inputs = _with_tally(inputs, model, session, batch, range(sets + reserve, wanted + reserve))
+    if ((sets_at_most is None and fits < wanted) or capped) and len(inputs.samples) == sets:  # top classes only
+        inputs = _with_tally(inputs, model, session, batch, range(sets + reserve, wanted + reserve), capped)
     if reserve < 1 or len(inputs.samples) != sets:
         return inputs
     try:
@@ -479,9 +485,10 @@ def _tallied_names(inputs: ParityInputs) -> list[str]:
 
 
 def _with_tally(inputs: ParityInputs, model: onnx.ModelProto, session, batch: int | None,
-                seeds: range) -> ParityInputs:  # fmt: skip
+                seeds: range, capped: bool = False) -> ParityInputs:  # fmt: skip
     """``inputs`` with a tally of sets ``seeds`` (their big scores outputs' top classes) when the sets held
-    in full decide too few: what a verdict reads of the outputs, within memory."""
+    in full decide too few: what a verdict reads of the outputs, within memory (``capped``: the sets were
+    cut to a count, not by memory)."""
     given = decisions_given(inputs.reference, inputs.kinds) or 0
     names = _tallied_names(inputs)
     if given >= MIN_DECISIONS or not names or len(seeds) < 1:
@@ -493,7 +500,8 @@ def _with_tally(inputs: ParityInputs, model: onnx.ModelProto, session, batch: in
         return inputs  # the sets held in full stand
     more = decisions_given(inputs.reference, inputs.kinds, reference) or 0
     how = (f"{len(feeds)} more batches of {batch}" if batch is not None else f"{len(feeds)} more runs") + \
-        f" (seeds {seeds.start}-{seeds.stop - 1}), judged by each position's top class alone to spare memory"
+        f" (seeds {inputs.options.seed + seeds.start}-{inputs.options.seed + seeds.stop - 1}), judged by each position's top class alone" + \
+        ("" if capped else " to spare memory")
     enough = "enough for a verdict to be sure" if more >= MIN_DECISIONS else \
         "too few to be sure of every verdict: give samples of your own for a firm one"
     note = re.sub(r"; \d+ decisions, as many as the outputs' memory allows \([^)]*\), too few to be sure of every "
@@ -559,12 +567,14 @@ def first_sets(inputs: ParityInputs, count: int) -> ParityInputs:
 
 
 def split_for_calibration(inputs: ParityInputs, model: onnx.ModelProto, settings: CompareSettings,
-                          session=None) -> CalibrationSplit:  # fmt: skip
+                          session=None, tally: bool = False) -> CalibrationSplit:  # fmt: skip
     """Hold out part of the run's samples from calibration.
 
     The user's samples are split in two (every other sample, or the halves of one batch), each with the
     original's outputs; a single sample is kept for judging and calibration gets synthesized inputs. With
-    synthesized parity inputs, calibration gets another synthesized set (other seeds, the dims that worked)."""
+    synthesized parity inputs, calibration gets another synthesized set (other seeds, the dims that worked);
+    ``tally``: with the top classes of the sets past ``CALIBRATION_SETS`` too, for a search that judges on
+    it (auto: 10 batches of PP-OCRv4's reader give 40 lines, too few for any verdict to pass)."""
     session = session or open_session(model)
     halves = user_halves(inputs.samples, model) if inputs.user_data else None
     if halves is not None:
@@ -581,8 +591,10 @@ def split_for_calibration(inputs: ParityInputs, model: onnx.ModelProto, settings
     options = replace(inputs.options, seed=inputs.options.seed + CALIBRATION_SEED_OFFSET)
     synthetic = replace(settings, inputs_path=None, sample_files=[], inputs=options)
     try:
-        calibration = first_sets(parity_inputs(model, synthetic, session, sets_at_most=CALIBRATION_SETS),
-                                  CALIBRATION_SETS)  # fmt: skip
+        made = parity_inputs(model, synthetic, session, sets_at_most=CALIBRATION_SETS, tally_beyond=tally)
+        calibration = first_sets(made, CALIBRATION_SETS)
+        if tally and made.tally:
+            calibration = replace(calibration, tally=made.tally, tally_reference=made.tally_reference)
     except ShrinkRayError as exc:
         note = (f"Calibrated on the samples it is judged on, so its verdict may flatter it: other samples could "
                 f"not be made ({exc.problem})")  # fmt: skip

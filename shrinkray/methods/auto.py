@@ -57,6 +57,7 @@ from shrinkray.graph.sessions import open_session
 from shrinkray.graph.validate import validate
 from shrinkray.graph.weights import WeightRef, constants_to_initializers, find_weights
 from shrinkray.measure import recurrent
+from shrinkray.measure.confidence import UNDECIDED
 from shrinkray.measure.deadline import run_within
 from shrinkray.measure.inputs import first_axis_dynamic
 from shrinkray.measure.parity import over_limit
@@ -394,9 +395,11 @@ def apply(model: onnx.ModelProto, options: AutoOptions, context: RunContext | No
     counts = {"runs": 0, "builds": 0}
     fixed_limit = min(1.0, options.target / SEARCH_MARGIN)  # a fixed candidate: the user's margin, not the search's
 
-    def overridden_severity(on=inputs) -> float | None:
-        """The current mix judged in the overridable session on the full inputs (or ``on``: one inference, no
-        build); None when a tensor's approximation cannot be made (the build will say what it does)."""
+    def overridden_severity(on=inputs, firm: bool = True) -> float | None:
+        """The current mix judged in the overridable session on the search's inputs with their tally (or ``on``:
+        one inference, no build); None when a tensor's approximation cannot be made (the build will say what it
+        does). Not ``firm`` (a filter before a build, on the samples alone): a verdict their few decisions leave
+        undecided gives its measured severity, since the build is judged on the tally too."""
         overrides = {}
         for c in choices:
             if c.level != "float32":
@@ -404,9 +407,15 @@ def apply(model: onnx.ModelProto, options: AutoOptions, context: RunContext | No
                 if values is None:
                     return None
                 overrides[c.ref.name] = values
-        parity = _judge(on, _run(session, [{**sample, **overrides} for sample in on.samples], on.decoder), settings)
+        tally = None
+        if firm and on.tally:
+            tally = tally_outputs(session, replace(on, tally=[{**s, **overrides} for s in on.tally]), None)
+        parity = _judge(on, _run(session, [{**sample, **overrides} for sample in on.samples], on.decoder), settings,
+                        tally)  # fmt: skip
         counts["runs"] += 1
-        return parity.severity if parity.passed else max(parity.severity, 1.0 + 1e-9)
+        if parity.passed or (not firm and parity.status == UNDECIDED):
+            return parity.severity
+        return max(parity.severity, 1.0 + 1e-9)
 
     def attempt(label: str, margin: bool = True) -> bool:
         """Judge the current mix without building it; build and judge the whole model only when that passes;
@@ -419,7 +428,7 @@ def apply(model: onnx.ModelProto, options: AutoOptions, context: RunContext | No
         if key in tried and (tried[key] or margin):  # kept already, or failed and would fail again
             return False
         tried[key] = False
-        early = overridden_severity()
+        early = overridden_severity(firm=False)
         if early is not None and early > limit:
             tries.append(f"{label}: fails ({over_limit(early)}, before building)")
             return False
@@ -438,7 +447,8 @@ def apply(model: onnx.ModelProto, options: AutoOptions, context: RunContext | No
         built.session = None
         parity = _judge(inputs, outputs, settings, tally)
         ok = parity.passed and parity.severity <= limit  # a target below 1 keeps that margin
-        tries.append(f"{label}: {'passes' if ok else 'fails'} ({over_limit(parity.severity)})")
+        said = "passes" if ok else "undecided" if parity.status == UNDECIDED else "fails"
+        tries.append(f"{label}: {said} ({over_limit(parity.severity)})")
         tried[key] = ok
         if ok:
             passing.append((_predicted_bytes(choices), {c.ref.name: c.level for c in choices}, margin))
@@ -761,6 +771,7 @@ register(
         parity_hint="Lower the target (more margin), or raise the lowest precision to 8-bit.",
         alternatives=(),
         uses_context=True,  # judges by the run's verdict on the run's inputs
+        judges_candidates=True,
     )
 )
 

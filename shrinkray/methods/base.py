@@ -300,7 +300,7 @@ class RunContext:
 
         session = session if session is not None else open_session(model)
         inputs = self.parity_inputs(model, session)
-        self.calibration = split_for_calibration(inputs, model, self.judging_settings(), session).calibration
+        self.calibration = split_for_calibration(inputs, model, self.judging_settings(), session, tally=True).calibration
         return self.calibration
 
     def calibrates_on_user_data(self, model: onnx.ModelProto) -> bool:
@@ -369,6 +369,9 @@ class MethodSpec:
     #: The transformers.js dtype its default variant stands for, whose file name it takes in a transformers.js
     #: folder (``model_quantized.onnx`` for "quantized", ``model_fp16.onnx`` for "fp16"); "" for none.
     transformers_js: str = ""
+    #: Judges candidate variants by the run's verdict on its calibration inputs (a search): those then carry a
+    #: tally of top classes, so that its verdicts rest on as many decisions as compare's.
+    judges_candidates: bool = False
     #: The work happens in a child process (the caller's thread mostly waits): compare builds such a
     #: variant in the background while it builds and measures the others.
     runs_in_child_process: bool = False

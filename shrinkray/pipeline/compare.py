@@ -418,7 +418,8 @@ class ComparePipeline:
         self.budget = self._budget(per_variant_s=2 * self._write_s + time.perf_counter() - opened)
         self.inputs = parity_inputs(self.source, self.settings, session, budget=self.budget)
         if any(get_method(method).uses_context for method, _ in self.requested):
-            self.split = split_for_calibration(self.inputs, self.source, self.settings, session)
+            tally = any(get_method(method).judges_candidates for method, _ in self.requested)
+            self.split = split_for_calibration(self.inputs, self.source, self.settings, session, tally=tally)
         del session
         if self.in_files:  # its copy (a tied embedding folded, say) is made again for latency: one copy on disk at a time
             self.copies.drop(self.files[ORIGINAL][0])

@@ -298,7 +298,7 @@ def advise(comparison: Comparison, delivery: str = "brotli") -> list[Advice]:
     elif undecided := [r.key for r in comparison.variants if verdict_of(r).undecided]:
         notes.insert(0, _advice(
             "warning", f"No variant passes on these inputs yet: {_either(undecided, 'and')} "
-            f"{'is' if len(undecided) == 1 else 'are'} undecided (too few decisions to tell). Until a verdict "
+            f"{'is' if len(undecided) == 1 else 'are'} undecided (more inputs would tell either way). Until a verdict "
             "is firm, keep the original.", hints=[_own_inputs(comparison)]))  # fmt: skip
     elif unsized := _passing_unsized(comparison):
         one = len(unsized) == 1

@@ -428,3 +428,46 @@ def test_unseen_samples_are_pooled_until_they_give_enough_decisions():
     assert len({key(s) for s in other.samples} - seen) == len(other.samples)  # unseen, and no set twice
     parity = _judge(other, _run(session, other.samples), settings)  # the original against its pooled outputs
     assert parity.passed and parity.severity == 0.0
+
+
+def big_alphabet_reader(classes: int = 100) -> onnx.ModelProto:
+    """[batch, 8 steps, 16] -> [batch, 8, classes] scores through a hidden layer: a reader of a big alphabet
+    whose outputs fill the decision memory after a few sets, as PP-OCRv4's do."""
+    rng = np.random.default_rng(5)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8, 16])
+    y = helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["batch", 8, classes])
+    w1 = numpy_helper.from_array(rng.normal(size=(16, 64)).astype(np.float32), "w1")
+    w2 = numpy_helper.from_array(rng.normal(size=(64, classes)).astype(np.float32) * 0.3, "w2")
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("MatMul", ["r", "w2"], ["logits"]), helper.make_node("Softmax", ["logits"], ["scores"], axis=-1)]
+    graph = helper.make_graph(nodes, "reader", [x], [y], [w1, w2])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+
+
+def test_a_search_whose_samples_fill_the_output_memory_judges_on_a_tally_and_its_result_passes_compare(monkeypatch):
+    """PP-OCRv4's reader: the calibration part held 10 batches of 4 lines, 40 decisions, too few for any verdict
+    to pass, so every mix was undecided and auto fell back to 8-bit, which compare left undecided. The search's
+    inputs now carry the top classes of the sets past the cap, and auto returns a variant compare passes."""
+    from shrinkray.measure import parity_inputs as parity_inputs_module
+    from shrinkray.measure.parity_inputs import decisions_given, parity_inputs, split_for_calibration
+
+    per_set = 2 * 8 * 100 * 4
+    monkeypatch.setattr(parity_inputs_module, "DECISIONS_MAX_BYTES", 4 * per_set)  # four sets held in full
+    monkeypatch.setattr("shrinkray.measure.budget.CALIBRATION_SETS", 2)
+    monkeypatch.setattr(parity_inputs_module, "CALIBRATION_SETS", 2)
+    model = big_alphabet_reader()
+    settings = CompareSettings(latency=False, parity_batch=2)
+    inputs = parity_inputs(model, settings)
+    plain = split_for_calibration(inputs, model, settings).calibration
+    tallied = split_for_calibration(inputs, model, settings, tally=True).calibration
+    assert len(plain.samples) == len(tallied.samples) == 2 and not plain.tally
+    assert decisions_given(plain.reference, plain.kinds) == 32
+    assert decisions_given(tallied.reference, tallied.kinds, tallied.tally_reference) >= 160
+    assert tallied.tally[0]["x"].shape == (2, 8, 16)
+    first_seed = tallied.options.seed
+    assert f"(seeds {first_seed + 2}-" in tallied.note and "to spare memory" not in tallied.note
+    result = compare(model, CompareSettings(methods=[("auto", {"budget": 60.0, "min_elements": 512})], latency=False, parity_batch=2))
+    (auto,) = result.variants
+    assert auto.error is None and auto.parity.status == "pass", auto.parity.outputs[0].reason
+    notes = " ".join(auto.notes)
+    assert "decisions in all" in notes and "fell back" not in notes, notes  # the search judged on the tally

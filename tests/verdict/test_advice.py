@@ -555,7 +555,7 @@ def test_when_every_smaller_variant_is_undecided_the_banner_asks_for_inputs(mlp_
     confirm. The headline says so and asks for more inputs, instead of "loosen the criteria"."""
     first = advise(mlp_npz_comparison)[0]
     assert first.level == "warning" and first.text.startswith("No variant passes on these inputs yet: ")
-    assert "undecided (too few decisions to tell)" in first.text and "loosen" not in first.text
+    assert "undecided (more inputs would tell either way)" in first.text and "loosen" not in first.text
     assert [h.setting for h in first.hints] == ["own_inputs"]
 
 

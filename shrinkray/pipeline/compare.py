@@ -168,11 +168,15 @@ def _measure_parity(result: VariantResult, inputs: ParityInputs, settings: Compa
         tally = tally_outputs(session, inputs, model)
         result.parity = judge(inputs.reference, outputs, inputs, settings, tally)
         judged = inputs
-        if result.parity.status == UNDECIDED and inputs.reserve:
-            more = session_outputs(session, inputs.reserve, model, inputs.decoder)
-            judged = inputs.with_reserve()
-            outputs = {k: np.concatenate([as_sets(v, len(inputs.samples)), as_sets(more[k], len(inputs.reserve))])
-                       for k, v in outputs.items()}  # fmt: skip
+        if result.parity.status == UNDECIDED and (inputs.reserve or inputs.tally_reserve):
+            judged = inputs.with_reserve().with_tally_reserve()
+            if inputs.reserve:
+                more = session_outputs(session, inputs.reserve, model, inputs.decoder)
+                outputs = {k: np.concatenate([as_sets(v, len(inputs.samples)), as_sets(more[k], len(inputs.reserve))])
+                           for k, v in outputs.items()}  # fmt: skip
+            if inputs.tally_reserve:
+                held = tally_outputs(session, replace(inputs, tally=inputs.tally_reserve), model)
+                tally = {k: np.concatenate([v, held[k]]) for k, v in tally.items()}
             result.parity = judge(judged.reference, outputs, judged, settings, tally)
         result.examples = examples_of(result.parity, judged.reference, outputs, judged, model, tally)  # what changes
     except ShrinkRayError as exc:
@@ -673,6 +677,7 @@ class ComparePipeline:
         lap = time.perf_counter()
         if self.inputs is not None:  # parity and culprits are done: the original's outputs can go
             self.inputs.reference, self.inputs.samples = {}, []
+            self.inputs.tally, self.inputs.tally_reserve, self.inputs.reserve = [], [], []
         if self.settings.latency and not self.latency_planned:  # the budget's plan left it out, and says why
             self.latency_note = self.budget.made.latency_note
         elif self.settings.latency:

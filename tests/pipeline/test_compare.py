@@ -812,6 +812,38 @@ def test_sets_past_the_output_bytes_are_judged_by_their_top_classes(monkeypatch)
     assert result.original.parity.samples == 2 * (2 + len(inputs.tally))
 
 
+def test_a_verdict_the_tally_leaves_undecided_is_judged_again_with_the_tallys_reserve(monkeypatch):
+    """PP-OCRv4's reader: weights-int8 read 155 of 160 lines the same, either side of the bar; more tallied
+    sets are held back (their top classes only), run for a variant only when the tally leaves it undecided."""
+    per_set = 2 * 8 * 100 * 4
+    monkeypatch.setattr(parity_inputs_module, "DECISIONS_MAX_BYTES", 2 * per_set)  # two sets held in full
+    model = line_reader()
+    inputs = parity_inputs_module.parity_inputs(model, settings(parity_batch=2))
+    assert inputs.tally and inputs.tally_reserve and not inputs.reserve
+    input_bytes = 2 * 8 * 16 * 4
+    assert len(inputs.tally_reserve) == min(3 * (2 + len(inputs.tally)), 2 * per_set // input_bytes)
+    assert not np.array_equal(inputs.tally_reserve[0]["x"], inputs.tally[-1]["x"])  # other seeds
+    assert "held back for a verdict these leave undecided" in inputs.note
+    merged = inputs.with_tally_reserve()
+    assert len(merged.tally) == len(inputs.tally) + len(inputs.tally_reserve) and not merged.tally_reserve
+    assert merged.tally_reference["scores"].shape[0] == len(merged.tally)
+    real_judge, seen = compare_module.judge, []
+
+    def undecided_on_the_tally_alone(reference, outputs, judged, verdict, tally=None):
+        parity = real_judge(reference, outputs, judged, verdict, tally)
+        seen.append(len(judged.tally))
+        if len(judged.tally) == len(inputs.tally):  # as if its decisions straddled the bar
+            parity.outputs[0].status, parity.outputs[0].passed = "undecided", False
+        return parity
+
+    monkeypatch.setattr(compare_module, "judge", undecided_on_the_tally_alone)
+    result = compare(model, settings(methods=[("float16", {})], latency=False, parity_batch=2))
+    (variant,) = result.variants
+    assert seen[-2:] == [len(inputs.tally), len(merged.tally)]
+    assert variant.parity.status == "pass"
+    assert variant.parity.outputs[0].measures["positions"] == 16 * (2 + len(merged.tally))
+
+
 def test_parity_runs_several_seeds_when_the_batch_is_fixed():
     inputs = parity_inputs_module.parity_inputs(cached_sample("subgraph"), settings(parity_batch=3))
     assert len(inputs.samples) == 3 and inputs.count == 3

@@ -488,6 +488,11 @@ def _enough_decisions(inputs: ParityInputs, model: onnx.ModelProto, session, bat
     return replace(inputs, reserve=extra, reserve_reference=kept, note=note)
 
 
+def _seed_words(options: InputOptions, seeds: range) -> str:
+    """The seeds of sets ``seeds`` as a note says them ('seeds 1010-1039'): counted from the options' seed."""
+    return f"seeds {options.seed + seeds.start}-{options.seed + seeds.stop - 1}"
+
+
 def _tally_reserve_sets(inputs: ParityInputs, wanted: int, sets_at_most: int | None) -> int:
     """Sets a tally's reserve would hold: ``RESERVE_SETS`` per set asked for (up to 4x the decisions, as the
     full reserve gives), their inputs within ``DECISIONS_MAX_BYTES``; none for a capped part (calibration)."""
@@ -510,8 +515,8 @@ def _with_tally_reserve(inputs: ParityInputs, model: onnx.ModelProto, session, b
     except ShrinkRayError:
         return inputs  # the tally stands
     held = (decisions_given(inputs.reference, inputs.kinds, reference) or 0) - (decisions_given(inputs.reference, inputs.kinds) or 0)
-    note = inputs.note + (f"; {held} more (seeds {inputs.options.seed + seeds.start}-{inputs.options.seed + seeds.stop - 1}, "
-                          "by their top classes) held back for a verdict these leave undecided" if held > 0 else "")  # fmt: skip
+    note = inputs.note + (f"; {held} more ({_seed_words(inputs.options, seeds)}, by their top classes) held back for a "
+                          "verdict these leave undecided" if held > 0 else "")  # fmt: skip
     return replace(inputs, tally_reserve=feeds, tally_reserve_reference=reference, note=note)
 
 
@@ -548,7 +553,7 @@ def _with_tally(inputs: ParityInputs, model: onnx.ModelProto, session, batch: in
         return inputs  # the sets held in full stand
     more = decisions_given(inputs.reference, inputs.kinds, reference) or 0
     how = (f"{len(feeds)} more batches of {batch}" if batch is not None else f"{len(feeds)} more runs") + \
-        f" (seeds {inputs.options.seed + seeds.start}-{inputs.options.seed + seeds.stop - 1}), judged by each position's top class alone" + \
+        f" ({_seed_words(inputs.options, seeds)}), judged by each position's top class alone" + \
         ("" if capped else " to spare memory")
     enough = "enough for a verdict to be sure" if more >= MIN_DECISIONS else \
         "too few to be sure of every verdict: give samples of your own for a firm one"

@@ -375,7 +375,7 @@ def apply(model: onnx.ModelProto, options: AutoOptions, context: RunContext | No
         if not rest:
             variant.notes.append("No large float initializer, so there is nothing to choose")
             return variant
-        inputs = context.calibration_inputs(model)
+        inputs = context.calibration_inputs(model, tally=True)
         tries: list[str] = []
         level = _rest_together(variant, rest, options, context, inputs, settings, tries, deadline)
         variant.notes.append(f"Precision of the {len(rest)} tensor(s) in subgraphs, chosen together: {level} "
@@ -385,7 +385,7 @@ def apply(model: onnx.ModelProto, options: AutoOptions, context: RunContext | No
     probe = _overridable(model, [r.name for r in refs])
     session = open_session(probe)
     # the run's calibration samples: compare judges the result on others, so the search is not fitted to them
-    inputs = context.calibration_inputs(probe, session=session)
+    inputs = context.calibration_inputs(probe, session=session, tally=True)
     approx = Approximations()
     choices = _choices(refs, options.lowest)
     tries: list[str] = []

@@ -292,15 +292,17 @@ class RunContext:
 
         return parity_inputs(model, self.judging_settings(), session=session)
 
-    def calibration_inputs(self, model: onnx.ModelProto, session: Any = None) -> Any:
+    def calibration_inputs(self, model: onnx.ModelProto, session: Any = None, tally: bool = False) -> Any:
         """Samples with the original's outputs that calibration or a search may use: the run's own split,
-        or one made here from the run's inputs (``model``: the original, or a copy with the same inputs)."""
+        or one made here from the run's inputs (``model``: the original, or a copy with the same inputs;
+        ``tally``: a search judges on them, so the sets past the cap are tallied, as compare's split does for
+        a method that ``judges_candidates``)."""
         if self.calibration is not None:
             return self.calibration
 
         session = session if session is not None else open_session(model)
         inputs = self.parity_inputs(model, session)
-        self.calibration = split_for_calibration(inputs, model, self.judging_settings(), session, tally=True).calibration
+        self.calibration = split_for_calibration(inputs, model, self.judging_settings(), session, tally).calibration
         return self.calibration
 
     def calibrates_on_user_data(self, model: onnx.ModelProto) -> bool:

@@ -151,7 +151,9 @@ def _add_method_flags(parser: argparse.ArgumentParser) -> None:
         methods = ", ".join(m for m, _, _ in owners)
         defaults = {repr(f.default) for _, f, _ in owners if f.default is not dataclasses.MISSING}
         default_text = f" (default {defaults.pop()})" if len(defaults) == 1 else ""
-        help_text = f"[{methods}] {first.metadata.get('help', '')}{default_text}".replace("%", "%%")
+        helps = {m: f.metadata.get("help", "") for m, f, _ in owners}
+        said = helps[owners[0][0]] if len(set(helps.values())) == 1 else "; ".join(f"{m}: {h}" for m, h in helps.items())
+        help_text = f"[{methods}] {said}{default_text}".replace("%", "%%")
         kind = owners[0][2]
         if kind == "bool":
             group.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_text)

@@ -73,9 +73,18 @@ from shrinkray.measure.parity_inputs import (
 from shrinkray.methods.base import MethodSpec, RunContext, TensorSelection, Variant, get_method, option, register
 from shrinkray.units import format_bytes
 
-#: Precisions from the most to the least bytes, and the method that makes each.
-LEVELS = ("float32", "float16", "int8", "int4")
-METHOD_OF = {"float16": "float16", "int8": "weights-int8", "int4": "weights-int4"}
+#: Precisions from the most to the least bytes, and the method that makes each. int7, int6 and int5 are
+#: weights-int8's 8-bit codes using 128, 64 and 32 of their 256 values: stored at 8 bits, but brotli and gzip,
+#: which code each byte by how often it occurs, serve them in about one, two and three bits less per value.
+LEVELS = ("float32", "float16", "int8", "int7", "int6", "int5", "int4")
+CODES = {"int7": 128, "int6": 64, "int5": 32}
+METHOD_OF = {"float16": "float16", "int8": "weights-int8", **dict.fromkeys(CODES, "weights-int8"),
+             "int4": "weights-int4"}  # fmt: skip
+#: Bits per value each precision is served in with brotli, as measured on the 22.7M weights of a sentence
+#: encoder (all-MiniLM-L6-v2, the whole file at quality 9, scales and graph included; ``bench/`` auto-bench):
+#: the search's objective when it minimizes served bytes (each halving of the codes saves about one bit).
+SERVED_BITS = {"float32": 29.1, "float16": 14.6, "int8": 7.57, "int7": 6.58, "int6": 5.64, "int5": 4.92,
+               "int4": 4.36}  # fmt: skip
 
 
 #: The default target: the share of the allowed error a searched mix may use on the samples it searched on.
@@ -96,6 +105,12 @@ class AutoOptions(TensorSelection):
     )
     budget: float = option(120.0, "Seconds for the search (sensitivity, assignment, verification)", min=1.0)
     lowest: str = option("int4", "The lowest precision a tensor may get", choices=["int4", "int8", "float16"])
+    size: str = option(
+        "served",
+        "What the search makes smallest: served (bytes as delivered with brotli or gzip; may use 8-bit codes "
+        "with fewer levels, int7 to int5, which compress further) or stored (bytes on disk and in memory)",
+        choices=["served", "stored"],
+    )
 
 
 @dataclass
@@ -103,10 +118,15 @@ class Choice:
     """One tensor's options: bytes and measured severity at each precision it can take."""
 
     ref: WeightRef
-    bytes: dict[str, float]
+    bytes: dict[str, float]  # stored bytes at each precision it can take
     severity: dict[str, float]
+    cost: dict[str, float] = field(default_factory=dict)  # what the search minimizes: served or stored bytes
     level: str = "float32"
     predicted: set[str] = field(default_factory=set)  # severities derived from a lower precision's, not run
+
+    def __post_init__(self) -> None:
+        if not self.cost:  # no objective given: the stored bytes
+            self.cost = dict(self.bytes)
 
 
 def candidates(refs: list[WeightRef], options: AutoOptions) -> list[WeightRef]:
@@ -145,14 +165,18 @@ def _judge(inputs, outputs: dict[str, Any], settings: Any, tally: dict[str, Any]
     return judge(inputs.reference, outputs, inputs, settings, tally)
 
 
-def _choices(refs: list[WeightRef], lowest: str) -> list[Choice]:
-    """Every tensor with the bytes each precision would take (severities are measured later, if needed)."""
-    levels = LEVELS[1 : LEVELS.index(lowest) + 1]
-    return [
-        Choice(ref, {"float32": ref.elements * 4.0, **{lv: ref.elements * get_method(METHOD_OF[lv]).bytes_per_value
-                                                      for lv in levels}}, {"float32": 0.0})  # fmt: skip
-        for ref in refs
-    ]
+def _choices(refs: list[WeightRef], lowest: str, size: str = "served") -> list[Choice]:
+    """Every tensor with the bytes each precision would take, stored and as the search counts them (``size``:
+    served, by :data:`SERVED_BITS`; stored, where the fewer-level codes save nothing and are left out).
+    Severities are measured later, if needed."""
+    levels = [lv for lv in LEVELS[: LEVELS.index(lowest) + 1] if size == "served" or lv not in CODES]
+    choices = []
+    for ref in refs:
+        stored = {lv: ref.elements * (4.0 if lv == "float32" else get_method(METHOD_OF[lv]).bytes_per_value)
+                  for lv in levels}  # fmt: skip
+        cost = {lv: ref.elements * SERVED_BITS[lv] / 8 for lv in levels} if size == "served" else dict(stored)
+        choices.append(Choice(ref, stored, {"float32": 0.0}, cost=cost))
+    return choices
 
 
 #: A tensor whose change at some precision uses less than this share of the allowed error is not
@@ -211,7 +235,8 @@ class Approximations:
         if key in self.kept:
             return self.kept[key]
         values = ref.array() if values is None else values
-        approx = get_method(METHOD_OF[level]).approximate(values, ref)
+        extra = {"levels": CODES[level]} if level in CODES else {}
+        approx = get_method(METHOD_OF[level]).approximate(values, ref, **extra)
         approx = None if approx is None else approx.astype(values.dtype)
         if level == "int4" and approx is not None and self.held + approx.nbytes <= self.cap:
             self.kept[key], self.held = approx, self.held + approx.nbytes
@@ -241,11 +266,12 @@ def _measure(choices: list[Choice], session, inputs, settings: Any, deadline: fl
                 continue
             approximation = approx.get(ref, level, values)
             if approximation is None:
-                del choice.bytes[level]
+                del choice.bytes[level], choice.cost[level]
                 continue
             error = _relative_error(values, approximation)
             if below is not None and below[0] < LINEAR:
-                choice.severity[level] = below[0] * min(error / max(below[1], 1e-30), 1.0)
+                # not capped at the lower precision's: 32-level codes per channel can lose more than 4-bit blocks
+                choice.severity[level] = below[0] * error / max(below[1], 1e-30)
                 choice.predicted.add(level)
                 below = (choice.severity[level], error)
                 continue
@@ -296,12 +322,12 @@ def assign(choices: list[Choice], target: float, base: float | None = None) -> N
         for c in choices:
             now = LEVELS.index(c.level)
             for level in LEVELS[now + 1 :]:
-                if level not in c.severity or level not in c.bytes:
+                if level not in c.severity or level not in c.cost:
                     continue
                 added = c.severity[level] ** 2 - c.severity.get(c.level, 0.0) ** 2  # unknown: counted as 0
                 if total + added > target**2:
                     continue
-                saved = c.bytes[c.level] - c.bytes[level]
+                saved = c.cost[c.level] - c.cost[level]
                 gain = saved / max(added, 1e-12)
                 if saved > 0 and gain > best_gain:
                     best, best_gain = (c, level, added), gain
@@ -317,7 +343,7 @@ def _build(model: onnx.ModelProto, choices: list[Choice], options: AutoOptions, 
     current = onnx.ModelProto()
     current.CopyFrom(model)
     variant = Variant(method="auto", options=options.as_dict(), model=current)
-    for level in ("int4", "int8", "float16"):
+    for level in reversed(LEVELS[1:]):
         names = [glob.escape(c.ref.name) for c in choices if c.level == level]
         if not names:
             continue
@@ -335,7 +361,8 @@ def _level_step(model: onnx.ModelProto, names: list[str], level: str, options: A
     """The tensors ``names`` (globs) of ``model`` rewritten in place by the method of ``level``, with the
     options auto builds with; each change's encoding names its precision."""
     spec = get_method(METHOD_OF[level])
-    opts = spec.make_options(include=names, min_elements=options.min_elements, **BUILD_OPTIONS.get(level, {}))
+    extra = {"levels": CODES[level]} if level in CODES else BUILD_OPTIONS.get(level, {})
+    opts = spec.make_options(include=names, min_elements=options.min_elements, **extra)
     step = spec.run(model, opts, context)
     for change in step.changes:
         change.encoding = f"{level}: {change.encoding}"
@@ -358,7 +385,8 @@ MIN_SAVING = 0.005
 
 
 def _predicted_bytes(choices: list[Choice]) -> float:
-    return sum(c.bytes.get(c.level, c.bytes["float32"]) for c in choices)
+    """The mix's size as the search counts it (served or stored bytes, :class:`AutoOptions` ``size``)."""
+    return sum(c.cost.get(c.level, c.cost["float32"]) for c in choices)
 
 
 def apply(model: onnx.ModelProto, options: AutoOptions, context: RunContext | None = None) -> Variant:
@@ -387,7 +415,7 @@ def apply(model: onnx.ModelProto, options: AutoOptions, context: RunContext | No
     # the run's calibration samples: compare judges the result on others, so the search is not fitted to them
     inputs = context.calibration_inputs(probe, session=session, tally=True)
     approx = Approximations()
-    choices = _choices(refs, options.lowest)
+    choices = _choices(refs, options.lowest, options.size)
     tries: list[str] = []
     tried: dict[tuple[str, ...], bool] = {}  # mixes judged, and whether they passed
     passing: list[tuple[float, dict[str, str], bool]] = []  # every mix that passed: (bytes, levels, searched)
@@ -503,7 +531,9 @@ def apply(model: onnx.ModelProto, options: AutoOptions, context: RunContext | No
         # compare judges a single method). weights-int4's
         # calibrated build is not among them: judged on the samples it calibrated on, GPTQ passed a strict
         # verdict at 75% of allowed where its data-free blocks used 386x (its fit, not its quality).
-        for level in sorted(LEVELS[1 : LEVELS.index(options.lowest)], key=lambda lv: -LEVELS.index(lv)):
+        for level in reversed(LEVELS[1 : LEVELS.index(options.lowest)]):
+            if not any(level in c.cost for c in choices):  # fewer-level codes when the search counts stored bytes
+                continue
             uniform(level)
             if time.monotonic() < deadline and (best is None or _predicted_bytes(choices) < best[0]):
                 attempt(f"all {level}", margin=False)
@@ -529,7 +559,8 @@ def apply(model: onnx.ModelProto, options: AutoOptions, context: RunContext | No
     if best is not None and passing:
         best = _confirmed(best, passing, choices, lambda on: overridden_severity(on or inputs), fixed_limit, tries,
                           lambda: _build(model, choices, options, context),
-                          lambda: _other_samples(inputs, model, settings, session))  # fmt: skip
+                          lambda: _other_samples(inputs, model, settings, session),
+                          "served (brotli, estimated)" if options.size == "served" else "stored")  # fmt: skip
     session = approx = None  # the probe session and the 4-bit approximations go before the result is kept
     if best is None:  # no mix passed within the budget: the safe, uniform choice
         uniform("int8")
@@ -547,9 +578,15 @@ def apply(model: onnx.ModelProto, options: AutoOptions, context: RunContext | No
         f"searched on {_lower(inputs.note)})"
     )
     used = [level for level, n in per_level.items() if n]
+    fewer = [level for level in used if level in CODES]
+    if fewer:
+        variant.notes.append("; ".join(f"{lv}: 8-bit codes using {CODES[lv]} of their 256 values, served with "
+                                       f"brotli in about {SERVED_BITS[lv]:.1f} bits per value" for lv in fewer)
+                             + " (stored at 8 bits, as int8)")  # fmt: skip
     if len(used) == 1 and used[0] in METHOD_OF:  # say so plainly: the card looks like that method's
-        variant.notes.append(f"Every tensor came out {used[0]}, as {METHOD_OF[used[0]]} stores them: the search "
-                             "found no smaller mix that passes")  # fmt: skip
+        how = f" with {CODES[used[0]]} levels" if used[0] in CODES else ""
+        variant.notes.append(f"Every tensor came out {used[0]}, as {METHOD_OF[used[0]]} stores them{how}: the "
+                             "search found no smaller mix that passes")  # fmt: skip
     extra = []
     if rest:
         level = _rest_together(variant, rest, options, context, inputs, settings, tries, deadline)
@@ -608,7 +645,7 @@ def _other_samples(inputs, model: onnx.ModelProto, settings: Any, session):
 
 
 def _confirmed(best, passing: list[tuple[float, dict[str, str], bool]], choices: list[Choice], severity_on,
-               limit: float, tries: list[str], build, other_samples):  # fmt: skip
+               limit: float, tries: list[str], build, other_samples, counted: str = "stored"):  # fmt: skip
     """The smallest passing mix that holds: a mix the search picked among many must also pass, by the verdict
     itself, on samples the search never saw; a fixed candidate (every tensor at one precision) was not picked
     among many and is kept as judged, as compare judges a single method.
@@ -634,9 +671,9 @@ def _confirmed(best, passing: list[tuple[float, dict[str, str], bool]], choices:
                 return best
             found = severity_on(other)
             if found is not None and found > limit:
-                tries.append(f"a mix of {format_bytes(size)} fails on other samples ({over_limit(found)})")
+                tries.append(f"a mix of {format_bytes(size)} {counted} fails on other samples ({over_limit(found)})")
                 continue
-            tries.append(f"a mix of {format_bytes(size)} holds on other samples "
+            tries.append(f"a mix of {format_bytes(size)} {counted} holds on other samples "
                          f"({'not measured' if found is None else over_limit(found)})")  # fmt: skip
         if levels == built_levels:
             return best
@@ -692,8 +729,7 @@ def _calibrated_int4(model: onnx.ModelProto, choices: list[Choice], options: Aut
     for change in built.changes:
         levels[change.name] = "int8" if "8-bit" in change.encoding else "int4"
         change.encoding = f"{levels[change.name]}: {change.encoding}"
-    size = sum(c.bytes["float32"] for n, c in names.items() if levels[n] == "float32")
-    size += sum(ch.bytes_after for ch in built.changes)
+    size = sum(c.cost.get(levels[n], c.cost["float32"]) for n, c in names.items())
     return size, built, levels, parity.severity
 
 
@@ -707,7 +743,7 @@ def _rest_together(variant: Variant, rest: list[WeightRef], options: AutoOptions
     precision together: the lowest whose whole build still passes on ``inputs``, lowest first (a build and a
     run each); ``variant`` takes it. Returns the precision chosen ("float32" when none passed)."""
     names = [glob.escape(r.name) for r in rest]
-    for level in reversed(LEVELS[1 : LEVELS.index(options.lowest) + 1]):
+    for level in [lv for lv in reversed(LEVELS[1 : LEVELS.index(options.lowest) + 1]) if lv not in CODES]:
         if time.monotonic() >= deadline:
             tries.append(f"subgraph tensors at {level}: not tried (out of time)")
             break
@@ -750,6 +786,7 @@ def precision_map(choices: list[Choice]) -> list[dict[str, Any]]:
             "precision": c.level,
             "bytes_before": int(c.bytes["float32"]),
             "bytes_after": int(c.bytes.get(c.level, c.bytes["float32"])),
+            "served_after": int(c.ref.elements * SERVED_BITS[c.level] / 8),  # brotli, estimated
             "severity": {k: (round(v, 6) if math.isfinite(v) else None) for k, v in c.severity.items()},
             **({"predicted": sorted(c.predicted, key=LEVELS.index)} if c.predicted else {}),
         }
@@ -762,7 +799,8 @@ register(
         name="auto",
         title="Smallest that passes (per-tensor precision)",
         summary="Measures how much each tensor's precision moves the outputs, then gives every tensor the "
-        "smallest of float16 / 8-bit / 4-bit that keeps the whole model within the parity verdict.",
+        "smallest of float16 / 8-bit (256 down to 32 levels, which brotli serves smaller) / 4-bit that keeps "
+        "the whole model within the parity verdict.",
         options_type=AutoOptions,
         apply=apply,
         candidates=candidates,

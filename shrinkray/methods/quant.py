@@ -154,17 +154,29 @@ def ranges_by_axis(x: np.ndarray, axes: list[int | None]) -> dict[int | None, tu
     return out
 
 
+def code_steps(levels: int, symmetric: bool) -> int:
+    """Steps from zero to the largest code (symmetric: each side, of the odd count at most ``levels``, 3 at
+    least, 255 at most) or from the lowest to the highest code (asymmetric) when ``levels`` (2-256) codes are used."""
+    if not 2 <= levels <= 256:
+        raise ValueError(f"levels must be within 2-256, not {levels}")
+    return max(1, min(127, (levels - 1) // 2)) if symmetric else levels - 1
+
+
 def quantize_linear(
     x: np.ndarray,
     *,
     symmetric: bool = True,
     axis: int | None = None,
     ranges: tuple[np.ndarray, np.ndarray] | None = None,
+    levels: int = 256,
 ) -> LinearCodes:
     """Quantize a float array to 8-bit codes, per tensor (axis=None) or per channel.
 
     Symmetric gives int8 codes in [-127, 127] with zero point 0; asymmetric
     gives uint8 codes in [0, 255] with an integer zero point. Scales are float32.
+    ``levels`` (2-256) below 256 uses that many codes of the 8-bit container (symmetric: the odd count
+    at most ``levels`` around zero, 3 at least): a coarser step, so the raw size is the same but gzip and brotli,
+    which code each byte by how often it occurs, shrink the file to about log2(levels) bits per value.
     ``ranges`` is :func:`value_ranges` of ``x`` along ``axis`` when the caller
     has it already (it saves two passes over a large tensor). Non-finite
     values are coded as 0. Codes are computed in float32, block by block.
@@ -179,14 +191,16 @@ def quantize_linear(
         lo, hi = value_ranges(x32, axis)
     # Ranges and scales in float64: a float32 (hi - lo) can overflow near the float32 limit.
     if symmetric:
-        scale = _float32_scale(np.maximum(np.abs(lo), np.abs(hi)) / 127.0, 127.0)
+        half = code_steps(levels, symmetric)
+        scale = _float32_scale(np.maximum(np.abs(lo), np.abs(hi)) / half, half)
         zero_point = np.zeros_like(scale, dtype=np.int8)
-        low_code, high_code, code_type = -127, 127, np.int8
+        low_code, high_code, code_type = -half, half, np.int8
     else:
+        top = code_steps(levels, symmetric)
         lo, hi = np.minimum(lo, 0.0), np.maximum(hi, 0.0)
-        scale = _float32_scale((hi - lo) / 255.0, 255.0)
-        zero_point = np.clip(np.rint(-lo / scale), 0, 255).astype(np.uint8)
-        low_code, high_code, code_type = 0, 255, np.uint8
+        scale = _float32_scale((hi - lo) / top, top)
+        zero_point = np.clip(np.rint(-lo / scale), 0, top).astype(np.uint8)
+        low_code, high_code, code_type = 0, top, np.uint8
     codes = np.empty(x32.shape, dtype=code_type)
     zero32 = zero_point.astype(np.float32)
     scratch = _Scratch(x32.shape)

@@ -33,7 +33,14 @@ from shrinkray.methods.base import (
     register,
     warn_if_damaged,
 )
-from shrinkray.methods.quant import ErrorStats, LinearCodes, fits_float32, quantize_linear, ranges_by_axis
+from shrinkray.methods.quant import (
+    ErrorStats,
+    LinearCodes,
+    code_steps,
+    fits_float32,
+    quantize_linear,
+    ranges_by_axis,
+)
 
 
 @dataclass
@@ -55,6 +62,13 @@ class WeightsInt8Options(TensorSelection):
         "or dequantize-linear (standard op; ONNX Runtime runs it at every inference or fuses it into "
         "MatMulNBits, which quantizes activations)",
         choices=["cast-mul", "dequantize-linear"],
+    )
+    levels: int = option(
+        256,
+        "Codes used of the 256 an 8-bit value holds (2-256): fewer keep the same stored size but a coarser "
+        "step, and gzip / brotli then serve about log2(levels) bits per value (64: about 6 bits)",
+        min=2,
+        max=256,
     )
 
 
@@ -102,7 +116,7 @@ def _decode_nodes(codes: LinearCodes, target: int, form: str) -> tuple[dict[str,
 MIN_VALUES_PER_SCALE = 64
 
 
-def expected_noise(ranges: tuple[np.ndarray, np.ndarray], symmetric: bool) -> float:
+def expected_noise(ranges: tuple[np.ndarray, np.ndarray], symmetric: bool, levels: int = 256) -> float:
     """Mean squared rounding error of 8-bit codes with one scale per slice of ``ranges``.
 
     Uniform rounding noise is scale^2 / 12 per value, so comparing
@@ -111,13 +125,14 @@ def expected_noise(ranges: tuple[np.ndarray, np.ndarray], symmetric: bool) -> fl
     """
     lo, hi = ranges
     if symmetric:
-        scale = np.maximum(np.abs(lo), np.abs(hi)) / 127.0
+        scale = np.maximum(np.abs(lo), np.abs(hi)) / code_steps(levels, symmetric)
     else:
-        scale = (np.maximum(hi, 0.0) - np.minimum(lo, 0.0)) / 255.0
+        scale = (np.maximum(hi, 0.0) - np.minimum(lo, 0.0)) / code_steps(levels, symmetric)
     return float(np.mean(np.square(scale)))
 
 
-def best_codes(values: np.ndarray, ref: WeightRef, symmetric: bool, per_channel: bool = True) -> LinearCodes | None:
+def best_codes(values: np.ndarray, ref: WeightRef, symmetric: bool, per_channel: bool = True,
+               levels: int = 256) -> LinearCodes | None:  # fmt: skip
     """Codes per tensor, or per channel along the axis that loses least; None if ``values`` holds inf, NaN
     or (float64) values beyond float32's range.
 
@@ -137,17 +152,17 @@ def best_codes(values: np.ndarray, ref: WeightRef, symmetric: bool, per_channel:
     if not (fits_float32(whole[0]) and fits_float32(whole[1])):
         return None  # inf, NaN, or float64 values that float32 scales cannot reach
     best_axis, best_ranges = None, whole
-    best_noise = expected_noise(whole, symmetric)
+    best_noise = expected_noise(whole, symmetric, levels)
     for axis, ranges in per_axis.items():
-        noise = expected_noise(ranges, symmetric)
+        noise = expected_noise(ranges, symmetric, levels)
         if noise < best_noise:
             best_axis, best_ranges, best_noise = axis, ranges, noise
-    return quantize_linear(values, symmetric=symmetric, axis=best_axis, ranges=best_ranges)
+    return quantize_linear(values, symmetric=symmetric, axis=best_axis, ranges=best_ranges, levels=levels)
 
 
-def approximate(values: np.ndarray, ref: WeightRef) -> np.ndarray | None:
-    """The values the default encoding rebuilds (per-channel, asymmetric)."""
-    codes = best_codes(values, ref, symmetric=WeightsInt8Options.symmetric)
+def approximate(values: np.ndarray, ref: WeightRef, levels: int = 256) -> np.ndarray | None:
+    """The values the default encoding rebuilds (per-channel, asymmetric; ``levels`` codes)."""
+    codes = best_codes(values, ref, symmetric=WeightsInt8Options.symmetric, levels=levels)
     return None if codes is None else codes.decode(np.float32).reshape(values.shape)
 
 
@@ -181,7 +196,7 @@ def rewrite(
 
     def encode(ref: WeightRef) -> tuple[LinearCodes | None, ErrorStats | None]:
         values = read(ref)
-        codes = best_codes(values, ref, options.symmetric, per_channel)
+        codes = best_codes(values, ref, options.symmetric, per_channel, options.levels)
         return (codes, codes.error_against(values, FLOAT_TYPES[ref.dtype])) if codes is not None else (None, None)
 
     editor = editor if editor is not None else GraphEditor(model)
@@ -200,11 +215,14 @@ def rewrite(
             ref,
             bytes_after=sum(int(np.asarray(a).nbytes) for a in stored.values()),
             stats=stats,
-            encoding=f"{kind} {where}",
+            encoding=f"{kind} {where}" + (f", {options.levels} levels" if options.levels < 256 else ""),
         )
         variant.changes.append(change)
         warn_if_damaged(variant, change)
     editor.apply()
+    if variant.changes and options.levels < 256:
+        variant.notes.append(f"The stored size is that of 8-bit codes; the saving of {options.levels} levels "
+                             "shows in the gzip and brotli sizes")  # fmt: skip
     if not variant.changes:
         variant.notes.append(
             f"No float tensor has at least {options.min_elements:,} values, so nothing was quantized"

@@ -269,7 +269,8 @@ def output_table(r: VariantResult) -> tuple[list[str], list[list[str]]]:
     return OUTPUT_HEADER, rows
 
 
-PRECISION_HEADER = ["Tensor", "Shape", "Precision", "Bytes before", "Bytes after", "Severity at int8", "at int4"]
+PRECISION_HEADER = ["Tensor", "Shape", "Precision", "Bytes before", "Bytes after", "Served after (brotli, est.)",
+                    "Severity at int8", "at int4"]  # fmt: skip
 
 
 def precision_table(precision_map: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
@@ -280,7 +281,8 @@ def precision_table(precision_map: list[dict[str, Any]]) -> tuple[list[str], lis
         rows.append(
             [
                 row["tensor"], "x".join(map(str, row["shape"])), row["precision"], f"{row['bytes_before']:,}",
-                f"{row['bytes_after']:,}", _num(sev.get("int8"), ".3g"), _num(sev.get("int4"), ".3g"),
+                f"{row['bytes_after']:,}", f"{row['served_after']:,}" if "served_after" in row else "-",
+                _num(sev.get("int8"), ".3g"), _num(sev.get("int4"), ".3g"),
             ]
         )  # fmt: skip
     return PRECISION_HEADER, rows

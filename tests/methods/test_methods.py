@@ -77,6 +77,30 @@ AGREE_MAX_RELATIVE = 5e-3  # measured worst 8e-4 (fp16 model)
 AGREE_DQ_MIN_COSINE = 0.9999  # measured worst 0.99997 (subgraph)
 AGREE_DQ_MAX_RELATIVE = 0.06  # measured worst 0.026 (transformer), 0.021 (subgraph)
 
+@pytest.mark.parametrize("levels", [32, 64, 128])
+def test_weights_int8_with_fewer_levels_uses_that_many_codes_and_brotli_serves_fewer_bytes(levels):
+    from shrinkray.measure.sizes import brotli_size
+
+    weight = np.random.default_rng(levels).standard_normal((64, 1024)).astype(np.float32)
+    full = shrinkray.shrink(_add_weight_model(weight), "weights-int8")
+    fewer = shrinkray.shrink(_add_weight_model(weight), "weights-int8", levels=levels)
+    (change,) = fewer.changes
+    assert change.encoding.endswith(f"{levels} levels") and "levels" not in full.changes[0].encoding
+    codes = numpy_helper.to_array(next(t for t in fewer.model.graph.initializer if t.data_type == TensorProto.UINT8))
+    assert codes.max() <= levels - 1  # codes 0 .. levels-1 along whichever axis lost least
+    (y,) = open_session(fewer.model).run(None, {"X": np.zeros_like(weight)})
+    step = (weight.max() - min(weight.min(), 0.0)) / (levels - 1)  # no channel's step is coarser
+    assert np.abs(y - weight).max() <= step / 2 + 1e-6
+    assert np.abs(y - weight).max() > (weight.max() - weight.min()) / 255 / 2  # coarser than 256 levels
+    served = brotli_size(fewer.model.SerializeToString(), 9) / brotli_size(full.model.SerializeToString(), 9)
+    assert served < 1 - 0.8 * (8 - np.log2(levels)) / 8  # about one bit per value less for each halving
+
+
+def test_weights_int8_refuses_levels_outside_2_to_256():
+    with pytest.raises(OptionError, match="levels"):
+        shrinkray.shrink(_add_weight_model(np.ones((4, 4096), np.float32)), "weights-int8", levels=300)
+
+
 # ------------------------------------------------------------------ size promises
 
 WEIGHTS_INT8_MAX_SIZE_SHARE = (

@@ -25,6 +25,7 @@ from shrinkray import arrays
 from shrinkray.arrays import distinct_count, unique_values
 from shrinkray.methods import quant
 from shrinkray.methods.quant import (
+    code_steps,
     error_stats,
     kmeans_levels,
     linear_levels,
@@ -600,3 +601,26 @@ def test_error_stats_with_a_scratch_approximation_are_the_same_and_overwrite_onl
     expected = error_stats(original, approx.copy())
     assert error_stats(original, approx, approx_is_scratch=True) == expected
     np.testing.assert_array_equal(original, kept)  # the reference is never written
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+@pytest.mark.parametrize("levels", [2, 3, 16, 32, 64, 128, 255, 256])
+def test_fewer_levels_use_that_many_codes_and_stay_within_half_a_step(symmetric, levels):
+    x = np.random.default_rng(levels).standard_normal((24, 80)).astype(np.float32)
+    codes = quantize_linear(x, symmetric=symmetric, axis=0, levels=levels)
+    q = codes.codes.astype(np.int64)
+    if symmetric:
+        half = code_steps(levels, True)
+        assert 2 * half + 1 <= max(levels, 3) and q.min() >= -half and q.max() <= half
+    else:
+        assert q.min() >= 0 and q.max() <= levels - 1
+    assert all(len(np.unique(row)) <= (max(levels, 3) if symmetric else levels) for row in q)
+    decoded = codes.decode(np.float64)
+    assert np.all(np.abs(decoded - x) <= codes.scale.astype(np.float64) * (0.5 + 1e-6))
+
+
+def test_code_steps_refuses_levels_outside_2_to_256():
+    assert code_steps(256, True) == 127 and code_steps(256, False) == 255 and code_steps(64, True) == 31
+    for bad in (1, 257):
+        with pytest.raises(ValueError, match="2-256"):
+            code_steps(bad, False)

@@ -7,7 +7,8 @@ import plotly.graph_objects as go
 from shrinkray.measure.results import Comparison
 from shrinkray.report.charts.style import HEIGHT, _esc, _figure, byte_unit, empty_figure
 
-PRECISION_COLORS = {"float32": "#888888", "float16": "#4C78A8", "int8": "#F58518", "int4": "#54A24B"}
+PRECISION_COLORS = {"float32": "#888888", "float16": "#4C78A8", "int8": "#F58518", "int7": "#E8A33D",
+                    "int6": "#C9B03A", "int5": "#93A73F", "int4": "#54A24B"}  # fmt: skip
 
 
 def precision_chart(c: Comparison, key: str) -> go.Figure:

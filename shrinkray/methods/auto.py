@@ -165,6 +165,11 @@ def _judge(inputs, outputs: dict[str, Any], settings: Any, tally: dict[str, Any]
     return judge(inputs.reference, outputs, inputs, settings, tally)
 
 
+def _served_bytes(ref: WeightRef, level: str) -> float:
+    """The bytes brotli serves ``ref`` in at ``level``, estimated by :data:`SERVED_BITS`."""
+    return ref.elements * SERVED_BITS[level] / 8
+
+
 def _choices(refs: list[WeightRef], lowest: str, size: str = "served") -> list[Choice]:
     """Every tensor with the bytes each precision would take, stored and as the search counts them (``size``:
     served, by :data:`SERVED_BITS`; stored, where the fewer-level codes save nothing and are left out).
@@ -174,7 +179,7 @@ def _choices(refs: list[WeightRef], lowest: str, size: str = "served") -> list[C
     for ref in refs:
         stored = {lv: ref.elements * (4.0 if lv == "float32" else get_method(METHOD_OF[lv]).bytes_per_value)
                   for lv in levels}  # fmt: skip
-        cost = {lv: ref.elements * SERVED_BITS[lv] / 8 for lv in levels} if size == "served" else dict(stored)
+        cost = {lv: _served_bytes(ref, lv) for lv in levels} if size == "served" else dict(stored)
         choices.append(Choice(ref, stored, {"float32": 0.0}, cost=cost))
     return choices
 
@@ -361,8 +366,7 @@ def _level_step(model: onnx.ModelProto, names: list[str], level: str, options: A
     """The tensors ``names`` (globs) of ``model`` rewritten in place by the method of ``level``, with the
     options auto builds with; each change's encoding names its precision."""
     spec = get_method(METHOD_OF[level])
-    extra = {"levels": CODES[level]} if level in CODES else BUILD_OPTIONS.get(level, {})
-    opts = spec.make_options(include=names, min_elements=options.min_elements, **extra)
+    opts = spec.make_options(include=names, min_elements=options.min_elements, **BUILD_OPTIONS.get(level, {}))
     step = spec.run(model, opts, context)
     for change in step.changes:
         change.encoding = f"{level}: {change.encoding}"
@@ -371,7 +375,9 @@ def _level_step(model: onnx.ModelProto, names: list[str], level: str, options: A
 
 #: Options of the building methods: 4-bit blocks built data-free, exactly as ``approximate()`` measured
 #: them (activation-aware scales would re-run the model on every build and differ from what was judged).
-BUILD_OPTIONS: dict[str, dict[str, Any]] = {"int4": {"activation_aware": False, "gptq": "off"}}
+#: The fewer-level 8-bit precisions are weights-int8 with that many levels.
+BUILD_OPTIONS: dict[str, dict[str, Any]] = {"int4": {"activation_aware": False, "gptq": "off"},
+                                            **{lv: {"levels": n} for lv, n in CODES.items()}}  # fmt: skip
 #: Verification builds between the last failing and the first passing target (each a whole build + run).
 BISECT_STEPS = 2
 #: Doublings of the target tried after the first assignment passed (stops at the first that fails).
@@ -786,7 +792,7 @@ def precision_map(choices: list[Choice]) -> list[dict[str, Any]]:
             "precision": c.level,
             "bytes_before": int(c.bytes["float32"]),
             "bytes_after": int(c.bytes.get(c.level, c.bytes["float32"])),
-            "served_after": int(c.ref.elements * SERVED_BITS[c.level] / 8),  # brotli, estimated
+            "served_after": int(_served_bytes(c.ref, c.level)),
             "severity": {k: (round(v, 6) if math.isfinite(v) else None) for k, v in c.severity.items()},
             **({"predicted": sorted(c.predicted, key=LEVELS.index)} if c.predicted else {}),
         }
